@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# One-command set-up of the lab on the local target: Debian packages (as root),
+# the project virtual environment, the model artefacts and the sample photos.
+# Idempotent: when nothing changed, a second run only checks and takes seconds.
+# Environment: VENV (default .venv), PYTHON (default python3.11 or python3),
+# SERVELAB_WEIGHTS (trained weights file/URL for the model build).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+VENV="${VENV:-$ROOT/.venv}"
+DEBIAN_PACKAGES=(libb64-0d chromium python3-venv)
+
+log() { printf '[setup] %s\n' "$*"; }
+
+pick_python() {
+  if [ -n "${PYTHON:-}" ]; then echo "$PYTHON"; return; fi
+  for candidate in python3.11 python3.12 python3; do
+    if command -v "$candidate" >/dev/null 2>&1; then echo "$candidate"; return; fi
+  done
+  echo "no python3 found: install Debian's python3 and python3-venv" >&2
+  exit 1
+}
+
+missing_debian_packages() {
+  local pkg
+  for pkg in "${DEBIAN_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || echo "$pkg"
+  done
+}
+
+install_debian_packages() {
+  local missing
+  mapfile -t missing < <(missing_debian_packages)
+  [ "${#missing[@]}" -eq 0 ] && return
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "error: Debian packages missing: ${missing[*]}" >&2
+    echo "run:   sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+  log "installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+requirements_digest() {
+  cat constraints.txt requirements/*.txt scripts/setup.sh pyproject.toml | sha256sum | cut -d' ' -f1
+}
+
+install_python_packages() {
+  local stamp="$VENV/.servelab-stamp" digest
+  digest="$(requirements_digest)"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$digest" ] && [ -x "$VENV/bin/python" ]; then
+    log "virtual environment up to date ($VENV)"
+    return
+  fi
+  if [ ! -x "$VENV/bin/python" ]; then
+    log "creating virtual environment $VENV"
+    "$(pick_python)" -m venv "$VENV"
+  fi
+  local pip=("$VENV/bin/python" -m pip --disable-pip-version-check)
+  log "installing Python packages (first run: a few minutes, torch is large)"
+  "${pip[@]}" install -q --upgrade pip
+  "${pip[@]}" install -q -c constraints.txt -r requirements/lab.txt -r requirements/dev.txt
+  # Only the Triton server binary is needed from this wheel; its declared
+  # dependencies would re-pin numpy/protobuf, so it goes in without them.
+  "${pip[@]}" install -q --no-deps -c constraints.txt nvidia-pytriton
+  "${pip[@]}" install -q --no-deps -e .
+  echo "$digest" > "$stamp"
+}
+
+build_artifacts() {
+  "$VENV/bin/python" -m servelab.samples >/dev/null
+  if [ -n "${SERVELAB_WEIGHTS:-}" ]; then
+    "$VENV/bin/python" -m servelab.model build --weights "$SERVELAB_WEIGHTS"
+  else
+    "$VENV/bin/python" -m servelab.model build
+  fi
+}
+
+main() {
+  install_debian_packages
+  install_python_packages
+  build_artifacts
+  log "ready: activate with 'source ${VENV#"$ROOT"/}/bin/activate'"
+}
+
+main "$@"

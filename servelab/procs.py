@@ -1,0 +1,143 @@
+"""Background processes the lab starts (uvicorn, tritonserver, flask): started in
+their own process group, logged to a file, waited for with a named timeout and
+always stopped — at interpreter exit and on Ctrl-C too — so no orphan is left.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+_LIVE: weakref.WeakSet[ManagedProcess] = weakref.WeakSet()
+
+
+class WaitTimeoutError(TimeoutError):
+    """A wait ran out; the message names what was waited for and for how long."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free right now on ``host``."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until(check: Callable[[], bool], what: str, timeout: float, interval: float = 0.2,
+               alive: Callable[[], str | None] | None = None) -> None:
+    """Poll ``check`` until it is true; raise ``WaitTimeoutError`` naming ``what``.
+
+    ``alive`` returns an error text when the thing waited for has died, so a
+    crashed server fails the wait at once instead of after the whole timeout.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        if check():
+            return
+        if alive is not None and (problem := alive()):
+            raise RuntimeError(f"gave up waiting for {what}: {problem}")
+        if time.monotonic() > deadline:
+            raise WaitTimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
+def http_ok(url: str, timeout: float = 2.0) -> bool:
+    """True when GET ``url`` answers 2xx."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return 200 <= response.status < 300
+    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+        return False
+
+
+class ManagedProcess:
+    """A child process in its own session, logging to ``log_path``."""
+
+    def __init__(self, name: str, argv: Sequence[str], log_path: Path,
+                 env: Mapping[str, str] | None = None, cwd: Path | None = None) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.log_path = Path(log_path)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        self._log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            self.argv, stdout=self._log, stderr=subprocess.STDOUT, env=full_env,
+            cwd=str(cwd) if cwd else None, start_new_session=True,
+        )
+        _LIVE.add(self)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def exit_problem(self) -> str | None:
+        """None while running; otherwise why it stopped and the end of its log."""
+        code = self.proc.poll()
+        if code is None:
+            return None
+        return f"{self.name} exited with code {code}; last log lines:\n{self.log_tail()}"
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def wait_http(self, url: str, timeout: float = 60.0) -> None:
+        """Wait until ``url`` answers 2xx, failing fast if the process dies."""
+        wait_until(lambda: http_ok(url), f"{self.name} to answer {url}", timeout,
+                   alive=self.exit_problem)
+
+    def stop(self, timeout: float = 15.0) -> int | None:
+        """SIGTERM the whole process group, SIGKILL after ``timeout``; idempotent."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        # children that outlived the leader are still in its group
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self._log.close()
+        _LIVE.discard(self)
+        return self.proc.returncode
+
+    def __enter__(self) -> ManagedProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def stop_all() -> None:
+    """Stop every process this interpreter started and has not stopped yet."""
+    for proc in list(_LIVE):
+        proc.stop()
+
+
+def _on_sigint(signum: int, frame: object) -> None:
+    stop_all()
+    signal.default_int_handler(signum, frame)
+
+
+atexit.register(stop_all)
+if sys.platform != "win32":
+    with contextlib.suppress(ValueError):  # not in the main thread: leave handlers alone
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, _on_sigint)
