@@ -1,0 +1,76 @@
+"""Start the lab's web services as local processes (the ``local`` target).
+
+The same app modules run in the containers of the GPU targets; here they run
+under uvicorn / gunicorn on 127.0.0.1 with a free port, a log file under
+``results/logs`` and a ready-wait that names what it waited for.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from servelab.paths import REPO_ROOT, RESULTS_DIR
+from servelab.procs import ManagedProcess, free_port
+
+FASTAPI_APPS = {"pt": "fastapi_pt.app:app", "onnx": "fastapi_onnx.app:app"}
+FLASK_APP = "flask_app.app:create_app()"
+
+
+@dataclass
+class Service:
+    """A running local service: its process and the base URL it answers on."""
+
+    name: str
+    url: str
+    process: ManagedProcess
+
+    def stop(self) -> None:
+        self.process.stop()
+
+    def __enter__(self) -> Service:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _log_path(name: str, log_dir: Path | None) -> Path:
+    return Path(log_dir or RESULTS_DIR / "logs") / f"{name}.log"
+
+
+def start_fastapi(kind: str, port: int | None = None, env: Mapping[str, str] | None = None,
+                  log_dir: Path | None = None, timeout: float = 120.0) -> Service:
+    """Start ``fastapi_pt`` (kind "pt") or ``fastapi_onnx`` ("onnx") and wait for /health."""
+    if kind not in FASTAPI_APPS:
+        raise ValueError(f"unknown FastAPI service {kind!r}; choose one of {sorted(FASTAPI_APPS)}")
+    port = port or free_port()
+    name = f"fastapi_{kind}"
+    argv = [sys.executable, "-m", "uvicorn", FASTAPI_APPS[kind], "--host", "127.0.0.1",
+            "--port", str(port), "--app-dir", str(REPO_ROOT), "--no-access-log"]
+    proc = ManagedProcess(name, argv, _log_path(f"{name}-{port}", log_dir), env=env, cwd=REPO_ROOT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        proc.wait_http(f"{url}/health", timeout)
+    except BaseException:
+        proc.stop()
+        raise
+    return Service(name, url, proc)
+
+
+def start_flask(env: Mapping[str, str] | None = None, port: int | None = None,
+                log_dir: Path | None = None, timeout: float = 60.0) -> Service:
+    """Start GourmetGram under gunicorn (configured by ``env``) and wait for /health."""
+    port = port or free_port()
+    argv = [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}", "--workers", "1",
+            "--threads", "4", "--chdir", str(REPO_ROOT), FLASK_APP]
+    proc = ManagedProcess("flask", argv, _log_path(f"flask-{port}", log_dir), env=env, cwd=REPO_ROOT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        proc.wait_http(f"{url}/health", timeout)
+    except BaseException:
+        proc.stop()
+        raise
+    return Service("flask", url, proc)
