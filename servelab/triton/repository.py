@@ -1,0 +1,98 @@
+"""The live model repository: deploy staged models into it, as the lab's
+``cp -r models_staging/x models/`` does, adapted to the target.
+
+On a CPU target every ``KIND_GPU`` instance group becomes ``KIND_CPU`` (the
+staged configs are written for the GPU node). The local Triton has no ONNX
+Runtime backend, so an ``onnxruntime`` model is deployed there under the same
+name and I/O through a generated Python-backend runner. Both adaptations are
+printed: a student must see that the local run is not the GPU node's setup.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from servelab.paths import BUILD_COMMAND, STAGING_DIR
+from servelab.triton.config import CONFIG_NAME, ModelConfig, config_text, mc, read_config
+
+RUNNER_TEMPLATE = Path(__file__).with_name("onnx_runner_model.py")
+ONNX_BACKENDS = {"onnxruntime", "onnxruntime_onnx"}
+REQUIRED_ARTEFACTS = {"food_classifier": "food11.pth", "food_classifier_onnx": "model.onnx"}
+
+
+def to_cpu(cfg: ModelConfig) -> tuple[ModelConfig, bool]:
+    """KIND_GPU instance groups → KIND_CPU (gpus dropped); says whether anything changed."""
+    new = ModelConfig()
+    new.CopyFrom(cfg)
+    changed = False
+    for group in new.instance_group:
+        if group.kind == mc.ModelInstanceGroup.KIND_GPU:
+            group.kind = mc.ModelInstanceGroup.KIND_CPU
+            del group.gpus[:]
+            changed = True
+    return new, changed
+
+
+def is_onnx(cfg: ModelConfig) -> bool:
+    return cfg.backend in ONNX_BACKENDS or cfg.platform in ONNX_BACKENDS
+
+
+def to_python_runner(cfg: ModelConfig) -> ModelConfig:
+    """The staged ONNX config with its backend switched to the generated Python runner."""
+    new = ModelConfig()
+    new.CopyFrom(cfg)
+    new.ClearField("platform")
+    new.backend = "python"
+    return new
+
+
+def _check_artefacts(staged: Path) -> None:
+    needed = REQUIRED_ARTEFACTS.get(staged.name)
+    versions = [p for p in staged.iterdir() if p.is_dir() and p.name.isdigit()]
+    if not versions:
+        raise FileNotFoundError(f"{staged} has no version folder (e.g. {staged}/1)")
+    if needed and not any((v / needed).is_file() for v in versions):
+        raise FileNotFoundError(f"{staged}/1/{needed} is missing; build it with: {BUILD_COMMAND}")
+
+
+def deploy_model(staged_name: str, repository: Path, gpu: bool, staging_dir: Path = STAGING_DIR,
+                 onnx_backend: bool | None = None, quiet: bool = False) -> Path:
+    """Copy ``staging_dir/staged_name`` into ``repository`` and adapt it to the target.
+
+    ``onnx_backend`` says whether the server has Triton's ONNX Runtime backend
+    (default: only on GPU targets). Returns the deployed model folder.
+    """
+    say = (lambda _msg: None) if quiet else print
+    staged = Path(staging_dir) / staged_name
+    if not (staged / CONFIG_NAME).is_file():
+        raise FileNotFoundError(f"no staged model '{staged_name}' ({staged / CONFIG_NAME} missing)")
+    _check_artefacts(staged)
+    cfg = read_config(staged)
+    dest = Path(repository) / staged_name
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(staged, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    say(f"deployed {staged} -> {dest}")
+    if not gpu:
+        cfg, changed = to_cpu(cfg)
+        if changed:
+            say(f"  {staged_name}: CPU target, instance_group KIND_GPU -> KIND_CPU")
+    if is_onnx(cfg) and not (gpu if onnx_backend is None else onnx_backend):
+        cfg = to_python_runner(cfg)
+        for version in (p for p in dest.iterdir() if p.is_dir() and p.name.isdigit()):
+            shutil.copyfile(RUNNER_TEMPLATE, version / "model.py")
+        say(f"  {staged_name}: this Triton has no onnxruntime backend; serving model.onnx through a "
+            "generated Python-backend runner (model.py calling onnxruntime), same name and I/O")
+    (dest / CONFIG_NAME).write_text(config_text(cfg))
+    return dest
+
+
+MODELS = ("food_classifier", "food_classifier_onnx")
+
+
+def deploy_all(repository: Path, gpu: bool, names: tuple[str, ...] = MODELS,
+               **kwargs: object) -> dict[str, Path]:
+    """Deploy several staged models; returns name → deployed folder."""
+    Path(repository).mkdir(parents=True, exist_ok=True)
+    return {name: deploy_model(name, repository, gpu, **kwargs) for name in names}  # type: ignore[arg-type]
