@@ -1,0 +1,184 @@
+"""GourmetGram: upload a food photo, get its label from the configured serving backend.
+
+Run with ``gunicorn "flask_app.app:create_app()"``; the backend and its address
+come from environment variables (see ``flask_app.settings``). Every upload is
+checked by Pillow and stored under a generated name before the backend is
+called, so nothing a user sent is lost when the backend fails.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+import uuid
+from pathlib import Path
+
+from flask import Blueprint, Flask, Response, current_app, jsonify, render_template, request
+from PIL import Image
+from werkzeug.exceptions import RequestEntityTooLarge
+
+from flask_app.backends import TITLES, Backend, BackendUnavailable, Prediction, make_backend
+from flask_app.settings import PACKAGE_DIR, Settings
+from servelab.preprocess import ImageError, load_image
+
+TEST_IMAGE = PACKAGE_DIR / "static" / "test_image.jpg"
+FORM_OVERHEAD_BYTES = 64 * 1024  # multipart boundaries and headers on top of the file itself
+EXTENSIONS = {"JPEG": ".jpg", "PNG": ".png", "GIF": ".gif", "WEBP": ".webp", "BMP": ".bmp", "TIFF": ".tif"}
+
+bp = Blueprint("gourmetgram", __name__)
+
+
+class UploadError(Exception):
+    """An upload the app refuses; carries the user-facing message and the HTTP status."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+class BackendHolder:
+    """The process's one backend client, built on first use (not at import or fork)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._backend: Backend | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> Backend:
+        with self._lock:
+            if self._backend is None:
+                self._backend = make_backend(self.settings)
+            return self._backend
+
+
+def create_app(settings: Settings | None = None) -> Flask:
+    """The WSGI app; ``settings`` default to the environment (what gunicorn uses)."""
+    settings = settings or Settings.from_env()
+    app = Flask(__name__, instance_path=str(Path(settings.instance_path).resolve()))
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_upload_bytes + FORM_OVERHEAD_BYTES
+    app.extensions["gourmetgram"] = BackendHolder(settings)
+    settings.upload_dir.mkdir(parents=True, exist_ok=True)
+    app.register_blueprint(bp)
+    app.register_error_handler(RequestEntityTooLarge, _too_large)
+    return app
+
+
+def _settings() -> Settings:
+    return current_app.extensions["gourmetgram"].settings
+
+
+def _backend() -> Backend:
+    return current_app.extensions["gourmetgram"].get()
+
+
+@bp.get("/")
+def index() -> str:
+    settings = _settings()
+    return render_template("index.html", backend_title=TITLES[settings.backend],
+                           backend_url=settings.backend_url, model=settings.model_name,
+                           max_bytes=settings.max_upload_bytes,
+                           max_mb=_megabytes(settings.max_upload_bytes))
+
+
+@bp.post("/predict")
+def predict() -> tuple[str, int]:
+    """Form upload → HTML fragment the page swaps in (status code tells success or not)."""
+    try:
+        prediction = _classify_upload()
+    except UploadError as exc:
+        return render_template("_result.html", message=exc.message), exc.status
+    return render_template("_result.html", prediction=prediction), 200
+
+
+@bp.post("/api/predict")
+def api_predict() -> tuple[Response, int]:
+    """Form upload → JSON, for scripts: ``curl -F file=@dish.jpg …/api/predict``."""
+    try:
+        prediction = _classify_upload()
+    except UploadError as exc:
+        return jsonify(error=exc.message), exc.status
+    return jsonify(prediction.as_json()), 200
+
+
+@bp.get("/test")
+def smoke_test() -> tuple[Response, int]:
+    """Classify the bundled test image: proves app → backend → model end to end."""
+    try:
+        prediction = _run_backend(TEST_IMAGE.read_bytes(), kept=False)
+    except UploadError as exc:
+        return jsonify(error=exc.message), exc.status
+    return jsonify(prediction.as_json()), 200
+
+
+@bp.get("/health")
+def health() -> tuple[Response, int]:
+    """200 whenever the app runs; whether the backend is reachable is in the body."""
+    return jsonify(status="ok", **_backend().health()), 200
+
+
+def _classify_upload() -> Prediction:
+    data = _read_upload(_settings().max_upload_bytes)
+    image_format = _check_image(data)
+    _save_upload(data, image_format, _settings().upload_dir)
+    return _run_backend(data)
+
+
+def _read_upload(max_bytes: int) -> bytes:
+    """The uploaded file's bytes, or an ``UploadError`` saying what is missing or wrong."""
+    upload = request.files.get("file") or request.files.get("image")
+    if upload is None or not upload.filename:
+        raise UploadError("No file received: choose a food photo, then press Submit.", 400)
+    data = upload.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise _too_large_error()
+    if not data:
+        raise UploadError("That file is empty: choose a food photo.", 400)
+    return data
+
+
+def _check_image(data: bytes) -> str:
+    """Decode ``data`` with Pillow (the content decides, not the extension); return its format."""
+    try:
+        load_image(data)
+        with Image.open(io.BytesIO(data)) as img:
+            return img.format or "IMAGE"
+    except ImageError as exc:
+        raise UploadError(f"That file is not an image: {exc}.", 400) from None
+
+
+def _save_upload(data: bytes, image_format: str, upload_dir: Path) -> Path:
+    """Store under a fresh random name; exclusive create, so nothing is ever overwritten."""
+    upload_dir.mkdir(parents=True, exist_ok=True)
+    suffix = EXTENSIONS.get(image_format, f".{image_format.lower()}")
+    path = upload_dir / f"{uuid.uuid4().hex}{suffix}"
+    with path.open("xb") as handle:
+        handle.write(data)
+    return path
+
+
+def _run_backend(data: bytes) -> Prediction:
+    try:
+        return _backend().predict(data)
+    except BackendUnavailable as exc:
+        current_app.logger.warning("prediction backend failed: %s", exc)
+        raise UploadError(
+            f"The prediction service is unavailable right now ({exc}). "
+            "Your photo was kept; please try again in a moment.", 503) from None
+
+
+def _too_large_error() -> UploadError:
+    limit = _megabytes(_settings().max_upload_bytes)
+    return UploadError(f"That file is too large: the limit is {limit} MB.", 413)
+
+
+def _too_large(_exc: RequestEntityTooLarge) -> tuple[Response | str, int]:
+    """Werkzeug refused the body before reading it; answer in the route's own format."""
+    error = _too_large_error()
+    if request.path.startswith("/api/"):
+        return jsonify(error=error.message), error.status
+    return render_template("_result.html", message=error.message), error.status
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / (1024 * 1024):g}"
