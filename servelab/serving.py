@@ -1,0 +1,566 @@
+"""What both FastAPI inference services share: settings, backends, the micro-batcher, the app.
+
+``fastapi_pt/app.py`` and ``fastapi_onnx/app.py`` only pick a backend and its
+defaults; request validation, error mapping, limits, metrics, /health and the
+scheduling of inference all live here, so the two services behave identically
+and differ only in the engine that runs the model.
+
+Why a micro-batcher with ONE inference thread (see the speed targets of the
+foundation issue): on a 2-core CPU the obvious design — run each request's
+decode + preprocess + forward pass in a thread pool — runs several forward
+passes at once, each asking for all cores, so the threads oversubscribe the
+CPU and throughput drops (PyTorch to about 0.6 of its batch-1 rate, ONNX
+Runtime to about 0.7 of what the machine can do). Here the work is split by
+what scales: decode + preprocess (pure per-image work) runs in a thread pool
+sized to the cores, and every forward pass goes through a single worker thread
+that owns all the cores' intra-op threads. When requests are waiting, that
+worker takes up to ``MAX_BATCH`` of them and runs them as one batch: ONNX
+Runtime is cheaper per image at batch 16 than at batch 1, PyTorch eager on
+this CPU is not (so its service defaults to ``MAX_BATCH=1``). The worker never
+waits to fill a batch, so a lone client pays no batching delay.
+
+Environment (defaults in brackets): ``MODEL_PATH`` [the app folder's artefact],
+``MAX_BATCH`` [per service], ``INFER_THREADS`` [cores], ``PREPROCESS_WORKERS``
+[cores], ``MAX_BODY_BYTES`` [10 MB], ``MAX_PIXELS`` [40 M]. Nothing here
+imports torch at module level: the ONNX service must run without it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
+
+from servelab.labels import NUM_CLASSES
+from servelab.model import ONNX_INPUT, ONNX_OUTPUT, model_version, require_file
+from servelab.preprocess import DEFAULT_MAX_PIXELS, ImageError, image_from_base64, preprocess, top1
+
+LOG = logging.getLogger("uvicorn.error")  # uvicorn configures this logger before importing the app
+DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
+MONITORED_PATHS = frozenset({"/predict", "/health", "/metrics", "/docs", "/openapi.json"})
+
+
+# ----------------------------------------------------------------------------- settings
+
+def cpu_cores() -> int:
+    """Cores this process may run on (respects taskset / container CPU sets)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _env_int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SystemExit(f"error: environment variable {name}={raw!r} is not an integer") from None
+    if value < 1:
+        raise SystemExit(f"error: environment variable {name}={value} must be at least 1")
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A service's configuration; ``from_env`` reads it, so containers configure it by env."""
+
+    model_path: Path
+    max_batch: int
+    infer_threads: int
+    preprocess_workers: int
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_pixels: int = DEFAULT_MAX_PIXELS
+
+    @classmethod
+    def from_env(cls, default_model_path: Path, default_max_batch: int,
+                 env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        cores = cpu_cores()
+        return cls(
+            model_path=Path(env.get("MODEL_PATH") or default_model_path),
+            max_batch=_env_int(env, "MAX_BATCH", default_max_batch),
+            infer_threads=_env_int(env, "INFER_THREADS", cores),
+            preprocess_workers=_env_int(env, "PREPROCESS_WORKERS", cores),
+            max_body_bytes=_env_int(env, "MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES),
+            max_pixels=_env_int(env, "MAX_PIXELS", DEFAULT_MAX_PIXELS),
+        )
+
+
+# ----------------------------------------------------------------------------- backends
+
+class Backend(Protocol):
+    """An inference engine: a float32 batch [N,3,224,224] → logits [N,11]."""
+
+    name: str
+    device: str
+
+    def infer(self, batch: np.ndarray) -> np.ndarray: ...
+
+
+class OnnxBackend:
+    """ONNX Runtime session: CUDAExecutionProvider when the build and host have it, else CPU."""
+
+    name = "onnxruntime"
+
+    def __init__(self, path: Path, threads: int) -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        # Idle intra-op threads would otherwise spin for a while after each run,
+        # burning the cores that the preprocessing threads need meanwhile.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        wanted = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+        providers = [p for p in wanted if p in ort.get_available_providers()]
+        self.session = ort.InferenceSession(str(path), options, providers=providers)
+        self.providers = self.session.get_providers()
+        self.device = "cuda" if self.providers[0] == "CUDAExecutionProvider" else "cpu"
+
+    def infer(self, batch: np.ndarray) -> np.ndarray:
+        return self.session.run([ONNX_OUTPUT], {ONNX_INPUT: batch})[0]
+
+
+class TorchBackend:
+    """PyTorch eager MobileNetV2 on CUDA when available, else CPU with ``threads`` intra-op threads."""
+
+    name = "pytorch"
+
+    def __init__(self, path: Path, threads: int) -> None:
+        import torch
+
+        from servelab.model import load_model
+
+        torch.set_num_threads(threads)
+        self._torch = torch
+        self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.model = load_model(path, self.device)
+
+    def infer(self, batch: np.ndarray) -> np.ndarray:
+        torch = self._torch
+        with torch.inference_mode():
+            logits = self.model(torch.from_numpy(batch).to(self.device))
+        return logits.float().cpu().numpy()
+
+
+def load_backend(kind: str, path: Path, threads: int) -> Backend:
+    """``"onnx"`` or ``"pt"`` → a ready backend (exits naming the build command if the file is missing)."""
+    require_file(path)
+    if kind == "onnx":
+        return OnnxBackend(path, threads)
+    if kind == "pt":
+        return TorchBackend(path, threads)
+    raise ValueError(f"unknown backend {kind!r}: use 'pt' or 'onnx'")
+
+
+# ----------------------------------------------------------------------------- micro-batcher
+
+class InferenceError(RuntimeError):
+    """The model failed on a batch: a server fault (500), not the client's."""
+
+
+@dataclass
+class _Job:
+    array: np.ndarray
+    future: asyncio.Future[np.ndarray]
+    loop: asyncio.AbstractEventLoop
+
+
+def _resolve(future: asyncio.Future[np.ndarray], result: np.ndarray | None,
+             error: BaseException | None) -> None:
+    """Runs on the event loop: settle a future unless its client already gave up."""
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+class MicroBatcher:
+    """Decode + preprocess in a thread pool; forward passes serialised on one worker thread.
+
+    ``infer`` takes [N,3,224,224] and returns [N,11]. ``on_batch(size, seconds)``
+    is told about every forward pass (metrics). The worker survives anything a
+    batch raises: the requests in that batch get an ``InferenceError`` and the
+    next batch runs normally.
+    """
+
+    def __init__(self, infer: Callable[[np.ndarray], np.ndarray], max_batch: int,
+                 preprocess_workers: int, max_pixels: int = DEFAULT_MAX_PIXELS,
+                 max_image_bytes: int = DEFAULT_MAX_BODY_BYTES,
+                 on_batch: Callable[[int, float], None] | None = None) -> None:
+        self._infer = infer
+        self.max_batch = max_batch
+        self._max_pixels = max_pixels
+        self._max_image_bytes = max_image_bytes
+        self._on_batch = on_batch
+        self._pool = ThreadPoolExecutor(preprocess_workers, thread_name_prefix="preprocess")
+        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._worker = threading.Thread(target=self._run, name="inference", daemon=True)
+        self._worker.start()
+
+    async def predict(self, image_b64: str) -> np.ndarray:
+        """Logits [11] for one base64 image; raises ``ImageError`` or ``InferenceError``."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[np.ndarray] = loop.create_future()
+        self._pool.submit(self._prepare, image_b64, future, loop)
+        return await future
+
+    def _prepare(self, image_b64: str, future: asyncio.Future[np.ndarray],
+                 loop: asyncio.AbstractEventLoop) -> None:
+        """Pool thread: decode and preprocess, then queue for the worker (no hop via the loop)."""
+        if future.done():  # the client disconnected while waiting for a pool thread
+            return
+        try:
+            array = preprocess(image_from_base64(image_b64, self._max_image_bytes, self._max_pixels))
+        except Exception as exc:  # ImageError, or anything unexpected: answer this request only
+            loop.call_soon_threadsafe(_resolve, future, None, exc)
+            return
+        self._queue.put(_Job(array, future, loop))
+
+    def _take_batch(self, first: _Job) -> list[_Job]:
+        """The first job plus whatever is already waiting, up to ``max_batch``; never waits."""
+        jobs = [first]
+        while len(jobs) < self.max_batch:
+            try:
+                job = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if job is None:  # stop sentinel: put it back for the main loop
+                self._queue.put(None)
+                break
+            jobs.append(job)
+        return jobs
+
+    def _run(self) -> None:
+        while (first := self._queue.get()) is not None:
+            jobs = self._take_batch(first)
+            try:
+                self._run_batch(jobs)
+            except BaseException as exc:  # belt and braces: the worker must never die
+                LOG.exception("inference worker: unexpected error")
+                for job in jobs:
+                    job.loop.call_soon_threadsafe(_resolve, job.future, None, InferenceError(str(exc)))
+
+    def _run_batch(self, jobs: list[_Job]) -> None:
+        batch = np.stack([job.array for job in jobs])
+        started = time.perf_counter()
+        try:
+            logits = np.asarray(self._infer(batch))
+            if logits.shape != (len(jobs), NUM_CLASSES):
+                raise InferenceError(
+                    f"model returned shape {logits.shape}, expected ({len(jobs)}, {NUM_CLASSES})")
+        except Exception as exc:
+            LOG.exception("inference failed on a batch of %d", len(jobs))
+            error = exc if isinstance(exc, InferenceError) else InferenceError(
+                f"inference failed: {exc.__class__.__name__}: {exc}")
+            for job in jobs:
+                job.loop.call_soon_threadsafe(_resolve, job.future, None, error)
+            return
+        if self._on_batch is not None:
+            self._on_batch(len(jobs), time.perf_counter() - started)
+        for job, row in zip(jobs, logits, strict=True):
+            job.loop.call_soon_threadsafe(_resolve, job.future, row, None)
+
+    def close(self) -> None:
+        """Stop the worker after the queued jobs and shut the pool down."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._queue.put(None)
+        self._worker.join(timeout=30)
+
+
+# ----------------------------------------------------------------------------- metrics
+
+class Metrics:
+    """The service's Prometheus metrics, in a registry of its own (two apps can share a process)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter("http_requests_total", "HTTP requests by path and status code",
+                                ["path", "status"], registry=self.registry)
+        self.errors = Counter("http_errors_total", "HTTP responses with status >= 400",
+                              ["path", "status"], registry=self.registry)
+        self.latency = Histogram(
+            "http_request_duration_seconds", "Time from request to response", ["path"],
+            buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0),
+            registry=self.registry)
+        self.in_flight = Gauge("http_requests_in_flight", "Requests being handled now",
+                               registry=self.registry)
+        self.batch_size = Histogram("inference_batch_size", "Images per forward pass",
+                                    buckets=(1, 2, 4, 8, 16, 32, 64), registry=self.registry)
+        self.infer_seconds = Histogram(
+            "inference_seconds", "Time of one forward pass",
+            buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0), registry=self.registry)
+
+    def observe_batch(self, size: int, seconds: float) -> None:
+        self.batch_size.observe(size)
+        self.infer_seconds.observe(seconds)
+
+
+ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[dict[str, Any]]],
+                    Callable[[dict[str, Any]], Awaitable[None]]], Awaitable[None]]
+
+
+class MetricsMiddleware:
+    """Outermost ASGI layer: counts and times every HTTP request, including rejected ones."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope["path"] if scope["path"] in MONITORED_PATHS else "other"
+        status = 500
+        started = time.perf_counter()
+
+        async def send_and_record(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        self.metrics.in_flight.inc()
+        try:
+            await self.app(scope, receive, send_and_record)
+        finally:
+            self.metrics.in_flight.dec()
+            self.metrics.latency.labels(path).observe(time.perf_counter() - started)
+            self.metrics.requests.labels(path, str(status)).inc()
+            if status >= 400:
+                self.metrics.errors.labels(path, str(status)).inc()
+
+
+# ----------------------------------------------------------------------------- body limit
+
+async def _send_json(send: Any, status: int, body: dict[str, Any]) -> None:
+    """A JSON error straight from middleware; ``connection: close`` because the body was not read."""
+    payload = json.dumps(body).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(payload)).encode()),
+                            (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": payload})
+
+
+class BodyLimitMiddleware:
+    """413 for a body over ``limit`` bytes, checked before any parsing.
+
+    The declared Content-Length is checked first (nothing is read); the body
+    is then read while counting, because a chunked upload declares no length
+    and a client can lie. The app gets the body replayed from memory.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    def _too_large(self, size: int | None) -> dict[str, str]:
+        told = f"is {size} bytes, " if size is not None else ""
+        return {"detail": f"request body {told}over the limit of {self.limit} bytes (MAX_BODY_BYTES)"}
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await _send_json(send, 413, self._too_large(int(declared)))
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limit:
+                await _send_json(send, 413, self._too_large(None))
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal replayed
+            if replayed:
+                return await receive()  # later calls wait for the disconnect, as ASGI expects
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+# ----------------------------------------------------------------------------- request/response
+
+def _example_image() -> str:
+    """A real, tiny JPEG in base64: Swagger's 'Try it out' works without editing the body."""
+    import base64
+
+    from servelab.samples import jpeg_bytes, synthetic_food_image
+
+    return base64.b64encode(jpeg_bytes(synthetic_food_image(1000, label=0).resize((96, 72)))).decode()
+
+
+class PredictRequest(BaseModel):
+    """The body of POST /predict."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"image": _example_image()}]})
+
+    image: StrictStr = Field(description="base64 of an image file (JPEG, PNG, …); a data: URL is accepted")
+
+
+class PredictResponse(BaseModel):
+    prediction: str = Field(description="the most likely Food-11 class", examples=["Bread"])
+    probability: float = Field(description="softmax probability of that class, 0..1", examples=[0.93])
+
+
+def _field(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in loc if part != "body")
+
+
+def describe_validation_errors(errors: list[dict[str, Any]]) -> str:
+    """pydantic's error list → one sentence a person can act on."""
+    parts = []
+    for error in errors:
+        field, kind = _field(tuple(error.get("loc", ()))), error.get("type", "")
+        if kind == "missing" and not field:
+            parts.append("the body is missing or not JSON (send Content-Type: application/json)")
+        elif kind == "missing":
+            parts.append(f"missing field '{field}'")
+        elif kind == "extra_forbidden":
+            parts.append(f"unexpected field '{field}' (only 'image' is accepted)")
+        elif kind == "json_invalid":
+            parts.append(f"the body is not valid JSON ({error.get('ctx', {}).get('error', 'parse error')})")
+        elif kind == "string_type":
+            parts.append(f"field '{field}' must be a string (base64 of an image file), "
+                         f"not {type(error.get('input')).__name__}")
+        elif kind in ("model_attributes_type", "dict_type"):
+            parts.append("the body must be a JSON object")
+        else:
+            parts.append(f"{field or 'body'}: {error.get('msg', kind)}")
+    return "invalid request: " + "; ".join(parts) + '. Expected JSON {"image": "<base64 of an image file>"}'
+
+
+async def _on_validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()]
+    detail = describe_validation_errors(list(exc.errors()))
+    if "json" not in request.headers.get("content-type", ""):
+        detail = "invalid request: the body was not parsed because Content-Type is not application/json"
+    return JSONResponse({"detail": detail,
+                         "errors": jsonable_encoder(errors)}, status_code=422)
+
+
+async def _on_image_error(request: Request, exc: Exception) -> JSONResponse:
+    return JSONResponse({"detail": str(exc)}, status_code=400)
+
+
+async def _on_inference_error(request: Request, exc: Exception) -> JSONResponse:
+    return JSONResponse({"detail": f"the server failed to run the model: {exc}"}, status_code=500)
+
+
+# ----------------------------------------------------------------------------- the app
+
+def describe(backend: Backend, settings: Settings) -> dict[str, Any]:
+    """What /health reports and the start-up log line says."""
+    facts = {
+        "backend": backend.name,
+        "device": backend.device,
+        "model_path": str(settings.model_path),
+        "model_version": model_version(settings.model_path),
+        **{k: v for k, v in asdict(settings).items() if k != "model_path"},
+    }
+    providers = getattr(backend, "providers", None)
+    if providers:
+        facts["providers"] = list(providers)
+    return facts
+
+
+def warm_up(backend: Backend, max_batch: int) -> None:
+    """One pass at batch 1 and at ``max_batch`` so the first client does not pay for allocation."""
+    for size in sorted({1, max_batch}):
+        backend.infer(np.zeros((size, 3, 224, 224), dtype=np.float32))
+
+
+def create_app(backend: Backend, settings: Settings, title: str) -> FastAPI:
+    """The FastAPI app of one inference service: /predict, /health, /metrics, /docs."""
+    facts = describe(backend, settings)
+    LOG.info("%s: model %s (version %s) on %s via %s; MAX_BATCH=%d INFER_THREADS=%d PREPROCESS_WORKERS=%d",
+             title, settings.model_path, facts["model_version"], backend.device.upper(), backend.name,
+             settings.max_batch, settings.infer_threads, settings.preprocess_workers)
+    warm_up(backend, settings.max_batch)
+    metrics = Metrics()
+    batcher = MicroBatcher(backend.infer, settings.max_batch, settings.preprocess_workers,
+                           settings.max_pixels, settings.max_body_bytes, metrics.observe_batch)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        batcher.close()
+
+    api = FastAPI(title=title, lifespan=lifespan,
+                  description="Food-11 classifier. POST a base64 image to /predict.")
+    api.add_exception_handler(RequestValidationError, _on_validation_error)
+    api.add_exception_handler(ImageError, _on_image_error)
+    api.add_exception_handler(InferenceError, _on_inference_error)
+    error_responses: dict[int | str, dict[str, Any]] = {
+        400: {"description": "not a usable image (bad base64, not an image, truncated, too many pixels)"},
+        413: {"description": "request body over MAX_BODY_BYTES"},
+        422: {"description": "the JSON body does not have the shape {\"image\": \"<base64>\"}"},
+    }
+
+    @api.post("/predict", response_model=PredictResponse, responses=error_responses)
+    async def predict(request: PredictRequest) -> PredictResponse:
+        """Classify one image: the label with the highest probability, and that probability."""
+        label, probability = top1(await batcher.predict(request.image))
+        return PredictResponse(prediction=label, probability=probability)
+
+    @api.get("/health")
+    async def health() -> dict[str, Any]:
+        """Ready once the model is loaded (it is loaded before the server listens)."""
+        return {"status": "ready", "model_loaded": True, **facts}
+
+    @api.get("/metrics", include_in_schema=False)
+    async def prometheus() -> Response:
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    api.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
+    api.add_middleware(MetricsMiddleware, metrics=metrics)  # added last = outermost: sees the 413s too
+    api.state.batcher = batcher
+    api.state.metrics = metrics
+    return api
