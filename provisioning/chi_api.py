@@ -1,0 +1,41 @@
+"""python-chi's module objects, gathered in one place so they can be passed in.
+
+Every provisioning function takes a ``ChiApi``; by default the real python-chi
+modules. Tests pass a recording stand-in with the same surface, which is how
+the exact calls (and their arguments) are checked without a Chameleon account.
+Importing python-chi is deferred: the plan mode and the local target never
+need it (nor its credentials).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class ChiApi:
+    """The python-chi 1.2.x modules the provisioning code calls."""
+
+    context: Any
+    lease: Any
+    server: Any
+
+
+def real_chi() -> ChiApi:
+    """The installed python-chi (1.2.x); it needs python-blazarclient, which it does not declare."""
+    try:
+        import chi.context
+        import chi.lease
+        import chi.server
+    except ImportError as exc:  # e.g. blazarclient missing
+        raise ImportError(
+            f"python-chi could not be imported ({exc}); install python-chi and python-blazarclient"
+        ) from exc
+    return ChiApi(context=chi.context, lease=chi.lease, server=chi.server)
+
+
+def use_context(config_project: str, config_site: str, chi: ChiApi) -> None:
+    """Select project and site from the settings — never ``choose_project``/``choose_site`` widgets."""
+    chi.context.use_project(config_project)
+    chi.context.use_site(config_site)

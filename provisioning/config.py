@@ -1,0 +1,139 @@
+"""What to reserve and where: one settings object for the whole provisioning sequence.
+
+Every value comes from an explicit parameter (a notebook's papermill
+``parameters`` cell), else an environment variable, else the lab's default —
+so a headless run never needs a widget or a prompt to pick a project or site.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+from dataclasses import dataclass, field, fields, replace
+from datetime import timedelta
+
+DEFAULT_SITE = "CHI@TACC"
+DEFAULT_NODE_TYPE = "gpu_p100"
+DEFAULT_IMAGE = "CC-Ubuntu24.04-CUDA"
+DEFAULT_DURATION = timedelta(hours=2, minutes=50)
+DEFAULT_REPO_REF = "main"
+DEFAULT_REMOTE_DIR = "serve-system-lab"
+CODE_SOURCES = ("git", "upload")
+
+# env variable → field; parameters given explicitly win over these
+ENV_VARS = {
+    "project": "CHI_PROJECT",
+    "site": "CHI_SITE",
+    "lease_name": "CHI_LEASE_NAME",
+    "server_name": "CHI_SERVER_NAME",
+    "node_type": "CHI_NODE_TYPE",
+    "image": "CHI_IMAGE",
+    "key_name": "CHI_KEY_NAME",
+    "code_source": "SERVELAB_CODE_SOURCE",
+    "repo_url": "SERVELAB_REPO_URL",
+    "repo_ref": "SERVELAB_REPO_REF",
+    "remote_dir": "SERVELAB_REMOTE_DIR",
+}
+
+
+class ProvisioningError(RuntimeError):
+    """A provisioning step cannot go on; the message says what to do about it."""
+
+
+def user_id() -> str:
+    """The student's id used in resource names (``USER``), made safe for OpenStack names."""
+    raw = os.environ.get("CHI_USER") or os.environ.get("USER") or getpass.getuser() or "student"
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", raw).strip("-") or "student"
+
+
+@dataclass(frozen=True)
+class ChameleonConfig:
+    """Everything the lease → server → node set-up sequence needs, with the lab's defaults."""
+
+    project: str = ""
+    site: str = DEFAULT_SITE
+    lease_name: str = ""
+    server_name: str = ""
+    node_type: str = DEFAULT_NODE_TYPE
+    node_count: int = 1
+    duration: timedelta = DEFAULT_DURATION
+    image: str = DEFAULT_IMAGE
+    key_name: str = ""
+    code_source: str = "git"
+    repo_url: str = ""
+    repo_ref: str = DEFAULT_REPO_REF
+    remote_dir: str = DEFAULT_REMOTE_DIR
+    ssh_user: str = "cc"
+    lease_timeout_s: int = 600
+    server_timeout_s: int = 20 * 60
+    ssh_timeout_s: int = 10 * 60
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        user = user_id()
+        if not self.lease_name:
+            object.__setattr__(self, "lease_name", f"serve_system_{user}")
+        if not self.server_name:
+            object.__setattr__(self, "server_name", f"node-serve-system-{user}")
+        self.validate()
+
+    def validate(self) -> None:
+        """Refuse settings that would only fail later, on the testbed, with a vaguer message."""
+        if self.code_source not in CODE_SOURCES:
+            raise ProvisioningError(
+                f"code_source={self.code_source!r}: choose one of {', '.join(CODE_SOURCES)}")
+        if self.node_count < 1:
+            raise ProvisioningError(f"node_count={self.node_count}: reserve at least one node")
+        if self.duration <= timedelta(0):
+            raise ProvisioningError(f"duration={self.duration}: a lease needs a positive duration")
+        if self.duration > timedelta(days=7):
+            raise ProvisioningError(f"duration={self.duration}: Chameleon leases last at most 7 days")
+
+    @property
+    def duration_text(self) -> str:
+        minutes = int(self.duration.total_seconds() // 60)
+        return f"{minutes // 60} h {minutes % 60} min"
+
+    def require_project(self) -> str:
+        if not self.project:
+            raise ProvisioningError(
+                "no Chameleon project given: pass project=... or set CHI_PROJECT "
+                "(e.g. CHI_PROJECT=CHI-123456); it is never asked for interactively")
+        return self.project
+
+
+def _coerce(name: str, text: str) -> object:
+    kinds = {f.name: f.type for f in fields(ChameleonConfig)}
+    if kinds.get(name) in ("int", int):
+        return int(text)
+    return text
+
+
+def from_env(env: dict[str, str] | None = None, **params: object) -> ChameleonConfig:
+    """Settings from ``params`` (non-empty values win), then ``env`` (default os.environ), then defaults.
+
+    ``duration`` may be a timedelta or minutes; ``CHI_LEASE_MINUTES`` sets it from the environment.
+    """
+    env = dict(os.environ if env is None else env)
+    values: dict[str, object] = {}
+    for name, var in ENV_VARS.items():
+        if env.get(var):
+            values[name] = _coerce(name, env[var])
+    if env.get("CHI_LEASE_MINUTES"):
+        values["duration"] = timedelta(minutes=int(env["CHI_LEASE_MINUTES"]))
+    for name, value in params.items():
+        if value is None or value == "":
+            continue
+        if name == "duration" and isinstance(value, (int, float)):
+            value = timedelta(minutes=value)
+        values[name] = value
+    unknown = sorted(set(values) - {f.name for f in fields(ChameleonConfig)})
+    if unknown:
+        raise ProvisioningError(f"unknown provisioning setting(s): {', '.join(unknown)}")
+    return ChameleonConfig(**values)  # type: ignore[arg-type]
+
+
+def with_changes(config: ChameleonConfig, **changes: object) -> ChameleonConfig:
+    """A copy of ``config`` with ``changes`` applied (and validated again)."""
+    return replace(config, **changes)  # type: ignore[arg-type]
