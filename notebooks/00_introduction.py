@@ -1,0 +1,76 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Serving a food classifier: where does the time go?
+#
+# A prediction served over the network costs more than the model's forward pass.
+# When requests arrive faster than the server finishes them, each new request
+# **waits in a queue** before any computation starts. For a busy service that
+# waiting time, not the inference time, dominates what a user experiences.
+#
+# In this lab you serve a Food-11 image classifier (MobileNetV2, 11 classes) and
+# measure what several *system-level* changes do to that waiting time:
+#
+# | step | notebook | what you change |
+# |---|---|---|
+# | 1–2 | `01_reserve_node`, `02_launch_server` | get a GPU node and prepare it |
+# | 3 | `03_fastapi` | a FastAPI service (PyTorch, then ONNX Runtime) and a web app that calls it |
+# | 4 | `04_triton_python` | Triton Inference Server with the Python backend, under load |
+# | 5 | `05_instance_scaling` | more model instances, across two GPUs |
+# | 6 | `06_onnx_backend` | an optimised backend (ONNX Runtime) and its scaling |
+# | 7 | `07_dynamic_batching` | bursty arrivals and dynamic batching |
+# | 8 | `08_teardown` | release everything |
+
+# %% [markdown]
+# ## What you need
+#
+# - A Chameleon account and membership of a project, with an SSH key pair at the site.
+# - One bare-metal node of type `gpu_p100` (two NVIDIA P100 GPUs) at **CHI@TACC**, for about
+#   three hours: the lease is 2 h 50 min.
+# - Read the whole lab before the lease starts — the reservation is short.
+#
+# The same notebooks also run without Chameleon: `target="docker"` uses Docker with a GPU
+# on your own machine, and `target="local"` (the default) runs everything as plain processes
+# on this machine's CPU. The `local` target is what CI and instructors use to check the lab.
+
+# %% tags=["parameters"]
+target = "local"  # local | docker | chameleon
+preset = "quick"  # quick (minutes, CI) | full (the lab's real sizes)
+
+# %%
+from servelab import params, steps
+
+P = params.resolve(target, preset)
+P
+
+# %% [markdown]
+# ## The machine these notebooks run on
+# Every number in this lab depends on the hardware. Each measurement is stored with these facts.
+
+# %%
+steps.machine_facts()
+
+# %% [markdown]
+# ## What a CPU-only run can and cannot show
+# On the `local` target there is no GPU. Some lessons carry over unchanged, others do not —
+# the table says which, and later notebooks repeat it where it matters.
+
+# %%
+steps.cpu_vs_gpu()
+
+# %% [markdown]
+# ## The model files
+# The lab serves a MobileNetV2 with 11 outputs, as PyTorch weights and as an ONNX export.
+# (Without internet access the lab builds a deterministic stand-in; latency depends on the
+# architecture, not on the weights.)
+
+# %%
+steps.check_artifacts()

@@ -1,0 +1,108 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 4. Triton Inference Server with the Python backend
+#
+# Triton serves models from a **model repository**: one folder per model holding a
+# `config.pbtxt` and numbered version folders. Our first model, `food_classifier`, uses the
+# *Python backend*: `1/model.py` is a class whose `initialize` loads the network onto the
+# device its instance was given, and whose `execute` receives a *list* of requests, runs them
+# as one batch and returns one response per request.
+#
+# The config names the backend, the largest batch (16), the input (the image file as a
+# string), the outputs (label, probability) and the **instance group**: how many copies of
+# the model run, and where.
+
+# %% tags=["parameters"]
+target = "local"  # local | docker | chameleon
+preset = "quick"
+concurrency_levels = None  # None: [1, 8, 16]
+client_batch = None  # None: 16
+window_requests = None  # requests per perf_analyzer window (None: preset)
+max_trials = None
+stability_pct = None
+flask_requests = None
+
+# %%
+from servelab import params, steps
+
+P = params.resolve(target, preset, concurrency_levels=concurrency_levels, client_batch=client_batch,
+                   window_requests=window_requests, max_trials=max_trials, stability_pct=stability_pct,
+                   flask_requests=flask_requests)
+P
+
+# %% [markdown]
+# ## Start Triton and deploy the model
+# Deploying copies the staged model folder into the live repository (the lab's
+# `cp -r models_staging/food_classifier models/`). On a CPU target the GPU instance group
+# becomes a CPU one, and the deploy says so.
+
+# %%
+stack = steps.open_stack(P)
+triton = steps.triton_up(stack, ["food_classifier"])
+triton
+
+# %%
+steps.show_config(triton, "food_classifier")
+
+# %%
+steps.show_model_code("food_classifier")
+
+# %% [markdown]
+# ## One request
+# A sample photo, base64-encoded, through Triton's client library.
+
+# %%
+steps.triton_try(triton, "food_classifier")
+
+# %% [markdown]
+# ## Load: one client, then 8 and 16
+# `perf_analyzer` keeps `concurrency` requests in flight and measures latency and throughput.
+# Triton also reports where each request's time went on the server: waiting in the **queue**,
+# or **compute** (input, inference, output). CPU (and GPU) utilisation is sampled meanwhile.
+
+# %%
+sweep = steps.concurrency_sweep(triton, "food_classifier", P, step="python_concurrency")
+sweep
+
+# %%
+steps.plot_breakdown(sweep, title="Python backend: where the time goes")
+
+# %% [markdown]
+# **Reading it.** Compute time per request stays about the same at every concurrency, but
+# queue time grows to roughly *(concurrency − 1) × compute time*: the server handles one
+# request at a time and the rest wait. On the GPU node the GPU is mostly idle meanwhile — the
+# delay is queuing, not a lack of compute.
+
+# %% [markdown]
+# ## Client-side batching
+# One client sends 16 images in each request. On a GPU a batch of 16 costs little more than one
+# image, so throughput (images/s) jumps. Real users, though, send one image at a time.
+
+# %%
+batched = steps.client_batch(triton, "food_classifier", P)
+batched
+
+# %% [markdown]
+# **On CPU** a batch costs about its size times one image, so client batching barely raises
+# throughput here; on the GPU node it does. Compare with the GPU figures in the report
+# when a GPU run is available.
+
+# %% [markdown]
+# ## The web app through Triton
+# GourmetGram switches to Triton (`food_classifier`) by configuration alone.
+
+# %%
+flask = steps.flask_up(stack, "triton", triton)
+steps.flask_uploads(flask, P, step="triton_python")
+
+# %%
+steps.triton_down(stack)

@@ -1,0 +1,77 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 5. More model instances
+#
+# At concurrency 8 one instance leaves seven requests waiting. Triton can run several copies
+# of a model side by side: the **instance group** says how many and on which devices. On the
+# GPU node the lab goes from 1 instance on GPU 0, to 2 on each GPU, to 4 on each GPU.
+#
+# On a CPU there are no GPUs to spread over: instances share the machine's cores. The counts
+# are scaled to the cores (1, the number of cores, twice that), and a second lesson appears:
+# **threads**. Each instance's PyTorch uses all cores by default, so two instances fight over
+# them.
+
+# %% tags=["parameters"]
+target = "local"  # local | docker | chameleon
+preset = "quick"
+instance_counts = None  # None: 1 → 2+2 → 4+4 on two GPUs; scaled to the cores on CPU
+scaling_concurrency = None  # None: 8
+window_requests = None
+max_trials = None
+stability_pct = None
+
+# %%
+from servelab import params, steps
+
+P = params.resolve(target, preset, instance_counts=instance_counts, scaling_concurrency=scaling_concurrency,
+                   window_requests=window_requests, max_trials=max_trials, stability_pct=stability_pct)
+P
+
+# %%
+stack = steps.open_stack(P)
+triton = steps.triton_up(stack, ["food_classifier"])
+plan = steps.instance_plan(stack, P)
+plan
+
+# %% [markdown]
+# ## Each step: change the config, reload, measure
+# The config is edited as a protobuf, written back with its diff shown, and the model is
+# reloaded through Triton's API — live in seconds, with no restart and no image rebuild.
+
+# %%
+scaling = steps.instance_scaling(triton, "food_classifier", plan, P)
+scaling
+
+# %%
+steps.plot_scaling(scaling, title="Python backend: instances vs latency and throughput")
+
+# %% [markdown]
+# **Reading it (GPU node).** Going from 1 to 2+2 instances cuts latency at concurrency 8 from
+# over 100 ms to tens of ms and the GPUs get busier, but some queuing stays (8 clients, 4
+# instances) and instances slow each other down. 4+4 is *worse*: the limit is the Python
+# backend's per-request overhead, not the GPU.
+#
+# **Reading it (CPU).** More instances than cores never helps. The `threads` column shows how
+# many threads each instance was given: one thread per instance is what makes two instances
+# work at all.
+
+# %% [markdown]
+# ## The threads lesson
+# The same two instances, once with the framework's default threads (every instance uses
+# every core) and once with the cores split between instances.
+
+# %%
+threads = steps.threads_lesson(triton, "food_classifier", P)
+threads
+
+# %%
+steps.triton_down(stack)

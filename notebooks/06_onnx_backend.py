@@ -1,0 +1,97 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 6. An optimised backend: ONNX Runtime
+#
+# The Python backend runs our own Python code for every batch. Triton also has backends that
+# run a model file directly, with no Python in the loop. `food_classifier_onnx` is just a
+# `config.pbtxt` and `1/model.onnx`: backend `onnxruntime`, input a preprocessed FP32 tensor
+# [3, 224, 224], output the 11 logits. The client now preprocesses and applies softmax itself.
+#
+# **On the `local` target** this Triton build has no ONNX Runtime backend. The deploy step
+# serves the same `model.onnx` under the same name and inputs through a small generated
+# Python-backend model that calls onnxruntime — close, but not the real backend: the Python
+# overhead per batch is still there.
+
+# %% tags=["parameters"]
+target = "local"  # local | docker | chameleon
+preset = "quick"
+onnx_concurrency_levels = None  # None: [8, 16]
+onnx_instances = None  # None: 2 (over GPUs 0 and 1)
+window_requests = None
+max_trials = None
+stability_pct = None
+flask_requests = None
+
+# %%
+from servelab import params, steps
+
+P = params.resolve(target, preset, onnx_concurrency_levels=onnx_concurrency_levels,
+                   onnx_instances=onnx_instances, window_requests=window_requests, max_trials=max_trials,
+                   stability_pct=stability_pct, flask_requests=flask_requests)
+P
+
+# %%
+stack = steps.open_stack(P)
+triton = steps.triton_up(stack, ["food_classifier", "food_classifier_onnx"])
+steps.show_config(triton, "food_classifier_onnx")
+
+# %%
+steps.triton_try(triton, "food_classifier_onnx")
+
+# %% [markdown]
+# ## One instance at concurrency 8 and 16
+# Warm-up first, then a fixed number of requests per window, for stable numbers.
+
+# %%
+onnx_one = steps.concurrency_sweep(triton, "food_classifier_onnx", P, step="onnx_backend",
+                                   levels=P.onnx_concurrency_levels)
+onnx_one
+
+# %% [markdown]
+# ## Python backend vs ONNX backend at the same load
+
+# %%
+python_one = steps.concurrency_sweep(triton, "food_classifier", P, step="python_vs_onnx",
+                                     levels=P.onnx_concurrency_levels)
+steps.plot_backends(python_one, onnx_one)
+
+# %% [markdown]
+# **Reading it.** The ONNX model's inference time is much lower than the Python backend's
+# at the same concurrency, so the queue drains faster; on the GPU node utilisation rises too.
+
+# %% [markdown]
+# ## Two instances (over GPUs 0 and 1)
+
+# %%
+onnx_two = steps.scale_and_sweep(triton, "food_classifier_onnx", P.onnx_instances, P, step="onnx_scaling",
+                                  levels=P.onnx_concurrency_levels)
+onnx_two
+
+# %%
+steps.plot_breakdown(steps.concat(onnx_one, onnx_two), title="ONNX backend: 1 vs 2 instances")
+
+# %% [markdown]
+# **Reading it.** On the GPU node both GPUs are now busy; at concurrency 16 some queuing stays
+# because requests still arrive faster than two instances serve them. On this CPU two instances
+# share the same cores, so expect little gain.
+
+# %% [markdown]
+# ## The web app on the ONNX model
+# This version of GourmetGram preprocesses the photo itself, sends the tensor to
+# `food_classifier_onnx` and applies softmax to the logits it gets back.
+
+# %%
+flask = steps.flask_up(stack, "triton_onnx", triton)
+steps.flask_uploads(flask, P, step="triton_onnx")
+
+# %%
+steps.triton_down(stack)

@@ -1,0 +1,101 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 7. Bursty traffic and dynamic batching
+#
+# Back to **one instance**. Until now clients sent a new request as soon as the previous
+# answer came back. Real users arrive on their own schedule. Here requests arrive at a fixed
+# *rate*, either evenly spaced (constant) or at random times with the same average rate
+# (Poisson, which is how independent users behave).
+#
+# The rates are fractions of this machine's **measured capacity** — what one instance serves
+# at most — so the experiment means the same thing on a GPU node and on a laptop CPU.
+
+# %% tags=["parameters"]
+target = "local"  # local | docker | chameleon
+preset = "quick"
+capacity_concurrency = None  # concurrency used to measure capacity
+base_rate_fraction = None  # constant vs Poisson at this fraction of capacity
+rate_fractions = None  # Poisson rates for the dynamic-batching runs
+preferred_batch_sizes = None  # None: [4, 6, 8]
+max_queue_delay_us = None  # None: 100
+window_requests = None
+max_trials = None
+stability_pct = None
+
+# %%
+from servelab import params, steps
+
+P = params.resolve(target, preset, capacity_concurrency=capacity_concurrency,
+                   base_rate_fraction=base_rate_fraction, rate_fractions=rate_fractions,
+                   preferred_batch_sizes=preferred_batch_sizes, max_queue_delay_us=max_queue_delay_us,
+                   window_requests=window_requests, max_trials=max_trials, stability_pct=stability_pct)
+P
+
+# %%
+stack = steps.open_stack(P)
+triton = steps.triton_up(stack, ["food_classifier_onnx"])
+steps.set_instances(triton, "food_classifier_onnx", 1)
+
+# %% [markdown]
+# ## How much can one instance serve?
+
+# %%
+capacity = steps.measure_capacity(triton, "food_classifier_onnx", P)
+capacity
+
+# %% [markdown]
+# ## Constant vs Poisson arrivals at the same rate
+# A rate one instance can comfortably serve. Evenly spaced requests barely queue; random
+# arrivals come in bursts, and a burst has to wait.
+
+# %%
+arrivals = steps.arrival_patterns(triton, "food_classifier_onnx", capacity, P)
+arrivals
+
+# %%
+steps.plot_breakdown(arrivals, x="distribution", title="Same rate, different arrival pattern")
+
+# %% [markdown]
+# ## Dynamic batching
+# More instances would absorb the bursts, but they cost money and idle between bursts.
+# Instead, Triton can **combine requests that are waiting** into one batch: preferred sizes
+# 4, 6 and 8, waiting at most 100 µs for more to arrive.
+
+# %%
+steps.set_dynamic_batching(triton, "food_classifier_onnx", P)
+
+# %% [markdown]
+# ## Poisson arrivals at rising rates, batching off and on
+# For each rate, the server's statistics are read before and after the run: how many
+# *executions* ran and with which batch size, although every client sent single images.
+
+# %%
+batching = steps.dynamic_batching_sweep(triton, "food_classifier_onnx", capacity, P)
+batching
+
+# %%
+steps.plot_rates(batching)
+
+# %%
+steps.plot_batch_sizes(batching)
+
+# %% [markdown]
+# **Reading it (GPU node).** With batching on, latency stays near half a service time plus one
+# service time even as the rate rises: whatever queued during one execution is served together
+# in the next, and a batch costs little more than one image.
+#
+# **Reading it (CPU).** The batch-size counts show batching happens here too, but a CPU batch
+# costs about its size times one image, so batching trims queue time under bursts only a
+# little and adds no throughput.
+
+# %%
+steps.triton_down(stack)

@@ -1,0 +1,248 @@
+"""The headless lab: execute every notebook in order with papermill, then write the report.
+
+``python -m servelab.lab run --preset quick|full [--target local] [--only 03]``
+
+Each run gets ``results/<run-id>/``: the executed notebooks, the measurements
+(the notebooks' kernels inherit ``SERVELAB_RESULTS`` pointing there), the
+services' logs and ``report.html``. A failing cell stops the run with a
+non-zero exit that names the notebook and the cell; what earlier notebooks
+measured stays on disk, and the report is still drawn from it.
+
+Kernels run the project venv's interpreter through a kernelspec installed into
+that venv under a fixed name, so papermill never picks up some other Python
+that happens to be first on PATH.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from servelab.params import ParameterError, check_preset, check_target
+from servelab.paths import REPO_ROOT
+
+NOTEBOOK_DIR = REPO_ROOT / "notebooks"
+KERNEL_NAME = "servelab"
+DEFAULT_CELL_TIMEOUT = {"quick": 300, "full": 1800}
+DEFAULT_NOTEBOOK_TIMEOUT = {"quick": 420, "full": 3600}
+
+
+class NotebookFailed(RuntimeError):
+    """A notebook stopped; the message names it and the failing cell."""
+
+
+@dataclass
+class NotebookOutcome:
+    """How one notebook went: its output, time, and where it failed if it did."""
+
+    name: str
+    output: Path
+    seconds: float
+    ok: bool
+    error: str = ""
+
+
+@dataclass
+class RunOutcome:
+    """The whole run: its folder, each notebook's outcome, total time, the report."""
+
+    run_dir: Path
+    notebooks: list[NotebookOutcome] = field(default_factory=list)
+    seconds: float = 0.0
+    report: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return all(n.ok for n in self.notebooks)
+
+    @property
+    def failure(self) -> NotebookOutcome | None:
+        return next((n for n in self.notebooks if not n.ok), None)
+
+
+def notebook_paths(only: Sequence[str] | None = None) -> list[Path]:
+    """The lab's notebooks in order (``NN_name.ipynb``); ``only`` keeps those whose prefix matches."""
+    paths = sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
+    if only:
+        wanted = {o.zfill(2) if o.isdigit() else o for o in only}
+        paths = [p for p in paths if p.name[:2] in wanted or p.stem in wanted]
+        if not paths:
+            raise SystemExit(f"--only {' '.join(only)} matches no notebook in {NOTEBOOK_DIR}")
+    if not paths:
+        raise SystemExit(f"no notebooks in {NOTEBOOK_DIR}: generate them with "
+                         "`.venv/bin/jupytext --sync notebooks/*.py`")
+    return paths
+
+
+def ensure_kernel(name: str = KERNEL_NAME) -> str:
+    """Install (or repair) a kernelspec in this interpreter's prefix that runs this interpreter."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        spec = KernelSpecManager().get_kernel_spec(name)
+        if spec.argv and Path(spec.argv[0]) == Path(sys.executable):
+            return name
+    except NoSuchKernel:
+        pass
+    from ipykernel.kernelspec import install
+
+    install(kernel_name=name, display_name="serve-lab (.venv)", prefix=sys.prefix)
+    spec_file = Path(sys.prefix) / "share" / "jupyter" / "kernels" / name / "kernel.json"
+    spec_json = json.loads(spec_file.read_text())
+    spec_json["argv"][0] = sys.executable  # the venv's python, not the interpreter it was made from
+    spec_file.write_text(json.dumps(spec_json, indent=1))
+    return name
+
+
+def new_run_dir(preset: str, base: Path | None = None) -> Path:
+    """``results/<YYYYmmdd-HHMMSS>-<preset>``, unique even for two runs in one second."""
+    base = Path(base or REPO_ROOT / "results")
+    stem = time.strftime("%Y%m%d-%H%M%S") + f"-{preset}"
+    run_dir, n = base / stem, 1
+    while run_dir.exists():
+        n += 1
+        run_dir = base / f"{stem}.{n}"
+    run_dir.mkdir(parents=True)
+    return run_dir
+
+
+def _timeout_func(cell_timeout: float, notebook_deadline: float):
+    """Per-cell timeout for nbclient: the cell limit, or less when the notebook's time runs out."""
+    def timeout(cell: Any) -> int:
+        remaining = notebook_deadline - time.monotonic()
+        return max(1, int(min(cell_timeout, remaining)))
+    return timeout
+
+
+def _failing_cell(output: Path) -> str:
+    """Find the cell that was running or raised in a (partly) executed notebook."""
+    import nbformat
+
+    try:
+        nb = nbformat.read(output, as_version=4)
+    except (OSError, ValueError):
+        return "unknown cell"
+    code_index = 0
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        code_index += 1
+        status = cell.get("metadata", {}).get("papermill", {}).get("status")
+        errored = any(o.get("output_type") == "error" for o in cell.get("outputs", []))
+        if status == "running" or errored:
+            first_line = next((ln for ln in cell.source.splitlines() if ln.strip()), "")
+            return f"cell {index} (code cell {code_index}: {first_line[:80]!r})"
+    return "unknown cell"
+
+
+def run_notebook(path: Path, run_dir: Path, parameters: dict[str, Any], kernel: str,
+                 cell_timeout: float, notebook_timeout: float) -> NotebookOutcome:
+    """Execute one notebook into ``run_dir``; never raises for a failing cell — it reports it."""
+    import papermill as pm
+
+    output = run_dir / path.name
+    start = time.monotonic()
+    try:
+        pm.execute_notebook(
+            str(path), str(output), parameters=parameters, kernel_name=kernel,
+            cwd=str(REPO_ROOT), progress_bar={"leave": False, "position": 1, "desc": f"  {path.stem}"},
+            request_save_on_cell_execute=True, start_timeout=120,
+            timeout_func=_timeout_func(cell_timeout, start + notebook_timeout),
+            interrupt_on_timeout=True,
+        )
+    except pm.PapermillExecutionError as exc:
+        where = f"cell {exc.cell_index} (execution count {exc.exec_count})"
+        first_line = next((ln for ln in exc.source.splitlines() if ln.strip()), "")
+        error = f"{path.name}: {where} {first_line[:80]!r} raised {exc.ename}: {exc.evalue}"
+        return NotebookOutcome(path.stem, output, time.monotonic() - start, False, error)
+    except Exception as exc:  # kernel died, timeout while starting, ...
+        error = f"{path.name}: {_failing_cell(output)} — {type(exc).__name__}: {exc}"
+        return NotebookOutcome(path.stem, output, time.monotonic() - start, False, error)
+    return NotebookOutcome(path.stem, output, time.monotonic() - start, True)
+
+
+def run(preset: str = "quick", target: str = "local", only: Sequence[str] | None = None,
+        results_base: Path | None = None, cell_timeout: float | None = None,
+        notebook_timeout: float | None = None, extra: dict[str, Any] | None = None,
+        report: bool = True) -> RunOutcome:
+    """Execute the notebooks in order, stop at the first failure, write the report; returns the outcome."""
+    from tqdm import tqdm
+
+    check_preset(preset)
+    check_target(target)
+    paths = notebook_paths(only)
+    kernel = ensure_kernel()
+    run_dir = new_run_dir(preset, results_base)
+    os.environ["SERVELAB_RESULTS"] = str(run_dir)  # kernels inherit it: measurements land in the run
+    cell_timeout = cell_timeout or DEFAULT_CELL_TIMEOUT[preset]
+    notebook_timeout = notebook_timeout or DEFAULT_NOTEBOOK_TIMEOUT[preset]
+    outcome = RunOutcome(run_dir)
+    start = time.monotonic()
+    bar = tqdm(paths, desc="lab", unit="notebook", position=0)
+    for path in bar:
+        bar.set_postfix_str(path.stem)
+        parameters = {"target": target, "preset": preset, **(extra or {})}
+        result = run_notebook(path, run_dir, parameters, kernel, cell_timeout, notebook_timeout)
+        outcome.notebooks.append(result)
+        tqdm.write(f"{'ok  ' if result.ok else 'FAIL'} {path.stem:<28} {result.seconds:6.1f} s")
+        if not result.ok:
+            break
+    bar.close()
+    outcome.seconds = time.monotonic() - start
+    (run_dir / "run.json").write_text(json.dumps(_summary(outcome, preset, target), indent=1))
+    if report:
+        from servelab.report import write_report
+
+        outcome.report = write_report(run_dir)
+    return outcome
+
+
+def _summary(outcome: RunOutcome, preset: str, target: str) -> dict[str, Any]:
+    return {"preset": preset, "target": target, "seconds": round(outcome.seconds, 1), "ok": outcome.ok,
+            "notebooks": [{"name": n.name, "seconds": round(n.seconds, 1), "ok": n.ok, "error": n.error}
+                          for n in outcome.notebooks]}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m servelab.lab", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run_p = sub.add_parser("run", help="execute every notebook headlessly and write the report")
+    run_p.add_argument("--preset", default="quick", help="quick (CI, minutes) or full (the seed's sizes)")
+    run_p.add_argument("--target", default="local", help="local | docker | chameleon")
+    run_p.add_argument("--only", nargs="+", help="notebook numbers to run, e.g. --only 03 04")
+    run_p.add_argument("--cell-timeout", type=float, help="seconds per cell")
+    run_p.add_argument("--notebook-timeout", type=float, help="seconds per notebook")
+    rep_p = sub.add_parser("report", help="(re)write report.html for an existing run folder")
+    rep_p.add_argument("run_dir", type=Path)
+    args = parser.parse_args(argv)
+    if args.command == "report":
+        from servelab.report import write_report
+
+        print(write_report(args.run_dir))
+        return 0
+    try:
+        outcome = run(args.preset, args.target, args.only, cell_timeout=args.cell_timeout,
+                      notebook_timeout=args.notebook_timeout)
+    except ParameterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    minutes, seconds = divmod(outcome.seconds, 60)
+    print(f"results: {outcome.run_dir}")
+    if outcome.report:
+        print(f"report:  {outcome.report}")
+    print(f"total time: {int(minutes)} min {seconds:.0f} s")
+    if outcome.failure:
+        print(f"FAILED: {outcome.failure.error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

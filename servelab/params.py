@@ -1,0 +1,219 @@
+"""Notebook parameters: presets and validation.
+
+Every notebook's papermill ``parameters`` cell names a target, a preset and
+the sizes of its work (request counts, windows, rates); sizes left at ``None``
+take the preset's value. The cell right after it calls :func:`resolve`, so a
+typo or a nonsensical size fails *there*, with a message that says what to set
+— not twenty minutes later inside a perf_analyzer run.
+
+``quick`` is what CI runs (the whole lab in minutes on two cores); ``full`` is
+for real measurements, with the seed lab's request counts.
+"""
+
+from __future__ import annotations
+
+import getpass
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any
+
+from servelab.stack import TARGETS
+
+PRESETS = ("quick", "full")
+
+
+class ParameterError(ValueError):
+    """A notebook parameter is wrong; the message names it and says what to set."""
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One parameter: its preset values, how to check it, and what it means."""
+
+    quick: Any
+    full: Any
+    check: Callable[[str, Any], None]
+    meaning: str
+
+
+def _int(low: int, high: int) -> Callable[[str, Any], None]:
+    def check(name: str, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ParameterError(
+                f"{name}={value!r} is not a whole number between {low} and {high}: "
+                f"set {name} to such a number in the parameters cell (or None for the preset's value)"
+            )
+    return check
+
+
+def _number(low: float, high: float) -> Callable[[str, Any], None]:
+    def check(name: str, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not low < value <= high:
+            raise ParameterError(
+                f"{name}={value!r} must be a number above {low} and at most {high}: "
+                f"fix {name} in the parameters cell (or None for the preset's value)"
+            )
+    return check
+
+
+def _list_of(item: Callable[[str, Any], None], min_len: int = 1,
+             increasing: bool = False) -> Callable[[str, Any], None]:
+    def check(name: str, value: Any) -> None:
+        if not isinstance(value, list | tuple) or len(value) < min_len:
+            raise ParameterError(
+                f"{name}={value!r} must be a list of at least {min_len} value(s), e.g. [1, 8, 16]: "
+                f"fix {name} in the parameters cell"
+            )
+        for i, element in enumerate(value):
+            item(f"{name}[{i}]", element)
+        if increasing and any(b <= a for a, b in pairwise(value)):
+            raise ParameterError(
+                f"{name}={value!r} must be strictly increasing: sort it in the parameters cell")
+    return check
+
+
+def _optional(inner: Callable[[str, Any], None]) -> Callable[[str, Any], None]:
+    def check(name: str, value: Any) -> None:
+        if value is not None:
+            inner(name, value)
+    return check
+
+
+def _text(pattern: str, example: str) -> Callable[[str, Any], None]:
+    def check(name: str, value: Any) -> None:
+        if not isinstance(value, str) or not re.fullmatch(pattern, value):
+            raise ParameterError(f"{name}={value!r} is not valid: set it to text like {example!r}")
+    return check
+
+
+# The seed lab's sizes are the full preset; quick keeps every step but shrinks the work.
+SPECS: dict[str, Spec] = {
+    # 03 FastAPI
+    "seq_requests": Spec(20, 100, _int(1, 100_000), "sequential requests per FastAPI service"),
+    "conc_requests": Spec(96, 1000, _int(1, 1_000_000), "requests sent by the concurrent clients"),
+    "concurrency": Spec(16, 16, _int(1, 256), "concurrent clients in the FastAPI benchmark"),
+    "flask_requests": Spec(6, 30, _int(1, 10_000), "uploads sent through the Flask app"),
+    # 04-07 Triton / perf_analyzer
+    "concurrency_levels": Spec([1, 8, 16], [1, 8, 16], _list_of(_int(1, 256), increasing=True),
+                               "perf_analyzer concurrency sweep (Python backend)"),
+    "client_batch": Spec(16, 16, _int(1, 16),
+                         "images per request in the client-batch run (max_batch_size 16)"),
+    "window_requests": Spec(24, 300, _int(4, 1_000_000), "requests per perf_analyzer measurement window"),
+    "max_trials": Spec(4, 10, _int(1, 100), "perf_analyzer windows tried before giving up on stability"),
+    "stability_pct": Spec(60, 20, _int(1, 100),
+                          "perf_analyzer: max spread (%) between windows to call it stable"),
+    "instance_counts": Spec(None, None, _optional(_list_of(_int(1, 64), increasing=True)),
+                            "instances per step (None: 1, 2+2, 4+4 on two GPUs; scaled to the cores on CPU)"),
+    "scaling_concurrency": Spec(8, 8, _int(1, 256), "concurrency for the instance-scaling runs"),
+    "onnx_concurrency_levels": Spec([8, 16], [8, 16], _list_of(_int(1, 256), increasing=True),
+                                    "concurrency levels for the ONNX backend"),
+    "onnx_instances": Spec(2, 2, _int(1, 64), "ONNX instances in the scaled step (over GPUs 0 and 1)"),
+    "capacity_concurrency": Spec(4, 8, _int(1, 256), "concurrency used to measure one instance's capacity"),
+    "base_rate_fraction": Spec(0.6, 0.6, _number(0.0, 2.0),
+                               "constant vs Poisson rate, as a fraction of the measured capacity"),
+    "rate_fractions": Spec([0.5, 0.9], [0.4, 0.6, 0.8, 0.95], _list_of(_number(0.0, 2.0), increasing=True),
+                           "Poisson rates for dynamic batching, as fractions of the measured capacity"),
+    "preferred_batch_sizes": Spec([4, 6, 8], [4, 6, 8], _list_of(_int(1, 16), increasing=True),
+                                  "dynamic batching: preferred batch sizes"),
+    "max_queue_delay_us": Spec(100, 100, _int(0, 10_000_000), "dynamic batching: max queue delay (µs)"),
+    # 01/02/08 provisioning
+    "lease_name": Spec(None, None,
+                       _optional(_text(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}", "serve-system-abc123")),
+                       "lease name (None: serve-system-<your user name>)"),
+    "site": Spec("CHI@TACC", "CHI@TACC", _text(r"CHI@[A-Za-z]+", "CHI@TACC"), "Chameleon site"),
+    "node_type": Spec("gpu_p100", "gpu_p100", _text(r"[a-z0-9_]+", "gpu_p100"), "node type to reserve"),
+    "lease_hours": Spec(2 + 50 / 60, 2 + 50 / 60, _number(0.0, 7 * 24), "lease duration in hours"),
+    "project": Spec(None, None, _optional(_text(r"\S+", "CHI-251409")), "Chameleon project (None: from env)"),
+}
+
+
+@dataclass(frozen=True)
+class LabParams:
+    """The validated parameters of one notebook run; sizes read as attributes."""
+
+    target: str
+    preset: str
+    values: Mapping[str, Any] = field(default_factory=dict)
+    given: frozenset[str] = frozenset()
+
+    def __getattr__(self, name: str) -> Any:
+        values = object.__getattribute__(self, "values")
+        if name in values:
+            return values[name]
+        raise AttributeError(f"no parameter {name!r}; this notebook has {sorted(values)}")
+
+    @property
+    def plan(self) -> bool:
+        """Provisioning only acts on Chameleon; elsewhere it shows what it would create."""
+        return self.target != "chameleon"
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per parameter: value, where it came from, what it means."""
+        rows = [{"parameter": "target", "value": self.target, "from": "given", "meaning": "where to run"},
+                {"parameter": "preset", "value": self.preset, "from": "given", "meaning": "size of the work"}]
+        rows += [{"parameter": k, "value": v, "from": "given" if k in self.given else f"preset {self.preset}",
+                  "meaning": SPECS[k].meaning} for k, v in self.values.items()]
+        return rows
+
+    def _repr_html_(self) -> str:
+        import pandas as pd
+
+        return pd.DataFrame(self.rows()).to_html(index=False)
+
+
+def default_lease_name() -> str:
+    """The seed names the lease after the student: serve-system-<user>."""
+    user = re.sub(r"[^A-Za-z0-9_.-]", "-", getpass.getuser() or "student")
+    return f"serve-system-{user}"
+
+
+def check_target(target: Any) -> str:
+    if target not in TARGETS:
+        raise ParameterError(
+            f"target={target!r} is unknown: set target to one of {', '.join(repr(t) for t in TARGETS)} "
+            "in the parameters cell"
+        )
+    return str(target)
+
+
+def check_preset(preset: Any) -> str:
+    if preset not in PRESETS:
+        raise ParameterError(
+            f"preset={preset!r} is unknown: set preset to one of {', '.join(repr(p) for p in PRESETS)} "
+            "in the parameters cell"
+        )
+    return str(preset)
+
+
+def resolve(target: str, preset: str = "quick", **sizes: Any) -> LabParams:
+    """Validate a notebook's parameters; ``None`` sizes take the preset's value."""
+    target = check_target(target)
+    preset = check_preset(preset)
+    values: dict[str, Any] = {}
+    given: set[str] = set()
+    for name, value in sizes.items():
+        if name not in SPECS:
+            raise ParameterError(f"unknown parameter {name!r}: remove it, or use one of {sorted(SPECS)}")
+        spec = SPECS[name]
+        if value is None:
+            value = getattr(spec, preset)
+        else:
+            given.add(name)
+        spec.check(name, value)
+        values[name] = list(value) if isinstance(value, tuple) else value
+    _check_together(values)
+    if "lease_name" in values and values["lease_name"] is None:
+        values["lease_name"] = default_lease_name()
+    return LabParams(target, preset, values, frozenset(given))
+
+
+def _check_together(values: Mapping[str, Any]) -> None:
+    """Rules that involve two sizes at once."""
+    requests, clients = values.get("conc_requests"), values.get("concurrency")
+    if requests is not None and clients is not None and requests < clients:
+        raise ParameterError(
+            f"conc_requests={values['conc_requests']} is smaller than concurrency={values['concurrency']}: "
+            "every client needs at least one request; raise conc_requests or lower concurrency"
+        )
