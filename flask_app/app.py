@@ -78,7 +78,7 @@ def index() -> str:
     return render_template("index.html", backend_title=TITLES[settings.backend],
                            backend_url=settings.backend_url, model=settings.model_name,
                            max_bytes=settings.max_upload_bytes,
-                           max_mb=_megabytes(settings.max_upload_bytes))
+                           max_size=_human_size(settings.max_upload_bytes))
 
 
 @bp.post("/predict")
@@ -121,7 +121,7 @@ def _classify_upload() -> Prediction:
     data = _read_upload(_settings().max_upload_bytes)
     image_format = _check_image(data)
     _save_upload(data, image_format, _settings().upload_dir)
-    return _run_backend(data)
+    return _run_backend(data, kept=True)
 
 
 def _read_upload(max_bytes: int) -> bytes:
@@ -157,19 +157,20 @@ def _save_upload(data: bytes, image_format: str, upload_dir: Path) -> Path:
     return path
 
 
-def _run_backend(data: bytes) -> Prediction:
+def _run_backend(data: bytes, kept: bool) -> Prediction:
+    """Ask the backend; its failure becomes a 503 that says whether the upload was kept."""
     try:
         return _backend().predict(data)
     except BackendUnavailable as exc:
         current_app.logger.warning("prediction backend failed: %s", exc)
-        raise UploadError(
-            f"The prediction service is unavailable right now ({exc}). "
-            "Your photo was kept; please try again in a moment.", 503) from None
+        note = "Your photo was kept; please" if kept else "Please"
+        raise UploadError(f"The prediction service is unavailable right now ({exc}). "
+                          f"{note} try again in a moment.", 503) from None
 
 
 def _too_large_error() -> UploadError:
-    limit = _megabytes(_settings().max_upload_bytes)
-    return UploadError(f"That file is too large: the limit is {limit} MB.", 413)
+    limit = _human_size(_settings().max_upload_bytes)
+    return UploadError(f"That file is too large: the limit is {limit}.", 413)
 
 
 def _too_large(_exc: RequestEntityTooLarge) -> tuple[Response | str, int]:
@@ -180,5 +181,9 @@ def _too_large(_exc: RequestEntityTooLarge) -> tuple[Response | str, int]:
     return render_template("_result.html", message=error.message), error.status
 
 
-def _megabytes(size: int) -> str:
-    return f"{size / (1024 * 1024):g}"
+def _human_size(size: int) -> str:
+    """10485760 → "10 MB": limits are shown the way people read them."""
+    for unit, scale in (("MB", 1024 * 1024), ("KB", 1024)):
+        if size >= scale:
+            return f"{size / scale:.3g} {unit}"
+    return f"{size} bytes"

@@ -23,7 +23,7 @@
     if (!file) { submit.disabled = true; return; }
     if (file.size > maxBytes) {
       // the server refuses it too (413); saying so now saves a long upload
-      showMessage("That file is too large: the limit is " + (maxBytes / 1048576) + " MB.");
+      showMessage("That file is too large: the limit is " + form.dataset.maxSize + ".");
     }
     if (preview.src) { URL.revokeObjectURL(preview.src); }
     preview.src = URL.createObjectURL(file);
