@@ -58,8 +58,9 @@ def _print_plan(steps: list[Step], plan_only: bool) -> None:
 
 
 def _start(config: ChameleonConfig, chi: ChiApi | None) -> ChiApi:
+    project = config.require_project()  # before importing python-chi: fail fast, name the fix
     chi = chi or real_chi()
-    use_context(config.require_project(), config.site, chi)
+    use_context(project, config.site, chi)
     return chi
 
 
