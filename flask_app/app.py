@@ -144,7 +144,7 @@ def _check_image(data: bytes) -> str:
         with Image.open(io.BytesIO(data)) as img:
             return img.format or "IMAGE"
     except ImageError as exc:
-        raise UploadError(f"That file is not an image: {exc}.", 400) from None
+        raise UploadError(f"That file is not an image ({exc}): choose a JPEG or PNG photo.", 400) from None
 
 
 def _save_upload(data: bytes, image_format: str, upload_dir: Path) -> Path:

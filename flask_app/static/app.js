@@ -32,6 +32,12 @@
     submit.disabled = false;
   }
 
+  preview.addEventListener("error", () => {
+    // the browser cannot draw it; the server will say why (it checks the content, not the name)
+    preview.hidden = true;
+    hint.hidden = false;
+    hint.textContent = "No preview for " + input.files[0].name + " — it may not be an image.";
+  });
   input.addEventListener("change", () => choose(input.files[0]));
   ["dragenter", "dragover"].forEach((type) => zone.addEventListener(type, (event) => {
     event.preventDefault();
