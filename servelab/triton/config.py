@@ -167,24 +167,29 @@ def apply_config(server_or_client: Any, name: str, model_dir: Path | None, cfg: 
                  timeout: float = 120.0) -> ModelConfig:
     """Reload ``name`` with ``cfg`` (written to ``model_dir`` first when given) and confirm it is live.
 
-    On refusal the file is restored and ``ConfigError`` carries Triton's
-    message; the previously loaded config keeps serving.
+    ``server_or_client`` is a ``TritonServer`` (its refusals carry the server
+    log's reason) or a tritonclient HTTP client. On refusal the file is
+    restored and ``ConfigError`` carries Triton's message; the previously
+    loaded config keeps serving.
     """
     from tritonclient.utils import InferenceServerException
 
     validate(cfg)
-    client = _client_of(server_or_client)
     path = Path(model_dir) / CONFIG_NAME if model_dir is not None else None
     previous = path.read_text() if path is not None and path.is_file() else None
     if path is not None:
         write_config(Path(model_dir), cfg)
     try:
-        client.load_model(name, config=config_json(cfg))
-    except InferenceServerException as exc:
+        if hasattr(server_or_client, "load") and hasattr(server_or_client, "client"):
+            server_or_client.load(name, config=config_json(cfg), timeout=timeout)
+        else:
+            server_or_client.load_model(name, config=config_json(cfg))
+    except (InferenceServerException, RuntimeError) as exc:
         if path is not None and previous is not None:
             path.write_text(previous)
-        raise ConfigError(f"Triton refused the new config for '{name}': {exc.message()}") from None
-    live = live_config(client, name)
+        message = exc.message() if isinstance(exc, InferenceServerException) else str(exc)
+        raise ConfigError(f"new config for '{name}' refused, the old one keeps serving: {message}") from None
+    live = live_config(server_or_client, name)
     _confirm(name, cfg, live)
     return live
 

@@ -90,6 +90,10 @@ def server_env() -> dict[str, str]:
     }
 
 
+class ModelLoadError(RuntimeError):
+    """Triton refused to load a model (bad config, missing file); the message says why."""
+
+
 class TritonServer:
     """One tritonserver process serving ``repository`` with explicit model control.
 
@@ -217,17 +221,42 @@ class TritonServer:
     def load(self, name: str, config: str | None = None, timeout: float = 120.0) -> None:
         """Load (or reload) ``name``; ``config`` is a JSON ModelConfig that overrides config.pbtxt.
 
-        Failing loads raise with Triton's own message and the end of the log.
+        A refused load raises ``ModelLoadError`` with Triton's reply and the
+        error lines it logged meanwhile (the reply alone is often just "failed
+        to poll from model repository"); the previously loaded version keeps serving.
         """
         from tritonclient.utils import InferenceServerException
 
         self._check_alive()
+        offset = self._log_size()
         try:
             self.client().load_model(name, config=config)
         except InferenceServerException as exc:
             self._check_alive()
-            raise RuntimeError(f"Triton refused to load model '{name}': {exc.message()}") from None
+            reasons = self.log_errors_since(offset)
+            detail = f" — server log: {' | '.join(reasons)}" if reasons else ""
+            raise ModelLoadError(f"Triton refused to load model '{name}': {exc.message()}{detail}") from None
         self.wait_model_ready(name, timeout)
+
+    def _log_size(self) -> int:
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return 0
+
+    def log_errors_since(self, offset: int) -> list[str]:
+        """Error lines (``E...``) the server logged after byte ``offset``, message part only."""
+        try:
+            with self.log_path.open("rb") as handle:
+                handle.seek(offset)
+                text = handle.read().decode(errors="replace")
+        except OSError:
+            return []
+        errors = []
+        for line in text.splitlines():
+            if line.startswith("E"):
+                errors.append(line.split("] ", 1)[-1].strip().strip('"'))
+        return errors
 
     def unload(self, name: str) -> None:
         self._check_alive()
