@@ -21,15 +21,14 @@
   function choose(file) {
     result.replaceChildren();
     if (!file) { submit.disabled = true; return; }
-    if (file.size > maxBytes) {
-      // the server refuses it too (413); saying so now saves a long upload
-      showMessage("That file is too large: the limit is " + form.dataset.maxSize + ".");
-    }
     if (preview.src) { URL.revokeObjectURL(preview.src); }
     preview.src = URL.createObjectURL(file);
     preview.hidden = false;
     hint.hidden = true;
-    submit.disabled = false;
+    // the server refuses it too (413); saying so now saves a long, useless upload
+    const tooLarge = file.size > maxBytes;
+    if (tooLarge) { showMessage("That file is too large: the limit is " + form.dataset.maxSize + "."); }
+    submit.disabled = tooLarge;
   }
 
   preview.addEventListener("error", () => {

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlparse
 
+import httpx
 import pytest
 
 from servelab.services import Service, start_flask
@@ -120,3 +121,23 @@ def test_drop_a_photo(browser, flask: Service, samples: list[Path]) -> None:
         assert page.inner_text("#label").strip()
     finally:
         page.close()
+
+
+@pytest.mark.slow
+def test_too_large_is_refused_before_and_by_the_server(browser, flask: Service) -> None:
+    big = b"\xff\xd8\xff\xe0" + bytes(11 * 1024 * 1024)
+    page = browser.new_page(viewport=VIEWPORTS["phone"])
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
+    try:
+        page.goto(flask.url + "/")
+        page.set_input_files("#file-input", files=[{"name": "huge.jpg", "mimeType": "image/jpeg",
+                                                    "buffer": big}])
+        page.wait_for_selector("#result .card.error")
+        assert "too large" in page.inner_text("#result")
+        assert page.locator("#submit").is_disabled()
+    finally:
+        page.close()
+    # a script that ignores the page gets the same answer from gunicorn, with the body unread
+    response = httpx.post(f"{flask.url}/predict", files={"file": ("huge.jpg", big, "image/jpeg")}, timeout=60)
+    assert response.status_code == 413
+    assert "too large" in response.text
