@@ -21,35 +21,45 @@
 # %% tags=["parameters"]
 target = "local"  # local | docker | chameleon
 preset = "quick"
-lease_name = None  # None: serve-system-<your user name>
+project = None  # None: $CHI_PROJECT, e.g. "CHI-123456"
 site = None  # None: CHI@TACC
 node_type = None  # None: gpu_p100
-lease_hours = None  # None: 2 h 50 min
-project = None  # None: from the environment (OS_PROJECT_NAME)
+lease_name = None  # None: serve_system_<your user name>
+lease_minutes = None  # None: 170 (2 h 50 min)
 
 # %%
-from servelab import params, steps
+import provisioning
+from servelab import params
 
-P = params.resolve(target, preset, lease_name=lease_name, site=site, node_type=node_type,
-                   lease_hours=lease_hours, project=project)
+P = params.resolve(target, preset, project=project, site=site, node_type=node_type,
+                   lease_name=lease_name, lease_minutes=lease_minutes)
 P
+
+# %% [markdown]
+# ## What to reserve
+# Parameters win over environment variables (`CHI_PROJECT`, `CHI_SITE`, …), which win over
+# the lab's defaults. Nothing here opens a chooser or asks a question, so it also runs headless.
+
+# %%
+config = provisioning.from_env(project=P.project, site=P.site, node_type=P.node_type,
+                               lease_name=P.lease_name, duration=P.lease_minutes)
+config
 
 # %% [markdown]
 # ## Plan mode
 # Only the `chameleon` target talks to Chameleon. On `local` and `docker` the next cell runs
-# in **plan mode**: it shows exactly what it would create and calls nothing.
+# in **plan mode**: it prints exactly what it would create and calls nothing.
 
 # %%
 P.plan
 
 # %% [markdown]
 # ## Create (or reuse) the lease and wait until it is active
-# A new lease starts as *Pending* and becomes *Active* at its start time; an existing lease
-# with the same name is reused rather than duplicated.
+# A new lease starts *Pending* and becomes *Active* at its start time. A lease with the same
+# name is reused, not duplicated.
 
 # %%
-lease = steps.reserve_node(P)
-lease
+lease = provisioning.reserve(config, plan_only=P.plan)
 
 # %% [markdown]
 # While you wait for the lease to become active, read notebooks 02–08: the reserved

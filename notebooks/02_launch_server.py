@@ -21,36 +21,38 @@
 # %% tags=["parameters"]
 target = "local"  # local | docker | chameleon
 preset = "quick"
-lease_name = None  # None: serve-system-<your user name>
-site = None
 project = None
+site = None
+lease_name = None
 
 # %%
+import provisioning
 from servelab import params, steps
 
-P = params.resolve(target, preset, lease_name=lease_name, site=site, project=project)
-P
+P = params.resolve(target, preset, project=project, site=site, lease_name=lease_name)
+config = provisioning.from_env(project=P.project, site=P.site, lease_name=P.lease_name)
+config
 
 # %% [markdown]
-# ## The server
-# Image `CC-Ubuntu24.04-CUDA`, on the lease's reservation. A server with the same name is
-# reused; one left in ERROR must be deleted first (the code says so and stops).
-# On `local` and `docker` this is the plan only.
+# ## The set-up script
+# One idempotent script does the node's set-up over SSH: it installs Docker (the convenience
+# script) and adds the user to the `docker` group, installs the NVIDIA container toolkit and
+# points Docker's runtime at it, sets Docker's cgroup driver to `cgroupfs` when `exec-opts` is
+# not set (a workaround for nvidia-container-toolkit issue 48), restarts Docker and installs
+# `nvtop`. Running it twice changes nothing the second time. Its first lines:
 
 # %%
-server = steps.launch_server(P)
-server
+steps.show_file("provisioning/node_setup.sh", lines=40)
 
 # %% [markdown]
-# ## Setting up the node
-# One idempotent script does the set-up over SSH: clone the lab, install Docker, add the
-# user to the `docker` group, install the NVIDIA container toolkit and point Docker's runtime
-# at it, switch Docker's cgroup driver to `cgroupfs` when `exec-opts` is not set (a workaround
-# for nvidia-container-toolkit issue 48), restart Docker, install `nvtop`. Running it twice
-# changes nothing the second time.
+# ## Server, floating IP, SSH, set-up
+# Image `CC-Ubuntu24.04-CUDA` on the lease's reservation. A server with the same name is
+# reused; one left in ERROR is reported with what to do (delete it first), never reused.
+# On `local` and `docker` this prints the plan only.
 
 # %%
-steps.setup_node(P, server)
+node = provisioning.launch(config, plan_only=P.plan)
+node
 
 # %% [markdown]
 # ## Next

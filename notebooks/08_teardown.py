@@ -18,14 +18,15 @@
 # %% tags=["parameters"]
 target = "local"  # local | docker | chameleon
 preset = "quick"
-lease_name = None
-site = None
 project = None
+site = None
+lease_name = None
 
 # %%
+import provisioning
 from servelab import params, steps
 
-P = params.resolve(target, preset, lease_name=lease_name, site=site, project=project)
+P = params.resolve(target, preset, project=project, site=site, lease_name=lease_name)
 P
 
 # %%
@@ -33,11 +34,12 @@ stack = steps.open_stack(P)
 stack.down()
 
 # %%
-steps.release_node(P)
+config = provisioning.from_env(project=P.project, site=P.site, lease_name=P.lease_name)
+provisioning.teardown(config, plan_only=P.plan)
 
 # %% [markdown]
 # ## What this run measured
-# Every measurement was stored as data; the headless run turns them into one report.
+# Every measurement was stored as data; the headless run turns it into one report.
 
 # %%
 steps.results_overview()

@@ -12,7 +12,6 @@ for real measurements, with the seed lab's request counts.
 
 from __future__ import annotations
 
-import getpass
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -120,11 +119,11 @@ SPECS: dict[str, Spec] = {
     "max_queue_delay_us": Spec(100, 100, _int(0, 10_000_000), "dynamic batching: max queue delay (µs)"),
     # 01/02/08 provisioning
     "lease_name": Spec(None, None,
-                       _optional(_text(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}", "serve-system-abc123")),
-                       "lease name (None: serve-system-<your user name>)"),
+                       _optional(_text(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}", "serve_system_abc123")),
+                       "lease name (None: serve_system_<your user name>)"),
     "site": Spec("CHI@TACC", "CHI@TACC", _text(r"CHI@[A-Za-z]+", "CHI@TACC"), "Chameleon site"),
     "node_type": Spec("gpu_p100", "gpu_p100", _text(r"[a-z0-9_]+", "gpu_p100"), "node type to reserve"),
-    "lease_hours": Spec(2 + 50 / 60, 2 + 50 / 60, _number(0.0, 7 * 24), "lease duration in hours"),
+    "lease_minutes": Spec(170, 170, _int(1, 7 * 24 * 60), "lease duration in minutes (2 h 50 min)"),
     "project": Spec(None, None, _optional(_text(r"\S+", "CHI-251409")), "Chameleon project (None: from env)"),
 }
 
@@ -163,12 +162,6 @@ class LabParams:
         return pd.DataFrame(self.rows()).to_html(index=False)
 
 
-def default_lease_name() -> str:
-    """The seed names the lease after the student: serve-system-<user>."""
-    user = re.sub(r"[^A-Za-z0-9_.-]", "-", getpass.getuser() or "student")
-    return f"serve-system-{user}"
-
-
 def check_target(target: Any) -> str:
     if target not in TARGETS:
         raise ParameterError(
@@ -204,8 +197,6 @@ def resolve(target: str, preset: str = "quick", **sizes: Any) -> LabParams:
         spec.check(name, value)
         values[name] = list(value) if isinstance(value, tuple) else value
     _check_together(values)
-    if "lease_name" in values and values["lease_name"] is None:
-        values["lease_name"] = default_lease_name()
     return LabParams(target, preset, values, frozenset(given))
 
 
