@@ -93,3 +93,13 @@ def test_page_assets_are_all_local() -> None:
     for path in [*(APP_DIR / "templates").iterdir(), *(APP_DIR / "static").glob("*.[cj]s*")]:
         text = path.read_text()
         assert not re.search(r"https?://|//cdn|@import", text), f"{path.name} refers to an outside resource"
+
+
+def test_setup_provides_chromium_and_playwright_from_debian_and_pypi() -> None:
+    """The browser test's Chromium is Debian's package and its driver the PyPI wheel; nothing else."""
+    setup = (REPO_ROOT / "scripts" / "setup.sh").read_text()
+    packages = re.search(r"DEBIAN_PACKAGES=\(([^)]*)\)", setup)
+    assert packages and "chromium" in packages.group(1).split()
+    assert "playwright" in requirement_names(REPO_ROOT / "requirements" / "lab.txt")
+    assert "playwright" in constraint_pins()
+    assert "playwright install" not in setup, "browsers must come from Debian, not Playwright's CDN"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -47,6 +48,9 @@ def test_fastapi_stopped_then_restarted_on_same_port(log_dir: Path, instance: Pa
     try:
         first = upload(flask, samples[0])
         assert first.status_code == 200, first.text
+        with ThreadPoolExecutor(8) as pool:  # gunicorn threads share the one httpx client
+            answers = list(pool.map(lambda _: upload(flask, samples[0]), range(8)))
+        assert [a.status_code for a in answers] == [200] * 8, [a.text for a in answers]
 
         backend.stop()
         down = upload(flask, samples[0])
@@ -61,7 +65,7 @@ def test_fastapi_stopped_then_restarted_on_same_port(log_dir: Path, instance: Pa
         again = upload(flask, samples[0])
         assert again.status_code == 200, again.text
         assert again.json()["prediction"] == first.json()["prediction"]
-        assert len(list((instance / "uploads").iterdir())) == 4, "every upload is kept, failed ones too"
+        assert len(list((instance / "uploads").iterdir())) == 12, "every upload is kept, failed ones too"
     finally:
         flask.stop()
         backend.stop()
@@ -86,6 +90,19 @@ def test_slow_backend_times_out_with_503(make_client, silent_backend: str, sampl
     assert "Timeout" in response.get_json()["error"]
     assert elapsed < 8, f"REQUEST_TIMEOUT=1 s but the app waited {elapsed:.1f} s"
     assert client.get("/health").status_code == 200
+
+
+def test_app_starts_and_reports_health_while_backend_hangs(silent_backend: str, log_dir: Path,
+                                                           instance: Path) -> None:
+    """The ready-wait polls GET /health with a 2 s timeout: a hanging backend must not stall it."""
+    flask = start_flask({"PREDICT_BACKEND": "fastapi", "FASTAPI_SERVER_URL": silent_backend,
+                         "REQUEST_TIMEOUT": "30", "INSTANCE_PATH": str(instance)}, log_dir=log_dir)
+    try:
+        start = time.monotonic()
+        assert not backend_reachable(flask)
+        assert time.monotonic() - start < 2.0
+    finally:
+        flask.stop()
 
 
 @pytest.fixture
@@ -115,6 +132,10 @@ def test_triton_erroring_stopped_and_restarted(triton_restartable: dict, log_dir
     try:
         first = upload(flask, samples[1])
         assert first.status_code == 200, first.text
+        with ThreadPoolExecutor(8) as pool:  # gunicorn threads share the one Triton client
+            answers = list(pool.map(lambda _: upload(flask, samples[1]), range(8)))
+        assert [a.status_code for a in answers] == [200] * 8, [a.text for a in answers]
+        assert {a.json()["prediction"] for a in answers} == {first.json()["prediction"]}
 
         server.unload("food_classifier_onnx")  # server up, model gone: Triton answers with an error
         wait_model_gone(server.url)
