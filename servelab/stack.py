@@ -55,6 +55,12 @@ class Stack(ABC):
     def url(self, service: str, port: str = "http") -> str:
         """Base URL of ``service`` as seen by the clients the lab runs (bench, perf_analyzer)."""
 
+    def service_address(self, service: str, port: str = "http") -> str:
+        """``host:port`` of ``service`` as seen from inside the stack — where commands run with
+        ``run(..., service=...)`` reach it (perf_analyzer's ``-u``, ``--metrics-url``). On the compose
+        targets that is the compose network (``triton_server:8000``); locally the same as ``url``."""
+        return self.url(service, port).split("://", 1)[-1]
+
     @abstractmethod
     def run(self, argv: Sequence[str], service: str | None = None,
             timeout: float | None = None) -> CommandResult:

@@ -1,0 +1,487 @@
+"""The three implementations of ``servelab.stack.Stack``.
+
+- ``LocalStack`` (target ``local``): plain processes on 127.0.0.1 — uvicorn,
+  the Triton server binary, gunicorn — started by ``servelab.services`` and
+  ``servelab.triton.server``.
+- ``ComposeStack`` (target ``docker``): ``docker compose`` with the files in
+  ``docker/`` on this host.
+- ``RemoteComposeStack`` (target ``chameleon``): the same compose commands,
+  run on the Chameleon node over SSH (Fabric, as python-chi's
+  ``Server.ssh_connection`` returns it).
+
+Paths are the same on every target, relative to the project root: the live
+Triton repository is ``models/`` and results are written under ``results/``.
+In the compose stacks the project root is mounted at ``/workspace`` in the
+``jupyter`` service (its working directory), so a perf_analyzer CSV written
+there as ``results/x.csv`` is fetched with ``fetch("results/x.csv", ...)`` —
+exactly as on the local target, where commands run in the project root.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import posixpath
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from servelab.paths import REPO_ROOT
+from servelab.stack import CommandResult, Stack
+
+STACKS = ("fastapi", "triton")
+MODEL_REPOSITORY = "models"
+LAB_MODELS = ("food_classifier", "food_classifier_onnx")
+FASTAPI_APPS = {"fastapi_pt": "pt", "fastapi_onnx": "onnx"}
+COMPOSE_FILES = {"fastapi": "docker/docker-compose-fastapi.yaml",
+                 "triton": "docker/docker-compose-triton.yaml"}
+# what each compose stack runs (keep in step with the compose files; a test checks it)
+STACK_SERVICES = {"fastapi": ("fastapi_server", "jupyter", "flask"),
+                  "triton": ("triton_server", "jupyter", "flask")}
+# container ports, as the services reach each other on the compose network
+SERVICE_PORTS: dict[str, dict[str, int]] = {
+    "fastapi_server": {"http": 8000},
+    "triton_server": {"http": 8000, "grpc": 8001, "metrics": 8002},
+    "flask": {"http": 8000},
+    "jupyter": {"http": 8888},
+}
+# ports published on the host (what a browser or the bench on the host uses)
+HOST_PORTS: dict[str, dict[str, int]] = {
+    "fastapi_server": {"http": 8000},
+    "triton_server": {"http": 8000, "grpc": 8001, "metrics": 8002},
+    "flask": {"http": 80},
+    "jupyter": {"http": 8888},
+}
+# run inside ``jupyter``: the HTTP model-control API, as tritonclient sends it
+RELOAD_SNIPPET = (
+    "import sys, tritonclient.http as h; "
+    "c = h.InferenceServerClient(sys.argv[1]); "
+    "c.load_model(sys.argv[2], config=sys.argv[3] or None); "
+    "print('reloaded', sys.argv[2])"
+)
+
+
+def _check_stack(stack: str) -> str:
+    if stack not in STACKS:
+        raise ValueError(f"unknown stack {stack!r}: choose one of {', '.join(STACKS)}")
+    return stack
+
+
+def _check_service(service: str) -> str:
+    if service not in SERVICE_PORTS:
+        raise ValueError(f"unknown service {service!r}: choose one of {', '.join(SERVICE_PORTS)}")
+    return service
+
+
+def _port(table: Mapping[str, Mapping[str, int]], service: str, port: str) -> int:
+    ports = table[_check_service(service)]
+    if port not in ports:
+        raise ValueError(f"service {service} has no {port!r} port: choose one of {', '.join(ports)}")
+    return ports[port]
+
+
+def _safe_relpath(relpath: str) -> str:
+    """``relpath`` normalised, refused when it leaves the project root (a typo must not write to /etc)."""
+    norm = posixpath.normpath(str(relpath).replace("\\", "/"))
+    if norm.startswith(("/", "../")) or norm in ("..", "."):
+        raise ValueError(f"{relpath!r} is not a path inside the project root")
+    return norm
+
+
+def _as_bytes(content: bytes | str) -> bytes:
+    return content.encode() if isinstance(content, str) else bytes(content)
+
+
+def _run_local(argv: Sequence[str], cwd: Path, timeout: float | None,
+               env: Mapping[str, str] | None = None) -> CommandResult:
+    """Run ``argv`` in ``cwd``; a timeout becomes a TimeoutError naming the command."""
+    try:
+        done = subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                              env=dict(env) if env is not None else None, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise TimeoutError(f"timed out after {timeout:.0f} s running: {shlex.join(argv)}") from exc
+    return CommandResult(list(argv), done.returncode, done.stdout, done.stderr)
+
+
+# --------------------------------------------------------------------------- local
+class LocalStack(Stack):
+    """Services as local processes; commands run in the project root on this machine."""
+
+    target = "local"
+    has_gpu = False
+
+    def __init__(self, root: Path = REPO_ROOT, repository: Path | None = None,
+                 fastapi_app: str | None = None, log_dir: Path | None = None,
+                 models: Sequence[str] = LAB_MODELS, ready_timeout: float = 180.0) -> None:
+        self.root = Path(root)
+        self.repository = Path(repository) if repository else self.root / MODEL_REPOSITORY
+        self.fastapi_app = fastapi_app or os.environ.get("FASTAPI_APP", "fastapi_pt")
+        if self.fastapi_app not in FASTAPI_APPS:
+            raise ValueError(f"FASTAPI_APP={self.fastapi_app!r}: choose one of {', '.join(FASTAPI_APPS)}")
+        self.log_dir = log_dir
+        self.models = tuple(models)
+        self.ready_timeout = ready_timeout
+        self._services: dict[str, Any] = {}  # service name → Service (url, stop) or TritonServer
+
+    # -- lifecycle
+    def up(self, stack: str, services: Sequence[str] | None = None, timeout: float = 600.0) -> None:
+        """Start the stack's processes that are not running yet (jupyter is this kernel: nothing to start)."""
+        wanted = set(services or STACK_SERVICES[_check_stack(stack)])
+        for service in wanted:
+            _check_service(service)
+        if stack == "fastapi" and "fastapi_server" in wanted and "fastapi_server" not in self._services:
+            from servelab.services import start_fastapi
+
+            self._services["fastapi_server"] = start_fastapi(
+                FASTAPI_APPS[self.fastapi_app], log_dir=self.log_dir,
+                timeout=min(timeout, self.ready_timeout))
+        if stack == "triton" and "triton_server" in wanted and "triton_server" not in self._services:
+            self._services["triton_server"] = self._start_triton(timeout)
+        if "flask" in wanted:
+            self._start_flask(stack, timeout)
+
+    def _start_triton(self, timeout: float) -> Any:
+        """Deploy the staged models into the live repository (CPU-adapted), start Triton, load them."""
+        from servelab.triton.repository import deploy_all
+        from servelab.triton.server import TritonServer
+
+        deploy_all(self.repository, gpu=False, names=self.models)
+        log = Path(self.log_dir) / "tritonserver.log" if self.log_dir else None
+        server = TritonServer(self.repository, log_path=log).start(timeout=min(timeout, self.ready_timeout))
+        try:
+            for name in self.models:
+                server.client().load_model(name)
+        except BaseException:
+            server.stop()
+            raise
+        return server
+
+    def _start_flask(self, stack: str, timeout: float) -> None:
+        """GourmetGram pointed at this stack's backend (restarted when it pointed at the other one)."""
+        backend = "fastapi" if stack == "fastapi" else "triton"
+        current = self._services.get("flask")
+        if current is not None and getattr(current, "backend", None) == backend:
+            return
+        if current is not None:
+            self._stop("flask")
+        upstream = self._services.get("fastapi_server" if backend == "fastapi" else "triton_server")
+        if upstream is None:
+            raise RuntimeError(f"flask needs the {stack} stack's server: bring it up in the same call")
+        env = ({"PREDICT_BACKEND": "fastapi", "FASTAPI_SERVER_URL": upstream.url} if backend == "fastapi"
+               else {"PREDICT_BACKEND": "triton", "TRITON_SERVER_URL": upstream.url})
+        from servelab.services import start_flask
+
+        service = start_flask(env=env, log_dir=self.log_dir, timeout=min(timeout, self.ready_timeout))
+        service.backend = backend  # type: ignore[attr-defined]
+        self._services["flask"] = service
+
+    def _stop(self, service: str) -> None:
+        handle = self._services.pop(service, None)
+        if handle is not None:
+            handle.stop()
+
+    def down(self, stack: str | None = None, timeout: float = 120.0) -> None:
+        """Stop the stack's processes (every process this stack started when ``stack`` is None)."""
+        services = list(self._services) if stack is None else STACK_SERVICES[_check_stack(stack)]
+        for service in ("flask", *[s for s in services if s != "flask"]):
+            if service in services:
+                self._stop(service)
+
+    @property
+    def running(self) -> list[str]:
+        """Names of the services this stack has running now."""
+        return sorted(self._services)
+
+    # -- addresses
+    def url(self, service: str, port: str = "http") -> str:
+        _port(SERVICE_PORTS, service, port)
+        if service == "jupyter":
+            raise ValueError("the local target has no jupyter service: commands run in this kernel's host")
+        handle = self._services.get(service)
+        if handle is None:
+            raise RuntimeError(f"{service} is not running on the local target: call up() first")
+        if service == "triton_server":
+            if port == "metrics":
+                return handle.metrics_url.removesuffix("/metrics")
+            return f"http://{handle.grpc_url if port == 'grpc' else handle.url}"
+        return str(handle.url)
+
+    # -- host actions
+    def run(self, argv: Sequence[str], service: str | None = None,
+            timeout: float | None = None) -> CommandResult:
+        """Run in the project root; with ``service`` too (every local service shares this host)."""
+        if service is not None:
+            _check_service(service)
+        env = dict(os.environ)
+        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # perf_analyzer
+        return _run_local(argv, self.root, timeout, env)
+
+    def _path(self, relpath: str) -> Path:
+        return self.root / _safe_relpath(relpath)
+
+    def write_file(self, relpath: str, content: bytes | str) -> None:
+        path = self._path(relpath)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(_as_bytes(content))
+
+    def read_file(self, relpath: str) -> bytes:
+        return self._path(relpath).read_bytes()
+
+    def reload_model(self, name: str, config_json: str | None = None) -> None:
+        triton = self._services.get("triton_server")
+        if triton is None:
+            raise RuntimeError("no Triton server on the local target: call up('triton') first")
+        triton.client().load_model(name, config=config_json)
+
+    def fetch(self, remote_relpath: str, local_path: Path) -> Path:
+        src, dest = self._path(remote_relpath), Path(local_path)
+        if not src.is_file():
+            raise FileNotFoundError(f"no result file {src}")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if src.resolve() != dest.resolve():
+            shutil.copyfile(src, dest)
+        return dest
+
+
+# --------------------------------------------------------------------------- compose
+class Transport(Protocol):
+    """Where compose commands run and files live: this host, or the node over SSH."""
+
+    host: str
+
+    def run(self, argv: Sequence[str], timeout: float | None) -> CommandResult: ...
+    def put(self, relpath: str, content: bytes) -> None: ...
+    def get(self, relpath: str) -> bytes: ...
+    def get_file(self, relpath: str, local_path: Path) -> None: ...
+
+
+class LocalTransport:
+    """Commands as subprocesses in ``root``; files under ``root``."""
+
+    def __init__(self, root: Path = REPO_ROOT, host: str = "localhost") -> None:
+        self.root = Path(root)
+        self.host = host
+
+    def run(self, argv: Sequence[str], timeout: float | None) -> CommandResult:
+        return _run_local(argv, self.root, timeout)
+
+    def put(self, relpath: str, content: bytes) -> None:
+        path = self.root / _safe_relpath(relpath)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+
+    def get(self, relpath: str) -> bytes:
+        return (self.root / _safe_relpath(relpath)).read_bytes()
+
+    def get_file(self, relpath: str, local_path: Path) -> None:
+        src = self.root / _safe_relpath(relpath)
+        if src.resolve() != Path(local_path).resolve():
+            shutil.copyfile(src, local_path)
+
+
+class SSHTransport:
+    """Commands and files on the node, in ``remote_dir`` (relative to the login user's home).
+
+    ``connect`` makes the Fabric ``Connection`` on first use, so building a
+    stack never opens a connection by itself.
+    """
+
+    def __init__(self, connect: Callable[[], Any], remote_dir: str = "serve-system-lab") -> None:
+        self._connect = connect
+        self._conn: Any = None
+        self.remote_dir = remote_dir
+
+    @property
+    def conn(self) -> Any:
+        if self._conn is None:
+            self._conn = self._connect()
+        return self._conn
+
+    @property
+    def host(self) -> str:
+        return str(self.conn.host)
+
+    def _remote(self, relpath: str) -> str:
+        return posixpath.join(self.remote_dir, _safe_relpath(relpath))
+
+    def run(self, argv: Sequence[str], timeout: float | None) -> CommandResult:
+        command = f"cd {shlex.quote(self.remote_dir)} && {shlex.join(argv)}"
+        result = self.conn.run(command, hide=True, warn=True, timeout=timeout, in_stream=False)
+        return CommandResult(list(argv), int(result.exited), result.stdout, result.stderr)
+
+    def put(self, relpath: str, content: bytes) -> None:
+        remote = self._remote(relpath)
+        self.conn.run(f"mkdir -p {shlex.quote(posixpath.dirname(remote))}", hide=True, in_stream=False)
+        self.conn.put(io.BytesIO(content), remote=remote)
+
+    def get(self, relpath: str) -> bytes:
+        buffer = io.BytesIO()
+        self.conn.get(self._remote(relpath), local=buffer)
+        return buffer.getvalue()
+
+    def get_file(self, relpath: str, local_path: Path) -> None:
+        self.conn.get(self._remote(relpath), local=str(local_path))
+
+
+class ComposeStack(Stack):
+    """``docker compose`` stacks from ``docker/`` on this host (target ``docker``).
+
+    Each stack is its own compose project (``servelab-fastapi``,
+    ``servelab-triton``); both publish port 8000, so bringing one up first
+    brings the other down. ``--wait`` makes ``up`` return only when every
+    healthcheck passes.
+    """
+
+    target = "docker"
+    has_gpu = True
+
+    def __init__(self, transport: Transport | None = None, root: Path = REPO_ROOT,
+                 fastapi_app: str | None = None, stack: str | None = None,
+                 env: Mapping[str, str] | None = None) -> None:
+        self.transport: Transport = transport or LocalTransport(root)
+        self.fastapi_app = fastapi_app or os.environ.get("FASTAPI_APP", "fastapi_pt")
+        if self.fastapi_app not in FASTAPI_APPS:
+            raise ValueError(f"FASTAPI_APP={self.fastapi_app!r}: choose one of {', '.join(FASTAPI_APPS)}")
+        self.env = dict(env or {})
+        self.current = _check_stack(stack) if stack else None  # set by up(); pass it in a new kernel
+
+    # -- the commands
+    def compose(self, stack: str, *args: str) -> list[str]:
+        """The ``docker compose`` argv for ``stack`` (variables as an ``env`` prefix: works over SSH too)."""
+        variables = {"FASTAPI_APP": self.fastapi_app, **self.env}
+        prefix = ["env", *(f"{key}={value}" for key, value in sorted(variables.items()))]
+        return [*prefix, "docker", "compose", "-p", f"servelab-{_check_stack(stack)}",
+                "-f", COMPOSE_FILES[stack], *args]
+
+    def _run(self, argv: Sequence[str], timeout: float | None) -> CommandResult:
+        return self.transport.run(argv, timeout)
+
+    def prepare_models_argv(self) -> list[str]:
+        """The lab's ``cp -r models_staging/x models/``, for models not in the live repository yet."""
+        names = " ".join(LAB_MODELS)
+        script = (f"mkdir -p {MODEL_REPOSITORY} && for m in {names}; do "
+                  f"[ -e {MODEL_REPOSITORY}/$m ] || cp -r models_staging/$m {MODEL_REPOSITORY}/; done")
+        return ["sh", "-c", script]
+
+    def up(self, stack: str, services: Sequence[str] | None = None, timeout: float = 600.0) -> None:
+        _check_stack(stack)
+        for service in services or ():
+            if service not in STACK_SERVICES[stack]:
+                raise ValueError(f"the {stack} stack has no service {service!r}: "
+                                 f"it has {', '.join(STACK_SERVICES[stack])}")
+        for other in STACKS:
+            if other != stack:
+                self._run(self.compose(other, "down"), 300).check()
+        if stack == "triton":
+            self._run(self.prepare_models_argv(), 60).check()
+        argv = self.compose(stack, "up", "--build", "-d", "--wait", "--wait-timeout", str(int(timeout)),
+                            *(services or ()))
+        self._run(argv, timeout + 1800).check()  # the first build downloads images: allow for it
+        self.current = stack
+
+    def down(self, stack: str | None = None, timeout: float = 120.0) -> None:
+        for name in [_check_stack(stack)] if stack else list(STACKS):
+            self._run(self.compose(name, "down", "--timeout", str(int(min(timeout, 60)))), timeout).check()
+        if stack is None or stack == self.current:
+            self.current = None
+
+    def _stack_of(self, service: str) -> str:
+        for stack in STACKS:
+            if service in STACK_SERVICES[stack] and service not in ("jupyter", "flask"):
+                return stack
+        if self.current is None:
+            raise RuntimeError(f"no stack is up to run {service} in: call up('fastapi'|'triton') first, "
+                               "or pass stack=... when the stack was started from another kernel")
+        return self.current
+
+    def exec_argv(self, service: str, argv: Sequence[str]) -> list[str]:
+        """``docker compose exec -T`` (no TTY: output is captured) of ``argv`` in ``service``."""
+        return self.compose(self._stack_of(_check_service(service)), "exec", "-T", service, *argv)
+
+    def run(self, argv: Sequence[str], service: str | None = None,
+            timeout: float | None = None) -> CommandResult:
+        full = list(argv) if service is None else self.exec_argv(service, argv)
+        return self._run(full, timeout)
+
+    # -- addresses
+    def url(self, service: str, port: str = "http") -> str:
+        return f"http://{self.transport.host}:{_port(HOST_PORTS, service, port)}"
+
+    def service_address(self, service: str, port: str = "http") -> str:
+        return f"{service}:{_port(SERVICE_PORTS, service, port)}"
+
+    # -- files and models
+    def write_file(self, relpath: str, content: bytes | str) -> None:
+        self.transport.put(_safe_relpath(relpath), _as_bytes(content))
+
+    def read_file(self, relpath: str) -> bytes:
+        return self.transport.get(_safe_relpath(relpath))
+
+    def reload_model_argv(self, name: str, config_json: str | None = None) -> list[str]:
+        return self.exec_argv("jupyter", ["python3", "-c", RELOAD_SNIPPET,
+                                          self.service_address("triton_server"), name, config_json or ""])
+
+    def reload_model(self, name: str, config_json: str | None = None) -> None:
+        """Load ``name`` again through Triton's model-control API, sent from the jupyter service."""
+        self.current = self.current or "triton"
+        self._run(self.reload_model_argv(name, config_json), 300).check()
+
+    def fetch(self, remote_relpath: str, local_path: Path) -> Path:
+        dest = Path(local_path)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        self.transport.get_file(_safe_relpath(remote_relpath), dest)
+        return dest
+
+
+class RemoteComposeStack(ComposeStack):
+    """The compose stacks on the Chameleon node, driven over SSH (target ``chameleon``).
+
+    The connection comes from ``connection`` (a Fabric ``Connection``), else
+    ``host`` (+ ``user``, ``key_filename``), else the provisioned node found by
+    name with python-chi (``provisioning.connect``; settings from ``config``
+    or the environment; ``chi`` replaces the python-chi modules, see
+    ``provisioning.chi_api``).
+    """
+
+    target = "chameleon"
+    has_gpu = True
+
+    def __init__(self, transport: Transport | None = None, connection: Any = None, host: str | None = None,
+                 user: str = "cc", key_filename: str | None = None, config: Any = None,
+                 remote_dir: str | None = None, chi: Any = None, **options: Any) -> None:
+        if transport is None:
+            remote_dir = remote_dir or getattr(config, "remote_dir", None) or "serve-system-lab"
+            transport = SSHTransport(self._connector(connection, host, user, key_filename, config, chi),
+                                     remote_dir)
+        super().__init__(transport=transport, **options)
+
+    @staticmethod
+    def _connector(connection: Any, host: str | None, user: str, key_filename: str | None,
+                   config: Any, chi: Any) -> Callable[[], Any]:
+        def connect() -> Any:
+            if connection is not None:
+                return connection
+            if host:
+                from fabric import Connection
+
+                kwargs = {"key_filename": key_filename} if key_filename else {}
+                return Connection(host, user=user, connect_kwargs=kwargs)
+            import provisioning
+
+            node = provisioning.connect(config or provisioning.from_env(), chi=chi)
+            return node.ssh_connection()
+
+        return connect
+
+
+def make(target: str, **options: Any) -> Stack:
+    """The ``Stack`` for ``target`` ("local", "docker", "chameleon"); ``options`` go to its constructor."""
+    classes: dict[str, type[Stack]] = {"local": LocalStack, "docker": ComposeStack,
+                                       "chameleon": RemoteComposeStack}
+    if target not in classes:
+        raise ValueError(f"unknown target {target!r}: choose one of {', '.join(classes)}")
+    return classes[target](**options)
