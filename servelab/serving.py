@@ -141,6 +141,8 @@ class OnnxBackend:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         wanted = ["CUDAExecutionProvider", "CPUExecutionProvider"]
         providers = [p for p in wanted if p in ort.get_available_providers()]
+        if "CUDAExecutionProvider" in providers and hasattr(ort, "preload_dlls"):
+            ort.preload_dlls()  # CUDA/cuDNN from the nvidia-* wheels (onnxruntime-gpu[cuda,cudnn])
         self.session = ort.InferenceSession(str(path), options, providers=providers)
         self.providers = self.session.get_providers()
         self.device = "cuda" if self.providers[0] == "CUDAExecutionProvider" else "cpu"
