@@ -1,0 +1,160 @@
+"""The GPU node's Triton experiments as data: which model, which config, which load.
+
+These are the lab's steps 5–7 as run on the 2×P100 node (target ``docker`` or
+``chameleon``), plus one step beyond the original lab: the ONNX model with the
+TensorRT execution accelerator, which is only a config change. Every config is
+built from the staged config.pbtxt as a ``ModelConfig`` protobuf with
+``servelab.triton.config`` — never by editing text — so a notebook shows the
+diff, writes the file through the stack and reloads the model, exactly as for
+the CPU experiments.
+
+Triton reads ``count`` in an instance group as *per listed GPU*: ``count: 2,
+gpus: [0, 1]`` (the lab's ONNX scaling step) starts 2 instances on each GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from servelab.paths import STAGING_DIR
+from servelab.triton.config import (
+    ConfigError,
+    ModelConfig,
+    read_config,
+    set_dynamic_batching,
+    set_instance_groups,
+)
+
+GPU = "KIND_GPU"
+ONNX_BACKENDS = ("onnxruntime", "onnxruntime_onnx")
+InstanceGroups = tuple[tuple[int, str, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True)
+class DynamicBatching:
+    """The lab's dynamic batching settings (step 7)."""
+
+    preferred_batch_sizes: tuple[int, ...] = (4, 6, 8)
+    max_queue_delay_us: int = 100
+
+
+@dataclass(frozen=True)
+class TensorRT:
+    """ONNX Runtime's TensorRT execution provider, as Triton's onnxruntime backend takes it.
+
+    FP16 is where TensorRT gains most; the engine cache keeps a reload (or a
+    second run) from rebuilding the engine, which takes tens of seconds.
+    """
+
+    precision_mode: str = "FP16"
+    max_workspace_size_bytes: int = 1 << 30
+    engine_cache_path: str | None = "/tmp/servelab_trt_cache"
+
+
+@dataclass(frozen=True)
+class GpuExperiment:
+    """One measured configuration of one model on the GPU node."""
+
+    step: str
+    label: str
+    model: str
+    instance_groups: InstanceGroups
+    concurrency: tuple[int, ...] = (1, 8, 16)
+    dynamic_batching: DynamicBatching | None = None
+    tensorrt: TensorRT | None = None
+
+    def apply(self, cfg: ModelConfig) -> ModelConfig:
+        """``cfg`` (the staged config) changed to this experiment's settings."""
+        new = set_instance_groups(cfg, self.instance_groups)
+        if self.dynamic_batching is None:
+            new = set_dynamic_batching(new, enabled=False)
+        else:
+            new = set_dynamic_batching(new, True, self.dynamic_batching.preferred_batch_sizes,
+                                       self.dynamic_batching.max_queue_delay_us)
+        return with_tensorrt(new, self.tensorrt) if self.tensorrt else without_tensorrt(new)
+
+
+def with_tensorrt(cfg: ModelConfig, trt: TensorRT | None = None) -> ModelConfig:
+    """``cfg`` with ``optimization { execution_accelerators { gpu_execution_accelerator: [tensorrt] } }``.
+
+    Only Triton's onnxruntime backend reads it; anything else is refused here
+    instead of being ignored by the server.
+    """
+    trt = trt or TensorRT()
+    if (cfg.backend or cfg.platform) not in ONNX_BACKENDS:
+        raise ConfigError(f"the TensorRT execution accelerator needs the onnxruntime backend; "
+                          f"{cfg.name or 'this model'} uses {cfg.backend or cfg.platform or 'none'}")
+    new = without_tensorrt(cfg)
+    accelerator = new.optimization.execution_accelerators.gpu_execution_accelerator.add(name="tensorrt")
+    accelerator.parameters["precision_mode"] = trt.precision_mode
+    accelerator.parameters["max_workspace_size_bytes"] = str(trt.max_workspace_size_bytes)
+    if trt.engine_cache_path:
+        accelerator.parameters["trt_engine_cache_enable"] = "1"
+        accelerator.parameters["trt_engine_cache_path"] = trt.engine_cache_path
+    return new
+
+
+def without_tensorrt(cfg: ModelConfig) -> ModelConfig:
+    """``cfg`` with no GPU execution accelerator (the plain CUDA execution provider)."""
+    new = ModelConfig()
+    new.CopyFrom(cfg)
+    accelerators = new.optimization.execution_accelerators
+    del accelerators.gpu_execution_accelerator[:]
+    if not accelerators.cpu_execution_accelerator:
+        new.optimization.ClearField("execution_accelerators")
+    if not new.optimization.ListFields():
+        new.ClearField("optimization")
+    return new
+
+
+def _groups(*groups: tuple[int, Sequence[int]]) -> InstanceGroups:
+    return tuple((count, GPU, tuple(gpus)) for count, gpus in groups)
+
+
+PYTHON_SCALING = (
+    GpuExperiment("instance_scaling", "1 instance on GPU 0", "food_classifier", _groups((1, [0])),
+                  concurrency=(1, 8, 16)),
+    GpuExperiment("instance_scaling", "2 + 2 instances on GPUs 0 and 1", "food_classifier",
+                  _groups((2, [0]), (2, [1])), concurrency=(8, 16)),
+    GpuExperiment("instance_scaling", "4 + 4 instances on GPUs 0 and 1", "food_classifier",
+                  _groups((4, [0]), (4, [1])), concurrency=(8, 16)),
+)
+ONNX_SCALING = (
+    GpuExperiment("onnx_backend", "1 instance on GPU 0", "food_classifier_onnx", _groups((1, [0])),
+                  concurrency=(1, 8, 16)),
+    GpuExperiment("onnx_backend", "count 2 over GPUs [0, 1]", "food_classifier_onnx",
+                  _groups((2, [0, 1])), concurrency=(8, 16)),
+)
+DYNAMIC_BATCHING = (
+    GpuExperiment("dynamic_batching", "1 instance, no dynamic batching", "food_classifier_onnx",
+                  _groups((1, [0])), concurrency=()),
+    GpuExperiment("dynamic_batching", "1 instance, dynamic batching [4, 6, 8] / 100 µs",
+                  "food_classifier_onnx", _groups((1, [0])), concurrency=(),
+                  dynamic_batching=DynamicBatching()),
+)
+# one step beyond the original lab: the same model, TensorRT as a config change
+TENSORRT = (
+    GpuExperiment("tensorrt", "1 instance on GPU 0, CUDA execution provider", "food_classifier_onnx",
+                  _groups((1, [0])), concurrency=(1, 8, 16)),
+    GpuExperiment("tensorrt", "1 instance on GPU 0, TensorRT FP16 execution accelerator",
+                  "food_classifier_onnx", _groups((1, [0])), concurrency=(1, 8, 16), tensorrt=TensorRT()),
+)
+GPU_EXPERIMENTS = (*PYTHON_SCALING, *ONNX_SCALING, *DYNAMIC_BATCHING, *TENSORRT)
+# the lab's Poisson arrival rates on the GPU node (step 7), requests per second
+GPU_REQUEST_RATES = {"constant_vs_poisson": (120,), "dynamic_batching": (180, 240, 300)}
+
+
+def experiments(step: str | None = None) -> tuple[GpuExperiment, ...]:
+    """The GPU experiments, all or those of one step."""
+    chosen = tuple(e for e in GPU_EXPERIMENTS if step is None or e.step == step)
+    if not chosen:
+        steps = sorted({e.step for e in GPU_EXPERIMENTS})
+        raise ValueError(f"no GPU experiments for step {step!r}: choose one of {', '.join(steps)}")
+    return chosen
+
+
+def experiment_config(experiment: GpuExperiment, staging_dir: Path = STAGING_DIR) -> ModelConfig:
+    """The experiment's config, built from the model's staged config.pbtxt."""
+    return experiment.apply(read_config(Path(staging_dir) / experiment.model))
