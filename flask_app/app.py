@@ -23,7 +23,9 @@ from servelab.preprocess import ImageError, load_image
 
 TEST_IMAGE = PACKAGE_DIR / "static" / "test_image.jpg"
 FORM_OVERHEAD_BYTES = 64 * 1024  # multipart boundaries and headers on top of the file itself
-EXTENSIONS = {"JPEG": ".jpg", "PNG": ".png", "GIF": ".gif", "WEBP": ".webp", "BMP": ".bmp", "TIFF": ".tif"}
+# Pillow format → stored suffix (phones' multi-picture JPEGs open as "MPO")
+EXTENSIONS = {"JPEG": ".jpg", "MPO": ".jpg", "PNG": ".png", "GIF": ".gif", "WEBP": ".webp",
+              "BMP": ".bmp", "TIFF": ".tif"}
 
 bp = Blueprint("gourmetgram", __name__)
 
