@@ -26,6 +26,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -214,10 +215,14 @@ class LocalStack(Stack):
     def run(self, argv: Sequence[str], service: str | None = None,
             timeout: float | None = None) -> CommandResult:
         """Run in the project root; with ``service`` too (every local service shares this host)."""
+        env = dict(os.environ)
         if service is not None:
             _check_service(service)
-        env = dict(os.environ)
-        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # perf_analyzer
+            # as in the jupyter image: perf_analyzer on PATH, its libcudart found
+            from servelab.triton.perf import perf_analyzer_env
+
+            env = perf_analyzer_env()
+            env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
         return _run_local(argv, self.root, timeout, env)
 
     def _path(self, relpath: str) -> Path:
@@ -476,6 +481,65 @@ class RemoteComposeStack(ComposeStack):
             return node.ssh_connection()
 
         return connect
+
+
+# --------------------------------------------------------------------------- perf_analyzer
+def stack_path(stack: Stack, relpath: str) -> str:
+    """``relpath`` (under the project root) as commands run by ``stack.run(..., service=...)`` see it."""
+    rel = _safe_relpath(relpath)
+    return str(stack.root / rel) if isinstance(stack, LocalStack) else rel
+
+
+def _project_relpath(stack: Stack, path: str) -> str:
+    """``path`` relative to the project root (an absolute local path is accepted on the local target)."""
+    candidate = Path(path)
+    if candidate.is_absolute() and isinstance(stack, LocalStack):
+        candidate = candidate.relative_to(stack.root)
+    return _safe_relpath(str(candidate))
+
+
+def perf_runner(stack: Stack, service: str = "jupyter") -> Callable[[list[str], str, float], Any]:
+    """A ``servelab.triton.perf`` runner that runs perf_analyzer inside ``service`` of ``stack``.
+
+    The CSV path must be under the project root (``results/...``): the command
+    writes it there on the stack's host and it is read back through the stack,
+    so the DataFrame is built here exactly as on the local target.
+    """
+
+    def run(argv: list[str], csv_path: str, timeout: float) -> Any:
+        from servelab.triton.perf import RunOutput
+
+        rel = _project_relpath(stack, csv_path)
+        # perf_analyzer neither creates the CSV's folder nor removes a stale CSV
+        prepare = f"mkdir -p {shlex.quote(posixpath.dirname(rel) or '.')} && rm -f {shlex.quote(rel)}"
+        stack.run(["sh", "-c", prepare], service=service, timeout=60).check()
+        started = time.monotonic()
+        result = stack.run(argv, service=service, timeout=timeout)
+        try:
+            csv_text = stack.read_file(rel).decode()
+        except (OSError, KeyError):
+            csv_text = ""
+        return RunOutput(list(argv), result.returncode, result.stdout + result.stderr, csv_text,
+                         time.monotonic() - started)
+
+    return run
+
+
+def perf_options(stack: Stack, csv_relpath: str) -> dict[str, Any]:
+    """Keyword arguments for ``servelab.triton.perf.perf`` that measure this stack's Triton.
+
+    Local: perf's own runner (with its progress bar) on this machine. Compose
+    targets: inside the jupyter service against ``triton_server:8000``, with
+    ``--collect-metrics`` from ``triton_server:8002/metrics`` for GPU
+    utilisation, the CSV read back through the stack.
+    """
+    url = stack.service_address("triton_server")
+    if isinstance(stack, LocalStack):
+        return {"url": url, "csv_path": stack_path(stack, csv_relpath)}
+    return {"url": url, "binary": "perf_analyzer", "csv_path": _safe_relpath(csv_relpath),
+            "collect_metrics": True,
+            "metrics_url": f"{stack.service_address('triton_server', 'metrics')}/metrics",
+            "runner": perf_runner(stack)}
 
 
 def make(target: str, **options: Any) -> Stack:

@@ -261,3 +261,84 @@ def test_local_down_leaves_no_process(tmp_path: Path) -> None:
     assert stack.running == []
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     assert not http_ok(service.url + "/health")
+
+
+# ----------------------------------------------------------------------------- perf_analyzer on a stack
+PERF_CSV = ("Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,"
+            "Server Compute Input,Server Compute Infer,Server Compute Output,Client Recv,p50 latency,"
+            "p90 latency,p95 latency,p99 latency,Avg latency,request/response,response wait,"
+            "Avg GPU Utilization,Avg GPU Power Usage,Max GPU Memory Usage,Total GPU Memory\n"
+            "8,412.5,20,900,9000,30,9500,10,5,19000,21000,22000,25000,19400,19400,0,"
+            "gpu_uuid_0:0.83;gpu_uuid_1:0.0;,gpu_uuid_0:120.5;,gpu_uuid_0:1200000000;,"
+            "gpu_uuid_0:17000000000;\n")
+
+
+class PerfTransport(RecordingTransport):
+    """Like the node: perf_analyzer run in jupyter writes its -f CSV into the mounted checkout."""
+
+    def run(self, argv: Any, timeout: float | None) -> CommandResult:
+        result = super().run(argv, timeout)
+        if "perf_analyzer" in argv:
+            after = argv[argv.index("perf_analyzer"):]  # compose's own -f comes before
+            self.files[after[after.index("-f") + 1]] = PERF_CSV.encode()
+        return result
+
+
+def test_perf_analyzer_runs_in_jupyter_with_gpu_metrics() -> None:
+    from servelab.stacks import perf_options
+    from servelab.triton.perf import perf
+
+    transport = PerfTransport()
+    stack = ComposeStack(transport=transport, stack="triton")
+    result = perf("food_classifier_onnx", label="onnx c8", concurrency=8,
+                  **perf_options(stack, "results/perf/onnx-c8.csv"))
+    exec_prefix = [*TRITON, "exec", "-T", "jupyter"]
+    assert transport.commands[0] == [*exec_prefix, "sh", "-c",
+                                     "mkdir -p results/perf && rm -f results/perf/onnx-c8.csv"]
+    perf_argv = transport.commands[1]
+    assert perf_argv[: len(exec_prefix) + 5] == [*exec_prefix, "perf_analyzer", "-m", "food_classifier_onnx",
+                                                 "-u", "triton_server:8000"]
+    pa = perf_argv[perf_argv.index("perf_analyzer"):]
+    tail = pa[pa.index("-f"):]
+    assert tail == ["-f", "results/perf/onnx-c8.csv", "--verbose-csv", "--collect-metrics",
+                    "--metrics-url", "triton_server:8002/metrics", "-v"]
+    row = result.frame.iloc[0]
+    assert (row["load_value"], row["throughput_infer_s"], row["label"]) == (8.0, 412.5, "onnx c8")
+    assert "gpu_uuid_0:0.83" in row["Avg GPU Utilization"]
+
+
+@pytest.mark.slow
+def test_local_triton_stack_config_change_reload_and_perf(tmp_path: Path) -> None:
+    """The local stack for real: deploy, write a config through the stack, reload, measure, stop."""
+    from servelab.stacks import perf_options
+    from servelab.triton.config import config_json, live_config, parse_config, set_instances
+    from servelab.triton.perf import perf
+
+    stack = LocalStack(root=tmp_path, log_dir=tmp_path / "logs", models=("food_classifier_onnx",))
+    try:
+        stack.up("triton", services=["triton_server"], timeout=180)
+        triton = stack._services["triton_server"]
+        pid = triton.pid
+        relpath = "models/food_classifier_onnx/config.pbtxt"
+        cfg = set_instances(parse_config(stack.read_file(relpath).decode()), 2, "KIND_CPU")
+        stack.write_file(relpath, str(cfg))
+        stack.reload_model("food_classifier_onnx", config_json(cfg))
+        assert sum(g.count for g in live_config(triton, "food_classifier_onnx").instance_group) == 2
+        assert stack.service_address("triton_server") == triton.url
+
+        # perf_analyzer through the same runner the GPU targets use (stack.run in "jupyter")
+        from servelab.samples import sample_paths
+        from servelab.stacks import perf_runner
+        from servelab.triton.perf import make_tensor_input_data
+
+        make_tensor_input_data(sample_paths()[:2], tmp_path / "results" / "input.json")
+        options = perf_options(stack, "results/perf/onnx.csv")
+        options["runner"] = perf_runner(stack)
+        result = perf("food_classifier_onnx", label="local c1", concurrency=1, request_count=20,
+                      input_data=str(tmp_path / "results" / "input.json"), **options)
+        assert result.frame.iloc[0]["throughput_infer_s"] > 0
+        assert (tmp_path / "results" / "perf" / "onnx.csv").is_file()
+    finally:
+        stack.down()
+    assert stack.running == []
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
