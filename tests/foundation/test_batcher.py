@@ -1,0 +1,93 @@
+"""The micro-batcher on its own: batches what is waiting, survives a failing forward pass."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import threading
+
+import numpy as np
+import pytest
+
+from servelab.labels import NUM_CLASSES
+from servelab.preprocess import ImageError
+from servelab.samples import sample_paths
+from servelab.serving import InferenceError, MicroBatcher
+
+IMAGE = base64.b64encode(sample_paths()[0].read_bytes()).decode()
+
+
+class CountingModel:
+    """A stand-in forward pass (the real engines are tested through the services)."""
+
+    def __init__(self, fail_first: int = 0, hold: threading.Event | None = None) -> None:
+        self.batch_sizes: list[int] = []
+        self.fail_first = fail_first
+        self.hold = hold
+
+    def __call__(self, batch: np.ndarray) -> np.ndarray:
+        if self.hold is not None:
+            self.hold.wait(10)
+        self.batch_sizes.append(len(batch))
+        if len(self.batch_sizes) <= self.fail_first:
+            raise RuntimeError("simulated out-of-memory")
+        return np.tile(np.arange(NUM_CLASSES, dtype=np.float32), (len(batch), 1))
+
+
+async def _gather(batcher: MicroBatcher, count: int) -> list[object]:
+    return await asyncio.gather(*(batcher.predict(IMAGE) for _ in range(count)), return_exceptions=True)
+
+
+def test_worker_survives_a_failing_batch() -> None:
+    model = CountingModel(fail_first=1)
+    batcher = MicroBatcher(model, max_batch=1, preprocess_workers=1)
+    try:
+        results = asyncio.run(_gather(batcher, 3))
+    finally:
+        batcher.close()
+    assert isinstance(results[0], InferenceError) and "simulated out-of-memory" in str(results[0])
+    assert all(isinstance(r, np.ndarray) and r.shape == (NUM_CLASSES,) for r in results[1:])
+
+
+def test_waiting_requests_are_batched_up_to_max_batch() -> None:
+    hold = threading.Event()
+    model = CountingModel(hold=hold)
+    batcher = MicroBatcher(model, max_batch=4, preprocess_workers=2)
+
+    async def scenario() -> list[object]:
+        tasks = asyncio.gather(*(batcher.predict(IMAGE) for _ in range(9)))
+        await asyncio.sleep(1.0)  # all nine preprocessed and queued behind the held first batch
+        hold.set()
+        return await tasks
+
+    try:
+        results = asyncio.run(scenario())
+    finally:
+        batcher.close()
+    assert len(results) == 9 and max(model.batch_sizes) == 4 and sum(model.batch_sizes) == 9
+
+
+def test_a_bad_image_fails_only_its_own_request() -> None:
+    batcher = MicroBatcher(CountingModel(), max_batch=8, preprocess_workers=2)
+
+    async def scenario() -> list[object]:
+        return await asyncio.gather(batcher.predict("not base64!"), batcher.predict(IMAGE),
+                                    return_exceptions=True)
+
+    try:
+        bad, good = asyncio.run(scenario())
+    finally:
+        batcher.close()
+    assert isinstance(bad, ImageError)
+    assert isinstance(good, np.ndarray)
+
+
+def test_settings_reject_nonsense() -> None:
+    from pathlib import Path
+
+    from servelab.serving import Settings
+
+    with pytest.raises(SystemExit, match="MAX_BATCH=0 must be at least 1"):
+        Settings.from_env(Path("m.onnx"), 16, env={"MAX_BATCH": "0"})
+    settings = Settings.from_env(Path("m.onnx"), 16, env={"INFER_THREADS": "1"})
+    assert settings.max_batch == 16 and settings.infer_threads == 1

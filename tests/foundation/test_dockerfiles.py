@@ -1,0 +1,88 @@
+"""The service images, checked statically (no Docker engine in CI): lint, inputs, what they run."""
+
+from __future__ import annotations
+
+import glob
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from servelab.paths import REPO_ROOT
+
+SERVICES = ["fastapi_pt", "fastapi_onnx"]
+HADOLINT = Path(sys.executable).parent / "hadolint"
+
+
+def _instructions(dockerfile: Path) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs, continuation lines joined, comments dropped."""
+    text = re.sub(r"\\\n", " ", dockerfile.read_text())
+    pairs = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            keyword, _, rest = line.partition(" ")
+            pairs.append((keyword.upper(), rest.strip()))
+    return pairs
+
+
+def _requirement_names(path: Path) -> set[str]:
+    names = set()
+    for line in path.read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            names.add(re.split(r"[\[=<>~ ]", line)[0].lower().replace("_", "-"))
+    return names
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_hadolint_clean(service: str) -> None:
+    result = subprocess.run([str(HADOLINT), str(REPO_ROOT / service / "Dockerfile")],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_every_copy_source_exists_in_the_repo_root_context(service: str) -> None:
+    instructions = _instructions(REPO_ROOT / service / "Dockerfile")
+    copies = [args for keyword, args in instructions if keyword == "COPY"]
+    assert copies, "the image copies nothing?"
+    for args in copies:
+        parts = [p for p in shlex.split(args) if not p.startswith("--")]
+        for source in parts[:-1]:
+            assert glob.glob(str(REPO_ROOT / source)), f"COPY source {source} not found in the repo root"
+    sources = {p for args in copies for p in shlex.split(args)[:-1]}
+    assert {"servelab/", f"{service}/", "constraints.txt"} <= sources, "shared code and pins must go in"
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_image_runs_the_same_app_as_the_local_target(service: str) -> None:
+    instructions = _instructions(REPO_ROOT / service / "Dockerfile")
+    cmd = [args for keyword, args in instructions if keyword == "CMD"][-1]
+    command = " ".join(shlex.split(cmd.replace("[", "").replace("]", "").replace(",", " ")))
+    assert f"uvicorn {service}.app:app" in command and "--port 8000" in command
+    installs = [args for keyword, args in instructions if keyword == "RUN" and "pip install" in args]
+    assert installs and all(re.search(r"-c \S*constraints\.txt", args) for args in installs)
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_requirements_are_pinned_in_constraints(service: str) -> None:
+    pinned = {re.split(r"==", line)[0].lower().replace("_", "-")
+              for line in (REPO_ROOT / "constraints.txt").read_text().splitlines() if "==" in line}
+    missing = _requirement_names(REPO_ROOT / service / "requirements.txt") - pinned
+    assert not missing, f"not pinned in constraints.txt: {missing}"
+
+
+def test_onnx_image_has_no_torch() -> None:
+    names = _requirement_names(REPO_ROOT / "fastapi_onnx" / "requirements.txt")
+    assert not {n for n in names if n.startswith("torch")}, names
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_build_context_is_kept_small(service: str) -> None:
+    ignore = (REPO_ROOT / service / "Dockerfile.dockerignore").read_text().split()
+    assert ignore[ignore.index("*") if "*" in ignore else 0] == "*", "allow-list: ignore everything first"
+    assert "!.venv" not in ignore
