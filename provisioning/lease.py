@@ -33,13 +33,25 @@ def create_lease(config: ChameleonConfig, chi: ChiApi) -> Any:
     lease = chi.lease.Lease(config.lease_name, duration=config.duration)
     lease.add_node_reservation(amount=config.node_count, node_type=config.node_type)
     # wait ourselves (text progress, our timeout, a status check after it)
-    lease.submit(wait_for_active=False, show=None, idempotent=False)
+    try:
+        lease.submit(wait_for_active=False, show=None, idempotent=False)
+    except Exception as exc:  # python-chi raises ResourceError("Unable to make lease") and logs why
+        raise ProvisioningError(
+            f"could not create lease {config.lease_name} ({exc}): most often no {config.node_type} node "
+            f"is free at {config.site} for {config.duration_text}; check the host calendar in the GUI "
+            "(Reservations → Leases → Host Calendar), then try a shorter duration, later, or another site"
+        ) from exc
     return lease
 
 
 def wait_lease_active(lease: Any, config: ChameleonConfig) -> Any:
     """Wait for ACTIVE and check it: python-chi's ``wait`` also returns when the lease hit ERROR."""
-    lease.wait(status="active", show="text", timeout=config.lease_timeout_s)
+    try:
+        lease.wait(status="active", show="text", timeout=config.lease_timeout_s)
+    except Exception as exc:  # python-chi raises ServiceError when the status never came
+        raise ProvisioningError(
+            f"lease {config.lease_name} did not become ACTIVE within {config.lease_timeout_s} s ({exc}): "
+            "a PENDING lease starts at its start time; run this step again then") from exc
     status = lease.status
     if status != "ACTIVE":
         raise ProvisioningError(

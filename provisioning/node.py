@@ -22,7 +22,8 @@ REMOTE_SCRIPT = "node_setup.sh"
 REMOTE_TARBALL = "serve-system-lab.tar.gz"
 # built, gitignored files the images and the model repository need
 ARTIFACT_GLOBS = ("artifacts/food11.*", "fastapi_pt/food11.pth", "fastapi_onnx/food11.onnx",
-                  "models_staging/*/1/food11.pth", "models_staging/*/1/model.onnx")
+                  "models_staging/*/1/food11.pth", "models_staging/*/1/model.onnx",
+                  "models_staging/*/1/*.json")
 # builds the model artefacts on the node inside the Triton image (torch + onnx are there)
 ARTIFACT_BUILD = ("{ test -f artifacts/food11.onnx || docker compose -f docker/docker-compose-triton.yaml "
                   "run --rm --no-deps -v \"$PWD:/workspace\" -w /workspace -e SERVELAB_ROOT=/workspace "

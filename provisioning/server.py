@@ -33,7 +33,13 @@ def create_server(config: ChameleonConfig, lease: Any, chi: ChiApi) -> Any:
 
 def wait_server_active(server: Any, config: ChameleonConfig) -> Any:
     """Wait for ACTIVE (bare metal takes ~10 min) and check it: ``wait`` returns on ERROR too."""
-    server.wait(status="ACTIVE", show="text", timeout=config.server_timeout_s)
+    try:
+        server.wait(status="ACTIVE", show="text", timeout=config.server_timeout_s)
+    except Exception as exc:  # python-chi raises ServiceError on its timeout
+        raise ProvisioningError(
+            f"server {config.server_name} did not become ACTIVE within {config.server_timeout_s} s ({exc}); "
+            "bare-metal boots take 10–20 min: run this step again to keep waiting (the server is reused)"
+        ) from exc
     status = server.status
     if status != "ACTIVE":
         raise ProvisioningError(

@@ -187,7 +187,10 @@ class LocalStack(Stack):
 
     def down(self, stack: str | None = None, timeout: float = 120.0) -> None:
         """Stop the stack's processes (every process this stack started when ``stack`` is None)."""
-        services = list(self._services) if stack is None else STACK_SERVICES[_check_stack(stack)]
+        services = list(self._services) if stack is None else list(STACK_SERVICES[_check_stack(stack)])
+        flask = self._services.get("flask")
+        if stack is not None and flask is not None and getattr(flask, "backend", stack) != stack:
+            services.remove("flask")  # GourmetGram is pointed at the other stack: leave it
         for service in ("flask", *[s for s in services if s != "flask"]):
             if service in services:
                 self._stop(service)

@@ -220,3 +220,11 @@ def test_jupyter_image_has_perf_analyzer_and_the_lab() -> None:
         assert needed in text
     assert services("triton")["jupyter"]["working_dir"] == "/workspace"
     assert services("triton")["jupyter"]["volumes"] == ["..:/workspace"]
+
+
+def test_every_compose_variable_is_documented_in_env_example() -> None:
+    documented = {line.split("=", 1)[0] for line in (DOCKER_DIR / "env.example").read_text().splitlines()
+                  if line and not line.startswith("#")}
+    used = {m.group(1) for stack in COMPOSE_FILES
+            for m in VAR.finditer((REPO_ROOT / COMPOSE_FILES[stack]).read_text())}
+    assert used == documented

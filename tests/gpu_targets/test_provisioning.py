@@ -231,3 +231,19 @@ def test_connect_finds_the_provisioned_node(fake_chi, student) -> None:
     node = provisioning.connect(config(), chi=fake_chi.api)
     assert node.address == "129.114.108.7"
     assert node.ssh_connection().user == "cc"
+
+
+def test_lease_creation_failure_says_what_to_try(fake_chi, student) -> None:
+    def refuse(**kwargs: object) -> None:
+        raise RuntimeError("Unable to make lease")
+
+    original = fake_chi.lease.Lease
+
+    def lease_that_fails(*args: object, **kwargs: object) -> object:
+        lease = original(*args, **kwargs)
+        lease.submit = refuse  # type: ignore[method-assign]
+        return lease
+
+    fake_chi.lease.Lease = lease_that_fails  # type: ignore[method-assign]
+    with pytest.raises(ProvisioningError, match=r"no gpu_p100 node is free at CHI@TACC.*Host Calendar"):
+        provisioning.reserve(config(), chi=fake_chi.api)
