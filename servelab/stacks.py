@@ -72,6 +72,16 @@ def _check_stack(stack: str) -> str:
     return stack
 
 
+FLASK_TRITON_BACKENDS = ("triton", "triton_onnx")
+
+
+def _check_flask_backend(backend: str) -> str:
+    if backend not in FLASK_TRITON_BACKENDS:
+        raise ValueError(f"flask_backend={backend!r}: on the triton stack GourmetGram calls "
+                         f"{' or '.join(FLASK_TRITON_BACKENDS)}")
+    return backend
+
+
 def _check_service(service: str) -> str:
     if service not in SERVICE_PORTS:
         raise ValueError(f"unknown service {service!r}: choose one of {', '.join(SERVICE_PORTS)}")
@@ -117,7 +127,8 @@ class LocalStack(Stack):
 
     def __init__(self, root: Path = REPO_ROOT, repository: Path | None = None,
                  fastapi_app: str | None = None, log_dir: Path | None = None,
-                 models: Sequence[str] = LAB_MODELS, ready_timeout: float = 180.0) -> None:
+                 models: Sequence[str] = LAB_MODELS, ready_timeout: float = 180.0,
+                 flask_backend: str = "triton") -> None:
         self.root = Path(root)
         self.repository = Path(repository) if repository else self.root / MODEL_REPOSITORY
         self.fastapi_app = fastapi_app or os.environ.get("FASTAPI_APP", "fastapi_pt")
@@ -126,6 +137,7 @@ class LocalStack(Stack):
         self.log_dir = log_dir
         self.models = tuple(models)
         self.ready_timeout = ready_timeout
+        self.flask_backend = _check_flask_backend(flask_backend)  # on the triton stack: triton | triton_onnx
         self._services: dict[str, Any] = {}  # service name → Service (url, stop) or TritonServer
 
     # -- lifecycle
@@ -134,6 +146,9 @@ class LocalStack(Stack):
         wanted = set(services or STACK_SERVICES[_check_stack(stack)])
         for service in wanted:
             _check_service(service)
+        running = self._services.get("fastapi_server")
+        if running is not None and "fastapi_server" in wanted and running.name != self.fastapi_app:
+            self._stop("fastapi_server")  # the other FastAPI app was asked for (fastapi_app changed)
         if stack == "fastapi" and "fastapi_server" in wanted and "fastapi_server" not in self._services:
             from servelab.services import start_fastapi
 
@@ -144,6 +159,16 @@ class LocalStack(Stack):
             self._services["triton_server"] = self._start_triton(timeout)
         if "flask" in wanted:
             self._start_flask(stack, timeout)
+        elif self._flask_upstream_moved():
+            flask_stack = "fastapi" if self._services["flask"].backend == "fastapi" else "triton"
+            self._start_flask(flask_stack, timeout)  # its server was restarted on another port
+
+    def _flask_upstream_moved(self) -> bool:
+        flask = self._services.get("flask")
+        if flask is None:
+            return False
+        upstream = self._services.get("fastapi_server" if flask.backend == "fastapi" else "triton_server")
+        return upstream is not None and upstream.url != flask.upstream
 
     def _start_triton(self, timeout: float) -> Any:
         """Deploy the staged models into the live repository (CPU-adapted), start Triton, load them."""
@@ -163,21 +188,23 @@ class LocalStack(Stack):
 
     def _start_flask(self, stack: str, timeout: float) -> None:
         """GourmetGram pointed at this stack's backend (restarted when it pointed at the other one)."""
-        backend = "fastapi" if stack == "fastapi" else "triton"
+        backend = "fastapi" if stack == "fastapi" else _check_flask_backend(self.flask_backend)
         current = self._services.get("flask")
-        if current is not None and getattr(current, "backend", None) == backend:
+        upstream = self._services.get("fastapi_server" if backend == "fastapi" else "triton_server")
+        if current is not None and current.backend == backend and upstream is not None \
+                and current.upstream == upstream.url:
             return
         if current is not None:
             self._stop("flask")
-        upstream = self._services.get("fastapi_server" if backend == "fastapi" else "triton_server")
         if upstream is None:
-            raise RuntimeError(f"flask needs the {stack} stack's server: bring it up in the same call")
+            raise RuntimeError(f"flask needs the {stack} stack's server: bring it up first")
         env = ({"PREDICT_BACKEND": "fastapi", "FASTAPI_SERVER_URL": upstream.url} if backend == "fastapi"
-               else {"PREDICT_BACKEND": "triton", "TRITON_SERVER_URL": upstream.url})
+               else {"PREDICT_BACKEND": backend, "TRITON_SERVER_URL": upstream.url})
         from servelab.services import start_flask
 
         service = start_flask(env=env, log_dir=self.log_dir, timeout=min(timeout, self.ready_timeout))
         service.backend = backend  # type: ignore[attr-defined]
+        service.upstream = upstream.url  # type: ignore[attr-defined]
         self._services["flask"] = service
 
     def _stop(self, service: str) -> None:
@@ -189,7 +216,8 @@ class LocalStack(Stack):
         """Stop the stack's processes (every process this stack started when ``stack`` is None)."""
         services = list(self._services) if stack is None else list(STACK_SERVICES[_check_stack(stack)])
         flask = self._services.get("flask")
-        if stack is not None and flask is not None and getattr(flask, "backend", stack) != stack:
+        flask_stack = "fastapi" if getattr(flask, "backend", None) == "fastapi" else "triton"
+        if stack is not None and flask is not None and flask_stack != stack:
             services.remove("flask")  # GourmetGram is pointed at the other stack: leave it
         for service in ("flask", *[s for s in services if s != "flask"]):
             if service in services:
@@ -349,8 +377,9 @@ class ComposeStack(Stack):
 
     def __init__(self, transport: Transport | None = None, root: Path = REPO_ROOT,
                  fastapi_app: str | None = None, stack: str | None = None,
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, flask_backend: str = "triton") -> None:
         self.transport: Transport = transport or LocalTransport(root)
+        self.flask_backend = _check_flask_backend(flask_backend)  # FLASK_BACKEND in the triton stack
         self.fastapi_app = fastapi_app or os.environ.get("FASTAPI_APP", "fastapi_pt")
         if self.fastapi_app not in FASTAPI_APPS:
             raise ValueError(f"FASTAPI_APP={self.fastapi_app!r}: choose one of {', '.join(FASTAPI_APPS)}")
@@ -360,7 +389,8 @@ class ComposeStack(Stack):
     # -- the commands
     def compose(self, stack: str, *args: str) -> list[str]:
         """The ``docker compose`` argv for ``stack`` (variables as an ``env`` prefix: works over SSH too)."""
-        variables = {"FASTAPI_APP": self.fastapi_app, **self.env}
+        variables = {"FASTAPI_APP": self.fastapi_app,
+                     "FLASK_BACKEND": _check_flask_backend(self.flask_backend), **self.env}
         prefix = ["env", *(f"{key}={value}" for key, value in sorted(variables.items()))]
         return [*prefix, "docker", "compose", "-p", f"servelab-{_check_stack(stack)}",
                 "-f", COMPOSE_FILES[stack], *args]

@@ -21,7 +21,7 @@ from servelab.stacks import (
     SSHTransport,
 )
 
-ENV = ["env", "FASTAPI_APP=fastapi_pt", "docker", "compose"]
+ENV = ["env", "FASTAPI_APP=fastapi_pt", "FLASK_BACKEND=triton", "docker", "compose"]
 FASTAPI = [*ENV, "-p", "servelab-fastapi", "-f", "docker/docker-compose-fastapi.yaml"]
 TRITON = [*ENV, "-p", "servelab-triton", "-f", "docker/docker-compose-triton.yaml"]
 PREPARE = ["sh", "-c", "mkdir -p models && for m in food_classifier food_classifier_onnx; do "
@@ -74,9 +74,9 @@ def test_compose_variables_choose_the_fastapi_app() -> None:
     transport = RecordingTransport()
     ComposeStack(transport=transport, fastapi_app="fastapi_onnx").up("fastapi", ["fastapi_server"], 60)
     assert transport.commands[-1] == [
-        "env", "FASTAPI_APP=fastapi_onnx", "docker", "compose", "-p", "servelab-fastapi", "-f",
-        "docker/docker-compose-fastapi.yaml", "up", "--build", "-d", "--wait", "--wait-timeout", "60",
-        "fastapi_server"]
+        "env", "FASTAPI_APP=fastapi_onnx", "FLASK_BACKEND=triton", "docker", "compose", "-p",
+        "servelab-fastapi", "-f", "docker/docker-compose-fastapi.yaml", "up", "--build", "-d", "--wait",
+        "--wait-timeout", "60", "fastapi_server"]
     with pytest.raises(ValueError, match="FASTAPI_APP='fastapi_tf'"):
         ComposeStack(transport=transport, fastapi_app="fastapi_tf")
     with pytest.raises(ValueError, match="has no service 'triton_server'"):
@@ -169,17 +169,17 @@ def test_remote_stack_runs_the_same_commands_over_ssh(tmp_path: Path) -> None:
     conn.remote["serve-system-lab/results/pa.csv"] = b"csv"
     stack.fetch("results/pa.csv", tmp_path / "pa.csv")
     quiet = {"hide": True, "warn": True, "in_stream": False}
+    compose = "cd serve-system-lab && env FASTAPI_APP=fastapi_pt FLASK_BACKEND=triton docker compose"
+    fastapi = f"{compose} -p servelab-fastapi -f docker/docker-compose-fastapi.yaml"
+    triton = f"{compose} -p servelab-triton -f docker/docker-compose-triton.yaml"
     assert conn.calls == [
-        ("run", "cd serve-system-lab && env FASTAPI_APP=fastapi_pt docker compose -p servelab-fastapi "
-                "-f docker/docker-compose-fastapi.yaml down", {**quiet, "timeout": 300}),
+        ("run", f"{fastapi} down", {**quiet, "timeout": 300}),
         ("run", "cd serve-system-lab && sh -c 'mkdir -p models && for m in food_classifier "
                 "food_classifier_onnx; do [ -e models/$m ] || cp -r models_staging/$m models/; done'",
          {**quiet, "timeout": 60}),
-        ("run", "cd serve-system-lab && env FASTAPI_APP=fastapi_pt docker compose -p servelab-triton "
-                "-f docker/docker-compose-triton.yaml up --build -d --wait --wait-timeout 900",
+        ("run", f"{triton} up --build -d --wait --wait-timeout 900",
          {**quiet, "timeout": 2700}),
-        ("run", "cd serve-system-lab && env FASTAPI_APP=fastapi_pt docker compose -p servelab-triton "
-                "-f docker/docker-compose-triton.yaml exec -T jupyter perf_analyzer -m food_classifier_onnx",
+        ("run", f"{triton} exec -T jupyter perf_analyzer -m food_classifier_onnx",
          {**quiet, "timeout": 60}),
         ("run", "mkdir -p serve-system-lab/models/food_classifier", {"hide": True, "in_stream": False}),
         ("put", "serve-system-lab/models/food_classifier/config.pbtxt", {}),
@@ -225,6 +225,21 @@ def test_local_fastapi_stack_is_up_and_answers(fastapi_stack: LocalStack) -> Non
     assert http_ok(fastapi_stack.url("flask") + "/health")
     with pytest.raises(ValueError, match="no jupyter service"):
         fastapi_stack.url("jupyter")
+
+
+@pytest.mark.slow
+def test_local_switch_to_the_onnx_app_repoints_flask(fastapi_stack: LocalStack) -> None:
+    import httpx
+
+    old = fastapi_stack._services["fastapi_server"]
+    fastapi_stack.fastapi_app = "fastapi_onnx"  # what steps.fastapi_up does
+    fastapi_stack.up("fastapi", services=["fastapi_server"])
+    new = fastapi_stack._services["fastapi_server"]
+    assert new.name == "fastapi_onnx" and old.process.proc.poll() is not None
+    flask = fastapi_stack._services["flask"]
+    assert flask.upstream == new.url  # GourmetGram follows the new service
+    health = httpx.get(fastapi_stack.url("fastapi_server") + "/health", timeout=10).json()
+    assert "onnx" in json.dumps(health).lower()
 
 
 @pytest.mark.slow
