@@ -416,8 +416,10 @@ class ComposeStack(Stack):
                 self._run(self.compose(other, "down"), 300).check()
         if stack == "triton":
             self._run(self.prepare_models_argv(), 60).check()
+        # jupyter always comes along: perf_analyzer and reloads run in it
+        chosen = [*services, *([] if "jupyter" in services else ["jupyter"])] if services else []
         argv = self.compose(stack, "up", "--build", "-d", "--wait", "--wait-timeout", str(int(timeout)),
-                            *(services or ()))
+                            *chosen)
         self._run(argv, timeout + 1800).check()  # the first build downloads images: allow for it
         self.current = stack
 

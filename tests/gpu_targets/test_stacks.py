@@ -76,7 +76,7 @@ def test_compose_variables_choose_the_fastapi_app() -> None:
     assert transport.commands[-1] == [
         "env", "FASTAPI_APP=fastapi_onnx", "FLASK_BACKEND=triton", "docker", "compose", "-p",
         "servelab-fastapi", "-f", "docker/docker-compose-fastapi.yaml", "up", "--build", "-d", "--wait",
-        "--wait-timeout", "60", "fastapi_server"]
+        "--wait-timeout", "60", "fastapi_server", "jupyter"]
     with pytest.raises(ValueError, match="FASTAPI_APP='fastapi_tf'"):
         ComposeStack(transport=transport, fastapi_app="fastapi_tf")
     with pytest.raises(ValueError, match="has no service 'triton_server'"):
