@@ -560,18 +560,27 @@ def perf_runner(stack: Stack, service: str = "jupyter") -> Callable[[list[str], 
     return run
 
 
-def perf_options(stack: Stack, csv_relpath: str) -> dict[str, Any]:
+def perf_options(stack: Stack, csv_relpath: str, input_data: Path | None = None) -> dict[str, Any]:
     """Keyword arguments for ``servelab.triton.perf.perf`` that measure this stack's Triton.
 
     Local: perf's own runner (with its progress bar) on this machine. Compose
     targets: inside the jupyter service against ``triton_server:8000``, with
     ``--collect-metrics`` from ``triton_server:8002/metrics`` for GPU
-    utilisation, the CSV read back through the stack.
+    utilisation, the CSV read back through the stack. ``input_data`` (a local
+    JSON file, e.g. from ``make_input_data``) is copied next to the CSV on the
+    stack's host so perf_analyzer finds it there.
     """
     url = stack.service_address("triton_server")
+    options: dict[str, Any] = {"url": url}
+    if input_data is not None:
+        options["input_data"] = str(input_data)
     if isinstance(stack, LocalStack):
-        return {"url": url, "csv_path": stack_path(stack, csv_relpath)}
-    return {"url": url, "binary": "perf_analyzer", "csv_path": _safe_relpath(csv_relpath),
+        return {**options, "csv_path": stack_path(stack, csv_relpath)}
+    if input_data is not None:
+        remote = posixpath.join(posixpath.dirname(_safe_relpath(csv_relpath)), Path(input_data).name)
+        stack.write_file(remote, Path(input_data).read_bytes())
+        options["input_data"] = remote
+    return {**options, "binary": "perf_analyzer", "csv_path": _safe_relpath(csv_relpath),
             "collect_metrics": True,
             "metrics_url": f"{stack.service_address('triton_server', 'metrics')}/metrics",
             "runner": perf_runner(stack)}

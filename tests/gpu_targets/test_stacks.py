@@ -299,20 +299,24 @@ class PerfTransport(RecordingTransport):
         return result
 
 
-def test_perf_analyzer_runs_in_jupyter_with_gpu_metrics() -> None:
+def test_perf_analyzer_runs_in_jupyter_with_gpu_metrics(tmp_path: Path) -> None:
     from servelab.stacks import perf_options
     from servelab.triton.perf import perf
 
     transport = PerfTransport()
     stack = ComposeStack(transport=transport, stack="triton")
+    local_input = tmp_path / "onnx-input.json"
+    local_input.write_text('{"data": []}')
     result = perf("food_classifier_onnx", label="onnx c8", concurrency=8,
-                  **perf_options(stack, "results/perf/onnx-c8.csv"))
+                  **perf_options(stack, "results/perf/onnx-c8.csv", input_data=local_input))
+    assert transport.files["results/perf/onnx-input.json"] == b'{"data": []}'  # sent to the host
     exec_prefix = [*TRITON, "exec", "-T", "jupyter"]
     assert transport.commands[0] == [*exec_prefix, "sh", "-c",
                                      "mkdir -p results/perf && rm -f results/perf/onnx-c8.csv"]
     perf_argv = transport.commands[1]
     assert perf_argv[: len(exec_prefix) + 5] == [*exec_prefix, "perf_analyzer", "-m", "food_classifier_onnx",
                                                  "-u", "triton_server:8000"]
+    assert perf_argv[perf_argv.index("--input-data") + 1] == "results/perf/onnx-input.json"
     pa = perf_argv[perf_argv.index("perf_analyzer"):]
     tail = pa[pa.index("-f"):]
     assert tail == ["-f", "results/perf/onnx-c8.csv", "--verbose-csv", "--collect-metrics",
