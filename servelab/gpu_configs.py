@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from servelab.paths import STAGING_DIR
 from servelab.triton.config import (
@@ -28,6 +29,9 @@ from servelab.triton.config import (
 )
 
 GPU = "KIND_GPU"
+# TensorRT 10 (in the tritonserver 24.10 image) is built for compute capability 7.0 and newer:
+# the P100 (6.0) cannot run the TensorRT experiment with this image.
+TENSORRT_MIN_CAPABILITY = (7, 0)
 ONNX_BACKENDS = ("onnxruntime", "onnxruntime_onnx")
 InstanceGroups = tuple[tuple[int, str, tuple[int, ...]], ...]
 
@@ -158,3 +162,34 @@ def experiments(step: str | None = None) -> tuple[GpuExperiment, ...]:
 def experiment_config(experiment: GpuExperiment, staging_dir: Path = STAGING_DIR) -> ModelConfig:
     """The experiment's config, built from the model's staged config.pbtxt."""
     return experiment.apply(read_config(Path(staging_dir) / experiment.model))
+
+
+def parse_compute_capabilities(text: str) -> list[tuple[int, int]]:
+    """``nvidia-smi --query-gpu=compute_cap --format=csv,noheader`` output → [(major, minor), …]."""
+    caps = []
+    for line in text.split():
+        major, _, minor = line.strip().partition(".")
+        caps.append((int(major), int(minor or 0)))
+    return caps
+
+
+def compute_capabilities(stack: Any) -> list[tuple[int, int]]:
+    """The GPUs' compute capabilities on the stack's host (empty when it has no GPU)."""
+    if not stack.has_gpu:
+        return []
+    result = stack.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"], timeout=60)
+    return parse_compute_capabilities(result.check().stdout)
+
+
+def tensorrt_problem(capabilities: Sequence[tuple[int, int]]) -> str | None:
+    """Why the TensorRT experiment cannot run on these GPUs, or None when it can."""
+    if not capabilities:
+        return "no GPU: the TensorRT execution accelerator needs an NVIDIA GPU (targets docker, chameleon)"
+    old = [c for c in capabilities if c < TENSORRT_MIN_CAPABILITY]
+    if old:
+        found = ", ".join(f"{a}.{b}" for a, b in old)
+        need = ".".join(map(str, TENSORRT_MIN_CAPABILITY))
+        return (f"GPU compute capability {found} is below {need}, the oldest TensorRT 10 (tritonserver "
+                "24.10) supports: the P100 cannot build TensorRT engines with this image; the CUDA "
+                "execution provider result stands alone")
+    return None

@@ -90,3 +90,29 @@ def test_every_experiment_builds_and_steps_are_named() -> None:
     assert len(experiments("instance_scaling")) == 3
     with pytest.raises(ValueError, match="choose one of"):
         experiments("int8")
+
+
+def test_tensorrt_needs_a_new_enough_gpu() -> None:
+    from servelab.gpu_configs import compute_capabilities, parse_compute_capabilities, tensorrt_problem
+    from servelab.stack import CommandResult
+    from servelab.stacks import ComposeStack, LocalStack
+
+    assert parse_compute_capabilities("6.0\n6.0\n") == [(6, 0), (6, 0)]
+    assert "compute capability 6.0 is below 7.0" in (tensorrt_problem([(6, 0), (6, 0)]) or "")
+    assert tensorrt_problem([(9, 0)]) is None
+    assert "no GPU" in (tensorrt_problem([]) or "")
+    assert compute_capabilities(LocalStack()) == []
+
+    class Host:
+        host = "localhost"
+
+        def __init__(self) -> None:
+            self.commands: list[list[str]] = []
+
+        def run(self, argv: list[str], timeout: float | None) -> CommandResult:
+            self.commands.append(list(argv))
+            return CommandResult(list(argv), 0, "9.0\n", "")
+
+    host = Host()
+    assert compute_capabilities(ComposeStack(transport=host)) == [(9, 0)]
+    assert host.commands == [["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"]]
