@@ -187,9 +187,9 @@ def tensorrt_problem(capabilities: Sequence[tuple[int, int]]) -> str | None:
         return "no GPU: the TensorRT execution accelerator needs an NVIDIA GPU (targets docker, chameleon)"
     old = [c for c in capabilities if c < TENSORRT_MIN_CAPABILITY]
     if old:
-        found = ", ".join(f"{a}.{b}" for a, b in old)
+        found = ", ".join(sorted({f"{a}.{b}" for a, b in old}))
         need = ".".join(map(str, TENSORRT_MIN_CAPABILITY))
         return (f"GPU compute capability {found} is below {need}, the oldest TensorRT 10 (tritonserver "
-                "24.10) supports: the P100 cannot build TensorRT engines with this image; the CUDA "
-                "execution provider result stands alone")
+                "24.10) supports (the P100 is 6.0): no TensorRT engine can be built with this image; the "
+                "CUDA execution provider result stands alone")
     return None
