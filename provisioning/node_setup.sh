@@ -34,9 +34,14 @@ APT_UPDATED=0
 
 say() { printf '[node-setup] %s\n' "$*"; }
 
+# no prompts: this runs over SSH without a terminal (papermill, Fabric);
+# sudo drops the environment, so the settings go on the command line
+QUIET_APT=(env DEBIAN_FRONTEND=noninteractive NEEDRESTART_MODE=a)
+apt_get() { "${SUDO[@]}" "${QUIET_APT[@]}" apt-get "$@"; }
+
 apt_update_once() {
   if [ "$APT_UPDATED" -eq 0 ]; then
-    "${SUDO[@]}" apt-get update -q
+    apt_get update -q
     APT_UPDATED=1
   fi
 }
@@ -50,7 +55,7 @@ install_docker() {
   local script
   script="$(mktemp)"
   curl -fsSL https://get.docker.com -o "$script"
-  "${SUDO[@]}" sh "$script"
+  "${SUDO[@]}" "${QUIET_APT[@]}" sh "$script"
   rm -f "$script"
   DOCKER_CHANGED=1
 }
@@ -83,7 +88,7 @@ install_container_toolkit() {
   fi
   APT_UPDATED=0  # the new source needs a fresh package list
   apt_update_once
-  "${SUDO[@]}" apt-get install -y -q nvidia-container-toolkit
+  apt_get install -y -q nvidia-container-toolkit
 }
 
 # Edit daemon.json with Python's json module (present on every Ubuntu image):
@@ -154,7 +159,7 @@ install_nvtop() {
   fi
   say "nvtop: installing"
   apt_update_once
-  "${SUDO[@]}" apt-get install -y -q nvtop
+  apt_get install -y -q nvtop
 }
 
 place_code_from_tarball() {

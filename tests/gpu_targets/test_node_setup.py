@@ -27,6 +27,7 @@ REAL_TOOLS = ("bash", "sh", "python3", "sha256sum", "cut", "tar", "gzip", "mkdir
               "tr", "tee", "grep", "dirname", "basename", "sed", "mktemp", "chmod", "env", "printf")
 # calls that only read; anything else in a second run means it changed something
 READ_ONLY = {"id"}
+QUIET = "env DEBIAN_FRONTEND=noninteractive NEEDRESTART_MODE=a "  # no apt prompts over SSH
 
 
 class Node:
@@ -98,7 +99,7 @@ def test_first_run_sets_up_everything_second_changes_nothing(node: Node) -> None
     first = node.run()
     expected = [
         "curl -fsSL https://get.docker.com -o " + next(c.split()[-1] for c in first if "get.docker" in c),
-        "sudo sh " + next(c.split()[-1] for c in first if c.startswith("sudo sh ")),
+        f"sudo {QUIET}sh " + next(c.split()[-1] for c in first if c.startswith(f"sudo {QUIET}sh ")),
         "sudo groupadd -f docker", "groupadd -f docker",
         "sudo usermod -aG docker cc", "usermod -aG docker cc",
         f"sudo mkdir -p {node.root}/usr/share/keyrings",
@@ -108,8 +109,8 @@ def test_first_run_sets_up_everything_second_changes_nothing(node: Node) -> None
         f"sudo mkdir -p {node.root}/etc/apt/sources.list.d",
         "curl -fsSL https://nvidia.github.io/libnvidia-container/stable/deb/nvidia-container-toolkit.list",
         f"sudo tee {node.root}/etc/apt/sources.list.d/nvidia-container-toolkit.list",
-        "sudo apt-get update -q", "apt-get update -q",
-        "sudo apt-get install -y -q nvidia-container-toolkit",
+        f"sudo {QUIET}apt-get update -q", "apt-get update -q",
+        f"sudo {QUIET}apt-get install -y -q nvidia-container-toolkit",
         "apt-get install -y -q nvidia-container-toolkit",
         f"sudo mkdir -p {node.root}/etc/docker",
         f"sudo nvidia-ctk runtime configure --runtime=docker --config={node.daemon_json}",
@@ -117,14 +118,15 @@ def test_first_run_sets_up_everything_second_changes_nothing(node: Node) -> None
         f"sudo mkdir -p {node.root}/etc/docker",
         f"sudo cp {next(c.split()[2] for c in first if c.startswith('sudo cp '))} {node.daemon_json}",
         "sudo systemctl restart docker", "systemctl restart docker",
-        "sudo apt-get install -y -q nvtop", "apt-get install -y -q nvtop",
+        f"sudo {QUIET}apt-get install -y -q nvtop", "apt-get install -y -q nvtop",
         f"git clone --depth 1 --branch v1 https://git.example.org/lab.git {node.home}/serve-system-lab",
     ]
     changed = state_changing(first)
     assert sorted(changed) == sorted(expected)  # the two ends of a pipe log in either order
-    steps = ("sudo sh ", "sudo apt-get update", "sudo apt-get install -y -q nvidia-container-toolkit",
+    steps = (f"sudo {QUIET}sh ", f"sudo {QUIET}apt-get update",
+             f"sudo {QUIET}apt-get install -y -q nvidia-container-toolkit",
              "sudo nvidia-ctk runtime configure", "sudo cp ", "sudo systemctl restart docker",
-             "sudo apt-get install -y -q nvtop", "git clone")
+             f"sudo {QUIET}apt-get install -y -q nvtop", "git clone")
     positions = [next(i for i, c in enumerate(changed) if c.startswith(step)) for step in steps]
     assert positions == sorted(positions), "set-up steps ran out of order"
     assert json.loads(node.daemon_json.read_text()) == {
