@@ -183,7 +183,7 @@ def apply_config(server_or_client: Any, name: str, model_dir: Path | None, cfg: 
         if hasattr(server_or_client, "load") and hasattr(server_or_client, "client"):
             server_or_client.load(name, config=config_json(cfg), timeout=timeout)
         else:
-            server_or_client.load_model(name, config=config_json(cfg))
+            _client_of(server_or_client).load_model(name, config=config_json(cfg))
     except (InferenceServerException, RuntimeError) as exc:
         if path is not None and previous is not None:
             path.write_text(previous)

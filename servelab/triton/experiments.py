@@ -1,0 +1,210 @@
+"""One call per lab measurement, for notebooks whose cells stay one-liners.
+
+``configure`` is the "edit config.pbtxt and reload" step (diff shown, time to
+live measured); ``measure`` is the "run perf_analyzer" step: for every load
+level it snapshots the server's statistics, samples utilisation, runs
+perf_analyzer, snapshots again, and appends one row per level to
+``results/<experiment>.csv`` — perf_analyzer's client view, the server's
+queue/compute breakdown and batch-size counts for just that level, the config
+that was live, the load pattern, and the CPU/GPU utilisation.
+
+The server argument only needs ``.url`` (host:port as perf_analyzer sees it)
+and ``.client()`` (a tritonclient HTTP client); GPU targets pass their own
+handle and a ``runner`` that executes perf_analyzer where their stack runs it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import pandas as pd
+
+from servelab.monitor import Utilisation
+from servelab.results import append_rows
+from servelab.triton import config as cfgmod
+from servelab.triton.perf import (
+    FIXED_COUNT,
+    NOISY_CPU,
+    PerfResult,
+    Runner,
+    check_shapes,
+    load_levels,
+    make_input_data,
+    make_tensor_input_data,
+    perf,
+)
+from servelab.triton.server import cache_dir
+from servelab.triton.stats import run_stats
+
+EXPERIMENT = "triton"
+SETTLE_PRESETS: dict[str, dict[str, Any]] = {"noisy": NOISY_CPU, "fixed": FIXED_COUNT, "default": {}}
+
+
+class TritonEndpoint(Protocol):
+    """What ``measure`` needs from a server handle (TritonServer satisfies it)."""
+
+    @property
+    def url(self) -> str: ...
+
+    def client(self) -> Any: ...
+
+
+def input_data_for(server: TritonEndpoint, model: str, images: Sequence[Path] | None = None,
+                   workdir: Path | None = None) -> Path:
+    """perf_analyzer input data fitting ``model``'s input: base64 image text for a BYTES input,
+    the preprocessed tensor for an FP32 one (as the lab's two models take them)."""
+    from servelab.samples import sample_paths
+
+    metadata = server.client().get_model_metadata(model)
+    first = metadata["inputs"][0]
+    images = list(images or sample_paths()[:1])
+    if not images:
+        raise FileNotFoundError("no sample images: run python -m servelab.samples")
+    workdir = Path(workdir or cache_dir() / "perf-inputs")
+    out = workdir / f"{model}-{first['name']}-{len(images)}-{Path(images[0]).stem}.json"
+    if first["datatype"] == "BYTES":
+        return make_input_data(images, out, first["name"])
+    if first["datatype"] == "FP32":
+        return make_tensor_input_data(images, out, first["name"])
+    raise ValueError(f"no input-data recipe for {model}'s input {first['name']} ({first['datatype']})")
+
+
+def live_summary(server: TritonEndpoint, model: str) -> dict[str, Any]:
+    """The live config's experiment-relevant fields (instances, batching, backend)."""
+    return cfgmod.summary(cfgmod.live_config(server.client(), model))
+
+
+def _settle_options(settle: str | Mapping[str, Any]) -> dict[str, Any]:
+    if isinstance(settle, str):
+        if settle not in SETTLE_PRESETS:
+            raise ValueError(f"settle must be one of {sorted(SETTLE_PRESETS)} or a dict of perf options")
+        return dict(SETTLE_PRESETS[settle])
+    return dict(settle)
+
+
+def _warm_up(server: TritonEndpoint, model: str, options: dict[str, Any], runner: Runner | None,
+             requests: int, timeout: float) -> None:
+    """A short unrecorded run at the same load: first requests pay for lazy initialisation."""
+    warm = {k: v for k, v in options.items() if k not in
+            ("measurement_mode", "measurement_request_count", "stability_percentage", "max_trials",
+             "measurement_interval_ms", "request_count")}
+    warm["request_count"] = requests
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        perf(model, server.url, "warm-up", runner=runner, timeout=timeout, **warm)
+
+
+def _one_level(server: TritonEndpoint, model: str, label: str, level: float, mode: str,
+               options: dict[str, Any], runner: Runner | None, timeout: float,
+               config: dict[str, Any]) -> tuple[PerfResult, dict[str, Any], dict[str, Any]]:
+    opts = dict(options)
+    opts["concurrency" if mode == "concurrency" else "request_rate"] = (
+        int(level) if mode == "concurrency" else level)
+    pids = [server.pid] if getattr(server, "pid", None) else []
+    with run_stats(server.client(), model) as stats, Utilisation(pids=pids) as util:
+        result = perf(model, server.url, label, config=config, runner=runner, timeout=timeout, **opts)
+    return result, stats.delta, util.summary()
+
+
+def measure(server: TritonEndpoint, model: str, label: str, *,
+            concurrency: int | Sequence[int] | None = None,
+            request_rate: float | Sequence[float] | None = None, distribution: str = "constant",
+            batch: int = 1, experiment: str = EXPERIMENT, input_data: Path | None = None,
+            settle: str | Mapping[str, Any] = "noisy", warmup_requests: int = 20,
+            runner: Runner | None = None, timeout: float = 300.0, record: bool = True,
+            shapes: Mapping[str, Sequence[int]] | None = None, protocol: str = "http",
+            extra: Mapping[str, Any] | None = None, **perf_options: Any) -> pd.DataFrame:
+    """Measure ``model`` at each load level; returns (and records) one row per level.
+
+    ``concurrency``/``request_rate`` take a number, a list of levels, or a
+    perf_analyzer range tuple ``(start, end[, step])``. ``settle`` is ``"noisy"``
+    (count windows, wide stability band — what a shared CPU needs), ``"fixed"``
+    (a fixed request count, no stability search) or a dict of perf options.
+    ``extra`` adds columns to every row (e.g. ``{"step": "05_instances"}``).
+    """
+    if (concurrency is None) == (request_rate is None):
+        raise ValueError("give exactly one of concurrency= or request_rate=")
+    mode = "concurrency" if concurrency is not None else "request_rate"
+    asked = concurrency if concurrency is not None else request_rate
+    levels = ([float(x) for x in asked] if isinstance(asked, list)  # type: ignore[union-attr]
+              else load_levels(asked))  # type: ignore[arg-type]
+    check_shapes(server.client(), model, shapes)
+    input_data = input_data or input_data_for(server, model)
+    config = live_summary(server, model)
+    options: dict[str, Any] = {"batch": batch, "input_data": input_data, "protocol": protocol,
+                               "shapes": shapes, **_settle_options(settle), **perf_options}
+    if mode == "request_rate":
+        options["distribution"] = distribution
+    frames = []
+    for level in levels:
+        if warmup_requests:
+            warm = dict(options)
+            warm["concurrency" if mode == "concurrency" else "request_rate"] = (
+                int(level) if mode == "concurrency" else level)
+            _warm_up(server, model, warm, runner, warmup_requests, timeout)
+        result, stats, util = _one_level(server, model, label, level, mode, options, runner, timeout, config)
+        frame = result.frame.copy()
+        for key, value in {**stats, **util, **(extra or {})}.items():
+            frame[key] = [value] * len(frame)
+        frame["instances"] = config["instances"]
+        frame["dynamic_batching"] = config["dynamic_batching"]
+        frame["command"] = result.command
+        frame["warnings"] = "; ".join(result.warnings)
+        frames.append(frame)
+        if record:
+            append_rows(experiment, frame.to_dict("records"))
+    out = pd.concat(frames, ignore_index=True)
+    out.attrs["stdout"] = "\n".join(f.attrs.get("stdout", "") for f in frames)
+    return out
+
+
+SUMMARY_COLUMNS = ["label", "load_mode", "load_value", "throughput_infer_s", "latency_p50_ms",
+                   "latency_p99_ms", "server_queue_ms", "server_compute_infer_ms", "mean_batch_size",
+                   "cpu_mean_pct", "settled"]
+
+
+def show(frame: pd.DataFrame, columns: Sequence[str] = SUMMARY_COLUMNS) -> pd.DataFrame:
+    """The columns a reader compares, rounded (for a notebook cell's output)."""
+    return frame[[c for c in columns if c in frame.columns]].round(2)
+
+
+def configure(server: Any, model: str, repository: Path | None = None, *,
+              instances: int | Sequence[tuple] | None = None, kind: str | None = None,
+              gpus: Sequence[int] = (), dynamic_batching: bool | None = None,
+              preferred_batch_sizes: Sequence[int] = (), max_queue_delay_us: int = 0,
+              parameters: Mapping[str, str] | None = None, show_diff: bool = True) -> dict[str, Any]:
+    """Edit ``model``'s config.pbtxt in the live repository, reload it, and confirm it is live.
+
+    ``instances`` is a count (with ``kind``/``gpus``; kind defaults to the
+    current group's) or a list of ``(count, kind, gpus)`` groups. Returns the
+    diff, the seconds until the new config was live, and the live summary.
+    """
+    repository = Path(repository or server.repository)
+    model_dir = repository / model
+    cfg = cfgmod.read_config(model_dir)
+    if instances is not None:
+        if isinstance(instances, int):
+            group_kind = cfgmod.mc.ModelInstanceGroup.Kind
+            current = cfg.instance_group[0].kind if cfg.instance_group else group_kind.Value("KIND_CPU")
+            groups = [(instances, kind or group_kind.Name(current), gpus)]
+        else:
+            groups = list(instances)
+        cfg = cfgmod.set_instance_groups(cfg, groups)
+    if dynamic_batching is not None:
+        cfg = cfgmod.set_dynamic_batching(cfg, dynamic_batching, preferred_batch_sizes, max_queue_delay_us)
+    for key, value in (parameters or {}).items():
+        cfg = cfgmod.set_parameter(cfg, key, value)
+    old_text = cfgmod.config_text(cfgmod.read_config(model_dir))
+    started = time.perf_counter()
+    live = cfgmod.apply_config(server, model, model_dir, cfg)
+    seconds = time.perf_counter() - started
+    diff = cfgmod.diff_configs(old_text, cfgmod.config_text(cfg), f"{model}/{cfgmod.CONFIG_NAME}")
+    if show_diff:
+        print(diff or f"{model}: config unchanged")
+        print(f"{model}: new config live after {seconds:.2f} s (confirmed via get_model_config)")
+    return {"model": model, "diff": diff, "seconds_to_live": seconds, "live": cfgmod.summary(live)}
