@@ -27,6 +27,7 @@ preset = "quick"
 concurrency_levels = None  # None: [1, 8, 16]
 client_batch = None  # None: 16
 window_requests = None  # requests per perf_analyzer window (None: preset)
+settle = None  # "fixed" (one window per level) or "stable" (None: preset)
 max_trials = None
 stability_pct = None
 flask_requests = None
@@ -35,7 +36,8 @@ flask_requests = None
 from servelab import params, steps
 
 P = params.resolve(target, preset, concurrency_levels=concurrency_levels, client_batch=client_batch,
-                   window_requests=window_requests, max_trials=max_trials, stability_pct=stability_pct,
+                   window_requests=window_requests, settle=settle,
+                   max_trials=max_trials, stability_pct=stability_pct,
                    flask_requests=flask_requests)
 P
 

@@ -25,7 +25,8 @@ target = "local"  # local | docker | chameleon
 preset = "quick"
 instance_counts = None  # None: 1 → 2+2 → 4+4 on two GPUs; scaled to the cores on CPU
 scaling_concurrency = None  # None: 8
-window_requests = None
+window_requests = None  # requests per perf_analyzer window (None: preset)
+settle = None  # "fixed" (one window per level) or "stable" (None: preset)
 max_trials = None
 stability_pct = None
 
@@ -33,7 +34,8 @@ stability_pct = None
 from servelab import params, steps
 
 P = params.resolve(target, preset, instance_counts=instance_counts, scaling_concurrency=scaling_concurrency,
-                   window_requests=window_requests, max_trials=max_trials, stability_pct=stability_pct)
+                   window_requests=window_requests, settle=settle,
+                   max_trials=max_trials, stability_pct=stability_pct)
 P
 
 # %%

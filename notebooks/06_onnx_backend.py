@@ -26,7 +26,8 @@ target = "local"  # local | docker | chameleon
 preset = "quick"
 onnx_concurrency_levels = None  # None: [8, 16]
 onnx_instances = None  # None: 2 (over GPUs 0 and 1)
-window_requests = None
+window_requests = None  # requests per perf_analyzer window (None: preset)
+settle = None  # "fixed" (one window per level) or "stable" (None: preset)
 max_trials = None
 stability_pct = None
 flask_requests = None
@@ -35,7 +36,8 @@ flask_requests = None
 from servelab import params, steps
 
 P = params.resolve(target, preset, onnx_concurrency_levels=onnx_concurrency_levels,
-                   onnx_instances=onnx_instances, window_requests=window_requests, max_trials=max_trials,
+                   onnx_instances=onnx_instances, window_requests=window_requests, settle=settle,
+                   max_trials=max_trials,
                    stability_pct=stability_pct, flask_requests=flask_requests)
 P
 

@@ -27,7 +27,8 @@ base_rate_fraction = None  # constant vs Poisson at this fraction of capacity
 rate_fractions = None  # Poisson rates for the dynamic-batching runs
 preferred_batch_sizes = None  # None: [4, 6, 8]
 max_queue_delay_us = None  # None: 100
-window_requests = None
+window_requests = None  # requests per perf_analyzer window (None: preset)
+settle = None  # "fixed" (one window per level) or "stable" (None: preset)
 max_trials = None
 stability_pct = None
 
@@ -37,7 +38,8 @@ from servelab import params, steps
 P = params.resolve(target, preset, capacity_concurrency=capacity_concurrency,
                    base_rate_fraction=base_rate_fraction, rate_fractions=rate_fractions,
                    preferred_batch_sizes=preferred_batch_sizes, max_queue_delay_us=max_queue_delay_us,
-                   window_requests=window_requests, max_trials=max_trials, stability_pct=stability_pct)
+                   window_requests=window_requests, settle=settle,
+                   max_trials=max_trials, stability_pct=stability_pct)
 P
 
 # %%

@@ -30,8 +30,8 @@ from servelab.paths import REPO_ROOT
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 KERNEL_NAME = "servelab"
-DEFAULT_CELL_TIMEOUT = {"quick": 300, "full": 1800}
-DEFAULT_NOTEBOOK_TIMEOUT = {"quick": 420, "full": 3600}
+DEFAULT_CELL_TIMEOUT = {"quick": 420, "full": 1800}
+DEFAULT_NOTEBOOK_TIMEOUT = {"quick": 600, "full": 3600}
 
 
 class NotebookFailed(RuntimeError):

@@ -73,6 +73,14 @@ def _list_of(item: Callable[[str, Any], None], min_len: int = 1,
     return check
 
 
+def _choice(*options: str) -> Callable[[str, Any], None]:
+    def check(name: str, value: Any) -> None:
+        if value not in options:
+            raise ParameterError(f"{name}={value!r} is not one of {', '.join(map(repr, options))}: "
+                                 f"set {name} to one of them in the parameters cell")
+    return check
+
+
 def _optional(inner: Callable[[str, Any], None]) -> Callable[[str, Any], None]:
     def check(name: str, value: Any) -> None:
         if value is not None:
@@ -100,6 +108,9 @@ SPECS: dict[str, Spec] = {
     "client_batch": Spec(16, 16, _int(1, 16),
                          "images per request in the client-batch run (max_batch_size 16)"),
     "window_requests": Spec(24, 300, _int(4, 1_000_000), "requests per perf_analyzer measurement window"),
+    "settle": Spec("fixed", "stable", _choice("fixed", "stable"),
+                   "fixed: one window of window_requests per level (fast, CI); "
+                   "stable: windows until perf_analyzer calls it stable"),
     "max_trials": Spec(4, 10, _int(1, 100), "perf_analyzer windows tried before giving up on stability"),
     "stability_pct": Spec(60, 20, _int(1, 100),
                           "perf_analyzer: max spread (%) between windows to call it stable"),

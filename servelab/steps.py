@@ -125,93 +125,7 @@ def _jsonable(value: Any) -> Any:
 
 def open_stack(p: LabParams) -> Stack:
     """The target's stack (local processes, compose here, or compose on the node)."""
-    try:
-        return get_stack(p.target)
-    except ImportError:  # servelab.stacks not there yet: the smallest local stand-in (local only)
-        if p.target != "local":
-            raise
-        return _LocalFallback()
-
-
-class _LocalFallback(Stack):
-    """Local processes behind the Stack interface, used only while ``servelab.stacks`` is missing.
-
-    Files live under the run's results folder, so a run's model repository
-    never touches another run's.
-    """
-
-    target = "local"
-    has_gpu = False
-
-    def __init__(self) -> None:
-        self.root = _results_dir_or_default() / "host"
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.services: dict[str, dict[str, Any]] = {}
-        self.triton: Any = None
-
-    def up(self, stack: str, services: Sequence[str] | None = None, timeout: float = 600.0,
-           env: dict[str, str] | None = None) -> None:
-        from servelab.services import start_fastapi, start_flask
-
-        logs = _results_dir_or_default() / "logs"
-        env = dict(env or {})
-        if stack == "fastapi":
-            self.down("fastapi")
-            kind = env.pop("FASTAPI_KIND", "onnx")
-            self.services["fastapi_server"] = {"stack": stack, "svc": start_fastapi(kind, env=env, log_dir=logs,
-                                                                                   timeout=timeout)}
-        elif stack == "flask":
-            self.down("flask")
-            env.setdefault("INSTANCE_PATH", str(self.root / "flask_instance"))
-            self.services["flask"] = {"stack": stack, "svc": start_flask(env, log_dir=logs, timeout=timeout)}
-        elif stack == "triton":
-            if self.triton is None or not self.triton.running:
-                from servelab.triton.server import TritonServer
-
-                (self.root / REPOSITORY).mkdir(exist_ok=True)
-                self.triton = TritonServer(self.root / REPOSITORY, log_path=logs / "triton.log").start(timeout)
-        else:
-            raise ValueError(f"unknown stack {stack!r}")
-
-    def down(self, stack: str | None = None, timeout: float = 120.0) -> None:
-        for name, entry in list(self.services.items()):
-            if stack in (None, entry["stack"], "fastapi" if entry["stack"] == "flask" else None):
-                entry["svc"].stop()
-                del self.services[name]
-        if stack in (None, "triton") and self.triton is not None:
-            self.triton.stop()
-            self.triton = None
-            self.down("flask")
-
-    def url(self, service: str, port: str = "http") -> str:
-        if service == "triton_server":
-            return f"http://{self.triton.url}"
-        return self.services[service]["svc"].url
-
-    def run(self, argv: Sequence[str], service: str | None = None, timeout: float | None = None) -> Any:
-        import subprocess
-
-        from servelab.stack import CommandResult
-
-        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, cwd=self.root)
-        return CommandResult(list(argv), done.returncode, done.stdout, done.stderr)
-
-    def write_file(self, relpath: str, content: bytes | str) -> None:
-        path = self.root / relpath
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(content.encode() if isinstance(content, str) else content)
-
-    def read_file(self, relpath: str) -> bytes:
-        return (self.root / relpath).read_bytes()
-
-    def reload_model(self, name: str, config_json: str | None = None) -> None:
-        self.triton.load(name, config_json)
-
-    def fetch(self, remote_relpath: str, local_path: Path) -> Path:
-        import shutil
-
-        shutil.copyfile(self.root / remote_relpath, local_path)
-        return Path(local_path)
+    return get_stack(p.target)
 
 
 def _hostport(url: str) -> str:
@@ -237,15 +151,16 @@ class Endpoint:
 
 
 def fastapi_up(stack: Stack, kind: str) -> Endpoint:
-    """Bring up the FastAPI service (``kind`` "pt" or "onnx") and return its endpoint."""
-    stack.up("fastapi", services=["fastapi_server"], **_fastapi_option(kind))
-    return Endpoint(f"fastapi_{kind}", stack.url("fastapi_server").rstrip("/"))
+    """Bring up the FastAPI service (``kind`` "pt" or "onnx") and return its endpoint.
 
-
-def _fastapi_option(kind: str) -> dict[str, Any]:
+    Every stack picks the app from its ``fastapi_app`` setting (``FASTAPI_APP``
+    in the compose files), so switching is a setting, not a code edit.
+    """
     if kind not in ("pt", "onnx"):
         raise ValueError(f"unknown FastAPI service {kind!r}: use 'pt' or 'onnx'")
-    return {"env": {"FASTAPI_KIND": kind}}
+    stack.fastapi_app = f"fastapi_{kind}"  # type: ignore[attr-defined]
+    stack.up("fastapi", services=["fastapi_server"])
+    return Endpoint(f"fastapi_{kind}", stack.url("fastapi_server").rstrip("/"))
 
 
 def fastapi_down(stack: Stack) -> None:
@@ -317,15 +232,37 @@ def plot_fastapi() -> Figure:
 
 # ----------------------------------------------------------------------------- the web app
 
+FLASK_STACK = {"fastapi": "fastapi", "triton": "triton"}  # backends a stack's own flask service serves
+
+
 def flask_up(stack: Stack, backend: str, server: Endpoint | Triton) -> Endpoint:
-    """Start GourmetGram pointed at ``server`` through ``backend`` (fastapi | triton | triton_onnx)."""
-    env = {"PREDICT_BACKEND": backend}
-    if backend == "fastapi":
-        env["FASTAPI_SERVER_URL"] = server.url
-    else:
-        env["TRITON_SERVER_URL"] = _hostport(server.url)
-    stack.up("flask", services=["flask"], env=env)
-    return Endpoint(f"flask ({backend})", stack.url("flask").rstrip("/"))
+    """GourmetGram pointed at ``server`` through ``backend`` (fastapi | triton | triton_onnx).
+
+    The stack's own ``flask`` service serves the first two. For ``triton_onnx``
+    a stack that cannot reconfigure its flask service (the local one today) gets
+    a local GourmetGram process configured by environment variables.
+    """
+    if backend in FLASK_STACK and not hasattr(stack, "flask_backend"):
+        stack.up(FLASK_STACK[backend], services=["flask"])
+        return Endpoint(f"flask ({backend})", stack.url("flask").rstrip("/"))
+    if hasattr(stack, "flask_backend"):
+        stack.flask_backend = backend  # type: ignore[attr-defined]
+        stack.up("fastapi" if backend == "fastapi" else "triton", services=["flask"])
+        return Endpoint(f"flask ({backend})", stack.url("flask").rstrip("/"))
+    if stack.target != "local":
+        raise RuntimeError(f"the {stack.target} stack cannot switch its flask service to {backend}")
+    from servelab.services import start_flask
+
+    global _LOCAL_FLASK
+    if _LOCAL_FLASK is not None:
+        _LOCAL_FLASK.stop()
+    url_key = "FASTAPI_SERVER_URL" if backend == "fastapi" else "TRITON_SERVER_URL"
+    url = server.url if backend == "fastapi" else _hostport(server.url)
+    _LOCAL_FLASK = start_flask({"PREDICT_BACKEND": backend, url_key: url})
+    return Endpoint(f"flask ({backend})", _LOCAL_FLASK.url)
+
+
+_LOCAL_FLASK: Any = None
 
 
 def flask_uploads(flask: Endpoint, p: LabParams, step: str) -> pd.DataFrame:
@@ -429,10 +366,20 @@ def deploy(triton: Triton, name: str) -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = deploy_model(name, Path(tmp), gpu=triton.stack.has_gpu)
+        wanted = (folder / "config.pbtxt").read_text()
+        if _deployed_config(triton, name) == wanted and _ready(triton.client(), name):
+            return  # the stack deployed and loaded exactly this already
         for path in sorted(p for p in folder.rglob("*") if p.is_file()):
             triton.stack.write_file(f"{REPOSITORY}/{name}/{path.relative_to(folder)}", path.read_bytes())
     triton.stack.reload_model(name)
     _wait_ready(triton, name)
+
+
+def _deployed_config(triton: Triton, name: str) -> str | None:
+    try:
+        return triton.stack.read_file(f"{REPOSITORY}/{name}/config.pbtxt").decode()
+    except (OSError, RuntimeError):
+        return None
 
 
 def _wait_ready(triton: Triton, name: str, timeout: float = 120.0) -> None:
@@ -555,14 +502,18 @@ def measure(triton: Triton, name: str, p: LabParams, step: str, label: str = "",
     """
     from servelab.triton import experiments
 
-    settle = {"measurement_mode": "count_windows", "measurement_request_count": p.window_requests,
-              "stability_percentage": p.stability_pct, "max_trials": p.max_trials}
+    clients = concurrency or 1  # perf_analyzer wants at least one request per client in a window
+    if p.settle == "fixed":  # one window per level: no stability search, fast and predictable
+        settle: dict[str, Any] = {"request_count": max(p.window_requests, 2 * clients)}
+    else:
+        settle = {"measurement_mode": "count_windows", "measurement_request_count": p.window_requests,
+                  "stability_percentage": p.stability_pct, "max_trials": p.max_trials}
     load: dict[str, Any] = ({"concurrency": concurrency} if concurrency is not None
                             else {"request_rate": round(float(rate or 0), 1), "distribution": distribution})
     runner = getattr(triton.stack, "perf_runner", lambda: None)()
     columns = {"step": step, "threads": "split", **(extra or {})}
     frame = experiments.measure(triton, name, label or step, batch=batch, settle=settle, runner=runner,
-                                warmup_requests=min(16, p.window_requests), extra=columns, **load)
+                                warmup_requests=max(clients, min(16, p.window_requests // 4)), extra=columns, **load)
     return report.normalise_triton(frame)
 
 
