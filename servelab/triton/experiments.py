@@ -15,6 +15,7 @@ handle and a ``runner`` that executes perf_analyzer where their stack runs it.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -91,7 +92,8 @@ def _warm_up(server: TritonEndpoint, model: str, options: dict[str, Any], runner
     warm = {k: v for k, v in options.items() if k not in
             ("measurement_mode", "measurement_request_count", "stability_percentage", "max_trials",
              "measurement_interval_ms", "request_count")}
-    warm["request_count"] = requests
+    rate = warm.get("request_rate")
+    warm["request_count"] = max(requests, math.ceil(float(rate))) if rate else requests
     import warnings
 
     with warnings.catch_warnings():

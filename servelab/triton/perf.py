@@ -129,6 +129,10 @@ def perf_analyzer_argv(model: str, url: str, *, protocol: str = "http", batch: i
                                                       else request_rate)) > 1:  # type: ignore[arg-type]
         raise ValueError("perf_analyzer takes request_count only with a single load level; "
                          "run one level per call or use count windows")
+    if request_count is not None and request_rate is not None and request_count < max(
+            load_levels(request_rate)):  # type: ignore[arg-type]
+        raise ValueError(f"request_count ({request_count}) must be at least the request rate "
+                         f"({request_rate}): perf_analyzer refuses fewer requests than one second's worth")
     argv = [binary, "-m", model, "-u", url, "-i", protocol, "-b", str(batch)]
     if concurrency is not None:
         argv += ["--concurrency-range", _range(concurrency)]
