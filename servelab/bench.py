@@ -11,14 +11,19 @@ targets, PASS/FAIL. The functions return dicts so notebooks can tabulate them
 and ``servelab.results.append_rows`` them.
 
 The request bodies are encoded once up front, and every client thread keeps
-one HTTP/1.1 keep-alive connection (an ``httpx.Client`` each): the client
-runs on the same CPU as the server, so it must spend as little as it can.
+one HTTP/1.1 keep-alive connection. The client is the standard library's
+``http.client``: on the local target the client shares the server's CPU, and
+measured here it spends about 0.3 ms of CPU per request against 0.75 ms for
+httpx and 0.86 ms for requests (more with 16 threads contending for the GIL) —
+CPU the server under test would otherwise have. It is a complete HTTP/1.1
+client; a dropped keep-alive connection is reopened once and retried.
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import http.client
 import json
 import statistics
 import sys
@@ -27,8 +32,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-import httpx
 import numpy as np
 from tqdm import tqdm
 
@@ -61,17 +66,45 @@ def _predict_url(url: str) -> str:
     return url if url.endswith("/predict") else f"{url}/predict"
 
 
-def _client() -> httpx.Client:
-    return httpx.Client(timeout=REQUEST_TIMEOUT_S, headers={"content-type": "application/json"})
+class Connection:
+    """One persistent HTTP/1.1 connection that POSTs JSON bodies to one URL."""
+
+    def __init__(self, url: str, timeout: float = REQUEST_TIMEOUT_S) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise BenchError(f"not an http(s) URL: {url!r}")
+        kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        self.path = parts.path or "/"
+        self.conn = kind(parts.hostname, parts.port, timeout=timeout)
+
+    def post(self, body: bytes) -> int:
+        """Send one request and read the whole answer: its status, or 0 when the connection failed."""
+        for attempt in range(2):  # the server may have closed an idle keep-alive connection
+            try:
+                self.conn.request("POST", self.path, body=body, headers={"Content-Type": "application/json"})
+                response = self.conn.getresponse()
+                response.read()
+                return response.status
+            except (http.client.HTTPException, OSError):
+                self.conn.close()
+                if attempt:
+                    return 0
+        return 0
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
-def _timed_post(client: httpx.Client, url: str, body: bytes) -> tuple[float, int]:
+def _timed_post(client: Connection, body: bytes) -> tuple[float, int]:
     """One request: (seconds, status code); a connection error counts as status 0."""
     started = time.perf_counter()
-    try:
-        status = client.post(url, content=body).status_code
-    except httpx.HTTPError:
-        status = 0
+    status = client.post(body)
     return time.perf_counter() - started, status
 
 
@@ -95,9 +128,9 @@ def summarise(latencies_s: Sequence[float], wall_s: float, errors: int = 0,
 
 
 def _warm_up(url: str, bodies: list[bytes], count: int) -> None:
-    with _client() as client:
+    with Connection(url) as client:
         for i in range(count):
-            _timed_post(client, url, bodies[i % len(bodies)])
+            client.post(bodies[i % len(bodies)])
 
 
 def run_sequential(url: str, n: int = DEFAULT_SEQUENTIAL, images: ImageSource = None,
@@ -106,11 +139,11 @@ def run_sequential(url: str, n: int = DEFAULT_SEQUENTIAL, images: ImageSource = 
     url, bodies = _predict_url(url), request_bodies(images)
     _warm_up(url, bodies, warmup)
     latencies, errors = [], 0
-    with _client() as client:
+    with Connection(url) as client:
         started = time.perf_counter()
         for i in tqdm(range(n), desc="sequential", unit="req", disable=not progress,
                       mininterval=1.0):
-            seconds, status = _timed_post(client, url, bodies[i % len(bodies)])
+            seconds, status = _timed_post(client, bodies[i % len(bodies)])
             if status == 200:
                 latencies.append(seconds)
             else:
@@ -140,9 +173,9 @@ def run_concurrent(url: str, n: int = DEFAULT_CONCURRENT, concurrency: int = DEF
 
     def client_loop() -> None:
         nonlocal errors
-        with _client() as client:
+        with Connection(url) as client:
             while (index := next_index()) is not None:
-                seconds, status = _timed_post(client, url, bodies[index % len(bodies)])
+                seconds, status = _timed_post(client, bodies[index % len(bodies)])
                 with lock:
                     if status == 200:
                         latencies.append(seconds)
