@@ -173,14 +173,27 @@ def run(preset: str = "quick", target: str = "local", only: Sequence[str] | None
         notebook_timeout: float | None = None, extra: dict[str, Any] | None = None,
         report: bool = True) -> RunOutcome:
     """Execute the notebooks in order, stop at the first failure, write the report; returns the outcome."""
-    from tqdm import tqdm
-
     check_preset(preset)
     check_target(target)
     paths = notebook_paths(only)
     kernel = ensure_kernel()
     run_dir = new_run_dir(preset, results_base)
+    previous = os.environ.get("SERVELAB_RESULTS")
     os.environ["SERVELAB_RESULTS"] = str(run_dir)  # kernels inherit it: measurements land in the run
+    try:
+        return _run_all(paths, run_dir, preset, target, kernel, cell_timeout, notebook_timeout, extra, report)
+    finally:
+        if previous is None:
+            os.environ.pop("SERVELAB_RESULTS", None)
+        else:
+            os.environ["SERVELAB_RESULTS"] = previous
+
+
+def _run_all(paths: list[Path], run_dir: Path, preset: str, target: str, kernel: str,
+             cell_timeout: float | None, notebook_timeout: float | None, extra: dict[str, Any] | None,
+             report: bool) -> RunOutcome:
+    from tqdm import tqdm
+
     cell_timeout = cell_timeout or DEFAULT_CELL_TIMEOUT[preset]
     notebook_timeout = notebook_timeout or DEFAULT_NOTEBOOK_TIMEOUT[preset]
     outcome = RunOutcome(run_dir)

@@ -365,10 +365,11 @@ def deploy(triton: Triton, name: str) -> None:
     from servelab.triton.repository import deploy_model
 
     with tempfile.TemporaryDirectory() as tmp:
-        folder = deploy_model(name, Path(tmp), gpu=triton.stack.has_gpu)
+        folder = deploy_model(name, Path(tmp), gpu=triton.stack.has_gpu, quiet=True)
         wanted = (folder / "config.pbtxt").read_text()
         if _deployed_config(triton, name) == wanted and _ready(triton.client(), name):
             return  # the stack deployed and loaded exactly this already
+        print(f"deploying models_staging/{name} -> {REPOSITORY}/{name} on the {triton.stack.target} target")
         for path in sorted(p for p in folder.rglob("*") if p.is_file()):
             triton.stack.write_file(f"{REPOSITORY}/{name}/{path.relative_to(folder)}", path.read_bytes())
     triton.stack.reload_model(name)
@@ -414,7 +415,7 @@ def show_model_code(name: str) -> None:
 
 def apply_config(triton: Triton, name: str, cfg: Any, quiet: bool = False) -> Any:
     """Write ``cfg`` as the model's config.pbtxt, show the diff, reload, confirm it is live."""
-    from servelab.triton.config import config_json, config_text, diff_configs, live_config, validate
+    from servelab.triton.config import config_json, config_text, diff_configs, live_config, mc, validate
 
     validate(cfg)
     path = f"{REPOSITORY}/{name}/config.pbtxt"
@@ -428,13 +429,15 @@ def apply_config(triton: Triton, name: str, cfg: Any, quiet: bool = False) -> An
     _wait_ready(triton, name)
     live = live_config(triton.client(), name)
     if not quiet:
-        print(f"live after {time.perf_counter() - started:.1f} s: "
-              f"{[(g.count, g.kind, list(g.gpus)) for g in live.instance_group]}")
+        print(f"live after {time.perf_counter() - started:.1f} s (confirmed by the server): "
+              + ", ".join(f"{g.count} × {mc.ModelInstanceGroup.Kind.Name(g.kind)}"
+                          + (f" on GPUs {list(g.gpus)}" if g.gpus else "") for g in live.instance_group)
+              + f"; dynamic batching {'on' if live.HasField('dynamic_batching') else 'off'}")
     return live
 
 
 def set_instances(triton: Triton, name: str, count: int, gpus: Sequence[int] = (),
-                  threads: str = "auto", quiet: bool = False) -> Any:
+                  threads: str = "auto", quiet: bool = False) -> None:
     """``count`` instances per listed GPU (KIND_GPU) or on the CPU; ``threads`` for food_classifier."""
     from servelab.triton.config import set_instances as set_count
     from servelab.triton.config import set_parameter
@@ -444,18 +447,18 @@ def set_instances(triton: Triton, name: str, count: int, gpus: Sequence[int] = (
     cfg = set_count(cfg, count, kind, gpus if triton.stack.has_gpu else ())
     if "CPU_THREADS" in cfg.parameters:
         cfg = set_parameter(cfg, "CPU_THREADS", threads)
-    return apply_config(triton, name, cfg, quiet)
+    apply_config(triton, name, cfg, quiet)
 
 
 def set_dynamic_batching(triton: Triton, name: str, p: LabParams | None = None, enabled: bool = True,
-                         quiet: bool = False) -> Any:
+                         quiet: bool = False) -> None:
     """Turn dynamic batching on (preferred sizes and queue delay from ``p``) or off."""
     from servelab.triton.config import set_dynamic_batching as set_batching
 
     sizes = p.preferred_batch_sizes if p is not None else [4, 6, 8]
     delay = p.max_queue_delay_us if p is not None else 100
     cfg = set_batching(_read_config(triton, name), enabled, sizes, delay)
-    return apply_config(triton, name, cfg, quiet)
+    apply_config(triton, name, cfg, quiet)
 
 
 def triton_try(triton: Triton, name: str, sample: int = 0) -> pd.DataFrame:

@@ -1,0 +1,73 @@
+"""Parameters: presets, and a bad value fails at the parameters cell with a message saying what to fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from servelab import lab
+from servelab.params import ParameterError, resolve
+
+
+def test_presets_fill_in_sizes() -> None:
+    quick = resolve("local", "quick", seq_requests=None, rate_fractions=None)
+    full = resolve("local", "full", seq_requests=None, rate_fractions=None)
+    assert quick.seq_requests < full.seq_requests == 100
+    assert full.rate_fractions[-1] < 1.5
+    assert resolve("local", "quick", seq_requests=7).seq_requests == 7
+
+
+def test_plan_mode_everywhere_but_chameleon() -> None:
+    assert resolve("local").plan and resolve("docker").plan and not resolve("chameleon").plan
+
+
+@pytest.mark.parametrize(("given", "hint"), [
+    ({"target": "moon"}, "target='moon' is unknown: set target to one of 'local', 'docker', 'chameleon'"),
+    ({"preset": "huge"}, "preset='huge' is unknown"),
+    ({"seq_requests": -5}, "seq_requests=-5 is not a whole number between 1 and"),
+    ({"seq_requests": 2.5}, "seq_requests=2.5 is not a whole number"),
+    ({"concurrency_levels": [16, 8]}, "must be strictly increasing"),
+    ({"concurrency_levels": []}, "must be a list of at least 1"),
+    ({"rate_fractions": [0.5, -1]}, "rate_fractions[1]=-1 must be a number above 0"),
+    ({"client_batch": 64}, "client_batch=64 is not a whole number between 1 and 16"),
+    ({"conc_requests": 4, "concurrency": 16}, "raise conc_requests or lower concurrency"),
+    ({"settle": "maybe"}, "settle='maybe' is not one of 'fixed', 'stable'"),
+    ({"windows": 3}, "unknown parameter 'windows'"),
+])
+def test_bad_values_say_what_to_fix(given: dict, hint: str) -> None:
+    target = given.pop("target", "local")
+    preset = given.pop("preset", "quick")
+    with pytest.raises(ParameterError) as info:
+        resolve(target, preset, **given)
+    assert hint in str(info.value)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_bad_size_fails_at_the_parameters_cell(tmp_path) -> None:
+    """Through the main command's path: the run stops at the validation cell, naming it and the fix."""
+    outcome = lab.run(preset="quick", only=["03"], results_base=tmp_path,
+                      extra={"seq_requests": 0}, report=False)
+    failure = outcome.failure
+    assert failure is not None and failure.name == "03_fastapi"
+    assert "params.resolve" in failure.error
+    assert "ParameterError" in failure.error and "seq_requests=0 is not a whole number" in failure.error
+    assert (outcome.run_dir / "03_fastapi.ipynb").is_file(), "the partly executed notebook is kept"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_unknown_target_fails_at_the_parameters_cell(tmp_path) -> None:
+    outcome = lab.run(preset="quick", only=["00"], results_base=tmp_path, extra={"target": "moon"},
+                      report=False)
+    assert outcome.failure is not None
+    assert "params.resolve" in outcome.failure.error and "target='moon' is unknown" in outcome.failure.error
+
+
+def test_runner_refuses_unknown_target_before_running() -> None:
+    with pytest.raises(ParameterError, match="target='moon'"):
+        lab.run(target="moon", only=["00"])
+
+
+def test_cli_exit_code_names_the_problem(capsys: pytest.CaptureFixture[str]) -> None:
+    assert lab.main(["run", "--preset", "huge", "--only", "00"]) == 2
+    assert "preset='huge' is unknown" in capsys.readouterr().err

@@ -1,0 +1,60 @@
+"""The Jupytext .py files are the notebooks' source; the committed .ipynb must match and carry no outputs."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+SOURCES = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py"))
+
+
+def test_every_step_has_a_notebook() -> None:
+    stems = [p.stem for p in SOURCES]
+    assert [s[:2] for s in stems] == [f"{i:02d}" for i in range(9)], stems
+    for source in SOURCES:
+        assert source.with_suffix(".ipynb").is_file(), f"{source.name} has no paired .ipynb"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_ipynb_in_sync_with_source(source: Path) -> None:
+    expected = jupytext.read(source)
+    committed = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
+    want = [(c.cell_type, c.source) for c in expected.cells]
+    got = [(c.cell_type, c.source) for c in committed.cells]
+    assert got == want, (f"{source.with_suffix('.ipynb').name} is out of sync with {source.name}: "
+                         f"run .venv/bin/jupytext --sync notebooks/{source.name}")
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_committed_notebook_has_no_outputs(source: Path) -> None:
+    nb = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            assert not cell.outputs, f"cell {index} of {source.stem} carries outputs"
+            assert cell.execution_count is None, f"cell {index} of {source.stem} has an execution count"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_parameters_cell_then_validation(source: Path) -> None:
+    nb = jupytext.read(source)
+    tagged = [i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1, f"{source.stem}: exactly one cell tagged 'parameters'"
+    cell = nb.cells[tagged[0]].source
+    assert 'target = "local"' in cell and 'preset = "quick"' in cell
+    following = nb.cells[tagged[0] + 1]
+    assert following.cell_type == "code" and "params.resolve(" in following.source, \
+        f"{source.stem}: the cell after the parameters validates them"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_code_cells_stay_short(source: Path) -> None:
+    nb = jupytext.read(source)
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and "parameters" not in cell.metadata.get("tags", []):
+            statements = len(ast.parse(cell.source).body)
+            assert statements <= 5, f"{source.stem} cell {index}: {statements} statements; move logic to servelab"
