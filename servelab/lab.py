@@ -20,7 +20,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,7 @@ class RunOutcome:
     notebooks: list[NotebookOutcome] = field(default_factory=list)
     seconds: float = 0.0
     report: Path | None = None
+    load_before: float | None = None  # 1-min load average: how busy the machine was (contention)
 
     @property
     def ok(self) -> bool:
@@ -113,12 +114,24 @@ def new_run_dir(preset: str, base: Path | None = None) -> Path:
     return run_dir
 
 
-def _timeout_func(cell_timeout: float, notebook_deadline: float):
-    """Per-cell timeout for nbclient: the cell limit, or less when the notebook's time runs out."""
+def _timeout_func(cell_timeout: float, notebook_deadline: float,
+                  on_cell: Callable[[Any], None] | None = None) -> Callable[[Any], int]:
+    """Per-cell timeout for nbclient: the cell limit, or less when the notebook's time runs out.
+
+    nbclient asks for it as each cell starts, which is also the moment to show
+    which step is running (``on_cell``).
+    """
     def timeout(cell: Any) -> int:
+        if on_cell is not None:
+            on_cell(cell)
         remaining = notebook_deadline - time.monotonic()
         return max(1, int(min(cell_timeout, remaining)))
     return timeout
+
+
+def _first_line(cell: Any) -> str:
+    return next((ln.strip() for ln in str(cell.get("source", "")).splitlines()
+                 if ln.strip() and not ln.lstrip().startswith("#")), "")
 
 
 def _failing_cell(output: Path) -> str:
@@ -143,7 +156,8 @@ def _failing_cell(output: Path) -> str:
 
 
 def run_notebook(path: Path, run_dir: Path, parameters: dict[str, Any], kernel: str,
-                 cell_timeout: float, notebook_timeout: float) -> NotebookOutcome:
+                 cell_timeout: float, notebook_timeout: float,
+                 on_cell: Callable[[Any], None] | None = None) -> NotebookOutcome:
     """Execute one notebook into ``run_dir``; never raises for a failing cell — it reports it."""
     import papermill as pm
 
@@ -152,9 +166,8 @@ def run_notebook(path: Path, run_dir: Path, parameters: dict[str, Any], kernel: 
     try:
         pm.execute_notebook(
             str(path), str(output), parameters=parameters, kernel_name=kernel,
-            cwd=str(REPO_ROOT), progress_bar={"leave": False, "position": 1, "desc": f"  {path.stem}"},
-            request_save_on_cell_execute=True, start_timeout=120,
-            timeout_func=_timeout_func(cell_timeout, start + notebook_timeout),
+            cwd=str(REPO_ROOT), progress_bar=False, request_save_on_cell_execute=True, start_timeout=120,
+            timeout_func=_timeout_func(cell_timeout, start + notebook_timeout, on_cell),
             interrupt_on_timeout=True,
         )
     except pm.PapermillExecutionError as exc:
@@ -197,12 +210,17 @@ def _run_all(paths: list[Path], run_dir: Path, preset: str, target: str, kernel:
     cell_timeout = cell_timeout or DEFAULT_CELL_TIMEOUT[preset]
     notebook_timeout = notebook_timeout or DEFAULT_NOTEBOOK_TIMEOUT[preset]
     outcome = RunOutcome(run_dir)
+    outcome.load_before = _load_average()
     start = time.monotonic()
     bar = tqdm(paths, desc="lab", unit="notebook", position=0)
     for path in bar:
         bar.set_postfix_str(path.stem)
+
+        def show(cell: Any, stem: str = path.stem) -> None:
+            bar.set_postfix_str(f"{stem}: {_first_line(cell)[:60]}")
+
         parameters = {"target": target, "preset": preset, **(extra or {})}
-        result = run_notebook(path, run_dir, parameters, kernel, cell_timeout, notebook_timeout)
+        result = run_notebook(path, run_dir, parameters, kernel, cell_timeout, notebook_timeout, show)
         outcome.notebooks.append(result)
         tqdm.write(f"{'ok  ' if result.ok else 'FAIL'} {path.stem:<28} {result.seconds:6.1f} s")
         if not result.ok:
@@ -217,8 +235,17 @@ def _run_all(paths: list[Path], run_dir: Path, preset: str, target: str, kernel:
     return outcome
 
 
+def _load_average() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
 def _summary(outcome: RunOutcome, preset: str, target: str) -> dict[str, Any]:
     return {"preset": preset, "target": target, "seconds": round(outcome.seconds, 1), "ok": outcome.ok,
+            "cpu_count": os.cpu_count(), "load_average_before": outcome.load_before,
+            "load_average_after": _load_average(),
             "notebooks": [{"name": n.name, "seconds": round(n.seconds, 1), "ok": n.ok, "error": n.error}
                           for n in outcome.notebooks]}
 
@@ -234,11 +261,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     run_p.add_argument("--notebook-timeout", type=float, help="seconds per notebook")
     rep_p = sub.add_parser("report", help="(re)write report.html for an existing run folder")
     rep_p.add_argument("run_dir", type=Path)
+    rep_p.add_argument("--compare", type=Path, help="another run's folder (e.g. a GPU run) to set beside it")
     args = parser.parse_args(argv)
     if args.command == "report":
         from servelab.report import write_report
 
-        print(write_report(args.run_dir))
+        print(write_report(args.run_dir, args.compare))
         return 0
     try:
         outcome = run(args.preset, args.target, args.only, cell_timeout=args.cell_timeout,

@@ -140,8 +140,7 @@ def fig_fastapi(df: pd.DataFrame) -> Figure:
 def fig_breakdown(df: pd.DataFrame, x: str = "concurrency", title: str = "") -> Figure:
     """Server-side queue vs compute time per request (stacked), and client p50/p99, per ``x``."""
     fig, (left, right) = _figure(cols=2)
-    labels = [_label(r, x) if "label" not in df or not r.get("label") else str(r["label"])
-              for _, r in df.iterrows()]
+    labels = _tick_labels(df, x)
     positions = list(range(len(df)))
     bottom = pd.Series([0.0] * len(df))
     for column, colour in [(QUEUE, "tab:red"), *zip(COMPUTE_PARTS, ("tab:olive", "tab:blue", "tab:cyan"),
@@ -149,19 +148,27 @@ def fig_breakdown(df: pd.DataFrame, x: str = "concurrency", title: str = "") -> 
         values = _num(df, column).fillna(0.0).reset_index(drop=True)
         left.bar(positions, values, bottom=bottom, color=colour, label=column.removesuffix("_ms"))
         bottom = bottom + values
-    left.set_xticks(positions, labels, fontsize=8)
+    left.set_xticks(positions, labels, fontsize=7, rotation=15 if len(labels[0]) > 8 else 0)
     left.set_ylabel("server time per request (ms)")
     left.set_xlabel(x)
     left.legend(fontsize=7)
     right.plot(positions, _num(df, "p50_ms"), "o-", label="p50")
     right.plot(positions, _num(df, "p99_ms"), "s--", label="p99")
-    right.set_xticks(positions, labels, fontsize=8)
+    right.set_xticks(positions, labels, fontsize=7, rotation=15 if len(labels[0]) > 8 else 0)
     right.set_ylabel("client latency (ms)")
     right.set_xlabel(x)
     right.legend(fontsize=8)
     fig.suptitle(title or "queue vs compute", fontsize=11)
     fig.tight_layout()
     return fig
+
+
+def _tick_labels(df: pd.DataFrame, x: str) -> list[str]:
+    """The ``x`` values, or the rows' labels where ``x`` alone does not tell the rows apart."""
+    values = [_label(r, x) for _, r in df.iterrows()]
+    if len(set(values)) == len(values) or "label" not in df:
+        return values
+    return [str(r.get("label") or v) for v, (_, r) in zip(values, df.iterrows(), strict=True)]
 
 
 def fig_scaling(df: pd.DataFrame, title: str = "") -> Figure:
@@ -292,7 +299,8 @@ def read_scaling(df: pd.DataFrame) -> str:
     if df.empty:
         return "no measurements"
     best = df.loc[_num(df, "throughput").idxmax()]
-    return (f"best throughput {float(best['throughput']):.1f}/s with {best.get('label', best.get('instances'))}; "
+    name = best.get("label", best.get("instances"))
+    return (f"best throughput {float(best['throughput']):.1f}/s with {name}; "
             + ", ".join(f"{r.get('label', r.get('instances'))}: {float(r['throughput']):.1f}/s, "
                         f"p99 {float(r['p99_ms']):.0f} ms" for _, r in df.iterrows()))
 
@@ -305,7 +313,8 @@ def read_rates(df: pd.DataFrame) -> str:
     off = _first(df, "p99_ms", rate=top, dynamic_batching=False)
     if on is None or off is None:
         return f"highest rate {top:.0f}/s"
-    return f"at the highest rate ({top:.0f}/s) p99 is {off:.0f} ms with batching off and {on:.0f} ms with it on"
+    return (f"at the highest rate ({top:.0f}/s) p99 is {off:.0f} ms with batching off "
+            f"and {on:.0f} ms with it on")
 
 
 def read_batch_sizes(counts: dict[int, int]) -> str:
@@ -373,7 +382,8 @@ def expected_effects(fastapi: pd.DataFrame, triton: pd.DataFrame) -> list[Check]
         f"Triton Python backend: latency at concurrency {c_hi or '16':.0f} > 4× latency at {c_lo or 1:.0f}"
         if c_hi else "Triton Python backend: latency at concurrency 16 > 4× latency at 1",
         lat, lambda a, b: b > 4 * a, lambda a, b: f"p50 {a:.0f} ms → {b:.0f} ms ({b / a:.1f}×)"))
-    comp = (_row(sweep, "compute_infer_ms", concurrency=c_lo), _row(sweep, "compute_infer_ms", concurrency=c_hi)) \
+    comp = (_row(sweep, "compute_infer_ms", concurrency=c_lo),
+            _row(sweep, "compute_infer_ms", concurrency=c_hi)) \
         if c_hi is not None and c_lo is not None and c_hi > c_lo else (None, None)
     checks.append(_check(
         "Triton Python backend: compute time stays flat (< 2×) while concurrency rises",
@@ -436,7 +446,8 @@ def expected_effects(fastapi: pd.DataFrame, triton: pd.DataFrame) -> list[Check]
     top = _row(dyn, "rate", "max")
     checks.append(_check(
         "At the highest rate, p99 with dynamic batching ≤ p99 without",
-        (_row(dyn, "p99_ms", rate=top, dynamic_batching=False), _row(dyn, "p99_ms", rate=top, dynamic_batching=True))
+        (_row(dyn, "p99_ms", rate=top, dynamic_batching=False),
+         _row(dyn, "p99_ms", rate=top, dynamic_batching=True))
         if top is not None else (None, None),
         lambda off, on: on <= off, lambda off, on: f"off {off:.1f} ms, on {on:.1f} ms", gpu_only=True))
     return checks
@@ -464,14 +475,15 @@ def _plot(fig: Figure, reading: str) -> str:
             f"<figcaption>{html.escape(reading)}</figcaption></figure>")
 
 
-TRITON_COLUMNS = ["step", "model", "label", "instances", "threads", "dynamic_batching", "concurrency", "batch",
+TRITON_COLUMNS = ["step", "model", "label", "instances", "threads", "dynamic_batching", "concurrency",
+                  "batch",
                   "distribution", "rate", "throughput", "p50_ms", "p99_ms", QUEUE, *COMPUTE_PARTS,
                   "cpu_util_pct", "gpu_util_pct", "settled"]
 FASTAPI_COLUMNS = ["backend", "mode", "concurrency", "requests", "errors", "median_ms", "p95_ms", "p99_ms",
                    "throughput_rps", "cpu_util_pct", "gpu_util_pct"]
 
 
-def sections(run_dir: Path) -> list[Section]:
+def sections(run_dir: Path, compare: Path | None = None) -> list[Section]:
     """Every section of the report, in the lab's order."""
     fastapi, flask = load(run_dir, FASTAPI), load(run_dir, FLASK)
     triton = normalise_triton(load(run_dir, TRITON))
@@ -496,7 +508,7 @@ def sections(run_dir: Path) -> list[Section]:
     if not util.empty and "cpu_util_pct" in util:
         out.append(Section("CPU / GPU utilisation during each run", [
             _plot(fig_utilisation(util), _read_util(util))]))
-    out.append(_effects_section(fastapi, triton))
+    out.append(_effects_section(fastapi, triton, compare))
     return out
 
 
@@ -539,7 +551,10 @@ def _machine_section(run_dir: Path, *frames: pd.DataFrame) -> Section:
     if run_file.exists():
         run = json.loads(run_file.read_text())
         facts.update({"preset": run.get("preset"), "target": run.get("target"),
-                      "total time (s)": run.get("seconds"), "all notebooks passed": run.get("ok")})
+                      "total time (s)": run.get("seconds"), "all notebooks passed": run.get("ok"),
+                      "1-min load average before / after the run (contention)":
+                          f"{run.get('load_average_before')} / {run.get('load_average_after')} "
+                          f"on {run.get('cpu_count')} cores"})
         timings = pd.DataFrame(run.get("notebooks", []))
     else:
         timings = pd.DataFrame()
@@ -550,15 +565,26 @@ def _machine_section(run_dir: Path, *frames: pd.DataFrame) -> Section:
     return Section("Machine and run", parts)
 
 
-def _effects_section(fastapi: pd.DataFrame, triton: pd.DataFrame) -> Section:
+def _effects_section(fastapi: pd.DataFrame, triton: pd.DataFrame, compare: Path | None = None) -> Section:
     checks = expected_effects(fastapi, triton)
+    other: list[Check] = []
+    other_name = ""
+    if compare is not None:
+        other = expected_effects(load(compare, FASTAPI), normalise_triton(load(compare, TRITON)))
+        facts = load(compare, FASTAPI)
+        other_name = f"{Path(compare).name} ({facts.iloc[0].get('gpu', '?')})" if not facts.empty else ""
     rows = "".join(
         f'<tr class="{c.status.replace(" ", "-")}"><td>{html.escape(c.effect)}'
         f'{" <small>(a GPU effect)</small>" if c.gpu_only else ""}</td>'
-        f"<td>{c.status}</td><td>{html.escape(c.evidence)}</td></tr>" for c in checks)
+        f"<td>{c.status}</td><td>{html.escape(c.evidence)}</td>"
+        + (f"<td>{o.status}: {html.escape(o.evidence)}</td>" if o is not None else "")
+        + "</tr>" for c, o in zip(checks, other or [None] * len(checks), strict=True))
     seen = sum(c.status == "observed" for c in checks)
-    summary = f"<p>{seen} of {len(checks)} expected effects observed in this run. {html.escape(NOISE_NOTE)}</p>"
-    table = f'<table class="data effects"><tr><th>expected effect</th><th>this run</th><th>numbers</th></tr>{rows}</table>'
+    summary = (f"<p>{seen} of {len(checks)} expected effects observed in this run. "
+               f"{html.escape(NOISE_NOTE)}</p>")
+    head = ("<tr><th>expected effect</th><th>this run</th><th>numbers</th>"
+            + (f"<th>compared run {html.escape(other_name)}</th>" if other else "") + "</tr>")
+    table = f'<table class="data effects">{head}{rows}</table>'
     return Section("The lab's expected effects: observed in this run?", [summary, table])
 
 
@@ -573,17 +599,21 @@ tr.not-measured td:nth-child(2){color:#777}.effects td{text-align:left}
 """
 
 
-def render(run_dir: Path) -> str:
-    """The whole report as one HTML string (plots embedded)."""
+def render(run_dir: Path, compare: Path | None = None) -> str:
+    """The whole report as one HTML string (plots embedded); ``compare``: another run (e.g. on a GPU)."""
     body = "".join(f"<section><h2>{html.escape(s.title)}</h2>{''.join(s.parts)}</section>"
-                   for s in sections(run_dir))
+                   for s in sections(run_dir, compare))
     title = f"serve-system lab — results of {Path(run_dir).name}"
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
             f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>{body}</body></html>")
 
 
-def write_report(run_dir: Path) -> Path:
-    """Write ``run_dir/report.html`` from the results in ``run_dir``; returns its path."""
+def write_report(run_dir: Path, compare: Path | None = None) -> Path:
+    """Write ``run_dir/report.html`` from the results in ``run_dir``; returns its path.
+
+    ``compare`` names another run's folder (a GPU run, say) whose expected-effect
+    checks are shown next to this run's.
+    """
     path = Path(run_dir) / "report.html"
-    path.write_text(render(Path(run_dir)))
+    path.write_text(render(Path(run_dir), Path(compare) if compare else None))
     return path

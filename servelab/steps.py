@@ -39,7 +39,8 @@ CPU_VS_GPU = [
     ("Queuing: latency grows with concurrency, compute stays flat (steps 3-4)", "yes, fully"),
     ("ONNX Runtime faster than eager PyTorch per image (steps 3, 6)", "yes, about 2.5-3x"),
     ("More instances than cores never helps; threads per instance matter (step 5)", "yes, sharply"),
-    ("Instances spread over two GPUs raise GPU utilisation (steps 5, 6)", "no: no GPU; instances share cores"),
+    ("Instances spread over two GPUs raise GPU utilisation (steps 5, 6)",
+     "no: no GPU; instances share cores"),
     ("Client batch 16 costs little more than one image (step 4)", "no: a CPU batch costs ~its size"),
     ("Dynamic batching keeps latency flat as the rate rises (step 7)",
      "partly: batches form (see the stats) but add no throughput"),
@@ -506,17 +507,20 @@ def measure(triton: Triton, name: str, p: LabParams, step: str, label: str = "",
     from servelab.triton import experiments
 
     clients = concurrency or 1  # perf_analyzer wants at least one request per client in a window
+    # a client batch carries `batch` images per request: fewer requests give the same work
+    window = p.window_requests if batch == 1 else max(8, p.window_requests // 4)
     if p.settle == "fixed":  # one window per level: no stability search, fast and predictable
-        settle: dict[str, Any] = {"request_count": max(p.window_requests, 2 * clients)}
+        settle: dict[str, Any] = {"request_count": max(window, 2 * clients)}
     else:
-        settle = {"measurement_mode": "count_windows", "measurement_request_count": p.window_requests,
+        settle = {"measurement_mode": "count_windows", "measurement_request_count": window,
                   "stability_percentage": p.stability_pct, "max_trials": p.max_trials}
     load: dict[str, Any] = ({"concurrency": concurrency} if concurrency is not None
                             else {"request_rate": round(float(rate or 0), 1), "distribution": distribution})
     runner = getattr(triton.stack, "perf_runner", lambda: None)()
     columns = {"step": step, "threads": "split", **(extra or {})}
     frame = experiments.measure(triton, name, label or step, batch=batch, settle=settle, runner=runner,
-                                warmup_requests=max(clients, min(16, p.window_requests // 4)), extra=columns, **load)
+                                warmup_requests=max(clients, min(16, window // 4)),
+                                extra=columns, **load)
     return report.normalise_triton(frame)
 
 
@@ -573,7 +577,7 @@ def instance_plan(stack: Stack, p: LabParams) -> pd.DataFrame:
 
 
 def instance_scaling(triton: Triton, name: str, plan: pd.DataFrame, p: LabParams) -> pd.DataFrame:
-    """For each planned step: change instance_group (diff shown), reload, measure at ``scaling_concurrency``."""
+    """Each planned step: change instance_group (diff shown), reload, measure at ``scaling_concurrency``."""
     frames = []
     for _, step in tqdm(list(plan.iterrows()), desc="instance steps", unit="config"):
         set_instances(triton, name, int(step["count"]), list(step["gpus"]))
@@ -644,7 +648,8 @@ def dynamic_batching_sweep(triton: Triton, name: str, capacity: float, p: LabPar
         set_dynamic_batching(triton, name, p, enabled, quiet=True)
         state = "on" if enabled else "off"
         frames.append(_measure_all(triton, name, p, "dynamic_batching",
-                                   [{"rate": r, "distribution": "poisson", "label": f"batching {state} {r:g}/s"}
+                                   [{"rate": r, "distribution": "poisson",
+                                     "label": f"batching {state} {r:g}/s"}
                                     for r in rates]))
     return concat(*frames)
 

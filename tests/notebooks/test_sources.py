@@ -57,4 +57,4 @@ def test_code_cells_stay_short(source: Path) -> None:
     for index, cell in enumerate(nb.cells):
         if cell.cell_type == "code" and "parameters" not in cell.metadata.get("tags", []):
             statements = len(ast.parse(cell.source).body)
-            assert statements <= 5, f"{source.stem} cell {index}: {statements} statements; move logic to servelab"
+            assert statements <= 5, f"{source.stem} cell {index}: {statements} statements (move logic out)"
