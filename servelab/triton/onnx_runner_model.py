@@ -8,15 +8,17 @@ the one staged config.pbtxt. On GPU targets the real ``onnxruntime`` backend
 runs the staged config unchanged. Self-contained: needs only numpy and
 onnxruntime in the server's Python.
 
-Threads per instance: cores divided among the CPU instances (env
-``SERVELAB_TRITON_THREADS`` = a number or ``default`` overrides), so two
-instances do not fight over the same cores.
+Threads per instance: cores divided among the running CPU instances, re-checked
+while serving because Triton adds/removes instances in place when only the
+count changes (env ``SERVELAB_TRITON_THREADS`` = a number or ``default``
+overrides), so two instances do not fight over the same cores.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,39 +26,84 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 
-def _threads(model_config: dict[str, Any]) -> int:
-    setting = os.environ.get("SERVELAB_TRITON_THREADS", "auto").strip().lower()
+def _setting() -> str:
+    return os.environ.get("SERVELAB_TRITON_THREADS", "auto").strip().lower()
+
+
+def _cpu_instances(model_config: dict[str, Any]) -> int:
+    groups = model_config.get("instance_group", [])
+    return sum(int(g.get("count", 1)) for g in groups if g.get("kind", "KIND_CPU") == "KIND_CPU") or 1
+
+
+def running_instances(model_file: str) -> int:
+    """Stub processes of this model under the same server right now (Triton changes counts in place)."""
+    parent, wanted, count = os.getppid(), model_file.encode(), 0
+    try:
+        entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
+    except OSError:
+        return 1
+    for pid in entries:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                ppid = int(handle.read().rsplit(b")", 1)[1].split()[1])
+            if ppid != parent:
+                continue
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                if wanted in handle.read():
+                    count += 1
+        except (OSError, ValueError, IndexError):
+            continue
+    return max(count, 1)
+
+
+def _threads(instances: int) -> int:
+    setting = _setting()
     if setting == "default":
         return 0  # onnxruntime's own choice
     if setting != "auto":
         return max(1, int(setting))
-    groups = model_config.get("instance_group", [])
-    instances = sum(int(g.get("count", 1)) for g in groups if g.get("kind", "KIND_CPU") == "KIND_CPU") or 1
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, cores // instances)
+    return max(1, cores // max(1, instances))
 
 
 class TritonPythonModel:
     """Runs model.onnx with ONNX Runtime: one session run per batch Triton hands it."""
 
     def initialize(self, args: dict[str, Any]) -> None:
-        import onnxruntime as ort
-
         config = json.loads(args["model_config"])
+        self.name = config["name"]
         to_numpy = pb_utils.triton_string_to_numpy
         self.inputs = [(i["name"], to_numpy(i["data_type"])) for i in config["input"]]
         self.outputs = [(o["name"], to_numpy(o["data_type"])) for o in config["output"]]
-        path = Path(args["model_repository"]) / args["model_version"] / "model.onnx"
-        if not path.is_file():
-            raise RuntimeError(f"ONNX model not found: {path}; build it with: python -m servelab.model build")
+        self.path = Path(args["model_repository"]) / args["model_version"] / "model.onnx"
+        if not self.path.is_file():
+            raise RuntimeError(f"ONNX model not found: {self.path}; "
+                               "build it with: python -m servelab.model build")
+        self.next_thread_check = time.monotonic() + 2.0
+        self.session = self._session(_threads(_cpu_instances(config)))
+
+    def _session(self, threads: int) -> Any:
+        import onnxruntime as ort
+
         options = ort.SessionOptions()
-        options.intra_op_num_threads = _threads(config)
+        options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
-        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        pb_utils.Logger.log_info(f"{config['name']}: onnxruntime runner, intra-op threads "
-                                 f"{options.intra_op_num_threads or 'default'}")
+        self.threads = threads
+        pb_utils.Logger.log_info(f"{self.name}: onnxruntime runner, intra-op threads {threads or 'default'}")
+        return ort.InferenceSession(str(self.path), options, providers=["CPUExecutionProvider"])
+
+    def _retune_threads(self) -> None:
+        """In ``auto`` mode, follow in-place instance-count changes (checked at most every 2 s)."""
+        now = time.monotonic()
+        if _setting() != "auto" or now < self.next_thread_check:
+            return
+        self.next_thread_check = now + 2.0
+        wanted = _threads(running_instances(__file__))
+        if wanted != self.threads:
+            self.session = self._session(wanted)
 
     def execute(self, requests: list[Any]) -> list[Any]:
+        self._retune_threads()
         feeds: dict[str, np.ndarray] = {}
         sizes: list[int] = []
         for name, dtype in self.inputs:

@@ -85,7 +85,22 @@ def deploy_model(staged_name: str, repository: Path, gpu: bool, staging_dir: Pat
         say(f"  {staged_name}: this Triton has no onnxruntime backend; serving model.onnx through a "
             "generated Python-backend runner (model.py calling onnxruntime), same name and I/O")
     (dest / CONFIG_NAME).write_text(config_text(cfg))
+    if cfg.backend == "python":
+        precompile(dest)
     return dest
+
+
+def precompile(model_dir: Path) -> None:
+    """Write model.py's bytecode now, so the first load does not write a __pycache__.
+
+    A file appearing in a version folder after the load makes Triton treat the
+    next config change as a modified model: a full reload (every instance
+    restarted, seconds) instead of adding/removing instances in place.
+    """
+    import py_compile
+
+    for source in Path(model_dir).glob("[0-9]*/model.py"):
+        py_compile.compile(str(source), doraise=True)
 
 
 MODELS = ("food_classifier", "food_classifier_onnx")

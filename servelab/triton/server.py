@@ -87,6 +87,9 @@ def server_env() -> dict[str, str]:
     return {
         "LD_LIBRARY_PATH": ":".join(p for p in [*libdirs, old_ld] if p),
         "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}",
+        # a __pycache__ written into the model folder after a load makes Triton see a
+        # modified model and fully reload it, instead of adding/removing instances in place
+        "PYTHONDONTWRITEBYTECODE": "1",
     }
 
 
@@ -148,6 +151,7 @@ class TritonServer:
             f"--backend-directory={prepare_backends()}",
             f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
             f"--exit-timeout-secs={self.exit_timeout_s}",
+            "--disable-auto-complete-config",  # configs are complete; saves a stub start per load
             f"--log-verbose={1 if self.verbose else 0}",
             *self.extra_args,
         ]

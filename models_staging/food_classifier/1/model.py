@@ -8,9 +8,11 @@ dynamic batching worth anything. A request whose image is broken gets an error
 response of its own; the others in the batch are still answered.
 
 Config parameters (config.pbtxt ``parameters``):
-- ``CPU_THREADS``: ``auto`` (cores divided among the CPU instances, so several
-  instances do not oversubscribe the cores), ``default`` (leave torch alone) or
-  a number. Env ``SERVELAB_TRITON_THREADS`` overrides it.
+- ``CPU_THREADS``: ``auto`` (cores divided among the running CPU instances, so
+  several instances do not oversubscribe the cores; re-checked while serving,
+  because Triton adds/removes instances in place when only the count changes),
+  ``default`` (leave torch alone: the plain implementation the lab compares
+  with) or a number. Env ``SERVELAB_TRITON_THREADS`` overrides it.
 - ``EXECUTION``: ``batch`` (one forward pass per execute) or ``per_request``
   (one forward pass per request: the plain implementation the lab compares with).
 - ``SERVELAB_ROOT``: where the ``servelab`` package lives when it is not installed
@@ -22,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +59,37 @@ def _cpu_instances(model_config: dict[str, Any]) -> int:
     return sum(int(g.get("count", 1)) for g in groups if g.get("kind", "KIND_CPU") == "KIND_CPU") or 1
 
 
-def choose_threads(setting: str, model_config: dict[str, Any], on_gpu: bool) -> int | None:
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def running_instances(model_file: str) -> int:
+    """How many stub processes of this model the server runs right now (this one included).
+
+    Triton adds or removes instances in place when only the instance count
+    changes, so the count an instance saw at start-up goes stale; the live
+    count is read from /proc (siblings under the same server running this model.py).
+    """
+    parent, wanted, count = os.getppid(), model_file.encode(), 0
+    try:
+        entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
+    except OSError:
+        return 1
+    for pid in entries:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                ppid = int(handle.read().rsplit(b")", 1)[1].split()[1])
+            if ppid != parent:
+                continue
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                if wanted in handle.read():
+                    count += 1
+        except (OSError, ValueError, IndexError):
+            continue
+    return max(count, 1)
+
+
+def choose_threads(setting: str, instances: int, on_gpu: bool) -> int | None:
     """Intra-op threads for this instance; None leaves torch's default (all cores)."""
     setting = os.environ.get("SERVELAB_TRITON_THREADS", setting or "auto").strip().lower()
     if setting == "default":
@@ -65,8 +98,7 @@ def choose_threads(setting: str, model_config: dict[str, Any], on_gpu: bool) -> 
         return max(1, int(setting))
     if on_gpu:
         return 1  # the CPU only decodes images; the GPU does the maths
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, cores // _cpu_instances(model_config))
+    return max(1, _cores() // max(1, instances))
 
 
 class TritonPythonModel:
@@ -83,7 +115,11 @@ class TritonPythonModel:
         kind = args.get("model_instance_kind", "CPU")
         on_gpu = kind == "GPU" and torch.cuda.is_available()
         self.device = f"cuda:{args.get('model_instance_device_id', '0')}" if on_gpu else "cpu"
-        threads = choose_threads(params.get("CPU_THREADS", "auto"), model_config, on_gpu)
+        self.thread_setting = params.get("CPU_THREADS", "auto")
+        self.adapt_threads = (not on_gpu and os.environ.get("SERVELAB_TRITON_THREADS", self.thread_setting)
+                              .strip().lower() == "auto")
+        self.next_thread_check = 0.0
+        threads = choose_threads(self.thread_setting, _cpu_instances(model_config), on_gpu)
         if threads is not None:
             torch.set_num_threads(threads)
         self.per_request = params.get("EXECUTION", "batch").strip().lower() == "per_request"
@@ -97,6 +133,17 @@ class TritonPythonModel:
             f"food_classifier instance {args.get('model_instance_name')} on {self.device}, "
             f"threads={torch.get_num_threads()}, execution={'per_request' if self.per_request else 'batch'}"
         )
+
+    def _retune_threads(self) -> None:
+        """In ``auto`` mode, follow in-place instance-count changes (checked at most every 2 s)."""
+        now = time.monotonic()
+        if not self.adapt_threads or now < self.next_thread_check:
+            return
+        self.next_thread_check = now + 2.0
+        wanted = choose_threads("auto", running_instances(__file__), on_gpu=False)
+        if wanted is not None and wanted != self.torch.get_num_threads():
+            self.torch.set_num_threads(wanted)
+            pb_utils.Logger.log_info(f"food_classifier: {wanted} intra-op thread(s) per instance now")
 
     def _decode(self, item: Any) -> np.ndarray:
         """One INPUT_IMAGE element (base64 text or raw image bytes) → [3, 224, 224]."""
@@ -131,6 +178,7 @@ class TritonPythonModel:
     def execute(self, requests: list[Any]) -> list[Any]:
         from servelab.preprocess import ImageError
 
+        self._retune_threads()
         arrays: list[np.ndarray | None] = []
         errors: list[str | None] = []
         for request in requests:
