@@ -100,7 +100,9 @@ def precompile(model_dir: Path) -> None:
     import py_compile
 
     for source in Path(model_dir).glob("[0-9]*/model.py"):
-        py_compile.compile(str(source), doraise=True)
+        # hash-checked: stays valid when the folder is copied (new mtimes) to another host or stack
+        py_compile.compile(str(source), doraise=True,
+                           invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
 
 
 MODELS = ("food_classifier", "food_classifier_onnx")

@@ -11,12 +11,14 @@ Explicit model control lets the lab load and reload single models in seconds.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
 import sys
 import sysconfig
 import uuid
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from typing import Any
 from servelab.procs import ManagedProcess, free_port, http_ok, wait_until
 
 SHM_GLOB_PREFIX = "triton_python_backend_shm_region"
+_SERVERS: weakref.WeakSet[TritonServer] = weakref.WeakSet()
 DEFAULT_EXIT_TIMEOUT_S = 5
 
 
@@ -163,6 +166,7 @@ class TritonServer:
         if not self.repository.is_dir():
             raise FileNotFoundError(f"model repository {self.repository} does not exist")
         self.process = ManagedProcess("tritonserver", self.argv(), self.log_path, env=server_env())
+        _SERVERS.add(self)
         try:
             self.process.wait_http(f"http://{self.url}/v2/health/ready", timeout=timeout)
         except BaseException:
@@ -189,6 +193,7 @@ class TritonServer:
         for region in Path("/dev/shm").glob(f"{self.shm_prefix}*"):
             with contextlib.suppress(OSError):
                 region.unlink()
+        _SERVERS.discard(self)
 
     def __enter__(self) -> TritonServer:
         return self.start()
@@ -278,3 +283,12 @@ class TritonServer:
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
         return f"TritonServer({self.repository}, http={self.url}, {state})"
+
+
+def _stop_all_servers() -> None:
+    """At interpreter exit (also after Ctrl-C): stop servers and remove their shared memory."""
+    for server in list(_SERVERS):
+        server.stop()
+
+
+atexit.register(_stop_all_servers)  # registered after servelab.procs' handler, so it runs first

@@ -49,3 +49,24 @@ def test_addresses(triton) -> None:
 
     with urllib.request.urlopen(triton.metrics_url, timeout=5) as reply:
         assert b"nv_inference_count" in reply.read()
+
+
+def test_interpreter_exit_stops_the_server(tmp_path: Path) -> None:
+    """A script that forgets stop(): nothing is left once its interpreter exits."""
+    import subprocess
+    import sys
+    import textwrap
+
+    (tmp_path / "repo").mkdir()
+    script = textwrap.dedent(f"""
+        from pathlib import Path
+        from servelab.triton.server import TritonServer
+        server = TritonServer(Path({str(tmp_path / 'repo')!r}), log_path=Path({str(tmp_path / 't.log')!r}))
+        server.start()
+        print(server.pid, server.shm_prefix, flush=True)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120, check=True)
+    pid, prefix = out.stdout.split()
+    assert not psutil.pid_exists(int(pid)) or psutil.Process(int(pid)).status() == psutil.STATUS_ZOMBIE
+    assert not list(Path("/dev/shm").glob(f"{prefix}*"))
