@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -92,11 +93,12 @@ def test_instances_1_to_2_live_without_restart_while_answering(triton, tri, samp
     stop, outcomes = threading.Event(), []
     sender = threading.Thread(target=_keep_sending, args=(triton, tri, batch, stop, outcomes))
     sender.start()
+    log_offset = triton.log_path.stat().st_size
     try:
         time.sleep(0.5)
         result = configure(triton, ONNX, instances=2)
         answered_during = len(outcomes)
-        time.sleep(0.5)
+        time.sleep(2.5)  # the first instance re-checks its thread count at most every 2 s
     finally:
         stop.set()
         sender.join(30)
@@ -109,6 +111,12 @@ def test_instances_1_to_2_live_without_restart_while_answering(triton, tri, samp
     assert not failures, failures[:3]
     assert answered_during > 0 and len(outcomes) > answered_during
     assert back["live"]["instances"] == "1xKIND_CPU"
+    with triton.log_path.open("rb") as handle:
+        handle.seek(log_offset)
+        log = handle.read().decode(errors="replace")
+    cores = len(os.sched_getaffinity(0))
+    if cores >= 2:  # in place: the new instance starts with cores//2 threads, the old one follows
+        assert log.count(f"intra-op threads {cores // 2}") >= 2, log[-2000:]
 
 
 def test_bad_configs_are_refused_and_the_old_one_keeps_serving(triton, tri, samples) -> None:
