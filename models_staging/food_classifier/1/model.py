@@ -184,11 +184,16 @@ class TritonPythonModel:
         for request in requests:
             items = pb_utils.get_input_tensor_by_name(request, "INPUT_IMAGE").as_numpy().reshape(-1)
             try:
+                if items.size == 0:
+                    raise ImageError("INPUT_IMAGE holds no image")
                 arrays.append(np.stack([self._decode(item) for item in items]))
                 errors.append(None)
             except ImageError as exc:
                 arrays.append(None)
                 errors.append(f"bad image: {exc}")
+            except Exception as exc:  # anything else about this request fails it alone, not the batch
+                arrays.append(None)
+                errors.append(f"could not process the image: {exc.__class__.__name__}: {exc}")
         good = [a for a in arrays if a is not None]
         if self.per_request:
             results = [self._forward(a) for a in good]
