@@ -90,9 +90,6 @@ def server_env() -> dict[str, str]:
     return {
         "LD_LIBRARY_PATH": ":".join(p for p in [*libdirs, old_ld] if p),
         "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}",
-        # a __pycache__ written into the model folder after a load makes Triton see a
-        # modified model and fully reload it, instead of adding/removing instances in place
-        "PYTHONDONTWRITEBYTECODE": "1",
     }
 
 
@@ -276,6 +273,11 @@ class TritonServer:
         url = f"http://{self.url}/v2/models/{name}/ready"
         wait_until(lambda: http_ok(url), f"model '{name}' to be ready on Triton at {self.url}",
                    timeout, alive=self.process.exit_problem if self.process else None)
+
+    def models(self) -> list[dict[str, Any]]:
+        """The repository index: every model with its state (READY, UNAVAILABLE + reason, …)."""
+        self._check_alive()
+        return list(self.client().get_model_repository_index())
 
     def model_ready(self, name: str) -> bool:
         return http_ok(f"http://{self.url}/v2/models/{name}/ready")
