@@ -88,6 +88,8 @@ class TritonPythonModel:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
+        # idle intra-op threads would spin and steal the cores other instances need
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.threads = threads
         pb_utils.Logger.log_info(f"{self.name}: onnxruntime runner, intra-op threads {threads or 'default'}")
         return ort.InferenceSession(str(self.path), options, providers=["CPUExecutionProvider"])
