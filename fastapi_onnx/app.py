@@ -10,9 +10,8 @@ micro-batcher and why it exists) is in ``servelab/serving.py``.
 
 from pathlib import Path
 
-from servelab.serving import Settings, create_app, load_backend
+from servelab.serving import Settings, create_app
 
 settings = Settings.from_env(default_model_path=Path(__file__).resolve().parent / "food11.onnx",
                              default_max_batch=16)
-app = create_app(load_backend("onnx", settings.model_path, settings.infer_threads), settings,
-                 title="Food-11 classifier (ONNX Runtime)")
+app = create_app("onnx", settings, title="Food-11 classifier (ONNX Runtime)")

@@ -12,9 +12,8 @@ micro-batcher and why it exists) is in ``servelab/serving.py``.
 
 from pathlib import Path
 
-from servelab.serving import Settings, create_app, load_backend
+from servelab.serving import Settings, create_app
 
 settings = Settings.from_env(default_model_path=Path(__file__).resolve().parent / "food11.pth",
                              default_max_batch=4)
-app = create_app(load_backend("pt", settings.model_path, settings.infer_threads), settings,
-                 title="Food-11 classifier (PyTorch)")
+app = create_app("pt", settings, title="Food-11 classifier (PyTorch)")

@@ -40,7 +40,7 @@ async def _gather(batcher: MicroBatcher, count: int) -> list[object]:
 
 def test_worker_survives_a_failing_batch() -> None:
     model = CountingModel(fail_first=1)
-    batcher = MicroBatcher(model, max_batch=1, preprocess_workers=1)
+    batcher = MicroBatcher(lambda: model, max_batch=1, preprocess_workers=1)
     try:
         results = asyncio.run(_gather(batcher, 3))
     finally:
@@ -52,7 +52,7 @@ def test_worker_survives_a_failing_batch() -> None:
 def test_waiting_requests_are_batched_up_to_max_batch() -> None:
     hold = threading.Event()
     model = CountingModel(hold=hold)
-    batcher = MicroBatcher(model, max_batch=4, preprocess_workers=2)
+    batcher = MicroBatcher(lambda: model, max_batch=4, preprocess_workers=2)
 
     async def scenario() -> list[object]:
         tasks = asyncio.gather(*(batcher.predict(IMAGE) for _ in range(9)))
@@ -68,7 +68,7 @@ def test_waiting_requests_are_batched_up_to_max_batch() -> None:
 
 
 def test_a_bad_image_fails_only_its_own_request() -> None:
-    batcher = MicroBatcher(CountingModel(), max_batch=8, preprocess_workers=2)
+    batcher = MicroBatcher(CountingModel, max_batch=8, preprocess_workers=2)
 
     async def scenario() -> list[object]:
         return await asyncio.gather(batcher.predict("not base64!"), batcher.predict(IMAGE),
@@ -80,6 +80,14 @@ def test_a_bad_image_fails_only_its_own_request() -> None:
         batcher.close()
     assert isinstance(bad, ImageError)
     assert isinstance(good, np.ndarray)
+
+
+def test_a_model_that_fails_to_load_fails_the_start() -> None:
+    def load() -> CountingModel:
+        raise FileNotFoundError("weights.pth")
+
+    with pytest.raises(FileNotFoundError, match=r"weights\.pth"):
+        MicroBatcher(load, max_batch=1, preprocess_workers=1)
 
 
 def test_settings_reject_nonsense() -> None:
