@@ -295,6 +295,38 @@ def read_breakdown(df: pd.DataFrame, x: str = "concurrency") -> str:
             f"{float(hi.get('p99_ms') or 0):.0f} ms")
 
 
+def read_client_batch(df: pd.DataFrame) -> str:
+    """Single images vs a client batch, both from one client."""
+    one = _first(df, "throughput", batch=1)
+    many = df[_num(df, "batch") > 1]
+    if one is None or many.empty:
+        return "no comparison with single images in this run"
+    size, tput = int(_num(many, "batch").iloc[-1]), float(_num(many, "throughput").iloc[-1])
+    return (f"one client: {one:.1f} images/s sending single images, {tput:.1f} images/s sending batches "
+            f"of {size} ({tput / one:.1f}×)")
+
+
+def read_per_level(df: pd.DataFrame, by: str) -> str:
+    """At each concurrency, the rows that differ in ``by`` (model or instances) side by side."""
+    parts = []
+    for level, group in df.groupby("concurrency", sort=True):
+        cells = [f"{r[by]}: {float(r['throughput']):.1f}/s, infer {float(r['compute_infer_ms']):.1f} ms, "
+                 f"p99 {float(r['p99_ms']):.0f} ms" for _, r in group.iterrows()]
+        parts.append(f"concurrency {level:g} — " + "; ".join(cells))
+    return " | ".join(parts) or "no measurements"
+
+
+def read_arrivals(df: pd.DataFrame) -> str:
+    capacity = _first(df, "throughput", step="capacity")
+    constant = _first(df, "p99_ms", step="arrivals", distribution="constant")
+    poisson = _first(df, "p99_ms", step="arrivals", distribution="poisson")
+    rate = _first(df, "rate", step="arrivals")
+    if None in (capacity, constant, poisson, rate):
+        return "no arrival-pattern measurements"
+    return (f"one instance serves ≈{capacity:.1f}/s; at {rate:.1f}/s p99 is {constant:.0f} ms with evenly "
+            f"spaced arrivals and {poisson:.0f} ms with Poisson arrivals")
+
+
 def read_scaling(df: pd.DataFrame) -> str:
     if df.empty:
         return "no measurements"
@@ -524,21 +556,29 @@ def _triton_views() -> list[tuple[tuple[str, ...], str, Callable[[pd.DataFrame],
     return [
         (("python_concurrency",), "Triton, Python backend: concurrency sweep (queue vs compute)",
          lambda d: fig_breakdown(d, "concurrency", "Python backend: queue vs compute"), read_breakdown),
-        (("python_client_batch",), "Triton, Python backend: client batch",
-         lambda d: fig_breakdown(d, "batch", "client batch"), lambda d: read_breakdown(d, "batch")),
+        (("python_client_batch", "python_concurrency"), "Triton, Python backend: client batch",
+         lambda d: fig_breakdown(_one_client(d), "batch", "one client: single images vs a batch"),
+         lambda d: read_client_batch(_one_client(d))),
         (("instance_scaling",), "Instance scaling (Python backend)",
          lambda d: fig_scaling(d, "instance scaling, Python backend"), read_scaling),
         (("threads_lesson",), "Threads per instance",
          lambda d: fig_scaling(d, "two instances: default threads vs split"), read_scaling),
         (("python_vs_onnx", "onnx_backend"), "Python backend vs ONNX backend", fig_backends,
-         lambda d: read_breakdown(d.sort_values(["model", "concurrency"]))),
+         lambda d: read_per_level(d, "model")),
         (("onnx_backend", "onnx_scaling"), "ONNX backend: 1 vs 2 instances",
-         lambda d: fig_breakdown(d, "concurrency", "ONNX backend scaling"), read_breakdown),
+         lambda d: fig_breakdown(d, "concurrency", "ONNX backend scaling"),
+         lambda d: read_per_level(d, "instances")),
         (("capacity", "arrivals"), "Capacity and arrival patterns (one instance)",
-         lambda d: fig_breakdown(d, "distribution", "constant vs Poisson arrivals"),
-         lambda d: read_breakdown(d, "distribution")),
+         lambda d: fig_breakdown(d[d["step"] == "arrivals"], "distribution", "constant vs Poisson arrivals"),
+         read_arrivals),
         (("dynamic_batching",), "Dynamic batching across arrival rates", fig_rates, read_rates),
     ]
+
+
+def _one_client(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows measured with one client (concurrency 1), single images first."""
+    rows = df[_num(df, "concurrency") == 1]
+    return rows.sort_values("batch", kind="stable") if "batch" in rows else rows
 
 
 def _machine_section(run_dir: Path, *frames: pd.DataFrame) -> Section:

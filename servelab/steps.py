@@ -126,7 +126,20 @@ def _jsonable(value: Any) -> Any:
 
 def open_stack(p: LabParams) -> Stack:
     """The target's stack (local processes, compose here, or compose on the node)."""
-    return get_stack(p.target)
+    return get_stack(p.target, **_local_options(p.target))
+
+
+def _local_options(target: str) -> dict[str, Any]:
+    """A headless run (``SERVELAB_RESULTS`` set) keeps the local host's files inside its results folder.
+
+    The live model repository and the servers' logs then belong to that run:
+    two runs on one machine (CI jobs, a test next to a student) never rewrite
+    each other's ``models/``, and the logs sit beside the measurements.
+    """
+    results = os.environ.get("SERVELAB_RESULTS")
+    if target != "local" or not results:
+        return {}
+    return {"root": Path(results) / "host", "log_dir": Path(results) / "logs"}
 
 
 def _hostport(url: str) -> str:
@@ -499,12 +512,13 @@ def triton_try(triton: Triton, name: str, sample: int = 0) -> pd.DataFrame:
 def measure(triton: Triton, name: str, p: LabParams, step: str, label: str = "", *,
             concurrency: int | None = None, rate: float | None = None, distribution: str = "constant",
             batch: int = 1, extra: dict[str, Any] | None = None) -> pd.DataFrame:
-    """One perf_analyzer measurement with the server's statistics and utilisation, recorded under ``triton``.
+    """One perf_analyzer run with the server's statistics and utilisation, recorded under ``triton``.
 
     The measuring itself is ``servelab.triton.experiments.measure``; this adds the
     lab step, the notebook's window sizes and the target's perf_analyzer runner.
     """
     from servelab.triton import experiments
+    from servelab.triton.perf import PerfAnalyzerError
 
     clients = concurrency or 1  # perf_analyzer wants at least one request per client in a window
     # a client batch carries `batch` images per request: fewer requests give the same work
@@ -518,10 +532,23 @@ def measure(triton: Triton, name: str, p: LabParams, step: str, label: str = "",
                             else {"request_rate": round(float(rate or 0), 1), "distribution": distribution})
     runner = getattr(triton.stack, "perf_runner", lambda: None)()
     columns = {"step": step, "threads": "split", **(extra or {})}
-    frame = experiments.measure(triton, name, label or step, batch=batch, settle=settle, runner=runner,
-                                warmup_requests=max(clients, min(16, window // 4)),
-                                extra=columns, **load)
-    return report.normalise_triton(frame)
+    inputs = experiments.input_data_for(triton, name, workdir=_results_dir_or_default() / "perf-inputs")
+    for attempt in (1, 2):
+        try:
+            frame = experiments.measure(triton, name, label or step, batch=batch, settle=settle,
+                                        runner=runner, warmup_requests=max(clients, min(16, window // 4)),
+                                        input_data=inputs, timeout=PERF_TIMEOUT_S[p.settle],
+                                        extra=columns, **load)
+            return report.normalise_triton(frame)
+        except PerfAnalyzerError as exc:  # a stuck or failed run on a busy machine: once more
+            if attempt == 2:
+                raise
+            print(f"perf_analyzer failed ({str(exc).splitlines()[0][:200]}); trying once more")
+    raise AssertionError("unreachable")
+
+
+# perf_analyzer is killed after this long (one level, warm-up included): a hung run must not eat the budget
+PERF_TIMEOUT_S = {"fixed": 150.0, "stable": 600.0}
 
 
 TRITON_SHOW = ["step", "model", "label", "instances", "threads", "dynamic_batching", "concurrency", "batch",
