@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import os
 import signal
 import socket
@@ -60,6 +61,19 @@ def http_ok(url: str, timeout: float = 2.0) -> bool:
         return False
 
 
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM when the parent dies, even by SIGKILL.
+
+    A new session protects the child from the terminal's Ctrl-C (we stop it
+    ourselves), but also means nothing else would ever stop it: a killed
+    notebook kernel would leave tritonserver running with its ports and shm.
+    """
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 class ManagedProcess:
     """A child process in its own session, logging to ``log_path``."""
 
@@ -74,7 +88,7 @@ class ManagedProcess:
         self._log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             self.argv, stdout=self._log, stderr=subprocess.STDOUT, env=full_env,
-            cwd=str(cwd) if cwd else None, start_new_session=True,
+            cwd=str(cwd) if cwd else None, start_new_session=True, preexec_fn=_die_with_parent,
         )
         _LIVE.add(self)
 
@@ -136,8 +150,16 @@ def _on_sigint(signum: int, frame: object) -> None:
     signal.default_int_handler(signum, frame)
 
 
+def _on_sigterm(signum: int, frame: object) -> None:
+    """SIGTERM skips atexit by default: turn it into SystemExit so children are stopped."""
+    stop_all()
+    raise SystemExit(128 + signum)
+
+
 atexit.register(stop_all)
 if sys.platform != "win32":
     with contextlib.suppress(ValueError):  # not in the main thread: leave handlers alone
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             signal.signal(signal.SIGINT, _on_sigint)
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _on_sigterm)
