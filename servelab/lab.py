@@ -129,9 +129,14 @@ def _timeout_func(cell_timeout: float, notebook_deadline: float,
     return timeout
 
 
+def _key_line(source: str) -> str:
+    """The line that says what a cell does: its first that is not blank, a comment or an import."""
+    lines = [ln.strip() for ln in str(source).splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    return next((ln for ln in lines if not ln.startswith(("import ", "from "))), lines[0] if lines else "")
+
+
 def _first_line(cell: Any) -> str:
-    return next((ln.strip() for ln in str(cell.get("source", "")).splitlines()
-                 if ln.strip() and not ln.lstrip().startswith("#")), "")
+    return _key_line(cell.get("source", ""))
 
 
 def _failing_cell(output: Path) -> str:
@@ -150,8 +155,7 @@ def _failing_cell(output: Path) -> str:
         status = cell.get("metadata", {}).get("papermill", {}).get("status")
         errored = any(o.get("output_type") == "error" for o in cell.get("outputs", []))
         if status == "running" or errored:
-            first_line = next((ln for ln in cell.source.splitlines() if ln.strip()), "")
-            return f"cell {index} (code cell {code_index}: {first_line[:80]!r})"
+            return f"cell {index} (code cell {code_index}: {_key_line(cell.source)[:80]!r})"
     return "unknown cell"
 
 
@@ -172,8 +176,10 @@ def run_notebook(path: Path, run_dir: Path, parameters: dict[str, Any], kernel: 
         )
     except pm.PapermillExecutionError as exc:
         where = f"cell {exc.cell_index} (execution count {exc.exec_count})"
-        first_line = next((ln for ln in exc.source.splitlines() if ln.strip()), "")
-        error = f"{path.name}: {where} {first_line[:80]!r} raised {exc.ename}: {exc.evalue}"
+        error = f"{path.name}: {where} {_key_line(exc.source)[:80]!r} raised {exc.ename}: {exc.evalue}"
+        if exc.ename == "KeyboardInterrupt":  # what nbclient's interrupt_on_timeout raises in the cell
+            error += (f" — stopped by the runner's timeout (cell limit {cell_timeout:.0f} s, "
+                      f"notebook limit {notebook_timeout:.0f} s)")
         return NotebookOutcome(path.stem, output, time.monotonic() - start, False, error)
     except Exception as exc:  # kernel died, timeout while starting, ...
         error = f"{path.name}: {_failing_cell(output)} — {type(exc).__name__}: {exc}"

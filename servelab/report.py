@@ -236,7 +236,8 @@ def fig_batch_sizes(counts: dict[int, int], title: str = "") -> Figure:
 def fig_utilisation(df: pd.DataFrame) -> Figure:
     """Mean CPU (and GPU) utilisation during each measurement."""
     fig, ax = _figure(width=9, height=3.4)
-    labels = [f"{r.get('step', '')}\n{r.get('label', '') or r.get('mode', '')}" for _, r in df.iterrows()]
+    labels = [f"{_text(r.get('step'))}\n{_text(r.get('label')) or _text(r.get('mode'))}"
+              for _, r in df.iterrows()]
     positions = list(range(len(df)))
     ax.bar([p - 0.2 for p in positions], _num(df, "cpu_util_pct"), 0.4, label="CPU %")
     if "gpu_util_pct" in df and _num(df, "gpu_util_pct").notna().any():
@@ -248,6 +249,11 @@ def fig_utilisation(df: pd.DataFrame) -> Figure:
     ax.set_title("utilisation during each measurement", fontsize=11)
     fig.tight_layout()
     return fig
+
+
+def _text(value: Any) -> str:
+    """A cell as text; missing values (None, NaN) as ''."""
+    return "" if value is None or (isinstance(value, float) and value != value) else str(value)
 
 
 def png(fig: Figure) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 from matplotlib.figure import Figure
-from tqdm.auto import tqdm
+from tqdm import tqdm  # text bars: they stay readable in executed notebooks
 
 from servelab import report
 from servelab.params import LabParams
@@ -94,9 +94,15 @@ def show_file(relpath: str, lines: int = 40, start: str | None = None) -> None:
 
 # ----------------------------------------------------------------------------- shared helpers
 
-def _results_dir() -> Path | None:
-    value = os.environ.get("SERVELAB_RESULTS")
-    return Path(value) if value else None
+def as_image(fig: Figure) -> Any:
+    """A figure as an image a notebook shows (and stores) as PNG, whatever matplotlib backend is active."""
+    import io
+
+    from IPython.display import Image
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    return Image(data=buffer.getvalue(), format="png")
 
 
 def record(experiment: str, rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
@@ -238,10 +244,10 @@ def fastapi_summary() -> pd.DataFrame:
     return _show(report.load(_results_dir_or_default(), FASTAPI), report.FASTAPI_COLUMNS)
 
 
-def plot_fastapi() -> Figure:
+def plot_fastapi() -> Any:
     df = report.load(_results_dir_or_default(), FASTAPI)
     print(report.read_fastapi(df))
-    return report.fig_fastapi(df)
+    return as_image(report.fig_fastapi(df))
 
 
 # ----------------------------------------------------------------------------- the web app
@@ -578,9 +584,9 @@ def client_batch(triton: Triton, name: str, p: LabParams) -> pd.DataFrame:
                         [{"concurrency": 1, "batch": p.client_batch, "label": f"batch {p.client_batch}"}])
 
 
-def plot_breakdown(df: pd.DataFrame, x: str = "concurrency", title: str = "") -> Figure:
+def plot_breakdown(df: pd.DataFrame, x: str = "concurrency", title: str = "") -> Any:
     print(report.read_breakdown(df, x))
-    return report.fig_breakdown(df, x, title)
+    return as_image(report.fig_breakdown(df, x, title))
 
 
 # ----------------------------------------------------------------------------- 05: instances
@@ -624,9 +630,9 @@ def threads_lesson(triton: Triton, name: str, p: LabParams, count: int = 2) -> p
     return _show(concat(*frames), TRITON_SHOW)
 
 
-def plot_scaling(df: pd.DataFrame, title: str = "") -> Figure:
+def plot_scaling(df: pd.DataFrame, title: str = "") -> Any:
     print(report.read_scaling(df))
-    return report.fig_scaling(df, title)
+    return as_image(report.fig_scaling(df, title))
 
 
 # ----------------------------------------------------------------------------- 06: ONNX backend
@@ -640,10 +646,10 @@ def scale_and_sweep(triton: Triton, name: str, count: int, p: LabParams, step: s
                         [{"concurrency": c, "label": f"count {count}{gpus}, c={c}"} for c in levels])
 
 
-def plot_backends(python_rows: pd.DataFrame, onnx_rows: pd.DataFrame) -> Figure:
+def plot_backends(python_rows: pd.DataFrame, onnx_rows: pd.DataFrame) -> Any:
     both = concat(python_rows, onnx_rows)
     print(report.read_breakdown(both.sort_values(["model", "concurrency"])))
-    return report.fig_backends(both)
+    return as_image(report.fig_backends(both))
 
 
 # ----------------------------------------------------------------------------- 07: dynamic batching
@@ -681,12 +687,12 @@ def dynamic_batching_sweep(triton: Triton, name: str, capacity: float, p: LabPar
     return concat(*frames)
 
 
-def plot_rates(df: pd.DataFrame) -> Figure:
+def plot_rates(df: pd.DataFrame) -> Any:
     print(report.read_rates(df))
-    return report.fig_rates(df)
+    return as_image(report.fig_rates(df))
 
 
-def plot_batch_sizes(df: pd.DataFrame) -> Figure:
+def plot_batch_sizes(df: pd.DataFrame) -> Any:
     counts = report.batch_size_counts(df[df["dynamic_batching"] == True])  # noqa: E712
     print(report.read_batch_sizes(counts))
-    return report.fig_batch_sizes(counts)
+    return as_image(report.fig_batch_sizes(counts))

@@ -42,10 +42,10 @@ def _servers() -> set[int]:
 @pytest.mark.timeout(300)
 def test_notebook_timeout_names_the_cell_and_stops_its_services(tmp_path: Path) -> None:
     before = _servers()
-    outcome = lab.run(preset="quick", only=["03"], results_base=tmp_path, notebook_timeout=12, report=False)
+    outcome = lab.run(preset="quick", only=["03"], results_base=tmp_path, notebook_timeout=4, report=False)
     failure = outcome.failure
     assert failure is not None and failure.name == "03_fastapi"
-    assert "cell" in failure.error and ("KeyboardInterrupt" in failure.error or "Timeout" in failure.error)
+    assert "cell" in failure.error and "stopped by the runner's timeout" in failure.error
     assert failure.seconds < 120, "the notebook was stopped near its time limit"
     left = _servers() - before
     assert not left, f"processes left running after the timeout: {left}"
