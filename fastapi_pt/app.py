@@ -2,10 +2,12 @@
 
 Runs the MobileNetV2 state_dict ``food11.pth`` (built by ``python -m
 servelab.model build``) on CUDA when available, else on the CPU with
-``INFER_THREADS`` intra-op threads. Batching defaults to 4 (``MAX_BATCH``):
-measured on the 2-core lab CPU, PyTorch eager is ~20 % cheaper per image at
-batch 2-4 than at batch 1 but ~50 % dearer at batch 16 (cache-bound); on a
-GPU, where batch 16 costs little more than batch 1, set ``MAX_BATCH=16``.
+``INFER_THREADS`` intra-op threads (default: the cores the preprocessing
+workers leave free, so OpenMP's spinning threads never fight them).
+Batching defaults to 2 (``MAX_BATCH``): measured on the 2-core lab CPU with 16
+clients, 2 gave the most throughput (1 and 4 less); batch 16 is ~50 % dearer
+per image than batch 1 there (cache-bound). On a GPU, where batch 16 costs
+little more than batch 1, set ``MAX_BATCH=16``.
 Everything shared with the ONNX service (validation, limits, metrics, the
 micro-batcher and why it exists) is in ``servelab/serving.py``.
 """
@@ -15,5 +17,5 @@ from pathlib import Path
 from servelab.serving import Settings, create_app
 
 settings = Settings.from_env(default_model_path=Path(__file__).resolve().parent / "food11.pth",
-                             default_max_batch=4)
+                             default_max_batch=2, share_cores=True)
 app = create_app("pt", settings, title="Food-11 classifier (PyTorch)")

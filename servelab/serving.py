@@ -21,15 +21,21 @@ batch, so a lone client pays no batching delay.
 
 Defaults, from measurements on the 2-core lab machine: ONNX Runtime
 ``MAX_BATCH=16`` (batch 16 costs ~0.7 of batch 1 per image); PyTorch eager
-``MAX_BATCH=4`` (per image, batch 2-4 is ~20 % cheaper than batch 1 while 16
-is ~50 % dearer, cache-bound); ``PREPROCESS_WORKERS`` = half the cores (one
+``MAX_BATCH=2`` (16 clients, one intra-op thread: 28-37 req/s at MAX_BATCH=1,
+45-50 at 2, 24-48 at 4; batch 16 is ~50 % dearer per image than batch 1,
+cache-bound); ``PREPROCESS_WORKERS`` = half the cores (one
 here): one worker preprocesses ~400 images/s, twice what inference takes, and
 a second one only preempts the intra-op threads (measured: lower throughput);
-ORT intra-op threads do not spin when idle, for the same reason.
+ORT intra-op threads do not spin when idle, for the same reason. PyTorch
+(OpenMP) gets only the cores the preprocessing leaves free (``INFER_THREADS``
+= cores - workers, one here): its OpenMP threads spin between layers, and with
+the event loop and the preprocessing thread competing for the same 2 cores
+they collapsed (2-9 req/s with 16 clients, against 40-58 with one thread);
+``OMP_WAIT_POLICY=PASSIVE`` avoids the collapse but halves batch-1 speed.
 
 Environment (defaults in brackets): ``MODEL_PATH`` [the app folder's artefact],
-``MAX_BATCH`` [per service], ``INFER_THREADS`` [cores], ``PREPROCESS_WORKERS``
-[cores / 2, at least 1], ``MAX_BODY_BYTES`` [10 MB], ``MAX_PIXELS`` [40 M],
+``MAX_BATCH`` [per service], ``INFER_THREADS`` [cores; PyTorch: cores - workers],
+``PREPROCESS_WORKERS`` [cores / 2, at least 1], ``MAX_BODY_BYTES`` [10 MB], ``MAX_PIXELS`` [40 M],
 ``ORT_ALLOW_SPINNING`` [0]. Nothing here imports torch at module level: the
 ONNX service must run without it.
 """
@@ -110,14 +116,17 @@ class Settings:
 
     @classmethod
     def from_env(cls, default_model_path: Path, default_max_batch: int,
-                 env: Mapping[str, str] | None = None) -> Settings:
+                 env: Mapping[str, str] | None = None, share_cores: bool = False) -> Settings:
+        """Read the settings; ``share_cores`` makes inference threads default to the
+        cores the preprocessing workers leave free, instead of all of them."""
         env = os.environ if env is None else env
         cores = cpu_cores()
+        workers = _env_int(env, "PREPROCESS_WORKERS", max(1, cores // 2))
         return cls(
             model_path=Path(env.get("MODEL_PATH") or default_model_path),
             max_batch=_env_int(env, "MAX_BATCH", default_max_batch),
-            infer_threads=_env_int(env, "INFER_THREADS", cores),
-            preprocess_workers=_env_int(env, "PREPROCESS_WORKERS", max(1, cores // 2)),
+            infer_threads=_env_int(env, "INFER_THREADS", max(1, cores - workers) if share_cores else cores),
+            preprocess_workers=workers,
             max_body_bytes=_env_int(env, "MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES),
             max_pixels=_env_int(env, "MAX_PIXELS", DEFAULT_MAX_PIXELS),
         )
@@ -168,12 +177,6 @@ class TorchBackend:
     name = "pytorch"
 
     def __init__(self, path: Path, threads: int) -> None:
-        # OpenMP threads that wait passively (sleep) instead of spinning between
-        # layers: in a service the event loop and the preprocessing thread need
-        # the cores too, and spinning intra-op threads starve them. Measured with
-        # 16 clients on 2 cores: 2-9 req/s spinning, 40-46 req/s passive. Only
-        # takes effect if torch is not imported yet; an explicit setting wins.
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         import torch
 
         from servelab.model import load_model
