@@ -108,12 +108,14 @@ SPECS: dict[str, Spec] = {
     "client_batch": Spec(16, 16, _int(1, 16),
                          "images per request in the client-batch run (max_batch_size 16)"),
     "window_requests": Spec(24, 300, _int(4, 1_000_000), "requests per perf_analyzer measurement window"),
-    "settle": Spec("fixed", "stable", _choice("fixed", "stable"),
-                   "fixed: one window of window_requests per level (fast, CI); "
-                   "stable: windows until perf_analyzer calls it stable"),
-    "max_trials": Spec(4, 10, _int(1, 100), "perf_analyzer windows tried before giving up on stability"),
-    "stability_pct": Spec(60, 20, _int(1, 100),
-                          "perf_analyzer: max spread (%) between windows to call it stable"),
+    "settle": Spec("stable", "stable", _choice("fixed", "stable"),
+                   "fixed: one window of window_requests per level from a cold start (short windows "
+                   "under-count throughput); stable: steady load, windows until they agree within "
+                   "stability_pct"),
+    "max_trials": Spec(3, 10, _int(1, 100), "perf_analyzer windows tried before giving up on stability"),
+    "stability_pct": Spec(1000, 20, _int(1, 10_000),
+                          "perf_analyzer: max spread (%) between windows to call it stable "
+                          "(quick: any spread, i.e. max_trials steady windows)"),
     "instance_counts": Spec(None, None, _optional(_list_of(_int(1, 64), increasing=True)),
                             "instances per step (None: 1, 2+2, 4+4 on two GPUs; scaled to the cores on CPU)"),
     "scaling_concurrency": Spec(8, 8, _int(1, 256), "concurrency for the instance-scaling runs"),
@@ -123,7 +125,7 @@ SPECS: dict[str, Spec] = {
     "capacity_concurrency": Spec(4, 8, _int(1, 256), "concurrency used to measure one instance's capacity"),
     "base_rate_fraction": Spec(0.6, 0.6, _number(0.0, 2.0),
                                "constant vs Poisson rate, as a fraction of the measured capacity"),
-    "rate_fractions": Spec([0.5, 0.9], [0.4, 0.6, 0.8, 0.95], _list_of(_number(0.0, 2.0), increasing=True),
+    "rate_fractions": Spec([0.6, 1.2], [0.5, 0.75, 1.0, 1.25], _list_of(_number(0.0, 2.0), increasing=True),
                            "Poisson rates for dynamic batching, as fractions of the measured capacity"),
     "preferred_batch_sizes": Spec([4, 6, 8], [4, 6, 8], _list_of(_int(1, 16), increasing=True),
                                   "dynamic batching: preferred batch sizes"),

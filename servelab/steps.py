@@ -13,6 +13,7 @@ are the same ones the report draws from that data (``servelab.report``).
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Sequence
@@ -530,9 +531,11 @@ def measure(triton: Triton, name: str, p: LabParams, step: str, label: str = "",
     # a client batch carries `batch` images per request: fewer requests give the same work
     window = p.window_requests if batch == 1 else max(8, p.window_requests // 4)
     if p.settle == "fixed":  # one window per level: no stability search, fast and predictable
-        settle: dict[str, Any] = {"request_count": max(window, 2 * clients)}
+        # ... and perf_analyzer wants at least one second's worth of requests at a given rate
+        settle: dict[str, Any] = {"request_count": max(window, 2 * clients, math.ceil(rate or 0) + 1)}
     else:
-        settle = {"measurement_mode": "count_windows", "measurement_request_count": window,
+        settle = {"measurement_mode": "count_windows",
+                  "measurement_request_count": max(window, 2 * clients, math.ceil(rate or 0) + 1),
                   "stability_percentage": p.stability_pct, "max_trials": p.max_trials}
     load: dict[str, Any] = ({"concurrency": concurrency} if concurrency is not None
                             else {"request_rate": round(float(rate or 0), 1), "distribution": distribution})
