@@ -25,35 +25,11 @@ from typing import Any
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
+from servelab.triton.instances import cpu_cores, cpu_instances, running_instances
+
 
 def _setting() -> str:
     return os.environ.get("SERVELAB_TRITON_THREADS", "auto").strip().lower()
-
-
-def _cpu_instances(model_config: dict[str, Any]) -> int:
-    groups = model_config.get("instance_group", [])
-    return sum(int(g.get("count", 1)) for g in groups if g.get("kind", "KIND_CPU") == "KIND_CPU") or 1
-
-
-def running_instances(model_file: str) -> int:
-    """Stub processes of this model under the same server right now (Triton changes counts in place)."""
-    parent, wanted, count = os.getppid(), model_file.encode(), 0
-    try:
-        entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
-    except OSError:
-        return 1
-    for pid in entries:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as handle:
-                ppid = int(handle.read().rsplit(b")", 1)[1].split()[1])
-            if ppid != parent:
-                continue
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                if wanted in handle.read():
-                    count += 1
-        except (OSError, ValueError, IndexError):
-            continue
-    return max(count, 1)
 
 
 def _threads(instances: int) -> int:
@@ -62,8 +38,7 @@ def _threads(instances: int) -> int:
         return 0  # onnxruntime's own choice
     if setting != "auto":
         return max(1, int(setting))
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, cores // max(1, instances))
+    return max(1, cpu_cores() // max(1, instances))
 
 
 class TritonPythonModel:
@@ -80,7 +55,7 @@ class TritonPythonModel:
             raise RuntimeError(f"ONNX model not found: {self.path}; "
                                "build it with: python -m servelab.model build")
         self.next_thread_check = time.monotonic() + 2.0
-        self.session = self._session(_threads(_cpu_instances(config)))
+        self.session = self._session(_threads(cpu_instances(config)))
 
     def _session(self, threads: int) -> Any:
         import onnxruntime as ort

@@ -54,41 +54,6 @@ def _import_servelab(params: dict[str, str]) -> None:
     raise RuntimeError("cannot import servelab: install it or set SERVELAB_ROOT to the lab's checkout")
 
 
-def _cpu_instances(model_config: dict[str, Any]) -> int:
-    groups = model_config.get("instance_group", [])
-    return sum(int(g.get("count", 1)) for g in groups if g.get("kind", "KIND_CPU") == "KIND_CPU") or 1
-
-
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
-def running_instances(model_file: str) -> int:
-    """How many stub processes of this model the server runs right now (this one included).
-
-    Triton adds or removes instances in place when only the instance count
-    changes, so the count an instance saw at start-up goes stale; the live
-    count is read from /proc (siblings under the same server running this model.py).
-    """
-    parent, wanted, count = os.getppid(), model_file.encode(), 0
-    try:
-        entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
-    except OSError:
-        return 1
-    for pid in entries:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as handle:
-                ppid = int(handle.read().rsplit(b")", 1)[1].split()[1])
-            if ppid != parent:
-                continue
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                if wanted in handle.read():
-                    count += 1
-        except (OSError, ValueError, IndexError):
-            continue
-    return max(count, 1)
-
-
 def choose_threads(setting: str, instances: int, on_gpu: bool) -> int | None:
     """Intra-op threads for this instance; None leaves torch's default (all cores)."""
     setting = os.environ.get("SERVELAB_TRITON_THREADS", setting or "auto").strip().lower()
@@ -98,7 +63,9 @@ def choose_threads(setting: str, instances: int, on_gpu: bool) -> int | None:
         return max(1, int(setting))
     if on_gpu:
         return 1  # the CPU only decodes images; the GPU does the maths
-    return max(1, _cores() // max(1, instances))
+    from servelab.triton.instances import cpu_cores
+
+    return max(1, cpu_cores() // max(1, instances))
 
 
 class TritonPythonModel:
@@ -111,6 +78,7 @@ class TritonPythonModel:
         import torch
 
         from servelab.model import load_model
+        from servelab.triton.instances import cpu_instances
 
         kind = args.get("model_instance_kind", "CPU")
         on_gpu = kind == "GPU" and torch.cuda.is_available()
@@ -119,7 +87,7 @@ class TritonPythonModel:
         self.adapt_threads = (not on_gpu and os.environ.get("SERVELAB_TRITON_THREADS", self.thread_setting)
                               .strip().lower() == "auto")
         self.next_thread_check = 0.0
-        threads = choose_threads(self.thread_setting, _cpu_instances(model_config), on_gpu)
+        threads = choose_threads(self.thread_setting, cpu_instances(model_config), on_gpu)
         if threads is not None:
             torch.set_num_threads(threads)
         self.per_request = params.get("EXECUTION", "batch").strip().lower() == "per_request"
@@ -140,6 +108,8 @@ class TritonPythonModel:
         if not self.adapt_threads or now < self.next_thread_check:
             return
         self.next_thread_check = now + 2.0
+        from servelab.triton.instances import running_instances
+
         wanted = choose_threads("auto", running_instances(__file__), on_gpu=False)
         if wanted is not None and wanted != self.torch.get_num_threads():
             self.torch.set_num_threads(wanted)
