@@ -41,15 +41,9 @@ def _log_path(name: str, log_dir: Path | None) -> Path:
     return Path(log_dir or RESULTS_DIR / "logs") / f"{name}.log"
 
 
-def start_fastapi(kind: str, port: int | None = None, env: Mapping[str, str] | None = None,
-                  log_dir: Path | None = None, timeout: float = 120.0) -> Service:
-    """Start ``fastapi_pt`` (kind "pt") or ``fastapi_onnx`` ("onnx") and wait for /health."""
-    if kind not in FASTAPI_APPS:
-        raise ValueError(f"unknown FastAPI service {kind!r}; choose one of {sorted(FASTAPI_APPS)}")
-    port = port or free_port()
-    name = f"fastapi_{kind}"
-    argv = [sys.executable, "-m", "uvicorn", FASTAPI_APPS[kind], "--host", "127.0.0.1",
-            "--port", str(port), "--app-dir", str(REPO_ROOT), "--no-access-log"]
+def _start(name: str, argv: list[str], port: int, env: Mapping[str, str] | None,
+           log_dir: Path | None, timeout: float) -> Service:
+    """Launch ``argv`` and wait for its /health; a service that never gets ready is stopped."""
     proc = ManagedProcess(name, argv, _log_path(f"{name}-{port}", log_dir), env=env, cwd=REPO_ROOT)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -60,17 +54,22 @@ def start_fastapi(kind: str, port: int | None = None, env: Mapping[str, str] | N
     return Service(name, url, proc)
 
 
+def start_fastapi(kind: str, port: int | None = None, env: Mapping[str, str] | None = None,
+                  log_dir: Path | None = None, timeout: float = 120.0) -> Service:
+    """Start ``fastapi_pt`` (kind "pt") or ``fastapi_onnx`` ("onnx") and wait for /health."""
+    if kind not in FASTAPI_APPS:
+        raise ValueError(f"unknown FastAPI service {kind!r}; choose one of {sorted(FASTAPI_APPS)}")
+    port = port or free_port()
+    name = f"fastapi_{kind}"
+    argv = [sys.executable, "-m", "uvicorn", FASTAPI_APPS[kind], "--host", "127.0.0.1",
+            "--port", str(port), "--app-dir", str(REPO_ROOT), "--no-access-log"]
+    return _start(name, argv, port, env, log_dir, timeout)
+
+
 def start_flask(env: Mapping[str, str] | None = None, port: int | None = None,
                 log_dir: Path | None = None, timeout: float = 60.0) -> Service:
     """Start GourmetGram under gunicorn (configured by ``env``) and wait for /health."""
     port = port or free_port()
     argv = [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}", "--workers", "1",
             "--threads", "4", "--chdir", str(REPO_ROOT), FLASK_APP]
-    proc = ManagedProcess("flask", argv, _log_path(f"flask-{port}", log_dir), env=env, cwd=REPO_ROOT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        proc.wait_http(f"{url}/health", timeout)
-    except BaseException:
-        proc.stop()
-        raise
-    return Service("flask", url, proc)
+    return _start("flask", argv, port, env, log_dir, timeout)
