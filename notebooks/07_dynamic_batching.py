@@ -77,8 +77,9 @@ steps.set_dynamic_batching(triton, "food_classifier_onnx", P)
 
 # %% [markdown]
 # ## Poisson arrivals at rising rates, batching off and on
-# For each rate, the server's statistics are read before and after the run: how many
-# *executions* ran and with which batch size, although every client sent single images.
+# The rates rise up to beyond what one instance serves without batching (the last fraction
+# is above 1). For each rate, the server's statistics are read before and after the run: how
+# many *executions* ran and with which batch size, although every client sent single images.
 
 # %%
 batching = steps.dynamic_batching_sweep(triton, "food_classifier_onnx", capacity, P)
@@ -95,9 +96,10 @@ steps.plot_batch_sizes(batching)
 # service time even as the rate rises: whatever queued during one execution is served together
 # in the next, and a batch costs little more than one image.
 #
-# **Reading it (CPU).** The batch-size counts show batching happens here too, but a CPU batch
-# costs about its size times one image, so batching trims queue time under bursts only a
-# little and adds no throughput.
+# **Reading it (CPU).** The batch-size counts show batching happens here too. A CPU batch,
+# though, costs about its size times one image: batching only saves the per-call overhead
+# (Python, HTTP handling), so above capacity it serves somewhat more than without batching,
+# but latency does not stay flat the way it does on a GPU.
 
 # %%
 steps.triton_down(stack)
