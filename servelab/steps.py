@@ -539,21 +539,32 @@ def measure(triton: Triton, name: str, p: LabParams, step: str, label: str = "",
                   "stability_percentage": p.stability_pct, "max_trials": p.max_trials}
     load: dict[str, Any] = ({"concurrency": concurrency} if concurrency is not None
                             else {"request_rate": round(float(rate or 0), 1), "distribution": distribution})
-    runner = getattr(triton.stack, "perf_runner", lambda: None)()
     columns = {"step": step, "threads": "split", **(extra or {})}
     inputs = experiments.input_data_for(triton, name, workdir=_results_dir_or_default() / "perf-inputs")
+    where = _perf_placement(triton.stack, name, inputs)
     for attempt in (1, 2):
         try:
             frame = experiments.measure(triton, name, label or step, batch=batch, settle=settle,
-                                        runner=runner, warmup_requests=max(clients, min(16, window // 4)),
-                                        input_data=inputs, timeout=PERF_TIMEOUT_S[p.settle],
-                                        extra=columns, **load)
+                                        warmup_requests=max(clients, min(16, window // 4)),
+                                        timeout=PERF_TIMEOUT_S[p.settle], extra=columns, **where, **load)
             return report.normalise_triton(frame)
         except PerfAnalyzerError as exc:  # a stuck or failed run on a busy machine: once more
             if attempt == 2:
                 raise
             print(f"perf_analyzer failed ({str(exc).splitlines()[0][:200]}); trying once more")
     raise AssertionError("unreachable")
+
+
+def _perf_placement(stack: Stack, name: str, inputs: Path) -> dict[str, Any]:
+    """Where perf_analyzer runs: here on the local target; in the stack's jupyter service
+    (against ``triton_server:8000``, with GPU metrics) on the compose targets."""
+    from servelab.stacks import LocalStack, perf_options
+
+    if isinstance(stack, LocalStack):
+        return {"input_data": inputs}
+    options = perf_options(stack, f"results/perf/{name}.csv", input_data=inputs)
+    return {"perf_url": options.pop("url"), "runner": options.pop("runner"),
+            "input_data": options.pop("input_data"), **options}
 
 
 # perf_analyzer is killed after this long (one level, warm-up included): a hung run must not eat the budget

@@ -87,7 +87,7 @@ def _settle_options(settle: str | Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _warm_up(server: TritonEndpoint, model: str, options: dict[str, Any], runner: Runner | None,
-             requests: int, timeout: float) -> None:
+             requests: int, timeout: float, perf_url: str | None = None) -> None:
     """A short unrecorded run at the same load: first requests pay for lazy initialisation."""
     warm = {k: v for k, v in options.items() if k not in
             ("measurement_mode", "measurement_request_count", "stability_percentage", "max_trials",
@@ -98,18 +98,20 @@ def _warm_up(server: TritonEndpoint, model: str, options: dict[str, Any], runner
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        perf(model, server.url, "warm-up", runner=runner, timeout=timeout, **warm)
+        perf(model, perf_url or server.url, "warm-up", runner=runner, timeout=timeout, **warm)
 
 
 def _one_level(server: TritonEndpoint, model: str, label: str, level: float, mode: str,
                options: dict[str, Any], runner: Runner | None, timeout: float,
-               config: dict[str, Any]) -> tuple[PerfResult, dict[str, Any], dict[str, Any]]:
+               config: dict[str, Any], perf_url: str | None = None,
+               ) -> tuple[PerfResult, dict[str, Any], dict[str, Any]]:
     opts = dict(options)
     opts["concurrency" if mode == "concurrency" else "request_rate"] = (
         int(level) if mode == "concurrency" else level)
     pids = [server.pid] if getattr(server, "pid", None) else []
     with run_stats(server.client(), model) as stats, Utilisation(pids=pids) as util:
-        result = perf(model, server.url, label, config=config, runner=runner, timeout=timeout, **opts)
+        result = perf(model, perf_url or server.url, label, config=config, runner=runner, timeout=timeout,
+                      **opts)
     return result, stats.delta, util.summary()
 
 
@@ -120,7 +122,8 @@ def measure(server: TritonEndpoint, model: str, label: str, *,
             settle: str | Mapping[str, Any] = "noisy", warmup_requests: int = 20,
             runner: Runner | None = None, timeout: float = 300.0, record: bool = True,
             shapes: Mapping[str, Sequence[int]] | None = None, protocol: str = "http",
-            extra: Mapping[str, Any] | None = None, **perf_options: Any) -> pd.DataFrame:
+            extra: Mapping[str, Any] | None = None, perf_url: str | None = None,
+            **perf_options: Any) -> pd.DataFrame:
     """Measure ``model`` at each load level; returns (and records) one row per level.
 
     ``concurrency``/``request_rate`` take a number, a list of levels, or a
@@ -128,6 +131,8 @@ def measure(server: TritonEndpoint, model: str, label: str, *,
     (count windows, wide stability band — what a shared CPU needs), ``"fixed"``
     (a fixed request count, no stability search) or a dict of perf options.
     ``extra`` adds columns to every row (e.g. ``{"step": "05_instances"}``).
+    ``perf_url`` is where perf_analyzer reaches the server when it runs elsewhere
+    than this client (inside the stack's jupyter service: ``triton_server:8000``).
     """
     if (concurrency is None) == (request_rate is None):
         raise ValueError("give exactly one of concurrency= or request_rate=")
@@ -148,8 +153,9 @@ def measure(server: TritonEndpoint, model: str, label: str, *,
             warm = dict(options)
             warm["concurrency" if mode == "concurrency" else "request_rate"] = (
                 int(level) if mode == "concurrency" else level)
-            _warm_up(server, model, warm, runner, warmup_requests, timeout)
-        result, stats, util = _one_level(server, model, label, level, mode, options, runner, timeout, config)
+            _warm_up(server, model, warm, runner, warmup_requests, timeout, perf_url)
+        result, stats, util = _one_level(server, model, label, level, mode, options, runner, timeout, config,
+                                         perf_url)
         frame = result.frame.copy()
         for key, value in {**stats, **util, **(extra or {})}.items():
             frame[key] = [value] * len(frame)

@@ -361,3 +361,30 @@ def test_local_triton_stack_config_change_reload_and_perf(tmp_path: Path) -> Non
         stack.down()
     assert stack.running == []
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_notebook_measurements_run_perf_analyzer_inside_the_compose_stack(tmp_path: Path) -> None:
+    """steps.measure's placement: in jupyter, against triton_server:8000, with GPU metrics."""
+    from servelab.steps import _perf_placement
+
+    transport = RecordingTransport()
+    inputs = tmp_path / "food_classifier.json"
+    inputs.write_text('{"data": []}')
+    where = _perf_placement(ComposeStack(transport=transport, stack="triton"), "food_classifier", inputs)
+    assert where["perf_url"] == "triton_server:8000"
+    assert where["collect_metrics"] is True
+    assert where["metrics_url"] == "triton_server:8002/metrics"
+    assert where["input_data"] == "results/perf/food_classifier.json"
+    assert transport.files["results/perf/food_classifier.json"] == b'{"data": []}'
+    transport.files["results/perf/food_classifier.csv"] = b"Concurrency,Inferences/Second\n1,10\n"
+    out = where["runner"](["perf_analyzer", "-m", "food_classifier"], where["csv_path"], 30)
+    assert transport.commands[-1][-3:] == ["perf_analyzer", "-m", "food_classifier"]
+    assert "exec" in transport.commands[-1] and "jupyter" in transport.commands[-1]
+    assert out.csv_text.startswith("Concurrency")
+
+
+def test_notebook_measurements_run_perf_analyzer_here_on_the_local_target(tmp_path: Path) -> None:
+    from servelab.steps import _perf_placement
+
+    inputs = tmp_path / "in.json"
+    assert _perf_placement(LocalStack(root=tmp_path), "food_classifier", inputs) == {"input_data": inputs}
