@@ -99,3 +99,50 @@ def test_settings_reject_nonsense() -> None:
         Settings.from_env(Path("m.onnx"), 16, env={"MAX_BATCH": "0"})
     settings = Settings.from_env(Path("m.onnx"), 16, env={"INFER_THREADS": "1"})
     assert settings.max_batch == 16 and settings.infer_threads == 1
+
+
+class WorkerRecorder:
+    """Records which inference thread ran each batch, and whether it was told it ran alone."""
+
+    calls: list[tuple[str, int, bool]]
+
+    def __init__(self, calls: list[tuple[str, int, bool]], hold: threading.Event | None = None) -> None:
+        self.calls = calls
+        self.hold = hold
+
+    def __call__(self, batch: np.ndarray, alone: bool = True) -> np.ndarray:
+        if self.hold is not None:
+            self.hold.wait(10)
+        self.calls.append((threading.current_thread().name, len(batch), alone))
+        return np.zeros((len(batch), NUM_CLASSES), dtype=np.float32)
+
+
+def test_a_lone_request_runs_alone_on_worker_zero() -> None:
+    calls: list[tuple[str, int, bool]] = []
+    batcher = MicroBatcher(lambda: WorkerRecorder(calls), max_batch=8, preprocess_workers=1, workers=2)
+    try:
+        for _ in range(5):  # one client, one request at a time
+            asyncio.run(_gather(batcher, 1))
+    finally:
+        batcher.close()
+    assert calls == [("inference-0", 1, True)] * 5
+
+
+def test_a_backlog_is_shared_between_workers_running_single_threaded() -> None:
+    calls: list[tuple[str, int, bool]] = []
+    hold = threading.Event()
+    batcher = MicroBatcher(lambda: WorkerRecorder(calls, hold), max_batch=8, preprocess_workers=2, workers=2)
+
+    async def scenario() -> list[object]:
+        tasks = asyncio.gather(*(batcher.predict(IMAGE) for _ in range(12)))
+        await asyncio.sleep(1.0)  # all queued behind the held first batches
+        hold.set()
+        return await tasks
+
+    try:
+        results = asyncio.run(scenario())
+    finally:
+        batcher.close()
+    assert len(results) == 12 and sum(size for _, size, _ in calls) == 12
+    assert {name for name, _, _ in calls} == {"inference-0", "inference-1"}
+    assert not any(alone for _, _, alone in calls)
