@@ -16,10 +16,6 @@ from pathlib import Path
 
 from servelab.serving import Settings, create_app
 
-# One intra-op thread even for a lone request: measured in this service, PyTorch
-# with 2 OpenMP threads took 42 ms per sequential request against 23 ms with one
-# (its spinning team starves the event loop and the preprocessing thread), and
-# under load each of the INFER_WORKERS runs single-threaded anyway.
 settings = Settings.from_env(default_model_path=Path(__file__).resolve().parent / "food11.pth",
-                             default_max_batch=2, default_infer_threads=1)
+                             default_max_batch=2)
 app = create_app("pt", settings, title="Food-11 classifier (PyTorch)")

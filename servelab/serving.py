@@ -19,8 +19,8 @@ thread: measured here, two single-threaded passes side by side do about 1.5x
 the images/s of one pass spread over both cores (ONNX Runtime batch 1: 310
 vs 206 img/s; PyTorch: 83 vs 61), because intra-op parallelism pays for a
 synchronisation at every layer. A lone request goes to worker 0, which uses
-``INFER_THREADS`` threads (ONNX Runtime: every core, spinning between
-operators; PyTorch: one, see fastapi_pt/app.py), and the other workers only
+``INFER_THREADS`` threads (every core; ONNX Runtime spinning between
+operators), and the other workers, built single-threaded, only
 wake when two or more requests are pending, so their engines never spin
 beside it. No worker waits to fill a batch: a lone client pays no batching delay.
 
@@ -32,8 +32,8 @@ one worker preprocesses ~360 images/s, and a second one only preempts the
 inference threads.
 
 Environment (defaults in brackets): ``MODEL_PATH`` [the app folder's artefact],
-``MAX_BATCH`` [per service], ``INFER_WORKERS`` [cores], ``INFER_THREADS`` [cores;
-PyTorch: 1], ``PREPROCESS_WORKERS`` [cores / 2, at least 1], ``MAX_BODY_BYTES``
+``MAX_BATCH`` [per service], ``INFER_WORKERS`` [cores], ``INFER_THREADS`` [cores],
+``PREPROCESS_WORKERS`` [cores / 2, at least 1], ``MAX_BODY_BYTES``
 [10 MB], ``MAX_PIXELS`` [40 M], ``ORT_ALLOW_SPINNING`` [worker 0 alone: 1, else 0].
 Nothing here imports torch at module level: the ONNX service must run without it.
 """
@@ -115,19 +115,15 @@ class Settings:
 
     @classmethod
     def from_env(cls, default_model_path: Path, default_max_batch: int,
-                 env: Mapping[str, str] | None = None, default_infer_threads: int | None = None) -> Settings:
-        """Read the settings from ``env`` (the process environment by default).
-
-        ``default_infer_threads``: a lone request's intra-op threads when
-        ``INFER_THREADS`` is unset (None: every core).
-        """
+                 env: Mapping[str, str] | None = None) -> Settings:
+        """Read the settings from ``env`` (the process environment by default)."""
         env = os.environ if env is None else env
         cores = cpu_cores()
         workers = _env_int(env, "PREPROCESS_WORKERS", max(1, cores // 2))
         return cls(
             model_path=Path(env.get("MODEL_PATH") or default_model_path),
             max_batch=_env_int(env, "MAX_BATCH", default_max_batch),
-            infer_threads=_env_int(env, "INFER_THREADS", default_infer_threads or cores),
+            infer_threads=_env_int(env, "INFER_THREADS", cores),
             preprocess_workers=workers,
             max_body_bytes=_env_int(env, "MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES),
             max_pixels=_env_int(env, "MAX_PIXELS", DEFAULT_MAX_PIXELS),
@@ -250,15 +246,16 @@ class MicroBatcher:
     """Decode + preprocess in a thread pool; forward passes on ``workers`` inference threads.
 
     ``load`` is called once on each inference thread and returns that thread's
-    ``infer``: [N,3,224,224] → [N,11]; with several workers it is called as
-    ``infer(batch, alone=...)``, ``alone`` telling whether any other request is
-    being worked on, so an engine can use every core for a lone request and one
-    core per worker under load. ``on_batch(size, seconds)`` is told about every
-    forward pass (metrics). A worker survives anything a batch raises: the
-    requests in that batch get an ``InferenceError`` and the next batch runs.
+    ``infer``: [N,3,224,224] → [N,11]. With several workers it is called as
+    ``load(index)`` and the result as ``infer(batch, alone=...)``, ``alone``
+    telling whether any other request is being worked on, so worker 0 can use
+    every core for a lone request and one core beside the others under load.
+    ``on_batch(size, seconds)`` is told about every forward pass (metrics). A
+    worker survives anything a batch raises: the requests in that batch get an
+    ``InferenceError`` and the next batch runs.
     """
 
-    def __init__(self, load: Callable[[], Callable[..., np.ndarray]], max_batch: int,
+    def __init__(self, load: Callable[..., Callable[..., np.ndarray]], max_batch: int,
                  preprocess_workers: int, max_pixels: int = DEFAULT_MAX_PIXELS,
                  max_image_bytes: int = DEFAULT_MAX_BODY_BYTES,
                  on_batch: Callable[[int, float], None] | None = None,
@@ -364,7 +361,7 @@ class MicroBatcher:
         # 40 ms instead of 15 ms (about one core busy); set up and called on
         # the same thread it takes 15 ms on both cores.
         try:
-            infer = self._load()
+            infer = self._load(index) if self.workers > 1 else self._load()
         except BaseException as exc:  # re-raised on the thread that built the batcher
             self._load_error = exc
             return
@@ -655,8 +652,12 @@ def create_app(kind: str, settings: Settings, title: str) -> FastAPI:
     # synchronisation at every layer. A lone request still gets every core.
     shared_threads = 1 if settings.infer_workers > 1 else None
 
-    def load() -> Callable[..., np.ndarray]:
-        backend = load_backend(kind, settings.model_path, settings.infer_threads, shared_threads)
+    def load(index: int = 0) -> Callable[..., np.ndarray]:
+        # Only worker 0 ever serves a lone request, so only it gets an all-core
+        # engine; a second multi-threaded OpenMP team in the same process made
+        # PyTorch's lone requests twice as slow (measured: 42 ms against 21 ms).
+        threads, shared = (settings.infer_threads, shared_threads) if index == 0 else (1, None)
+        backend = load_backend(kind, settings.model_path, threads, shared)
         warm_up(backend, settings.max_batch)
         loaded.append(backend)
         return backend.infer

@@ -119,7 +119,7 @@ class WorkerRecorder:
 
 def test_a_lone_request_runs_alone_on_worker_zero() -> None:
     calls: list[tuple[str, int, bool]] = []
-    batcher = MicroBatcher(lambda: WorkerRecorder(calls), max_batch=8, preprocess_workers=1, workers=2)
+    batcher = MicroBatcher(lambda index: WorkerRecorder(calls), max_batch=8, preprocess_workers=1, workers=2)
     try:
         for _ in range(5):  # one client, one request at a time
             asyncio.run(_gather(batcher, 1))
@@ -131,7 +131,8 @@ def test_a_lone_request_runs_alone_on_worker_zero() -> None:
 def test_a_backlog_is_shared_between_workers_running_single_threaded() -> None:
     calls: list[tuple[str, int, bool]] = []
     hold = threading.Event()
-    batcher = MicroBatcher(lambda: WorkerRecorder(calls, hold), max_batch=8, preprocess_workers=2, workers=2)
+    batcher = MicroBatcher(lambda index: WorkerRecorder(calls, hold), max_batch=8, preprocess_workers=2,
+                           workers=2)
 
     async def scenario() -> list[object]:
         tasks = asyncio.gather(*(batcher.predict(IMAGE) for _ in range(12)))
