@@ -146,4 +146,5 @@ def test_a_backlog_is_shared_between_workers_running_single_threaded() -> None:
         batcher.close()
     assert len(results) == 12 and sum(size for _, size, _ in calls) == 12
     assert {name for name, _, _ in calls} == {"inference-0", "inference-1"}
-    assert not any(alone for _, _, alone in calls)
+    # the very first batch may have been taken before the other requests arrived
+    assert sum(alone for _, _, alone in calls) <= 1
