@@ -29,6 +29,7 @@ from servelab.triton import config as cfgmod
 from servelab.triton.perf import (
     FIXED_COUNT,
     NOISY_CPU,
+    PerfAnalyzerError,
     PerfResult,
     Runner,
     check_shapes,
@@ -86,19 +87,34 @@ def _settle_options(settle: str | Mapping[str, Any]) -> dict[str, Any]:
     return dict(settle)
 
 
+WARMUP_TIMEOUT_S = 60.0  # a warm-up is a few seconds of load; more means it is stuck
+
+
 def _warm_up(server: TritonEndpoint, model: str, options: dict[str, Any], runner: Runner | None,
              requests: int, timeout: float, perf_url: str | None = None) -> None:
-    """A short unrecorded run at the same load: first requests pay for lazy initialisation."""
+    """A short unrecorded run at the same load: first requests pay for lazy initialisation.
+
+    It only warms the server, so it never costs a measurement: perf_analyzer 2.51
+    was seen to hang on a warm-up whose request count equalled its concurrency
+    (16 at 16), hence at least two requests per client, a short timeout, and a
+    warning instead of a failure.
+    """
     warm = {k: v for k, v in options.items() if k not in
             ("measurement_mode", "measurement_request_count", "stability_percentage", "max_trials",
              "measurement_interval_ms", "request_count")}
     rate = warm.get("request_rate")
-    warm["request_count"] = max(requests, math.ceil(float(rate))) if rate else requests
+    clients = int(warm.get("concurrency") or 1)
+    count = max(requests, 2 * clients)
+    warm["request_count"] = max(count, math.ceil(float(rate))) if rate else count
     import warnings
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        perf(model, perf_url or server.url, "warm-up", runner=runner, timeout=timeout, **warm)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            perf(model, perf_url or server.url, "warm-up", runner=runner,
+                 timeout=min(timeout, WARMUP_TIMEOUT_S), **warm)
+    except PerfAnalyzerError as exc:
+        warnings.warn(f"warm-up of {model} skipped: {str(exc).splitlines()[0][:200]}", stacklevel=2)
 
 
 def _one_level(server: TritonEndpoint, model: str, label: str, level: float, mode: str,

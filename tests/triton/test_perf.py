@@ -125,3 +125,24 @@ def test_parse_keeps_unsettled_levels_from_stdout() -> None:
     assert frame["settled"].tolist() == [True, False]
     assert frame.loc[0, "latency_p50_ms"] == pytest.approx(20.188)
     assert frame.loc[1, "throughput_infer_s"] == pytest.approx(47.9)
+
+
+def test_a_stuck_warm_up_is_skipped_with_a_warning_and_a_short_timeout() -> None:
+    """A warm-up only warms the server: a hung perf_analyzer must not cost the measurement."""
+    from types import SimpleNamespace
+
+    from servelab.triton.experiments import WARMUP_TIMEOUT_S, _warm_up
+    from servelab.triton.perf import PerfAnalyzerError
+
+    seen: dict[str, object] = {}
+
+    def stuck(argv: list[str], csv_path: str, timeout: float) -> object:
+        seen.update(argv=argv, timeout=timeout)
+        raise PerfAnalyzerError("perf_analyzer ran past its timeout and was killed")
+
+    with pytest.warns(UserWarning, match="warm-up of food_classifier_onnx skipped"):
+        _warm_up(SimpleNamespace(url="127.0.0.1:1"), "food_classifier_onnx", {"concurrency": 16},
+                 stuck, requests=16, timeout=600.0)
+    argv = seen["argv"]
+    assert isinstance(argv, list) and argv[argv.index("--request-count") + 1] == "32"
+    assert seen["timeout"] == WARMUP_TIMEOUT_S
