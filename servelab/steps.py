@@ -546,7 +546,7 @@ def measure(triton: Triton, name: str, p: LabParams, step: str, label: str = "",
         try:
             frame = experiments.measure(triton, name, label or step, batch=batch, settle=settle,
                                         warmup_requests=max(clients, min(16, window // 4)),
-                                        timeout=PERF_TIMEOUT_S[p.settle], extra=columns, **where, **load)
+                                        timeout=_perf_timeout(p), extra=columns, **where, **load)
             return report.normalise_triton(frame)
         except PerfAnalyzerError as exc:  # a stuck or failed run on a busy machine: once more
             if attempt == 2:
@@ -569,6 +569,12 @@ def _perf_placement(stack: Stack, name: str, inputs: Path) -> dict[str, Any]:
 
 # perf_analyzer is killed after this long (one level, warm-up included): a hung run must not eat the budget
 PERF_TIMEOUT_S = {"fixed": 150.0, "stable": 600.0}
+QUICK_PERF_TIMEOUT_S = 150.0  # quick windows take seconds: a stuck run is retried inside the cell's limit
+
+
+def _perf_timeout(p: LabParams) -> float:
+    timeout = PERF_TIMEOUT_S[p.settle]
+    return min(timeout, QUICK_PERF_TIMEOUT_S) if p.preset == "quick" else timeout
 
 
 TRITON_SHOW = ["step", "model", "label", "instances", "threads", "dynamic_batching", "concurrency", "batch",
