@@ -69,6 +69,7 @@ from prometheus_client import (
 )
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
+from servelab.cpu import cpu_cores
 from servelab.labels import NUM_CLASSES
 from servelab.model import ONNX_INPUT, ONNX_OUTPUT, model_version, require_file
 from servelab.preprocess import DEFAULT_MAX_PIXELS, ImageError, image_from_base64, preprocess, top1
@@ -79,14 +80,6 @@ MONITORED_PATHS = frozenset({"/predict", "/health", "/metrics", "/docs", "/opena
 
 
 # ----------------------------------------------------------------------------- settings
-
-def cpu_cores() -> int:
-    """Cores this process may run on (respects taskset / container CPU sets)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
-
 
 def _env_int(env: Mapping[str, str], name: str, default: int) -> int:
     raw = env.get(name, "").strip()

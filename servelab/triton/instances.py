@@ -9,10 +9,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from servelab.cpu import cpu_cores
 
-def cpu_cores() -> int:
-    """Cores this process may run on (respects taskset / container CPU sets)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+__all__ = ["cpu_cores", "cpu_instances", "running_instances"]
 
 
 def cpu_instances(model_config: dict[str, Any]) -> int:
