@@ -148,3 +148,60 @@ def test_a_backlog_is_shared_between_workers_running_single_threaded() -> None:
     assert {name for name, _, _ in calls} == {"inference-0", "inference-1"}
     # the very first batch may have been taken before the other requests arrived
     assert sum(alone for _, _, alone in calls) <= 1
+
+
+def test_gpu_settings_give_one_worker_big_batches_and_every_core_to_decoding() -> None:
+    from pathlib import Path
+
+    from servelab.cpu import cpu_cores
+    from servelab.serving import GPU_MAX_BATCH, Settings
+
+    cpu = Settings.from_env(Path("m.onnx"), 8, env={})
+    assert (cpu.max_batch, cpu.infer_workers) == (8, cpu_cores())
+    gpu = Settings.from_env(Path("m.pth"), 2, env={}, gpu=True)
+    assert (gpu.max_batch, gpu.infer_workers, gpu.preprocess_workers) == (GPU_MAX_BATCH, 1, cpu_cores())
+    assert Settings.from_env(Path("m.onnx"), 8, env={}, gpu=True, gpu_max_batch=1).max_batch == 1
+    # an empty variable (docker compose's ${MAX_BATCH:-}) means "the default"
+    assert Settings.from_env(Path("m.onnx"), 8, env={"MAX_BATCH": ""}, gpu=True).max_batch == GPU_MAX_BATCH
+
+
+def test_warm_up_runs_every_batch_size_on_a_gpu_and_two_on_the_cpu() -> None:
+    from servelab.serving import warm_up
+
+    class Recorder:
+        name = "fake"
+
+        def __init__(self, device: str) -> None:
+            self.device, self.sizes = device, []
+
+        def infer(self, batch: np.ndarray, alone: bool = True) -> np.ndarray:
+            self.sizes.append(len(batch))
+            return np.zeros((len(batch), NUM_CLASSES), dtype=np.float32)
+
+    gpu, cpu = Recorder("cuda"), Recorder("cpu")
+    warm_up(gpu, 6)
+    warm_up(cpu, 6)
+    assert gpu.sizes == [1, 2, 3, 4, 5, 6] and cpu.sizes == [1, 6]
+
+
+def test_onnx_padding_to_a_fixed_batch_returns_the_same_logits() -> None:
+    from servelab.paths import REPO_ROOT
+    from servelab.preprocess import preprocess_bytes
+    from servelab.serving import OnnxBackend
+
+    backend = OnnxBackend(REPO_ROOT / "fastapi_onnx" / "food11.onnx", threads=1)
+    assert backend.pad_to is None  # padding is for the CUDA provider only
+    batch = np.stack([preprocess_bytes(p.read_bytes()) for p in sample_paths()[:3]])
+    plain = backend.infer(batch)
+    backend.pad_to = 8
+    padded = backend.infer(batch)
+    assert padded.shape == (3, NUM_CLASSES)
+    np.testing.assert_allclose(padded, plain, atol=1e-5)
+
+
+def test_cuda_device_count_is_zero_when_devices_are_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
+    from servelab.gpu import cuda_device_count
+
+    assert cuda_device_count() >= 0
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert cuda_device_count() == 0
