@@ -203,7 +203,8 @@ def _confirm(name: str, wanted: ModelConfig, live: ModelConfig) -> None:
         "instance_group": (groups(wanted), groups(live)),
         "dynamic_batching": (wanted.HasField("dynamic_batching"), live.HasField("dynamic_batching")),
     }
-    if wanted.HasField("dynamic_batching"):
+    if wanted.HasField("dynamic_batching") and wanted.dynamic_batching.preferred_batch_size:
+        # none sent: Triton fills in max_batch_size itself, so there is nothing to compare
         checks["preferred_batch_size"] = (list(wanted.dynamic_batching.preferred_batch_size),
                                           list(live.dynamic_batching.preferred_batch_size))
     wrong = {k: v for k, v in checks.items() if v[0] != v[1]}

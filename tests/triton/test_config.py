@@ -119,6 +119,17 @@ def test_instances_1_to_2_live_without_restart_while_answering(triton, tri, samp
         assert log.count(f"intra-op threads {cores // 2}") >= 2, log[-2000:]
 
 
+def test_dynamic_batching_without_preferred_sizes_goes_live(triton) -> None:
+    # Triton fills in preferred_batch_size = [max_batch_size] itself; that is not a mismatch
+    try:
+        result = configure(triton, ONNX, dynamic_batching=True, max_queue_delay_us=500, show_diff=False)
+        assert result["live"]["dynamic_batching"] is True
+        assert result["live"]["max_queue_delay_us"] == 500
+    finally:
+        back = configure(triton, ONNX, dynamic_batching=False, show_diff=False)
+    assert back["live"]["dynamic_batching"] is False
+
+
 def test_bad_configs_are_refused_and_the_old_one_keeps_serving(triton, tri, samples) -> None:
     from servelab.preprocess import preprocess_bytes
 
