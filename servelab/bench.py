@@ -7,8 +7,9 @@ p95, p99 latency and throughput. ``raw`` times the model without any server
 (ONNX Runtime and PyTorch at batch 1 and 16, plus decode + preprocessing per
 image): the ceiling a service on this machine can approach. ``fastapi-all``
 does all of it against local services and checks the foundation issue's speed
-targets, PASS/FAIL. The functions return dicts so notebooks can tabulate them
-and ``servelab.results.append_rows`` them.
+targets, PASS/FAIL, with the model timed before and after the services. The
+functions return dicts so notebooks can tabulate them and
+``servelab.results.append_rows`` them.
 
 The request bodies are encoded once up front, and every client thread keeps
 one HTTP/1.1 keep-alive connection. The client is the standard library's
@@ -332,13 +333,28 @@ def bench_fastapi(url: str, sequential: int, concurrent: int, concurrency: int) 
     return results
 
 
+def bracket_raw(before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Raw rows timed before and after the services, averaged row by row.
+
+    A shared machine's speed drifts over minutes (here the same PyTorch pass
+    took 11.7 ms in one minute and 16 ms a few minutes later), so the bounds
+    use the model's speed around the time the services ran, not only before.
+    """
+    rows = []
+    for first, last in zip(before, after, strict=True):
+        ms = (first["ms_per_image"] + last["ms_per_image"]) / 2
+        rows.append({**first, "ms_per_image": ms, "images_per_s": 1000.0 / ms,
+                     "ms_before": first["ms_per_image"], "ms_after": last["ms_per_image"]})
+    return rows
+
+
 def fastapi_all(sequential: int, concurrent: int, concurrency: int, min_seconds: float) -> dict[str, Any]:
-    """Raw timings, then each local service in turn (started and stopped here), then the targets."""
+    """Raw timings, each local service in turn (started and stopped here), raw again, then the targets."""
     from servelab.services import start_fastapi
     from servelab.serving import cpu_cores
 
-    raw = run_raw(min_seconds=min_seconds)
-    print(format_table(raw, RAW_COLUMNS))
+    before = run_raw(min_seconds=min_seconds)
+    print(format_table(before, RAW_COLUMNS))
     services: dict[str, dict[str, dict[str, Any]]] = {}
     for kind in ("onnx", "pt"):
         with start_fastapi(kind) as service:
@@ -347,6 +363,9 @@ def fastapi_all(sequential: int, concurrent: int, concurrency: int, min_seconds:
             for result in services[kind].values():
                 result["service"] = f"fastapi_{kind}"
         print(format_table(list(services[kind].values()), ("service", *LATENCY_COLUMNS)))
+    raw = bracket_raw(before, run_raw(min_seconds=min_seconds))
+    print("the model alone, before and after the services (the bounds use the mean):")
+    print(format_table(raw, ("what", "batch", "ms_before", "ms_after", "ms_per_image")))
     targets = speed_targets(raw, services["onnx"], services["pt"], cpu_cores())
     return {"raw": raw, "services": services, "targets": targets}
 

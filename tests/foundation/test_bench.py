@@ -69,3 +69,13 @@ def test_speed_targets_follow_the_issue_formulas() -> None:
     assert [t["pass"] for t in targets[:5]] == [True, True, False, True, False]
     table = format_table(targets, ("target", "measured", "bound", "pass"))
     assert table.count("PASS") == 3 and table.count("FAIL") == 2
+
+
+def test_bounds_use_the_model_speed_around_the_services() -> None:
+    from servelab.bench import bracket_raw
+
+    before = [{"what": "pytorch", "batch": 1, "ms_per_image": 12.0, "images_per_s": 83.3}]
+    after = [{"what": "pytorch", "batch": 1, "ms_per_image": 16.0, "images_per_s": 62.5}]
+    (row,) = bracket_raw(before, after)
+    assert row["ms_per_image"] == 14.0 and abs(row["images_per_s"] - 1000 / 14) < 1e-9
+    assert (row["ms_before"], row["ms_after"]) == (12.0, 16.0)
