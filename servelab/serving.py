@@ -25,9 +25,10 @@ wake when two or more requests are pending, so their engines never spin
 beside it. No worker waits to fill a batch: a lone client pays no batching delay.
 
 Measured defaults (2-core lab machine, 16 clients): ONNX Runtime
-``MAX_BATCH=8`` (~180 req/s; 16 gave a longer latency tail), PyTorch
-``MAX_BATCH=2`` with one thread per worker (~75 req/s against ~61 for raw
-batch 1 on both cores); ``PREPROCESS_WORKERS`` = half the cores (one here):
+``MAX_BATCH=1`` (~200 req/s, p99 1.3x the mean; batches of 4-8 gave no more
+throughput and a p99 of 1.6-1.7x the mean), PyTorch ``MAX_BATCH=2`` with one
+thread per worker (~75-90 req/s against ~61-85 for raw batch 1 on both
+cores); ``PREPROCESS_WORKERS`` = half the cores (one here):
 one worker preprocesses ~360 images/s, and a second one only preempts the
 inference threads.
 
@@ -267,6 +268,21 @@ def load_backend(kind: str, path: Path, threads: int, shared_threads: int | None
 
 # ----------------------------------------------------------------------------- micro-batcher
 
+def name_os_thread(name: str) -> None:
+    """Give the calling thread ``name`` in the OS too (``top -H``, ``/proc/<pid>/task/*/comm``).
+
+    So the CPU time of the decoding pool and of each inference worker can be
+    told apart while the service is under load; best effort, Linux only.
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        libc.prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
+    except (OSError, AttributeError):
+        pass
+
+
 class InferenceError(RuntimeError):
     """The model failed on a batch: a server fault (500), not the client's."""
 
@@ -314,7 +330,8 @@ class MicroBatcher:
         self._max_pixels = max_pixels
         self._max_image_bytes = max_image_bytes
         self._on_batch = on_batch
-        self._pool = ThreadPoolExecutor(preprocess_workers, thread_name_prefix="preprocess")
+        self._pool = ThreadPoolExecutor(preprocess_workers, thread_name_prefix="preprocess",
+                                        initializer=name_os_thread, initargs=("preprocess",))
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._pending = 0  # accepted requests not yet answered by a worker
@@ -402,6 +419,7 @@ class MicroBatcher:
                 continue
 
     def _run(self, index: int = 0) -> None:
+        name_os_thread(f"inference-{index}")
         # The model is loaded on this thread, the one that runs its forward
         # passes. Measured: PyTorch set up on the main thread and called from
         # another one uses its 2 OpenMP threads so badly that batch 1 takes
