@@ -142,6 +142,34 @@ class Settings:
         )
 
 
+def _arch(name: str) -> tuple[str, int, int]:
+    """``"sm_86"`` → ("sm", 8, 6); ``"compute_90a"`` → ("compute", 9, 0)."""
+    kind, _, number = name.partition("_")
+    digits = number.rstrip("abcdefghijklmnopqrstuvwxyz")
+    return kind, int(digits[:-1] or 0), int(digits[-1:] or 0)
+
+
+def torch_gpu_usable(torch: Any) -> bool:
+    """CUDA is there and this torch build has kernels for the GPU (else: the CPU, with a warning).
+
+    ``torch.cuda.is_available()`` is also true for a GPU the build cannot run:
+    CUDA 12.8+ builds of PyTorch dropped the P100 (sm_60), and every pass
+    would then fail. Machine code runs on its own major version at an equal or
+    higher minor one; PTX (``compute_XY``) is compiled for any newer GPU.
+    """
+    if not torch.cuda.is_available():
+        return False
+    major, minor = torch.cuda.get_device_capability(0)
+    for kind, a_major, a_minor in (_arch(a) for a in torch.cuda.get_arch_list()):
+        if kind == "sm" and a_major == major and a_minor <= minor:
+            return True
+        if kind == "compute" and (a_major, a_minor) <= (major, minor):
+            return True
+    LOG.warning("GPU %s (sm_%d%d) is not supported by this torch build (kernels for %s): using the CPU",
+                torch.cuda.get_device_name(0), major, minor, ", ".join(torch.cuda.get_arch_list()))
+    return False
+
+
 def engine_uses_gpu(kind: str) -> bool:
     """Will the ``kind`` ("pt"/"onnx") engine run on a GPU here? Decides the defaults above.
 
@@ -152,7 +180,7 @@ def engine_uses_gpu(kind: str) -> bool:
     if kind == "pt":
         import torch
 
-        return bool(torch.cuda.is_available())
+        return torch_gpu_usable(torch)
     import onnxruntime as ort
 
     return "CUDAExecutionProvider" in ort.get_available_providers() and cuda_device_count() > 0
@@ -167,6 +195,16 @@ class Backend(Protocol):
     device: str
 
     def infer(self, batch: np.ndarray, alone: bool = True) -> np.ndarray: ...
+
+
+def first_pass_works(session: Any) -> bool:
+    """One pass on a blank image: False when the engine cannot run on its device at all."""
+    try:
+        session.run([ONNX_OUTPUT], {ONNX_INPUT: np.zeros((1, 3, 224, 224), dtype=np.float32)})
+    except Exception as exc:  # onnxruntime raises its own Fail/RuntimeException types
+        LOG.warning("first pass failed: %s", exc)
+        return False
+    return True
 
 
 class OnnxBackend:
@@ -200,6 +238,12 @@ class OnnxBackend:
         # operators (-1.7 ms per image here). Beside other busy workers it gets
         # one thread that never spins: spinning would steal the cores they need.
         self.session = session(threads, "1" if shared_threads is not None else "0")
+        if len(providers) > 1 and not first_pass_works(self.session):
+            # e.g. a CUDA 13 build of onnxruntime-gpu on a P100 (sm_60): the
+            # session is created, then every pass fails with no kernel image
+            LOG.warning("ONNX Runtime's CUDA provider failed a first pass on this GPU: using the CPU")
+            providers = ["CPUExecutionProvider"]
+            self.session = session(threads, "1" if shared_threads is not None else "0")
         self.shared_session = session(shared_threads, "0") if shared_threads is not None else self.session
         self.providers = self.session.get_providers()
         self.device = "cuda" if self.providers[0] == "CUDAExecutionProvider" else "cpu"
@@ -236,7 +280,7 @@ class TorchBackend:
         self._torch = torch
         self._threads = {True: threads, False: shared_threads or threads}
         self._current = threads
-        self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.device = "cuda" if torch_gpu_usable(torch) else "cpu"
         self.model = load_model(path, self.device)
 
     def infer(self, batch: np.ndarray, alone: bool = True) -> np.ndarray:

@@ -205,3 +205,36 @@ def test_cuda_device_count_is_zero_when_devices_are_hidden(monkeypatch: pytest.M
     assert cuda_device_count() >= 0
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert cuda_device_count() == 0
+
+
+@pytest.mark.parametrize(("capability", "archs", "usable"), [
+    ((9, 0), ["sm_80", "sm_90", "sm_100"], True),
+    ((8, 6), ["sm_80", "sm_90"], True),             # sm_80 code runs on 8.6
+    ((6, 0), ["sm_75", "sm_80", "sm_90a"], False),  # the P100 under a CUDA 12.8+ build
+    ((6, 0), ["sm_50", "compute_50"], True),        # PTX for an older GPU is compiled on the fly
+    ((12, 0), ["sm_90", "compute_90"], True),
+])
+def test_a_gpu_the_torch_build_cannot_run_falls_back_to_the_cpu(capability, archs, usable) -> None:
+    from types import SimpleNamespace
+
+    from servelab.serving import torch_gpu_usable
+
+    cuda = SimpleNamespace(is_available=lambda: True, get_device_capability=lambda _i: capability,
+                           get_arch_list=lambda: archs, get_device_name=lambda _i: "Tesla P100")
+    assert torch_gpu_usable(SimpleNamespace(cuda=cuda)) is usable
+    no_gpu = SimpleNamespace(cuda=SimpleNamespace(is_available=lambda: False))
+    assert torch_gpu_usable(no_gpu) is False
+
+
+def test_an_engine_that_cannot_run_on_its_device_is_noticed_at_start() -> None:
+    from servelab.serving import first_pass_works
+
+    class Broken:
+        def run(self, *_args: object) -> list[np.ndarray]:
+            raise RuntimeError("CUDA error: no kernel image is available for execution on the device")
+
+    class Fine:
+        def run(self, *_args: object) -> list[np.ndarray]:
+            return [np.zeros((1, NUM_CLASSES), dtype=np.float32)]
+
+    assert first_pass_works(Broken()) is False and first_pass_works(Fine()) is True
