@@ -77,7 +77,7 @@ from prometheus_client import (
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from servelab.cpu import cpu_cores
-from servelab.gpu import cuda_device_count
+from servelab.gpu import ort_has_cuda, ort_providers, pad_rows
 from servelab.labels import NUM_CLASSES
 from servelab.model import ONNX_INPUT, ONNX_OUTPUT, model_version, require_file
 from servelab.preprocess import DEFAULT_MAX_PIXELS, ImageError, image_from_base64, preprocess, top1
@@ -183,7 +183,7 @@ def engine_uses_gpu(kind: str) -> bool:
         return torch_gpu_usable(torch)
     import onnxruntime as ort
 
-    return "CUDAExecutionProvider" in ort.get_available_providers() and cuda_device_count() > 0
+    return ort_has_cuda(ort)
 
 
 # ----------------------------------------------------------------------------- backends
@@ -216,15 +216,7 @@ class OnnxBackend:
                  pad_to: int | None = None) -> None:
         import onnxruntime as ort
 
-        providers: list[Any] = ["CPUExecutionProvider"]
-        if "CUDAExecutionProvider" in ort.get_available_providers() and cuda_device_count() > 0:
-            if hasattr(ort, "preload_dlls"):
-                ort.preload_dlls()  # CUDA/cuDNN from the nvidia-* wheels (onnxruntime-gpu[cuda,cudnn])
-            # The CUDA provider's default, EXHAUSTIVE, benchmarks every cuDNN
-            # algorithm of every convolution for a new input shape; HEURISTIC
-            # picks at once. (Changing shapes stay dear all the same: see pad_to.)
-            search = os.environ.get("ORT_CUDNN_CONV_ALGO_SEARCH", "HEURISTIC")
-            providers.insert(0, ("CUDAExecutionProvider", {"cudnn_conv_algo_search": search}))
+        providers = ort_providers(ort)
 
         def session(intra_threads: int, spin: str) -> Any:
             options = ort.SessionOptions()
@@ -247,23 +239,13 @@ class OnnxBackend:
         self.shared_session = session(shared_threads, "0") if shared_threads is not None else self.session
         self.providers = self.session.get_providers()
         self.device = "cuda" if self.providers[0] == "CUDAExecutionProvider" else "cpu"
-        # On CUDA every batch is zero-padded to ``pad_to`` rows, so the session
-        # only ever sees one shape. Measured on an H100 (onnxruntime-gpu 1.31,
-        # HEURISTIC search): a run whose batch size differs from the previous
-        # run's costs ~0.9 s, even for sizes seen before, against 2.7 ms for 16
-        # images and 1.6 ms for one at a fixed size; unpadded, the service's
-        # mixed batches gave 16 clients 7.7 req/s.
+        # on CUDA every batch is padded to ``pad_to`` rows: one shape (see pad_rows)
         wanted_pad = os.environ.get("ORT_PAD_BATCHES", "1") != "0"
         self.pad_to = pad_to if self.device == "cuda" and wanted_pad else None
 
     def infer(self, batch: np.ndarray, alone: bool = True) -> np.ndarray:
         session = self.session if alone else self.shared_session
-        size = len(batch)
-        if self.pad_to is not None and size < self.pad_to:
-            padded = np.zeros((self.pad_to, *batch.shape[1:]), dtype=batch.dtype)
-            padded[:size] = batch
-            batch = padded
-        return session.run([ONNX_OUTPUT], {ONNX_INPUT: batch})[0][:size]
+        return session.run([ONNX_OUTPUT], {ONNX_INPUT: pad_rows(batch, self.pad_to)})[0][:len(batch)]
 
 
 class TorchBackend:

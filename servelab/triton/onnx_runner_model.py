@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
+from servelab.gpu import ort_providers, pad_rows
 from servelab.triton.instances import cpu_cores, cpu_instances, running_instances
 
 
@@ -44,27 +45,12 @@ def _threads(instances: int) -> int:
 
 
 def _providers(args: dict[str, Any]) -> list[Any]:
-    """The CUDA provider on the instance's GPU for a KIND_GPU instance (onnxruntime-gpu), else the CPU.
-
-    HEURISTIC cuDNN search, as Triton's own onnxruntime backend is configured in
-    the staged config: the default (EXHAUSTIVE) stalls every new batch size.
-    """
+    """The CUDA provider on the instance's GPU for a KIND_GPU instance (onnxruntime-gpu), else the CPU."""
     import onnxruntime as ort
 
-    if args.get("model_instance_kind") == "GPU" and "CUDAExecutionProvider" in ort.get_available_providers():
-        device = int(args.get("model_instance_device_id", 0))
-        return [("CUDAExecutionProvider", {"device_id": device, "cudnn_conv_algo_search": "HEURISTIC"}),
-                "CPUExecutionProvider"]
+    if args.get("model_instance_kind") == "GPU":
+        return ort_providers(ort, int(args.get("model_instance_device_id", 0)))
     return ["CPUExecutionProvider"]
-
-
-def _pad(batch: np.ndarray, rows: int) -> np.ndarray:
-    """``batch`` zero-padded to ``rows`` rows (unchanged when it has that many or ``rows`` is 0)."""
-    if len(batch) >= rows:
-        return batch
-    padded = np.zeros((rows, *batch.shape[1:]), dtype=batch.dtype)
-    padded[:len(batch)] = batch
-    return padded
 
 
 class TritonPythonModel:
@@ -82,8 +68,7 @@ class TritonPythonModel:
                                "build it with: python -m servelab.model build")
         self.next_thread_check = time.monotonic() + 2.0
         self.providers = _providers(args)
-        # on CUDA every batch is padded to max_batch_size: onnxruntime-gpu pays ~0.9 s
-        # whenever the batch size differs from the previous run's (measured on an H100)
+        # on CUDA every batch is padded to max_batch_size: one shape (see pad_rows)
         on_cuda = self.providers[0] != "CPUExecutionProvider"
         self.pad_to = int(config.get("max_batch_size", 0)) if on_cuda else 0
         self.session = self._session(_threads(cpu_instances(config)))
@@ -119,7 +104,7 @@ class TritonPythonModel:
             parts = [pb_utils.get_input_tensor_by_name(r, name).as_numpy().astype(dtype, copy=False)
                      for r in requests]
             sizes = [len(p) for p in parts]
-            feeds[name] = _pad(np.concatenate(parts), self.pad_to)
+            feeds[name] = pad_rows(np.concatenate(parts), self.pad_to)
         total = sum(sizes)
         results = [r[:total] for r in self.session.run([name for name, _ in self.outputs], feeds)]
         splits = np.cumsum(sizes)[:-1]
