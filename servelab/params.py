@@ -13,7 +13,7 @@ for real measurements, with the seed lab's request counts.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
@@ -175,22 +175,23 @@ class LabParams:
         return pd.DataFrame(self.rows()).to_html(index=False)
 
 
-def check_target(target: Any) -> str:
-    if target not in TARGETS:
+def _one_of(name: str, value: Any, allowed: Iterable[str]) -> str:
+    """``value`` if it is one of ``allowed``, else a ParameterError that lists them."""
+    allowed = list(allowed)
+    if value not in allowed:
         raise ParameterError(
-            f"target={target!r} is unknown: set target to one of {', '.join(repr(t) for t in TARGETS)} "
+            f"{name}={value!r} is unknown: set {name} to one of {', '.join(repr(a) for a in allowed)} "
             "in the parameters cell"
         )
-    return str(target)
+    return str(value)
+
+
+def check_target(target: Any) -> str:
+    return _one_of("target", target, TARGETS)
 
 
 def check_preset(preset: Any) -> str:
-    if preset not in PRESETS:
-        raise ParameterError(
-            f"preset={preset!r} is unknown: set preset to one of {', '.join(repr(p) for p in PRESETS)} "
-            "in the parameters cell"
-        )
-    return str(preset)
+    return _one_of("preset", preset, PRESETS)
 
 
 def resolve(target: str, preset: str = "quick", **sizes: Any) -> LabParams:
