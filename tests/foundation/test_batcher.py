@@ -38,6 +38,21 @@ async def _gather(batcher: MicroBatcher, count: int) -> list[object]:
     return await asyncio.gather(*(batcher.predict(IMAGE) for _ in range(count)), return_exceptions=True)
 
 
+def _behind_held_batches(batcher: MicroBatcher, hold: threading.Event, count: int) -> list[object]:
+    """``count`` requests at once, all preprocessed and queued while the first batches are held."""
+
+    async def scenario() -> list[object]:
+        tasks = asyncio.gather(*(batcher.predict(IMAGE) for _ in range(count)))
+        await asyncio.sleep(1.0)
+        hold.set()
+        return await tasks
+
+    try:
+        return asyncio.run(scenario())
+    finally:
+        batcher.close()
+
+
 def test_worker_survives_a_failing_batch() -> None:
     model = CountingModel(fail_first=1)
     batcher = MicroBatcher(lambda: model, max_batch=1, preprocess_workers=1)
@@ -53,17 +68,7 @@ def test_waiting_requests_are_batched_up_to_max_batch() -> None:
     hold = threading.Event()
     model = CountingModel(hold=hold)
     batcher = MicroBatcher(lambda: model, max_batch=4, preprocess_workers=2)
-
-    async def scenario() -> list[object]:
-        tasks = asyncio.gather(*(batcher.predict(IMAGE) for _ in range(9)))
-        await asyncio.sleep(1.0)  # all nine preprocessed and queued behind the held first batch
-        hold.set()
-        return await tasks
-
-    try:
-        results = asyncio.run(scenario())
-    finally:
-        batcher.close()
+    results = _behind_held_batches(batcher, hold, 9)
     assert len(results) == 9 and max(model.batch_sizes) == 4 and sum(model.batch_sizes) == 9
 
 
@@ -133,17 +138,7 @@ def test_a_backlog_is_shared_between_workers_running_single_threaded() -> None:
     hold = threading.Event()
     batcher = MicroBatcher(lambda index: WorkerRecorder(calls, hold), max_batch=8, preprocess_workers=2,
                            workers=2)
-
-    async def scenario() -> list[object]:
-        tasks = asyncio.gather(*(batcher.predict(IMAGE) for _ in range(12)))
-        await asyncio.sleep(1.0)  # all queued behind the held first batches
-        hold.set()
-        return await tasks
-
-    try:
-        results = asyncio.run(scenario())
-    finally:
-        batcher.close()
+    results = _behind_held_batches(batcher, hold, 12)
     assert len(results) == 12 and sum(size for _, size, _ in calls) == 12
     assert {name for name, _, _ in calls} == {"inference-0", "inference-1"}
     # the very first batch may have been taken before the other requests arrived
