@@ -229,13 +229,14 @@ class OnnxBackend:
         # Alone, the session may use every core and let its threads spin between
         # operators (-1.7 ms per image here). Beside other busy workers it gets
         # one thread that never spins: spinning would steal the cores they need.
-        self.session = session(threads, "1" if shared_threads is not None else "0")
+        spin_alone = "1" if shared_threads is not None else "0"
+        self.session = session(threads, spin_alone)
         if len(providers) > 1 and not first_pass_works(self.session):
             # e.g. a CUDA 13 build of onnxruntime-gpu on a P100 (sm_60): the
             # session is created, then every pass fails with no kernel image
             LOG.warning("ONNX Runtime's CUDA provider failed a first pass on this GPU: using the CPU")
             providers = ["CPUExecutionProvider"]
-            self.session = session(threads, "1" if shared_threads is not None else "0")
+            self.session = session(threads, spin_alone)
         self.shared_session = session(shared_threads, "0") if shared_threads is not None else self.session
         self.providers = self.session.get_providers()
         self.device = "cuda" if self.providers[0] == "CUDAExecutionProvider" else "cpu"
