@@ -249,6 +249,22 @@ class OnnxBackend:
         return session.run([ONNX_OUTPUT], {ONNX_INPUT: pad_rows(batch, self.pad_to)})[0][:len(batch)]
 
 
+def own_thread_count(torch: Any, threads: int) -> None:
+    """Give the calling thread ``threads`` intra-op threads that no other thread can change later.
+
+    PyTorch sets up a thread's OpenMP count lazily, at its first parallel op,
+    from the process-wide count of whichever thread called ``set_num_threads``
+    last. The inference workers load their engines at the same time, so worker
+    0 (all cores) could pick up worker 1's single thread before its first op
+    and serve every lone request on one core: measured here in 7 paired starts,
+    0.5-4.5 ms (2 ms on average) more per 13-16 ms pass, enough to miss the
+    single-client latency target. Asking for the count first runs that set-up
+    now, so our own setting below is the one that sticks.
+    """
+    torch.get_num_threads()
+    torch.set_num_threads(threads)
+
+
 class TorchBackend:
     """PyTorch eager MobileNetV2 on CUDA when available, else CPU with ``threads`` intra-op threads."""
 
@@ -259,7 +275,7 @@ class TorchBackend:
 
         from servelab.model import load_model
 
-        torch.set_num_threads(threads)
+        own_thread_count(torch, threads)
         self._torch = torch
         self._threads = {True: threads, False: shared_threads or threads}
         self._current = threads

@@ -233,3 +233,42 @@ def test_an_engine_that_cannot_run_on_its_device_is_noticed_at_start() -> None:
             return [np.zeros((1, NUM_CLASSES), dtype=np.float32)]
 
     assert first_pass_works(Broken()) is False and first_pass_works(Fine()) is True
+
+
+def test_a_torch_worker_keeps_its_thread_count_when_another_worker_loads_beside_it(monkeypatch) -> None:
+    """Worker 1 setting one thread while worker 0 loads must not leave worker 0 on one thread.
+
+    PyTorch sets a thread's OpenMP count up at its first op from the count the
+    last ``set_num_threads`` anywhere in the process left behind; the
+    interloper below lands in exactly that window.
+    """
+    import torch
+
+    import servelab.model
+    from servelab.paths import REPO_ROOT
+    from servelab.serving import TorchBackend
+
+    real_load_model = servelab.model.load_model
+
+    def load_model_after_an_interloper(*args: object, **kwargs: object) -> object:
+        interloper = threading.Thread(target=torch.set_num_threads, args=(1,))
+        interloper.start()
+        interloper.join()
+        return real_load_model(*args, **kwargs)
+
+    monkeypatch.setattr(servelab.model, "load_model", load_model_after_an_interloper)
+    seen: list[int] = []
+
+    def worker_0() -> None:
+        backend = TorchBackend(REPO_ROOT / "fastapi_pt" / "food11.pth", threads=3)
+        backend.infer(np.zeros((1, 3, 224, 224), dtype=np.float32))
+        seen.append(torch.get_num_threads())
+
+    main_threads = torch.get_num_threads()
+    try:
+        worker = threading.Thread(target=worker_0)
+        worker.start()
+        worker.join(120)
+    finally:
+        torch.set_num_threads(main_threads)  # the process-wide count other tests' threads start from
+    assert seen == [3]
