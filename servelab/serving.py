@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -170,6 +171,19 @@ def torch_gpu_usable(torch: Any) -> bool:
     return False
 
 
+@functools.cache
+def torch_gpu_here() -> bool:
+    """``torch_gpu_usable`` for this process's torch, decided (and warned about) once.
+
+    The service asks before loading (its defaults) and every inference worker
+    asks again; on a GPU the build cannot run that was one identical warning
+    per worker.
+    """
+    import torch
+
+    return torch_gpu_usable(torch)
+
+
 def engine_uses_gpu(kind: str) -> bool:
     """Will the ``kind`` ("pt"/"onnx") engine run on a GPU here? Decides the defaults above.
 
@@ -178,9 +192,7 @@ def engine_uses_gpu(kind: str) -> bool:
     a device (the provider is listed by every onnxruntime-gpu build, GPU or not).
     """
     if kind == "pt":
-        import torch
-
-        return torch_gpu_usable(torch)
+        return torch_gpu_here()
     import onnxruntime as ort
 
     return ort_has_cuda(ort)
@@ -193,6 +205,7 @@ class Backend(Protocol):
 
     name: str
     device: str
+    pad_to: int | None  # every batch is padded to this many rows (one shape), or None
 
     def infer(self, batch: np.ndarray, alone: bool = True) -> np.ndarray: ...
 
@@ -269,6 +282,7 @@ class TorchBackend:
     """PyTorch eager MobileNetV2 on CUDA when available, else CPU with ``threads`` intra-op threads."""
 
     name = "pytorch"
+    pad_to: int | None = None  # batches go to the engine as they come
 
     def __init__(self, path: Path, threads: int, shared_threads: int | None = None) -> None:
         import torch
@@ -279,7 +293,7 @@ class TorchBackend:
         self._torch = torch
         self._threads = {True: threads, False: shared_threads or threads}
         self._current = threads
-        self.device = "cuda" if torch_gpu_usable(torch) else "cpu"
+        self.device = "cuda" if torch_gpu_here() else "cpu"
         self.model = load_model(path, self.device)
 
     def infer(self, batch: np.ndarray, alone: bool = True) -> np.ndarray:
@@ -742,10 +756,16 @@ def warm_up(backend: Backend, max_batch: int) -> None:
     """Passes before the first client, so it does not pay for allocation and set-up.
 
     On a GPU every batch size the batcher can form gets one pass: each new
-    shape costs cuDNN/cuBLAS set-up on its first run. On the CPU batch 1 and
+    shape costs cuDNN/cuBLAS set-up on its first run; an engine that pads every
+    batch to one shape needs that one pass only. On the CPU batch 1 and
     ``max_batch`` are enough.
     """
-    sizes = range(1, max_batch + 1) if backend.device == "cuda" else sorted({1, max_batch})
+    if backend.device != "cuda":
+        sizes: list[int] = sorted({1, max_batch})
+    elif backend.pad_to:
+        sizes = [backend.pad_to]
+    else:
+        sizes = list(range(1, max_batch + 1))
     for size in sizes:
         backend.infer(np.zeros((size, 3, 224, 224), dtype=np.float32))
 

@@ -166,17 +166,18 @@ def test_warm_up_runs_every_batch_size_on_a_gpu_and_two_on_the_cpu() -> None:
     class Recorder:
         name = "fake"
 
-        def __init__(self, device: str) -> None:
-            self.device, self.sizes = device, []
+        def __init__(self, device: str, pad_to: int | None = None) -> None:
+            self.device, self.pad_to, self.sizes = device, pad_to, []
 
         def infer(self, batch: np.ndarray, alone: bool = True) -> np.ndarray:
             self.sizes.append(len(batch))
             return np.zeros((len(batch), NUM_CLASSES), dtype=np.float32)
 
-    gpu, cpu = Recorder("cuda"), Recorder("cpu")
+    gpu, cpu, padded = Recorder("cuda"), Recorder("cpu"), Recorder("cuda", pad_to=6)
     warm_up(gpu, 6)
     warm_up(cpu, 6)
-    assert gpu.sizes == [1, 2, 3, 4, 5, 6] and cpu.sizes == [1, 6]
+    warm_up(padded, 6)  # ONNX Runtime on CUDA: every batch becomes one [6,3,224,224] pass
+    assert gpu.sizes == [1, 2, 3, 4, 5, 6] and cpu.sizes == [1, 6] and padded.sizes == [6]
 
 
 def test_onnx_padding_to_a_fixed_batch_returns_the_same_logits() -> None:
