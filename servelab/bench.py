@@ -226,9 +226,10 @@ def run_raw(batch_sizes: Sequence[int] = (1, 16), backends: Sequence[str] = ("on
     Uses the same backend classes and thread settings as the services
     (``servelab.serving``), so the figures are what a service's worker gets.
     """
+    from servelab.cpu import cpu_cores
     from servelab.paths import REPO_ROOT
     from servelab.preprocess import preprocess_bytes
-    from servelab.serving import cpu_cores, load_backend
+    from servelab.serving import load_backend
 
     threads = threads or cpu_cores()
     paths = {"onnx": REPO_ROOT / "fastapi_onnx" / "food11.onnx",
@@ -350,8 +351,8 @@ def bracket_raw(before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any]
 
 def fastapi_all(sequential: int, concurrent: int, concurrency: int, min_seconds: float) -> dict[str, Any]:
     """Raw timings, each local service in turn (started and stopped here), raw again, then the targets."""
+    from servelab.cpu import cpu_cores
     from servelab.services import start_fastapi
-    from servelab.serving import cpu_cores
 
     before = run_raw(min_seconds=min_seconds)
     print(format_table(before, RAW_COLUMNS))

@@ -9,10 +9,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from servelab.cpu import cpu_cores
-
-__all__ = ["cpu_cores", "cpu_instances", "running_instances"]
-
 
 def cpu_instances(model_config: dict[str, Any]) -> int:
     """Instances of kind CPU that the model's config asks for (at least 1)."""

@@ -27,8 +27,9 @@ from typing import Any
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
+from servelab.cpu import cpu_cores
 from servelab.gpu import ort_providers, pad_rows
-from servelab.triton.instances import cpu_cores, cpu_instances, running_instances
+from servelab.triton.instances import cpu_instances, running_instances
 
 
 def _setting() -> str:

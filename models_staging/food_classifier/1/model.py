@@ -63,7 +63,7 @@ def choose_threads(setting: str, instances: int, on_gpu: bool) -> int | None:
         return max(1, int(setting))
     if on_gpu:
         return 1  # the CPU only decodes images; the GPU does the maths
-    from servelab.triton.instances import cpu_cores
+    from servelab.cpu import cpu_cores
 
     # One core stays free for Triton's front end, the stubs' image decoding and
     # the client: PyTorch's OpenMP team spins between layers, and when it wants
