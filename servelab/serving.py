@@ -365,9 +365,8 @@ def _resolve(future: asyncio.Future[np.ndarray], result: np.ndarray | None,
 class MicroBatcher:
     """Decode + preprocess in a thread pool; forward passes on ``workers`` inference threads.
 
-    ``load`` is called once on each inference thread and returns that thread's
-    ``infer``: [N,3,224,224] → [N,11]. With several workers it is called as
-    ``load(index)`` and the result as ``infer(batch, alone=...)``, ``alone``
+    ``load(index)`` is called once on each inference thread and returns that
+    thread's ``infer(batch, alone=...)``: [N,3,224,224] → [N,11], ``alone``
     telling whether any other request is being worked on, so worker 0 can use
     every core for a lone request and one core beside the others under load.
     ``on_batch(size, seconds)`` is told about every forward pass (metrics). A
@@ -375,7 +374,7 @@ class MicroBatcher:
     ``InferenceError`` and the next batch runs.
     """
 
-    def __init__(self, load: Callable[..., Callable[..., np.ndarray]], max_batch: int,
+    def __init__(self, load: Callable[[int], Callable[..., np.ndarray]], max_batch: int,
                  preprocess_workers: int, max_pixels: int = DEFAULT_MAX_PIXELS,
                  max_image_bytes: int = DEFAULT_MAX_BODY_BYTES,
                  on_batch: Callable[[int, float], None] | None = None,
@@ -483,7 +482,7 @@ class MicroBatcher:
         # 40 ms instead of 15 ms (about one core busy); set up and called on
         # the same thread it takes 15 ms on both cores.
         try:
-            infer = self._load(index) if self.workers > 1 else self._load()
+            infer = self._load(index)
         except BaseException as exc:  # re-raised on the thread that built the batcher
             self._load_error = exc
             return
@@ -508,10 +507,7 @@ class MicroBatcher:
         batch = np.stack([job.array for job in jobs])
         started = time.perf_counter()
         try:
-            if self.workers > 1:
-                logits = np.asarray(infer(batch, alone=self._alone(len(jobs))))
-            else:
-                logits = np.asarray(infer(batch))
+            logits = np.asarray(infer(batch, alone=self._alone(len(jobs))))
             if logits.shape != (len(jobs), NUM_CLASSES):
                 raise InferenceError(
                     f"model returned shape {logits.shape}, expected ({len(jobs)}, {NUM_CLASSES})")
@@ -786,7 +782,7 @@ def create_app(kind: str, settings: Settings, title: str) -> FastAPI:
     # synchronisation at every layer. A lone request still gets every core.
     shared_threads = 1 if settings.infer_workers > 1 else None
 
-    def load(index: int = 0) -> Callable[..., np.ndarray]:
+    def load(index: int) -> Callable[..., np.ndarray]:
         # Only worker 0 ever serves a lone request, so only it gets an all-core
         # engine; a second multi-threaded OpenMP team in the same process made
         # PyTorch's lone requests twice as slow (measured: 42 ms against 21 ms).

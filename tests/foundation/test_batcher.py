@@ -25,7 +25,7 @@ class CountingModel:
         self.fail_first = fail_first
         self.hold = hold
 
-    def __call__(self, batch: np.ndarray) -> np.ndarray:
+    def __call__(self, batch: np.ndarray, alone: bool = True) -> np.ndarray:
         if self.hold is not None:
             self.hold.wait(10)
         self.batch_sizes.append(len(batch))
@@ -55,7 +55,7 @@ def _behind_held_batches(batcher: MicroBatcher, hold: threading.Event, count: in
 
 def test_worker_survives_a_failing_batch() -> None:
     model = CountingModel(fail_first=1)
-    batcher = MicroBatcher(lambda: model, max_batch=1, preprocess_workers=1)
+    batcher = MicroBatcher(lambda _index: model, max_batch=1, preprocess_workers=1)
     try:
         results = asyncio.run(_gather(batcher, 3))
     finally:
@@ -67,13 +67,13 @@ def test_worker_survives_a_failing_batch() -> None:
 def test_waiting_requests_are_batched_up_to_max_batch() -> None:
     hold = threading.Event()
     model = CountingModel(hold=hold)
-    batcher = MicroBatcher(lambda: model, max_batch=4, preprocess_workers=2)
+    batcher = MicroBatcher(lambda _index: model, max_batch=4, preprocess_workers=2)
     results = _behind_held_batches(batcher, hold, 9)
     assert len(results) == 9 and max(model.batch_sizes) == 4 and sum(model.batch_sizes) == 9
 
 
 def test_a_bad_image_fails_only_its_own_request() -> None:
-    batcher = MicroBatcher(CountingModel, max_batch=8, preprocess_workers=2)
+    batcher = MicroBatcher(lambda _index: CountingModel(), max_batch=8, preprocess_workers=2)
 
     async def scenario() -> list[object]:
         return await asyncio.gather(batcher.predict("not base64!"), batcher.predict(IMAGE),
@@ -88,7 +88,7 @@ def test_a_bad_image_fails_only_its_own_request() -> None:
 
 
 def test_a_model_that_fails_to_load_fails_the_start() -> None:
-    def load() -> CountingModel:
+    def load(_index: int) -> CountingModel:
         raise FileNotFoundError("weights.pth")
 
     with pytest.raises(FileNotFoundError, match=r"weights\.pth"):
