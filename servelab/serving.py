@@ -773,7 +773,7 @@ def create_app(kind: str, settings: Settings, title: str) -> FastAPI:
     the model itself is loaded and warmed up on the inference worker thread.
     """
     require_file(settings.model_path)
-    loaded: list[Backend] = []
+    loaded: dict[int, Backend] = {}  # by worker index: they finish loading in any order
 
     # Several inference workers, each one intra-op thread under load: on this
     # 2-core CPU two single-threaded forward passes side by side do ~1.5x the
@@ -789,7 +789,7 @@ def create_app(kind: str, settings: Settings, title: str) -> FastAPI:
         threads, shared = (settings.infer_threads, shared_threads) if index == 0 else (1, None)
         backend = load_backend(kind, settings.model_path, threads, shared, settings.max_batch)
         warm_up(backend, settings.max_batch)
-        loaded.append(backend)
+        loaded[index] = backend
         return backend.infer
 
     metrics = Metrics()
