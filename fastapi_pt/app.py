@@ -1,9 +1,9 @@
 """FastAPI inference service, PyTorch engine: ``uvicorn fastapi_pt.app:app``.
 
 Runs the MobileNetV2 state_dict ``food11.pth`` (built by ``python -m
-servelab.model build``) on CUDA when available, else on the CPU with
-``INFER_THREADS`` intra-op threads (default: the cores the preprocessing
-workers leave free, so OpenMP's spinning threads never fight them).
+servelab.model build``) on CUDA when torch can run the GPU, else on the CPU
+with one inference worker per core: a lone request gets ``INFER_THREADS``
+intra-op threads (every core), and under load each worker runs on one.
 Batching defaults to 2 (``MAX_BATCH``): measured on the 2-core lab CPU with 16
 clients, 2 gave the most throughput (1 and 4 less); batch 16 is ~50 % dearer
 per image than batch 1 there (cache-bound). On a GPU, where batch 16 costs
