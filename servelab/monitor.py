@@ -29,6 +29,7 @@ class _Gpus:
 
     def __init__(self) -> None:
         self.handles: list[Any] = []
+        self.uuids: list[str | None] = []  # by NVML index: to line up perf_analyzer's per-UUID figures
         try:
             import pynvml
 
@@ -37,6 +38,12 @@ class _Gpus:
             self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
         except Exception:  # no driver / no library: a CPU host
             self.handles = []
+        for handle in self.handles:
+            try:
+                uuid = self.nvml.nvmlDeviceGetUUID(handle)
+                self.uuids.append(uuid.decode() if isinstance(uuid, bytes) else str(uuid))
+            except Exception:
+                self.uuids.append(None)
 
     def sample(self) -> list[dict[str, float]]:
         out = []
@@ -142,6 +149,9 @@ class Utilisation:
             out[f"gpu{index}_util_mean_pct"] = round(_mean(util), 1)
             out[f"gpu{index}_util_max_pct"] = round(max(util), 1)
             out[f"gpu{index}_mem_max_mib"] = round(max(memory), 1)
+            uuids = self._gpus.uuids if self._gpus else []
+            if index < len(uuids) and uuids[index]:
+                out[f"gpu{index}_uuid"] = uuids[index]
         return out
 
     def frame(self) -> Any:

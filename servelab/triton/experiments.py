@@ -6,7 +6,9 @@ level it snapshots the server's statistics, samples utilisation, runs
 perf_analyzer, snapshots again, and appends one row per level to
 ``results/<experiment>.csv`` — perf_analyzer's client view, the server's
 queue/compute breakdown and batch-size counts for just that level, the config
-that was live, the load pattern, and the CPU/GPU utilisation.
+that was live, the load pattern, and the CPU/GPU utilisation (GPU: NVML sampled
+by this process, and perf_analyzer's ``--collect-metrics`` figures beside it;
+see ``gpu_utilisation``).
 
 The server argument only needs ``.url`` (host:port as perf_analyzer sees it)
 and ``.client()`` (a tritonclient HTTP client); GPU targets pass their own
@@ -37,6 +39,7 @@ from servelab.triton.perf import (
     make_input_data,
     make_tensor_input_data,
     perf,
+    perf_gpu_columns,
 )
 from servelab.triton.server import cache_dir
 from servelab.triton.stats import run_stats
@@ -131,6 +134,42 @@ def _one_level(server: TritonEndpoint, model: str, label: str, level: float, mod
     return result, stats.delta, util.summary()
 
 
+def gpu_utilisation(row: Mapping[str, Any], util: Mapping[str, Any]) -> dict[str, Any]:
+    """The GPU columns of one result row, from both samplers on the servers' machine.
+
+    ``util`` is ``Utilisation.summary()`` (NVML in this process); ``row`` a
+    ``parse_perf_csv`` row, whose raw ``--collect-metrics`` cells give the
+    ``perf_gpu*`` columns (Triton's own /metrics), numbered like NVML's GPUs
+    where both know the UUIDs. NVML's figures stay the ``gpu{i}_*`` columns
+    (and so ``gpu_util_pct``) when it saw a GPU; otherwise perf_analyzer's fill
+    ``gpu{i}_util_mean_pct``/``gpu{i}_mem_max_mib``/``gpu_count``.
+    ``gpu_util_source`` says which: "nvml", "perf_analyzer", or None when
+    neither saw a GPU (a CPU host: no GPU figures at all, never a 0).
+    """
+    nvml_count = int(util.get("gpu_count") or 0)
+    order = [u for i in range(nvml_count) if (u := util.get(f"gpu{i}_uuid"))]
+    out: dict[str, Any] = perf_gpu_columns(row, order)
+    if nvml_count:
+        out["gpu_util_source"] = "nvml"
+    elif out:
+        out["gpu_util_source"] = "perf_analyzer"
+        out["gpu_count"] = out["perf_gpu_count"]
+        for i in range(out["perf_gpu_count"]):
+            for suffix in ("uuid", "util_mean_pct", "mem_max_mib"):
+                out[f"gpu{i}_{suffix}"] = out[f"perf_gpu{i}_{suffix}"]
+    else:
+        out["gpu_util_source"] = None
+    return out
+
+
+def with_gpu_columns(frame: pd.DataFrame, util: Mapping[str, Any]) -> pd.DataFrame:
+    """``frame`` (one perf run's rows) with ``gpu_utilisation``'s columns on every row."""
+    rows = [{**row, **gpu_utilisation(row, util)} for row in frame.to_dict("records")]
+    out = pd.DataFrame(rows, columns=list(dict.fromkeys(k for row in rows for k in row))) if rows else frame
+    out.attrs.update(frame.attrs)
+    return out
+
+
 def measure(server: TritonEndpoint, model: str, label: str, *,
             concurrency: int | Sequence[int] | None = None,
             request_rate: float | Sequence[float] | None = None, distribution: str = "constant",
@@ -175,6 +214,7 @@ def measure(server: TritonEndpoint, model: str, label: str, *,
         frame = result.frame.copy()
         for key, value in {**stats, **util, **(extra or {})}.items():
             frame[key] = [value] * len(frame)
+        frame = with_gpu_columns(frame, util)  # NVML's GPU figures, else perf_analyzer's
         frame["instances"] = config["instances"]
         frame["dynamic_batching"] = config["dynamic_batching"]
         frame["command"] = result.command

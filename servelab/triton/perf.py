@@ -67,6 +67,22 @@ NOISY_CPU: dict[str, Any] = {
     "measurement_mode": "count_windows", "measurement_request_count": 50,
     "stability_percentage": 30, "max_trials": 6,
 }
+# With --collect-metrics --verbose-csv perf_analyzer (2.51: report_writer.cc WriteGpuMetrics,
+# metrics.h, inference_profiler.cc MergeMetrics) appends four columns scraped from Triton's
+# /metrics. Each holds one "<gpu_uuid>:<value>;" per GPU, ordered by UUID (a std::map), e.g.
+# "GPU-9d2f…:0.83;GPU-c1a0…:0.1;"; all four are empty when Triton reports no GPU (a CPU host).
+# column → (our per-GPU suffix, factor to our unit); what the value is:
+GPU_METRIC_COLUMNS: dict[str, tuple[str, float]] = {
+    # nv_gpu_utilization, a 0–1 fraction, averaged over the level's metric samples → percent
+    "Avg GPU Utilization": ("util_mean_pct", 100.0),
+    # nv_gpu_power_usage, watts, averaged
+    "Avg GPU Power Usage": ("power_mean_w", 1.0),
+    # nv_gpu_memory_used_bytes, bytes, the largest sample → MiB
+    "Max GPU Memory Usage": ("mem_max_mib", 1.0 / 2**20),
+    # nv_gpu_memory_total_bytes, bytes, the first sample → MiB
+    "Total GPU Memory": ("mem_total_mib", 1.0 / 2**20),
+}
+
 # Fixed request count: no stability search at all (fast, for tests and quick looks).
 FIXED_COUNT: dict[str, Any] = {"request_count": 100}
 
@@ -291,9 +307,68 @@ def _ms(value: Any) -> float:
     return float(value) / 1000.0 if value is not None and value == value else math.nan
 
 
+def parse_gpu_field(value: Any) -> dict[str, float]:
+    """One GPU-metrics cell, ``"GPU-a:0.83;GPU-b:0.1;"`` → ``{"GPU-a": 0.83, "GPU-b": 0.1}``.
+
+    An empty cell (pandas reads it as NaN), a missing one (None) or an entry
+    that is not ``<uuid>:<number>`` gives nothing for that GPU, never a 0.
+    """
+    if not isinstance(value, str):
+        return {}
+    out: dict[str, float] = {}
+    for entry in value.split(";"):
+        uuid, sep, number = entry.strip().rpartition(":")
+        if not sep or not uuid:
+            continue
+        try:
+            figure = float(number)
+        except ValueError:
+            continue
+        if math.isfinite(figure):
+            out[uuid] = figure
+    return out
+
+
+def perf_gpu_columns(record: Mapping[str, Any], order: Sequence[str] = ()) -> dict[str, Any]:
+    """perf_analyzer's GPU metrics of one CSV row as flat ``perf_gpu*`` columns; {} without any.
+
+    Per GPU ``i``: ``perf_gpu{i}_uuid``, ``perf_gpu{i}_util_mean_pct`` (percent),
+    ``perf_gpu{i}_power_mean_w``, ``perf_gpu{i}_mem_max_mib``,
+    ``perf_gpu{i}_mem_total_mib`` (None where that figure is missing). For the
+    run: ``perf_gpu_count``, ``perf_gpu_util_pct`` (mean over GPUs, as
+    ``gpu_util_pct``), ``perf_gpu_power_w`` (total over GPUs) and
+    ``perf_gpu_mem_max_mib`` (the fullest GPU's peak). GPUs are numbered in
+    ``order`` (e.g. NVML's UUIDs by index) first, then in perf_analyzer's own
+    order (by UUID), which need not be the driver's index order.
+    """
+    maps = {suffix: (parse_gpu_field(record.get(column)), factor)
+            for column, (suffix, factor) in GPU_METRIC_COLUMNS.items()}
+    found = {uuid for values, _ in maps.values() for uuid in values}
+    if not found:
+        return {}
+    uuids = [u for u in dict.fromkeys(order) if u in found] + sorted(found - set(order))
+    out: dict[str, Any] = {"perf_gpu_count": len(uuids)}
+    for index, uuid in enumerate(uuids):
+        out[f"perf_gpu{index}_uuid"] = uuid
+        for suffix, (values, factor) in maps.items():
+            out[f"perf_gpu{index}_{suffix}"] = round(values[uuid] * factor, 1) if uuid in values else None
+
+    def present(suffix: str) -> list[float]:
+        return [v for i in range(len(uuids)) if (v := out[f"perf_gpu{i}_{suffix}"]) is not None]
+
+    util, power, memory = present("util_mean_pct"), present("power_mean_w"), present("mem_max_mib")
+    out["perf_gpu_util_pct"] = round(sum(util) / len(util), 1) if util else None
+    out["perf_gpu_power_w"] = round(sum(power), 1) if power else None
+    out["perf_gpu_mem_max_mib"] = max(memory) if memory else None
+    return out
+
+
 def parse_perf_csv(text: str, label: str, model: str, config: Mapping[str, Any] | str | None = None,
                    load: Mapping[str, Any] | None = None, stdout: str = "") -> pd.DataFrame:
     """perf_analyzer's ``-f`` CSV (µs) → one row per load level, labelled; raw µs columns kept.
+
+    GPU metrics (``--collect-metrics --verbose-csv``) become ``perf_gpu*``
+    columns (``perf_gpu_columns``); the raw cells stay under their own names.
 
     ``load`` describes the load pattern (``distribution``, ``batch_size``, …);
     levels that appear in ``stdout`` as unsettled are added with
@@ -322,6 +397,7 @@ def parse_perf_csv(text: str, label: str, model: str, config: Mapping[str, Any] 
             row["latency_avg_ms"] = sum(float(record[k]) for k in parts) / 1000.0 if parts else math.nan
         # perf_analyzer's own columns (µs) kept under their own names
         row.update({k: v for k, v in record.items() if k not in LOAD_COLUMNS and k != "Inferences/Second"})
+        row.update(perf_gpu_columns(record))  # --collect-metrics: per GPU, in our units
         rows.append(row)
     seen = {(r["load_mode"], r["load_value"]) for r in rows}
     for level in parse_levels(stdout):
