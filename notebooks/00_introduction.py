@@ -37,9 +37,16 @@
 #   three hours: the lease is 2 h 50 min.
 # - Read the whole lab before the lease starts — the reservation is short.
 #
-# The same notebooks also run without Chameleon: `target="docker"` uses Docker with a GPU
-# on your own machine, and `target="local"` (the default) runs everything as plain processes
-# on this machine's CPU. The `local` target is what CI and instructors use to check the lab.
+# **Where each notebook runs.** 01, 02 and 08 run here, in Chameleon's Jupyter, with
+# `target="chameleon"`: they reserve, launch and release the node. Notebook 02 ends by starting
+# a second Jupyter server *on the node*; 03–07 run there with `target="docker"`, so every
+# client and every measurement of CPU and GPU use is taken on the machine that runs the
+# servers, not across the network.
+#
+# The same notebooks also run without Chameleon: `target="docker"` on any machine with Docker
+# and an NVIDIA GPU (`./lab jupyter` starts the same Jupyter server there), and
+# `target="local"` (the default) runs everything as plain processes on this machine's CPU.
+# The `local` target is what CI uses to check the lab.
 
 # %% tags=["parameters"]
 target = "local"  # local | docker | chameleon

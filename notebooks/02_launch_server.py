@@ -14,7 +14,8 @@
 # With an active lease, we start a bare-metal server on the reserved node, give it a public
 # (floating) IP address, wait until it answers SSH, and install what the lab needs on it:
 # the lab's code, Docker, the NVIDIA container toolkit (so containers can use the GPUs) and
-# `nvtop` (a `top` for GPUs).
+# `nvtop` (a `top` for GPUs). The script also checks the GPUs (name, driver, compute
+# capability) against what the lab's images need, and stops with what to do if they do not fit.
 #
 # On Chameleon these cells run from Chameleon's own Jupyter environment.
 
@@ -55,6 +56,16 @@ node = provisioning.launch(config, plan_only=P.plan)
 node
 
 # %% [markdown]
-# ## Next
-# Open an SSH session to the node (`ssh cc@<floating IP>`) and keep it open: you will
-# watch `nvtop` there while the benchmarks run.
+# ## Next: the node's own Jupyter server
+# The set-up ended by starting a Jupyter server **on the node** (`./lab jupyter`: its own
+# compose project, running as your user, with the GPUs and the Docker socket). Notebooks
+# 03–07 run there, with `target = "docker"`: the benchmarks, perf_analyzer and the
+# utilisation sampler then run on the same machine as the servers. Measured from here,
+# every request would also cross the network, and the GPU figures would be this machine's.
+# Come back here for notebook 08.
+#
+# Also open an SSH session to the node and keep it open: you will watch `nvtop` there
+# while the benchmarks run.
+
+# %%
+steps.node_jupyter(node)

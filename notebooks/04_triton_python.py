@@ -22,7 +22,7 @@
 # the model run, and where.
 
 # %% tags=["parameters"]
-target = "local"  # local | docker | chameleon
+target = "local"  # local | docker (on the GPU node: in the node's Jupyter, see notebook 02)
 preset = "quick"
 concurrency_levels = None  # None: [1, 8, 16]
 client_batch = None  # None: 16

@@ -22,7 +22,7 @@
 # overhead per batch is still there.
 
 # %% tags=["parameters"]
-target = "local"  # local | docker | chameleon
+target = "local"  # local | docker (on the GPU node: in the node's Jupyter, see notebook 02)
 preset = "quick"
 onnx_concurrency_levels = None  # None: [8, 16]
 onnx_instances = None  # None: 2 (over GPUs 0 and 1)

@@ -30,8 +30,7 @@ P = params.resolve(target, preset, project=project, site=site, lease_name=lease_
 P
 
 # %%
-stack = steps.open_stack(P)
-stack.down()
+steps.stop_stacks(P)
 
 # %%
 config = provisioning.from_env(project=P.project, site=P.site, lease_name=P.lease_name)

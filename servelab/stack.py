@@ -7,7 +7,9 @@ Chameleon node over SSH — lives in the implementations, never in ``if target``
 branches in a notebook.
 
 Service names are the Compose service names: ``fastapi_server``,
-``triton_server``, ``flask``, ``jupyter``.
+``triton_server``, ``flask``. Clients (the benchmarks, perf_analyzer, the
+utilisation sampler) run where the kernel runs, which on every target is the
+machine that runs the servers.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 TARGETS = ("local", "docker", "chameleon")
 
@@ -42,6 +45,7 @@ class Stack(ABC):
 
     target: str = ""
     has_gpu: bool = False
+    root: Path  # the project root on the services' host
 
     @abstractmethod
     def up(self, stack: str, services: Sequence[str] | None = None, timeout: float = 600.0) -> None:
@@ -56,10 +60,14 @@ class Stack(ABC):
         """Base URL of ``service`` as seen by the clients the lab runs (bench, perf_analyzer)."""
 
     def service_address(self, service: str, port: str = "http") -> str:
-        """``host:port`` of ``service`` as seen from inside the stack — where commands run with
-        ``run(..., service=...)`` reach it (perf_analyzer's ``-u``, ``--metrics-url``). On the compose
-        targets that is the compose network (``triton_server:8000``); locally the same as ``url``."""
+        """``host:port`` of ``service`` as the stack's other services reach it (GourmetGram → its
+        server): the compose network on the compose targets (``triton_server:8000``); else ``url``'s."""
         return self.url(service, port).split("://", 1)[-1]
+
+    def perf_options(self, input_data: Path | None = None) -> dict[str, Any]:
+        """Keyword arguments for ``servelab.triton.experiments.measure``: perf_analyzer runs here,
+        next to the kernel, against ``url("triton_server")``; ``input_data`` is its JSON input."""
+        return {"input_data": input_data} if input_data is not None else {}
 
     @abstractmethod
     def run(self, argv: Sequence[str], service: str | None = None,

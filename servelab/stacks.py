@@ -1,33 +1,26 @@
-"""The three implementations of ``servelab.stack.Stack``.
+"""The implementations of ``servelab.stack.Stack``.
 
 - ``LocalStack`` (target ``local``): plain processes on 127.0.0.1 — uvicorn,
   the Triton server binary, gunicorn — started by ``servelab.services`` and
   ``servelab.triton.server``.
 - ``ComposeStack`` (target ``docker``): ``docker compose`` with the files in
-  ``docker/`` on this host.
-- ``RemoteComposeStack`` (target ``chameleon``): the same compose commands,
-  run on the Chameleon node over SSH (Fabric, as python-chi's
-  ``Server.ssh_connection`` returns it).
+  ``docker/`` on the host the kernel runs on. On the Chameleon node that is the
+  student's Jupyter container (``docker/docker-compose-jupyter.yaml``), so the
+  ``chameleon`` target has no stack here: see ``NODE_NOTEBOOKS``.
 
 Paths are the same on every target, relative to the project root: the live
 Triton repository is ``models/`` and results are written under ``results/``.
-In the compose stacks the project root is mounted at ``/workspace`` in the
-``jupyter`` service (its working directory), so a perf_analyzer CSV written
-there as ``results/x.csv`` is fetched with ``fetch("results/x.csv", ...)`` —
-exactly as on the local target, where commands run in the project root.
 """
 
 from __future__ import annotations
 
-import io
 import os
 import posixpath
 import shlex
 import shutil
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -41,29 +34,20 @@ FASTAPI_APPS = {"fastapi_pt": "pt", "fastapi_onnx": "onnx"}
 COMPOSE_FILES = {"fastapi": "docker/docker-compose-fastapi.yaml",
                  "triton": "docker/docker-compose-triton.yaml"}
 # what each compose stack runs (keep in step with the compose files; a test checks it)
-STACK_SERVICES = {"fastapi": ("fastapi_server", "jupyter", "flask"),
-                  "triton": ("triton_server", "jupyter", "flask")}
+STACK_SERVICES = {"fastapi": ("fastapi_server", "flask"),
+                  "triton": ("triton_server", "flask")}
 # container ports, as the services reach each other on the compose network
 SERVICE_PORTS: dict[str, dict[str, int]] = {
     "fastapi_server": {"http": 8000},
     "triton_server": {"http": 8000, "grpc": 8001, "metrics": 8002},
     "flask": {"http": 5000},
-    "jupyter": {"http": 8888},
 }
 # ports published on the host (what a browser or the bench on the host uses)
 HOST_PORTS: dict[str, dict[str, int]] = {
     "fastapi_server": {"http": 8000},
     "triton_server": {"http": 8000, "grpc": 8001, "metrics": 8002},
     "flask": {"http": 80},
-    "jupyter": {"http": 8888},
 }
-# run inside ``jupyter``: the HTTP model-control API, as tritonclient sends it
-RELOAD_SNIPPET = (
-    "import sys, tritonclient.http as h; "
-    "c = h.InferenceServerClient(sys.argv[1]); "
-    "c.load_model(sys.argv[2], config=sys.argv[3] or None); "
-    "print('reloaded', sys.argv[2])"
-)
 
 
 def _check_stack(stack: str) -> str:
@@ -231,8 +215,6 @@ class LocalStack(Stack):
     # -- addresses
     def url(self, service: str, port: str = "http") -> str:
         _port(SERVICE_PORTS, service, port)
-        if service == "jupyter":
-            raise ValueError("the local target has no jupyter service: commands run in this kernel's host")
         handle = self._services.get(service)
         if handle is None:
             raise RuntimeError(f"{service} is not running on the local target: call up() first")
@@ -249,7 +231,7 @@ class LocalStack(Stack):
         env = dict(os.environ)
         if service is not None:
             _check_service(service)
-            # as in the jupyter image: perf_analyzer on PATH, its libcudart found
+            # as in the Jupyter image: perf_analyzer on PATH, its libcudart found
             from servelab.triton.perf import perf_analyzer_env
 
             env = perf_analyzer_env()
@@ -285,7 +267,7 @@ class LocalStack(Stack):
 
 # --------------------------------------------------------------------------- compose
 class Transport(Protocol):
-    """Where compose commands run and files live: this host, or the node over SSH."""
+    """Where compose commands run and files live (this host; a recording stand-in in tests)."""
 
     host: str
 
@@ -319,57 +301,23 @@ class LocalTransport:
             shutil.copyfile(src, local_path)
 
 
-class SSHTransport:
-    """Commands and files on the node, in ``remote_dir`` (relative to the login user's home).
-
-    ``connect`` makes the Fabric ``Connection`` on first use, so building a
-    stack never opens a connection by itself.
-    """
-
-    def __init__(self, connect: Callable[[], Any], remote_dir: str = "serve-system-lab") -> None:
-        self._connect = connect
-        self._conn: Any = None
-        self.remote_dir = remote_dir
-
-    @property
-    def conn(self) -> Any:
-        if self._conn is None:
-            self._conn = self._connect()
-        return self._conn
-
-    @property
-    def host(self) -> str:
-        return str(self.conn.host)
-
-    def _remote(self, relpath: str) -> str:
-        return posixpath.join(self.remote_dir, _safe_relpath(relpath))
-
-    def run(self, argv: Sequence[str], timeout: float | None) -> CommandResult:
-        command = f"cd {shlex.quote(self.remote_dir)} && {shlex.join(argv)}"
-        result = self.conn.run(command, hide=True, warn=True, timeout=timeout, in_stream=False)
-        return CommandResult(list(argv), int(result.exited), result.stdout, result.stderr)
-
-    def put(self, relpath: str, content: bytes) -> None:
-        remote = self._remote(relpath)
-        self.conn.run(f"mkdir -p {shlex.quote(posixpath.dirname(remote))}", hide=True, in_stream=False)
-        self.conn.put(io.BytesIO(content), remote=remote)
-
-    def get(self, relpath: str) -> bytes:
-        buffer = io.BytesIO()
-        self.conn.get(self._remote(relpath), local=buffer)
-        return buffer.getvalue()
-
-    def get_file(self, relpath: str, local_path: Path) -> None:
-        self.conn.get(self._remote(relpath), local=str(local_path))
+def owner_ids(root: Path) -> dict[str, str]:
+    """``HOST_UID``/``HOST_GID``: the checkout owner's ids, which every container that writes into
+    the checkout runs as (the compose files refuse to start without them)."""
+    st = os.stat(root)
+    return {"HOST_UID": str(st.st_uid), "HOST_GID": str(st.st_gid)}
 
 
 class ComposeStack(Stack):
-    """``docker compose`` stacks from ``docker/`` on this host (target ``docker``).
+    """``docker compose`` stacks from ``docker/`` on the host this kernel runs on (target ``docker``).
 
+    The kernel is the student's Jupyter container on the GPU host (or a shell
+    on it): the stacks' published ports are ``localhost:8000`` etc., so every
+    client, perf_analyzer included, runs on the same machine as the servers.
     Each stack is its own compose project (``servelab-fastapi``,
     ``servelab-triton``); both publish port 8000, so bringing one up first
-    brings the other down. ``--wait`` makes ``up`` return only when every
-    healthcheck passes.
+    brings the other down. The Jupyter server is a third project that neither
+    touches. ``--wait`` makes ``up`` return only when every healthcheck passes.
     """
 
     target = "docker"
@@ -378,7 +326,8 @@ class ComposeStack(Stack):
     def __init__(self, transport: Transport | None = None, root: Path = REPO_ROOT,
                  fastapi_app: str | None = None, stack: str | None = None,
                  env: Mapping[str, str] | None = None, flask_backend: str = "triton") -> None:
-        self.transport: Transport = transport or LocalTransport(root)
+        self.root = Path(root)
+        self.transport: Transport = transport or LocalTransport(self.root)
         self.flask_backend = _check_flask_backend(flask_backend)  # FLASK_BACKEND in the triton stack
         self.fastapi_app = fastapi_app or os.environ.get("FASTAPI_APP", "fastapi_pt")
         if self.fastapi_app not in FASTAPI_APPS:
@@ -388,9 +337,10 @@ class ComposeStack(Stack):
 
     # -- the commands
     def compose(self, stack: str, *args: str) -> list[str]:
-        """The ``docker compose`` argv for ``stack`` (variables as an ``env`` prefix: works over SSH too)."""
+        """The ``docker compose`` argv for ``stack`` (variables as an ``env`` prefix, as a shell shows it)."""
         variables = {"FASTAPI_APP": self.fastapi_app,
-                     "FLASK_BACKEND": _check_flask_backend(self.flask_backend), **self.env}
+                     "FLASK_BACKEND": _check_flask_backend(self.flask_backend),
+                     **owner_ids(self.root), **self.env}
         prefix = ["env", *(f"{key}={value}" for key, value in sorted(variables.items()))]
         return [*prefix, "docker", "compose", "-p", f"servelab-{_check_stack(stack)}",
                 "-f", COMPOSE_FILES[stack], *args]
@@ -414,12 +364,10 @@ class ComposeStack(Stack):
         for other in STACKS:
             if other != stack:
                 self._run(self.compose(other, "down"), 300).check()
-        if stack == "triton":
+        if stack == "triton":  # made by this kernel's user (the checkout owner) before Triton mounts it
             self._run(self.prepare_models_argv(), 60).check()
-        # jupyter always comes along: perf_analyzer and reloads run in it
-        chosen = [*services, *([] if "jupyter" in services else ["jupyter"])] if services else []
         argv = self.compose(stack, "up", "--build", "-d", "--wait", "--wait-timeout", str(int(timeout)),
-                            *chosen)
+                            *(services or ()))
         self._run(argv, timeout + 1800).check()  # the first build downloads images: allow for it
         self.current = stack
 
@@ -431,7 +379,7 @@ class ComposeStack(Stack):
 
     def _stack_of(self, service: str) -> str:
         for stack in STACKS:
-            if service in STACK_SERVICES[stack] and service not in ("jupyter", "flask"):
+            if service in STACK_SERVICES[stack] and service != "flask":
                 return stack
         if self.current is None:
             raise RuntimeError(f"no stack is up to run {service} in: call up('fastapi'|'triton') first, "
@@ -454,6 +402,12 @@ class ComposeStack(Stack):
     def service_address(self, service: str, port: str = "http") -> str:
         return f"{service}:{_port(SERVICE_PORTS, service, port)}"
 
+    def perf_options(self, input_data: Path | None = None) -> dict[str, Any]:
+        """As on every target, plus the GPU metrics perf_analyzer collects from Triton's metrics port."""
+        metrics = self.url("triton_server", "metrics").split("://", 1)[-1]
+        return {**super().perf_options(input_data), "collect_metrics": True,
+                "metrics_url": f"{metrics}/metrics"}
+
     # -- files and models
     def write_file(self, relpath: str, content: bytes | str) -> None:
         self.transport.put(_safe_relpath(relpath), _as_bytes(content))
@@ -461,14 +415,14 @@ class ComposeStack(Stack):
     def read_file(self, relpath: str) -> bytes:
         return self.transport.get(_safe_relpath(relpath))
 
-    def reload_model_argv(self, name: str, config_json: str | None = None) -> list[str]:
-        return self.exec_argv("jupyter", ["python3", "-c", RELOAD_SNIPPET,
-                                          self.service_address("triton_server"), name, config_json or ""])
-
     def reload_model(self, name: str, config_json: str | None = None) -> None:
-        """Load ``name`` again through Triton's model-control API, sent from the jupyter service."""
+        """Load ``name`` again through Triton's model-control API (HTTP, from this kernel)."""
+        import tritonclient.http as httpclient
+
         self.current = self.current or "triton"
-        self._run(self.reload_model_argv(name, config_json), 300).check()
+        address = self.url("triton_server").split("://", 1)[-1]
+        client = httpclient.InferenceServerClient(address, network_timeout=300.0, connection_timeout=30.0)
+        client.load_model(name, config=config_json or None)
 
     def fetch(self, remote_relpath: str, local_path: Path) -> Path:
         dest = Path(local_path)
@@ -477,119 +431,25 @@ class ComposeStack(Stack):
         return dest
 
 
-class RemoteComposeStack(ComposeStack):
-    """The compose stacks on the Chameleon node, driven over SSH (target ``chameleon``).
-
-    The connection comes from ``connection`` (a Fabric ``Connection``), else
-    ``host`` (+ ``user``, ``key_filename``), else the provisioned node found by
-    name with python-chi (``provisioning.connect``; settings from ``config``
-    or the environment; ``chi`` replaces the python-chi modules, see
-    ``provisioning.chi_api``).
-    """
-
-    target = "chameleon"
-    has_gpu = True
-
-    def __init__(self, transport: Transport | None = None, connection: Any = None, host: str | None = None,
-                 user: str = "cc", key_filename: str | None = None, config: Any = None,
-                 remote_dir: str | None = None, chi: Any = None, **options: Any) -> None:
-        if transport is None:
-            remote_dir = remote_dir or getattr(config, "remote_dir", None) or "serve-system-lab"
-            transport = SSHTransport(self._connector(connection, host, user, key_filename, config, chi),
-                                     remote_dir)
-        super().__init__(transport=transport, **options)
-
-    @staticmethod
-    def _connector(connection: Any, host: str | None, user: str, key_filename: str | None,
-                   config: Any, chi: Any) -> Callable[[], Any]:
-        def connect() -> Any:
-            if connection is not None:
-                return connection
-            if host:
-                from fabric import Connection
-
-                kwargs = {"key_filename": key_filename} if key_filename else {}
-                return Connection(host, user=user, connect_kwargs=kwargs)
-            import provisioning
-
-            node = provisioning.connect(config or provisioning.from_env(), chi=chi)
-            return node.ssh_connection()
-
-        return connect
-
-
-# --------------------------------------------------------------------------- perf_analyzer
-def stack_path(stack: Stack, relpath: str) -> str:
-    """``relpath`` (under the project root) as commands run by ``stack.run(..., service=...)`` see it."""
-    rel = _safe_relpath(relpath)
-    return str(stack.root / rel) if isinstance(stack, LocalStack) else rel
-
-
-def _project_relpath(stack: Stack, path: str) -> str:
-    """``path`` relative to the project root (an absolute local path is accepted on the local target)."""
-    candidate = Path(path)
-    if candidate.is_absolute() and isinstance(stack, LocalStack):
-        candidate = candidate.relative_to(stack.root)
-    return _safe_relpath(str(candidate))
-
-
-def perf_runner(stack: Stack, service: str = "jupyter") -> Callable[[list[str], str, float], Any]:
-    """A ``servelab.triton.perf`` runner that runs perf_analyzer inside ``service`` of ``stack``.
-
-    The CSV path must be under the project root (``results/...``): the command
-    writes it there on the stack's host and it is read back through the stack,
-    so the DataFrame is built here exactly as on the local target.
-    """
-
-    def run(argv: list[str], csv_path: str, timeout: float) -> Any:
-        from servelab.triton.perf import RunOutput
-
-        rel = _project_relpath(stack, csv_path)
-        # perf_analyzer neither creates the CSV's folder nor removes a stale CSV
-        prepare = f"mkdir -p {shlex.quote(posixpath.dirname(rel) or '.')} && rm -f {shlex.quote(rel)}"
-        stack.run(["sh", "-c", prepare], service=service, timeout=60).check()
-        started = time.monotonic()
-        result = stack.run(argv, service=service, timeout=timeout)
-        try:
-            csv_text = stack.read_file(rel).decode()
-        except (OSError, KeyError):
-            csv_text = ""
-        return RunOutput(list(argv), result.returncode, result.stdout + result.stderr, csv_text,
-                         time.monotonic() - started)
-
-    return run
-
-
-def perf_options(stack: Stack, csv_relpath: str, input_data: Path | None = None) -> dict[str, Any]:
-    """Keyword arguments for ``servelab.triton.perf.perf`` that measure this stack's Triton.
-
-    Local: perf's own runner (with its progress bar) on this machine. Compose
-    targets: inside the jupyter service against ``triton_server:8000``, with
-    ``--collect-metrics`` from ``triton_server:8002/metrics`` for GPU
-    utilisation, the CSV read back through the stack. ``input_data`` (a local
-    JSON file, e.g. from ``make_input_data``) is copied next to the CSV on the
-    stack's host so perf_analyzer finds it there.
-    """
-    url = stack.service_address("triton_server")
-    options: dict[str, Any] = {"url": url}
-    if input_data is not None:
-        options["input_data"] = str(input_data)
-    if isinstance(stack, LocalStack):
-        return {**options, "csv_path": stack_path(stack, csv_relpath)}
-    if input_data is not None:
-        remote = posixpath.join(posixpath.dirname(_safe_relpath(csv_relpath)), Path(input_data).name)
-        stack.write_file(remote, Path(input_data).read_bytes())
-        options["input_data"] = remote
-    return {**options, "binary": "perf_analyzer", "csv_path": _safe_relpath(csv_relpath),
-            "collect_metrics": True,
-            "metrics_url": f"{stack.service_address('triton_server', 'metrics')}/metrics",
-            "runner": perf_runner(stack)}
+NODE_NOTEBOOKS = ("notebook 01 (reserve), 02 (launch) and 08 (tear down) run with target='chameleon' "
+                  "from Chameleon's Jupyter; notebooks 03-07 run on the node, in the Jupyter server that "
+                  "notebook 02 started and printed the URL of, with target='docker', so that every client "
+                  "and every utilisation sample runs next to the servers (measuring across the network "
+                  "measures the network). The instructor's headless run does both: ./lab run --target "
+                  "chameleon")
 
 
 def make(target: str, **options: Any) -> Stack:
-    """The ``Stack`` for ``target`` ("local", "docker", "chameleon"); ``options`` go to its constructor."""
-    classes: dict[str, type[Stack]] = {"local": LocalStack, "docker": ComposeStack,
-                                       "chameleon": RemoteComposeStack}
+    """The ``Stack`` for ``target`` ("local", "docker"); ``options`` go to its constructor.
+
+    "chameleon" has no stack of its own: the experiments run on the node as "docker"
+    (``NODE_NOTEBOOKS``); asking for one raises a ParameterError that says so.
+    """
+    from servelab.params import ParameterError
+
+    classes: dict[str, type[Stack]] = {"local": LocalStack, "docker": ComposeStack}
+    if target == "chameleon":
+        raise ParameterError(f"target='chameleon' drives no services from here: {NODE_NOTEBOOKS}")
     if target not in classes:
         raise ValueError(f"unknown target {target!r}: choose one of {', '.join(classes)}")
     return classes[target](**options)

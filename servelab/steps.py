@@ -132,8 +132,30 @@ def _jsonable(value: Any) -> Any:
 # ----------------------------------------------------------------------------- stacks
 
 def open_stack(p: LabParams) -> Stack:
-    """The target's stack (local processes, compose here, or compose on the node)."""
+    """The target's stack: local processes, or compose on this host (the node's Jupyter on Chameleon).
+
+    ``target="chameleon"`` raises a ParameterError that says where notebooks 03-07 run instead.
+    """
     return get_stack(p.target, **_local_options(p.target))
+
+
+def stop_stacks(p: LabParams) -> None:
+    """Stop every stack this lab started (08). On chameleon they run on the node, and deleting the
+    server stops them: nothing to do from here."""
+    if p.target == "chameleon":
+        print("The stacks run on the node: deleting its server (next cell) stops them.")
+        return
+    open_stack(p).down()
+
+
+def node_jupyter(node: Any) -> None:
+    """Where to go after 02: the node's Jupyter server, where notebooks 03-07 run (target docker)."""
+    if node is None:
+        print("plan mode: on Chameleon this prints the node's Jupyter URL (with its token); "
+              "notebooks 03-07 run there with target='docker'.")
+        return
+    print(f"Open the node's Jupyter server and run notebooks 03-07 there with target='docker':\n"
+          f"  {node.jupyter_url}\nSSH for nvtop: ssh {node.user}@{node.address}")
 
 
 def _local_options(target: str) -> dict[str, Any]:
@@ -541,7 +563,7 @@ def measure(triton: Triton, name: str, p: LabParams, step: str, label: str = "",
                             else {"request_rate": round(float(rate or 0), 1), "distribution": distribution})
     columns = {"step": step, "threads": "split", **(extra or {})}
     inputs = experiments.input_data_for(triton, name, workdir=_results_dir_or_default() / "perf-inputs")
-    where = _perf_placement(triton.stack, name, inputs)
+    where = triton.stack.perf_options(inputs)
     for attempt in (1, 2):
         try:
             frame = experiments.measure(triton, name, label or step, batch=batch, settle=settle,
@@ -553,18 +575,6 @@ def measure(triton: Triton, name: str, p: LabParams, step: str, label: str = "",
                 raise
             print(f"perf_analyzer failed ({str(exc).splitlines()[0][:200]}); trying once more")
     raise AssertionError("unreachable")
-
-
-def _perf_placement(stack: Stack, name: str, inputs: Path) -> dict[str, Any]:
-    """Where perf_analyzer runs: here on the local target; in the stack's jupyter service
-    (against ``triton_server:8000``, with GPU metrics) on the compose targets."""
-    from servelab.stacks import LocalStack, perf_options
-
-    if isinstance(stack, LocalStack):
-        return {"input_data": inputs}
-    options = perf_options(stack, f"results/perf/{name}.csv", input_data=inputs)
-    return {"perf_url": options.pop("url"), "runner": options.pop("runner"),
-            "input_data": options.pop("input_data"), **options}
 
 
 # perf_analyzer is killed after this long (one level, warm-up included): a hung run must not eat the budget

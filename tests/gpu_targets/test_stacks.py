@@ -2,26 +2,23 @@
 
 from __future__ import annotations
 
-import io
 import json
+import os
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import psutil
 import pytest
 
+from servelab.params import ParameterError
+from servelab.paths import REPO_ROOT
 from servelab.procs import http_ok
 from servelab.stack import CommandResult, get_stack
-from servelab.stacks import (
-    RELOAD_SNIPPET,
-    ComposeStack,
-    LocalStack,
-    RemoteComposeStack,
-    SSHTransport,
-)
+from servelab.stacks import ComposeStack, LocalStack
 
-ENV = ["env", "FASTAPI_APP=fastapi_pt", "FLASK_BACKEND=triton", "docker", "compose"]
+OWNER = os.stat(REPO_ROOT)  # the checkout owner: every container writing into it runs as them
+IDS = [f"HOST_GID={OWNER.st_gid}", f"HOST_UID={OWNER.st_uid}"]
+ENV = ["env", "FASTAPI_APP=fastapi_pt", "FLASK_BACKEND=triton", *IDS, "docker", "compose"]
 FASTAPI = [*ENV, "-p", "servelab-fastapi", "-f", "docker/docker-compose-fastapi.yaml"]
 TRITON = [*ENV, "-p", "servelab-triton", "-f", "docker/docker-compose-triton.yaml"]
 PREPARE = ["sh", "-c", "mkdir -p models && for m in food_classifier food_classifier_onnx; do "
@@ -74,35 +71,44 @@ def test_compose_variables_choose_the_fastapi_app() -> None:
     transport = RecordingTransport()
     ComposeStack(transport=transport, fastapi_app="fastapi_onnx").up("fastapi", ["fastapi_server"], 60)
     assert transport.commands[-1] == [
-        "env", "FASTAPI_APP=fastapi_onnx", "FLASK_BACKEND=triton", "docker", "compose", "-p",
+        "env", "FASTAPI_APP=fastapi_onnx", "FLASK_BACKEND=triton", *IDS, "docker", "compose", "-p",
         "servelab-fastapi", "-f", "docker/docker-compose-fastapi.yaml", "up", "--build", "-d", "--wait",
-        "--wait-timeout", "60", "fastapi_server", "jupyter"]
+        "--wait-timeout", "60", "fastapi_server"]
     with pytest.raises(ValueError, match="FASTAPI_APP='fastapi_tf'"):
         ComposeStack(transport=transport, fastapi_app="fastapi_tf")
     with pytest.raises(ValueError, match="has no service 'triton_server'"):
         ComposeStack(transport=transport).up("fastapi", ["triton_server"])
 
 
-def test_compose_run_exec_reload_files() -> None:
+def test_compose_run_exec_reload_files(monkeypatch: pytest.MonkeyPatch) -> None:
     transport = RecordingTransport()
     stack = ComposeStack(transport=transport)
-    with pytest.raises(RuntimeError, match="no stack is up"):
-        stack.run(["perf_analyzer", "-m", "food_classifier"], service="jupyter")
+    with pytest.raises(ValueError, match="unknown service 'jupyter'"):
+        stack.run(["perf_analyzer"], service="jupyter")  # the Jupyter server is no stack's service
     stack.up("triton")
     transport.commands.clear()
     assert stack.run(["nvidia-smi"]).returncode == 0
-    stack.run(["perf_analyzer", "-m", "food_classifier", "-u", stack.service_address("triton_server")],
-              service="jupyter", timeout=120)
-    stack.run(["ls"], service="fastapi_server")  # the fastapi stack's own service
-    stack.reload_model("food_classifier", '{"max_batch_size": 16}')
+    stack.run(["ls"], service="fastapi_server", timeout=120)  # the fastapi stack's own service
+    stack.run(["ls"], service="triton_server")
     assert transport.commands == [
         ["nvidia-smi"],
-        [*TRITON, "exec", "-T", "jupyter", "perf_analyzer", "-m", "food_classifier", "-u",
-         "triton_server:8000"],
         [*FASTAPI, "exec", "-T", "fastapi_server", "ls"],
-        [*TRITON, "exec", "-T", "jupyter", "python3", "-c", RELOAD_SNIPPET, "triton_server:8000",
-         "food_classifier", '{"max_batch_size": 16}'],
+        [*TRITON, "exec", "-T", "triton_server", "ls"],
     ]
+    loads: list[tuple[str, str, Any]] = []
+
+    class Client:  # tritonclient.http's client, as the reload uses it
+        def __init__(self, url: str, **_: Any) -> None:
+            self.url = url
+
+        def load_model(self, name: str, config: Any = None) -> None:
+            loads.append((self.url, name, config))
+
+    import tritonclient.http
+
+    monkeypatch.setattr(tritonclient.http, "InferenceServerClient", Client)
+    stack.reload_model("food_classifier", '{"max_batch_size": 16}')
+    assert loads == [("node.example:8000", "food_classifier", '{"max_batch_size": 16}')]
     stack.write_file("models/food_classifier/config.pbtxt", "max_batch_size: 16\n")
     assert stack.read_file("models/food_classifier/config.pbtxt") == b"max_batch_size: 16\n"
     with pytest.raises(ValueError, match="not a path inside the project root"):
@@ -132,81 +138,14 @@ def test_compose_fetch(tmp_path: Path) -> None:
     assert dest.read_bytes().startswith(b"Concurrency")
 
 
-class FakeConnection:
-    """The part of Fabric's Connection that SSHTransport uses, recording each call."""
-
-    host = "129.114.108.7"
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, Any, dict[str, Any]]] = []
-        self.remote: dict[str, bytes] = {}
-
-    def run(self, command: str, **kwargs: Any) -> Any:
-        self.calls.append(("run", command, kwargs))
-        return SimpleNamespace(exited=0, stdout="ok\n", stderr="")
-
-    def put(self, local: Any, remote: str) -> None:
-        self.calls.append(("put", remote, {}))
-        self.remote[remote] = local.read()
-
-    def get(self, remote: str, local: Any) -> None:
-        self.calls.append(("get", remote, {}))
-        if isinstance(local, io.BytesIO):
-            local.write(self.remote[remote])
-        else:
-            Path(local).write_bytes(self.remote[remote])
-
-
-def test_remote_stack_runs_the_same_commands_over_ssh(tmp_path: Path) -> None:
-    conn = FakeConnection()
-    stack = get_stack("chameleon", connection=conn)
-    assert isinstance(stack, RemoteComposeStack) and stack.target == "chameleon"
-    assert conn.calls == []  # nothing connects until used
-    stack.up("triton", timeout=900)
-    stack.run(["perf_analyzer", "-m", "food_classifier_onnx"], service="jupyter", timeout=60)
-    stack.write_file("models/food_classifier/config.pbtxt", "name: 'x'\n")
-    assert stack.read_file("models/food_classifier/config.pbtxt") == b"name: 'x'\n"
-    conn.remote["serve-system-lab/results/pa.csv"] = b"csv"
-    stack.fetch("results/pa.csv", tmp_path / "pa.csv")
-    quiet = {"hide": True, "warn": True, "in_stream": False}
-    compose = "cd serve-system-lab && env FASTAPI_APP=fastapi_pt FLASK_BACKEND=triton docker compose"
-    fastapi = f"{compose} -p servelab-fastapi -f docker/docker-compose-fastapi.yaml"
-    triton = f"{compose} -p servelab-triton -f docker/docker-compose-triton.yaml"
-    assert conn.calls == [
-        ("run", f"{fastapi} down", {**quiet, "timeout": 300}),
-        ("run", "cd serve-system-lab && sh -c 'mkdir -p models && for m in food_classifier "
-                "food_classifier_onnx; do [ -e models/$m ] || cp -r models_staging/$m models/; done'",
-         {**quiet, "timeout": 60}),
-        ("run", f"{triton} up --build -d --wait --wait-timeout 900",
-         {**quiet, "timeout": 2700}),
-        ("run", f"{triton} exec -T jupyter perf_analyzer -m food_classifier_onnx",
-         {**quiet, "timeout": 60}),
-        ("run", "mkdir -p serve-system-lab/models/food_classifier", {"hide": True, "in_stream": False}),
-        ("put", "serve-system-lab/models/food_classifier/config.pbtxt", {}),
-        ("get", "serve-system-lab/models/food_classifier/config.pbtxt", {}),
-        ("get", "serve-system-lab/results/pa.csv", {}),
-    ]
-    assert (tmp_path / "pa.csv").read_bytes() == b"csv"
-    assert stack.url("triton_server") == "http://129.114.108.7:8000"
-
-
-def test_remote_stack_connects_through_provisioning(fake_chi, student) -> None:
-    import provisioning
-
-    fake_chi.server.add_existing("node-serve-system-alice", "ACTIVE", fip="129.114.108.7")
-    config = provisioning.from_env(env={}, project="CHI-1")
-    stack = RemoteComposeStack(config=config, chi=fake_chi.api)
-    assert fake_chi.rec.calls == []  # connects on first use only
-    assert isinstance(stack.transport, SSHTransport)
-    assert stack.transport.conn.host == "129.114.108.7"
-    assert ("Server.ssh_connection", (), {"user": "cc"}) in fake_chi.rec.calls
-
-
 def test_get_stack_targets() -> None:
     assert isinstance(get_stack("local"), LocalStack)
     assert isinstance(get_stack("docker", transport=RecordingTransport()), ComposeStack)
     with pytest.raises(ValueError, match="unknown target 'gpu'"):
         get_stack("gpu")
+    # 03-07 on Chameleon run in the node's Jupyter as "docker": asking for a chameleon stack says so
+    with pytest.raises(ParameterError, match=r"target='docker'.*next to the servers"):
+        get_stack("chameleon")
 
 
 # ----------------------------------------------------------------------------- local, for real
@@ -223,7 +162,7 @@ def test_local_fastapi_stack_is_up_and_answers(fastapi_stack: LocalStack) -> Non
     assert fastapi_stack.running == ["fastapi_server", "flask"]
     assert http_ok(fastapi_stack.url("fastapi_server") + "/health")
     assert http_ok(fastapi_stack.url("flask") + "/health")
-    with pytest.raises(ValueError, match="no jupyter service"):
+    with pytest.raises(ValueError, match="unknown service 'jupyter'"):
         fastapi_stack.url("jupyter")
 
 
@@ -245,10 +184,10 @@ def test_local_switch_to_the_onnx_app_repoints_flask(fastapi_stack: LocalStack) 
 @pytest.mark.slow
 def test_local_run_in_project_root(fastapi_stack: LocalStack) -> None:
     result = fastapi_stack.run(["python", "-c", "import os, sys; print(os.getcwd()); print(sys.prefix)"],
-                               service="jupyter", timeout=60).check()
+                               service="fastapi_server", timeout=60).check()
     cwd, prefix = result.stdout.split()
     assert Path(cwd) == fastapi_stack.root
-    assert ".venv" in prefix  # the project's interpreter, as in the jupyter service
+    assert ".venv" in prefix  # the project's interpreter: every local service shares this host
     assert fastapi_stack.run(["sh", "-c", "exit 3"]).returncode == 3
     with pytest.raises(TimeoutError, match="sleep 5"):
         fastapi_stack.run(["sleep", "5"], timeout=0.5)
@@ -288,48 +227,41 @@ PERF_CSV = ("Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,
             "gpu_uuid_0:17000000000;\n")
 
 
-class PerfTransport(RecordingTransport):
-    """Like the node: perf_analyzer run in jupyter writes its -f CSV into the mounted checkout."""
+def test_perf_analyzer_runs_next_to_the_kernel_with_gpu_metrics(tmp_path: Path) -> None:
+    """On the docker target perf_analyzer runs where the kernel runs (the node's Jupyter container),
+    against the published ports, with Triton's GPU metrics collected."""
+    from servelab.triton.perf import RunOutput, perf
 
-    def run(self, argv: Any, timeout: float | None) -> CommandResult:
-        result = super().run(argv, timeout)
-        if "perf_analyzer" in argv:
-            after = argv[argv.index("perf_analyzer"):]  # compose's own -f comes before
-            self.files[after[after.index("-f") + 1]] = PERF_CSV.encode()
-        return result
-
-
-def test_perf_analyzer_runs_in_jupyter_with_gpu_metrics(tmp_path: Path) -> None:
-    from servelab.stacks import perf_options
-    from servelab.triton.perf import perf
-
-    transport = PerfTransport()
-    stack = ComposeStack(transport=transport, stack="triton")
+    stack = ComposeStack(transport=RecordingTransport(), stack="triton")
     local_input = tmp_path / "onnx-input.json"
     local_input.write_text('{"data": []}')
-    result = perf("food_classifier_onnx", label="onnx c8", concurrency=8,
-                  **perf_options(stack, "results/perf/onnx-c8.csv", input_data=local_input))
-    assert transport.files["results/perf/onnx-input.json"] == b'{"data": []}'  # sent to the host
-    exec_prefix = [*TRITON, "exec", "-T", "jupyter"]
-    assert transport.commands[0] == [*exec_prefix, "sh", "-c",
-                                     "mkdir -p results/perf && rm -f results/perf/onnx-c8.csv"]
-    perf_argv = transport.commands[1]
-    assert perf_argv[: len(exec_prefix) + 5] == [*exec_prefix, "perf_analyzer", "-m", "food_classifier_onnx",
-                                                 "-u", "triton_server:8000"]
-    assert perf_argv[perf_argv.index("--input-data") + 1] == "results/perf/onnx-input.json"
-    pa = perf_argv[perf_argv.index("perf_analyzer"):]
-    tail = pa[pa.index("-f"):]
-    assert tail == ["-f", "results/perf/onnx-c8.csv", "--verbose-csv", "--collect-metrics",
-                    "--metrics-url", "triton_server:8002/metrics", "-v"]
+    options = stack.perf_options(local_input)
+    assert options == {"input_data": local_input, "collect_metrics": True,
+                       "metrics_url": "node.example:8002/metrics"}
+    seen: list[list[str]] = []
+
+    def runner(argv: list[str], csv_path: str, timeout: float) -> RunOutput:
+        seen.append(argv)
+        Path(csv_path).write_text(PERF_CSV)
+        return RunOutput(list(argv), 0, "", PERF_CSV, 1.0)
+
+    url = stack.url("triton_server").split("://", 1)[-1]
+    result = perf("food_classifier_onnx", url, "onnx c8", concurrency=8, runner=runner,
+                  workdir=tmp_path, **options)
+    argv = seen[0]
+    assert argv[1:5] == ["-m", "food_classifier_onnx", "-u", "node.example:8000"]
+    assert argv[argv.index("--input-data") + 1] == str(local_input)
+    assert argv[argv.index("--metrics-url") + 1] == "node.example:8002/metrics"
+    assert "--collect-metrics" in argv
     row = result.frame.iloc[0]
     assert (row["load_value"], row["throughput_infer_s"], row["label"]) == (8.0, 412.5, "onnx c8")
     assert "gpu_uuid_0:0.83" in row["Avg GPU Utilization"]
+    assert LocalStack(root=tmp_path).perf_options(local_input) == {"input_data": local_input}
 
 
 @pytest.mark.slow
 def test_local_triton_stack_config_change_reload_and_perf(tmp_path: Path) -> None:
     """The local stack for real: deploy, write a config through the stack, reload, measure, stop."""
-    from servelab.stacks import perf_options
     from servelab.triton.config import config_json, live_config, parse_config, set_instances
     from servelab.triton.perf import perf
 
@@ -345,46 +277,17 @@ def test_local_triton_stack_config_change_reload_and_perf(tmp_path: Path) -> Non
         assert sum(g.count for g in live_config(triton, "food_classifier_onnx").instance_group) == 2
         assert stack.service_address("triton_server") == triton.url
 
-        # perf_analyzer through the same runner the GPU targets use (stack.run in "jupyter")
+        # perf_analyzer placed by the stack, as steps.measure places it
         from servelab.samples import sample_paths
-        from servelab.stacks import perf_runner
         from servelab.triton.perf import make_tensor_input_data
 
-        make_tensor_input_data(sample_paths()[:2], tmp_path / "results" / "input.json")
-        options = perf_options(stack, "results/perf/onnx.csv")
-        options["runner"] = perf_runner(stack)
-        result = perf("food_classifier_onnx", label="local c1", concurrency=1, request_count=20,
-                      input_data=str(tmp_path / "results" / "input.json"), **options)
+        inputs = make_tensor_input_data(sample_paths()[:2], tmp_path / "results" / "input.json")
+        csv_path = tmp_path / "results" / "perf" / "onnx.csv"
+        result = perf("food_classifier_onnx", triton.url, "local c1", concurrency=1, request_count=20,
+                      csv_path=str(csv_path), **stack.perf_options(inputs))
         assert result.frame.iloc[0]["throughput_infer_s"] > 0
-        assert (tmp_path / "results" / "perf" / "onnx.csv").is_file()
+        assert csv_path.is_file()
     finally:
         stack.down()
     assert stack.running == []
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-
-
-def test_notebook_measurements_run_perf_analyzer_inside_the_compose_stack(tmp_path: Path) -> None:
-    """steps.measure's placement: in jupyter, against triton_server:8000, with GPU metrics."""
-    from servelab.steps import _perf_placement
-
-    transport = RecordingTransport()
-    inputs = tmp_path / "food_classifier.json"
-    inputs.write_text('{"data": []}')
-    where = _perf_placement(ComposeStack(transport=transport, stack="triton"), "food_classifier", inputs)
-    assert where["perf_url"] == "triton_server:8000"
-    assert where["collect_metrics"] is True
-    assert where["metrics_url"] == "triton_server:8002/metrics"
-    assert where["input_data"] == "results/perf/food_classifier.json"
-    assert transport.files["results/perf/food_classifier.json"] == b'{"data": []}'
-    transport.files["results/perf/food_classifier.csv"] = b"Concurrency,Inferences/Second\n1,10\n"
-    out = where["runner"](["perf_analyzer", "-m", "food_classifier"], where["csv_path"], 30)
-    assert transport.commands[-1][-3:] == ["perf_analyzer", "-m", "food_classifier"]
-    assert "exec" in transport.commands[-1] and "jupyter" in transport.commands[-1]
-    assert out.csv_text.startswith("Concurrency")
-
-
-def test_notebook_measurements_run_perf_analyzer_here_on_the_local_target(tmp_path: Path) -> None:
-    from servelab.steps import _perf_placement
-
-    inputs = tmp_path / "in.json"
-    assert _perf_placement(LocalStack(root=tmp_path), "food_classifier", inputs) == {"input_data": inputs}
