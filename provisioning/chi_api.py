@@ -2,15 +2,26 @@
 
 Every provisioning function takes a ``ChiApi``; by default the real python-chi
 modules. Tests pass a recording stand-in with the same surface, which is how
-the exact calls (and their arguments) are checked without a Chameleon account.
+the exact calls (and their arguments) are checked without a Chameleon account;
+a test compares the stand-in's signatures with the installed python-chi.
 Importing python-chi is deferred: the plan mode and the local target never
 need it (nor its credentials).
+
+What is called, per module (python-chi 1.2.x):
+  context  list_sites, use_site, use_project, list_projects, get
+  lease    Lease (add_node_reservation, submit, wait, delete, status, node_reservations), list_leases
+  server   Server (submit, wait, status, get_floating_ip, associate_floating_ip,
+           check_connectivity, upload, execute, ssh_connection, delete),
+           get_server, get_server_id, get_keypair, list_keypair
+  image    get_image
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from provisioning.config import ProvisioningError
 
 
 @dataclass
@@ -20,19 +31,21 @@ class ChiApi:
     context: Any
     lease: Any
     server: Any
+    image: Any
 
 
 def real_chi() -> ChiApi:
     """The installed python-chi (1.2.x); it needs python-blazarclient, which it does not declare."""
     try:
         import chi.context
+        import chi.image
         import chi.lease
         import chi.server
     except ImportError as exc:  # e.g. blazarclient missing
-        raise ImportError(
-            f"python-chi could not be imported ({exc}); install python-chi and python-blazarclient"
+        raise ProvisioningError(
+            f"python-chi could not be imported ({exc}): pip install python-chi python-blazarclient"
         ) from exc
-    return ChiApi(context=chi.context, lease=chi.lease, server=chi.server)
+    return ChiApi(context=chi.context, lease=chi.lease, server=chi.server, image=chi.image)
 
 
 def use_context(config_project: str, config_site: str, chi: ChiApi) -> None:

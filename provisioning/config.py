@@ -60,7 +60,7 @@ class ChameleonConfig:
     duration: timedelta = DEFAULT_DURATION
     image: str = DEFAULT_IMAGE
     key_name: str = ""
-    code_source: str = "git"
+    code_source: str = "upload"
     repo_url: str = ""
     repo_ref: str = DEFAULT_REPO_REF
     remote_dir: str = DEFAULT_REMOTE_DIR
@@ -98,15 +98,22 @@ class ChameleonConfig:
     def require_project(self) -> str:
         if not self.project:
             raise ProvisioningError(
-                "no Chameleon project given: pass project=... or set CHI_PROJECT "
+                "no Chameleon project given: pass project=... (--project) or set CHI_PROJECT "
                 "(e.g. CHI_PROJECT=CHI-123456); it is never asked for interactively")
         return self.project
+
+
+def _whole_number(name: str, text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ProvisioningError(f"{name}={text!r} is not a whole number") from None
 
 
 def _coerce(name: str, text: str) -> object:
     kinds = {f.name: f.type for f in fields(ChameleonConfig)}
     if kinds.get(name) in ("int", int):
-        return int(text)
+        return _whole_number(ENV_VARS.get(name, name), text)
     return text
 
 
@@ -114,14 +121,18 @@ def from_env(env: dict[str, str] | None = None, **params: object) -> ChameleonCo
     """Settings from ``params`` (non-empty values win), then ``env`` (default os.environ), then defaults.
 
     ``duration`` may be a timedelta or minutes; ``CHI_LEASE_MINUTES`` sets it from the environment.
+    The project falls back to ``OS_PROJECT_NAME`` (set by an openrc file and on Chameleon's
+    Jupyter), which is what python-chi would use by itself.
     """
     env = dict(os.environ if env is None else env)
     values: dict[str, object] = {}
     for name, var in ENV_VARS.items():
         if env.get(var):
             values[name] = _coerce(name, env[var])
+    if not values.get("project") and env.get("OS_PROJECT_NAME"):
+        values["project"] = env["OS_PROJECT_NAME"]  # what python-chi itself defaults to (openrc, Jupyter)
     if env.get("CHI_LEASE_MINUTES"):
-        values["duration"] = timedelta(minutes=int(env["CHI_LEASE_MINUTES"]))
+        values["duration"] = timedelta(minutes=_whole_number("CHI_LEASE_MINUTES", env["CHI_LEASE_MINUTES"]))
     for name, value in params.items():
         if value is None or value == "":
             continue

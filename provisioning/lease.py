@@ -6,6 +6,7 @@ from typing import Any
 
 from provisioning.chi_api import ChiApi
 from provisioning.config import ChameleonConfig, ProvisioningError
+from provisioning.errors import describe
 
 # a lease in one of these states is gone: a new one with the same name is needed
 ENDED = ("TERMINATED", "DELETED")
@@ -37,9 +38,10 @@ def create_lease(config: ChameleonConfig, chi: ChiApi) -> Any:
         lease.submit(wait_for_active=False, show=None, idempotent=False)
     except Exception as exc:  # python-chi raises ResourceError("Unable to make lease") and logs why
         raise ProvisioningError(
-            f"could not create lease {config.lease_name} ({exc}): most often no {config.node_type} node "
-            f"is free at {config.site} for {config.duration_text}; check the host calendar in the GUI "
-            "(Reservations → Leases → Host Calendar), then try a shorter duration, later, or another site"
+            f"could not create lease {config.lease_name} ({describe(exc)}): most often no "
+            f"{config.node_type} node is free at {config.site} for {config.duration_text}; check the host "
+            "calendar in the GUI (Reservations → Leases → Host Calendar), then try a shorter duration, "
+            "later, or another site"
         ) from exc
     return lease
 
@@ -50,7 +52,8 @@ def wait_lease_active(lease: Any, config: ChameleonConfig) -> Any:
         lease.wait(status="active", show="text", timeout=config.lease_timeout_s)
     except Exception as exc:  # python-chi raises ServiceError when the status never came
         raise ProvisioningError(
-            f"lease {config.lease_name} did not become ACTIVE within {config.lease_timeout_s} s ({exc}): "
+            f"lease {config.lease_name} did not become ACTIVE within {config.lease_timeout_s} s "
+            f"({describe(exc)}): "
             "a PENDING lease starts at its start time; run this step again then") from exc
     status = lease.status
     if status != "ACTIVE":

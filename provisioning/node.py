@@ -1,20 +1,29 @@
-"""Node set-up over SSH: the one idempotent script, and the lab's code on the node.
+"""Node set-up over SSH: the one idempotent script, the lab's code, and the student's Jupyter.
 
 The script (``node_setup.sh`` beside this file) is uploaded and run with its
-settings in the environment; the code reaches the node either as a git clone
-(``code_source="git"``) or as an upload of this checkout, built model
-artefacts included (``code_source="upload"``, for changes not pushed anywhere).
+settings in the environment; the code reaches the node either as an upload of
+this checkout, built model artefacts included (``code_source="upload"``, the
+default: it also carries changes not pushed anywhere) or as a git clone
+(``code_source="git"``). Then ``./lab jupyter`` runs in the code directory as
+the login user: it creates ``models/`` and ``results/``, builds the model
+artefacts when none came along, and starts the student's Jupyter server,
+printing ``jupyter: <url>`` as its last line. It runs under ``sg docker``
+because the SSH session that ran the script may predate the user's new
+``docker`` group membership.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 import tarfile
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from provisioning.config import ChameleonConfig, ProvisioningError
+from provisioning.errors import describe
 from servelab.paths import REPO_ROOT
 
 NODE_SETUP_SCRIPT = Path(__file__).with_name("node_setup.sh")
@@ -24,10 +33,10 @@ REMOTE_TARBALL = "serve-system-lab.tar.gz"
 ARTIFACT_GLOBS = ("artifacts/food11.*", "fastapi_pt/food11.pth", "fastapi_onnx/food11.onnx",
                   "models_staging/*/1/food11.pth", "models_staging/*/1/model.onnx",
                   "models_staging/*/1/*.json")
-# builds the model artefacts on the node inside the Triton image (torch + onnx are there)
-ARTIFACT_BUILD = ("{ test -f artifacts/food11.onnx || docker compose -f docker/docker-compose-triton.yaml "
-                  "run --rm --no-deps -v \"$PWD:/workspace\" -w /workspace -e SERVELAB_ROOT=/workspace "
-                  "--entrypoint python3 triton_server -m servelab.model build; }")
+# run in the code directory after node_setup.sh; its last stdout line is "jupyter: <url>"
+JUPYTER_COMMAND = "sg docker -c './lab jupyter'"
+JUPYTER_LINE = re.compile(r"^jupyter: (https?://\S+)$")
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "0.0.0.0")
 
 
 def node_setup_env(config: ChameleonConfig) -> dict[str, str]:
@@ -39,7 +48,7 @@ def node_setup_env(config: ChameleonConfig) -> dict[str, str]:
         if not config.repo_url:
             raise ProvisioningError(
                 "code_source='git' needs the lab's repository URL: pass repo_url=... or set "
-                "SERVELAB_REPO_URL (or use code_source='upload' to send this checkout)")
+                "SERVELAB_REPO_URL (or use code_source='upload', the default, to send this checkout)")
         env["REPO_URL"] = config.repo_url
     return env
 
@@ -50,17 +59,28 @@ def node_setup_command(config: ChameleonConfig) -> str:
     return f"env {assignments} bash {REMOTE_SCRIPT}"
 
 
-def artifact_build_command(config: ChameleonConfig) -> str:
-    """Build the model artefacts on the node when the code came without them (git clone)."""
-    return f"cd {shlex.quote(config.remote_dir)} && {ARTIFACT_BUILD}"
+def jupyter_command(config: ChameleonConfig) -> str:
+    """Start the student's Jupyter server on the node (and build the model artefacts if missing)."""
+    return f"cd {shlex.quote(config.remote_dir)} && {JUPYTER_COMMAND}"
 
 
 def node_commands(config: ChameleonConfig) -> list[str]:
     """Every command the node set-up runs over SSH, in order (also what plan mode prints)."""
-    commands = [node_setup_command(config)]
-    if config.code_source == "git":
-        commands.append(artifact_build_command(config))
-    return commands
+    return [node_setup_command(config), jupyter_command(config)]
+
+
+def jupyter_url(stdout: str, address: str) -> str:
+    """The URL from ``./lab jupyter``'s ``jupyter: <url>`` line, with the node's address for localhost."""
+    urls = [match.group(1) for line in stdout.splitlines() if (match := JUPYTER_LINE.match(line.strip()))]
+    if not urls:
+        raise ProvisioningError(
+            "`./lab jupyter` finished without printing its 'jupyter: <url>' line: run "
+            f"`{JUPYTER_COMMAND}` in the code directory on the node (ssh cc@{address}) to see why")
+    parts = urlsplit(urls[-1])
+    if parts.hostname in LOCAL_HOSTS:
+        netloc = address + (f":{parts.port}" if parts.port else "")
+        parts = parts._replace(netloc=netloc)
+    return urlunsplit(parts)
 
 
 def checkout_files(root: Path = REPO_ROOT) -> list[Path]:
@@ -81,14 +101,41 @@ def checkout_tarball(dest: Path, root: Path = REPO_ROOT) -> Path:
     return dest
 
 
+def _upload(server: Any, config: ChameleonConfig, local: str, remote: str) -> None:
+    try:
+        server.upload(local, remote, user=config.ssh_user)
+    except Exception as exc:
+        raise ProvisioningError(f"uploading {Path(local).name} to the node failed ({describe(exc)})") from exc
+
+
+def run_on_node(server: Any, config: ChameleonConfig, command: str) -> str:
+    """Run ``command`` over SSH, its output streamed; return its stdout. A failure is one line."""
+    print(f"$ {command}")
+    try:
+        result = server.execute(command, user=config.ssh_user)
+    except Exception as exc:
+        result = getattr(exc, "result", None)
+        if result is not None and hasattr(result, "exited"):  # Fabric/invoke UnexpectedExit
+            raise ProvisioningError(
+                f"`{command}` failed on the node with exit code {result.exited}: its output above says "
+                "why; fix that and run launch again (the lease and the server are reused)") from exc
+        raise ProvisioningError(f"running `{command}` on the node failed ({describe(exc)})") from exc
+    return str(getattr(result, "stdout", "") or "")
+
+
 def run_node_setup(server: Any, config: ChameleonConfig, workdir: Path,
-                   root: Path = REPO_ROOT) -> None:
-    """Upload the script (and the checkout in upload mode) and run every node command over SSH."""
-    server.upload(str(NODE_SETUP_SCRIPT), REMOTE_SCRIPT)
+                   root: Path = REPO_ROOT, address: str | None = None) -> str:
+    """Upload the script (and the checkout in upload mode), run the node commands; the Jupyter URL.
+
+    python-chi's ``Server.execute`` returns Fabric's ``Result`` (output streamed and kept), so
+    ``./lab jupyter``'s last line is read from it; ``address`` replaces ``localhost`` in the URL.
+    """
+    _upload(server, config, str(NODE_SETUP_SCRIPT), REMOTE_SCRIPT)
     if config.code_source == "upload":
         tarball = checkout_tarball(workdir / REMOTE_TARBALL, root)
         print(f"Uploading the checkout ({tarball.stat().st_size / 1e6:.1f} MB)")
-        server.upload(str(tarball), REMOTE_TARBALL)
-    for command in node_commands(config):
-        print(f"$ {command}")
-        server.execute(command)
+        _upload(server, config, str(tarball), REMOTE_TARBALL)
+    setup, jupyter = node_commands(config)
+    run_on_node(server, config, setup)
+    stdout = run_on_node(server, config, jupyter)
+    return jupyter_url(stdout, address or "localhost")

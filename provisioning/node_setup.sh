@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Set up the GPU node for the serving lab: Docker, the NVIDIA container toolkit,
-# Docker's cgroup driver work-around, nvtop, and the lab's code.
+# Set up the GPU node for the serving lab: a check of the GPU and its driver,
+# Docker (with its compose plugin), the NVIDIA container toolkit, Docker's
+# cgroup driver work-around, nvtop, and the lab's code.
 #
 # Idempotent: every step checks first and acts only when something is missing,
 # so running it again changes nothing (Docker is restarted only when its
@@ -11,9 +12,35 @@
 #   CODE_TARBALL        an uploaded checkout (.tar.gz) to unpack instead of cloning
 #   CODE_DIR            where the code goes (default $HOME/serve-system-lab)
 #   NODE_USER           the user added to the docker group (default: the caller)
-#   NODE_ROOT           prefix for system paths (/etc, /usr/share); empty on a real node
+#   NODE_ROOT           prefix for system paths (/etc, /usr/share, /var); empty on a real node
 #   UPDATE_CODE=1       fetch and check out REPO_REF again in an existing clone
+#   APT_LOCK_TIMEOUT    seconds to wait for another apt/dpkg (unattended-upgrades) to finish (900)
+#   SKIP_GPU_CHECK=1    go on whatever nvidia-smi says
+#
+# Exit codes: 2 no code source, 3 the GPU or its driver does not suit the images,
+# 4 Docker's compose plugin missing, 5 the apt/dpkg lock stayed taken; others: the failed command's.
 set -euo pipefail
+
+# ---- what the lab's images need from the GPU and its driver ---------------------------------
+# NGC Triton 24.10 (CUDA 12.6.2) "requires NVIDIA Driver release 560 or later. However, if you are
+# running on a data center GPU (for example, T4 or any other data center GPU), you can use NVIDIA
+# driver release 470.57 (or later R470), 525.85 (or later R525), 535.86 (or later R535), or 545.23
+# (or later R545)", and "supports CUDA compute capability 6.0 and later":
+#   https://docs.nvidia.com/deeplearning/triton-inference-server/release-notes/rel-24-10.html
+# Those older branches work through the CUDA forward-compatibility libraries the NGC image carries,
+# which "is applicable only for systems with NVIDIA Data Center GPUs" (and select server RTX cards):
+#   https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html
+# The FastAPI images' CUDA 12 builds of torch and onnxruntime need less (CUDA minor-version
+# compatibility: R525 or later), so Triton's needs are the bar. Maxwell, Pascal (the P100) and Volta
+# are supported up to the R580 branch; later branches do not drive them at all (NVIDIA's legacy GPU
+# list, https://www.nvidia.com/en-us/drivers/unix/legacy-gpu/).
+MIN_COMPUTE_CAP="6.0"
+MIN_DRIVER_BRANCH=560
+FORWARD_COMPAT_DRIVERS="470.57 525.85 535.86 545.23"   # lowest version of each branch, data-center GPUs only
+DATACENTER_GPU_REGEX='^(Tesla |NVIDIA [ABHL][0-9]+|Quadro RTX [68]000|Quadro GV100)'
+LEGACY_BELOW_COMPUTE_CAP="7.5"   # Maxwell, Pascal, Volta ...
+LEGACY_MAX_DRIVER_BRANCH=580     # ... end with this branch
+GPU_IMAGE="CC-Ubuntu24.04-CUDA"
 
 NODE_ROOT="${NODE_ROOT:-}"
 NODE_USER="${NODE_USER:-${SUDO_USER:-$(id -un)}}"
@@ -22,22 +49,144 @@ REPO_URL="${REPO_URL:-}"
 REPO_REF="${REPO_REF:-main}"
 CODE_TARBALL="${CODE_TARBALL:-}"
 UPDATE_CODE="${UPDATE_CODE:-0}"
+APT_LOCK_TIMEOUT="${APT_LOCK_TIMEOUT:-900}"
+APT_LOCK_POLL="${APT_LOCK_POLL:-5}"
+SKIP_GPU_CHECK="${SKIP_GPU_CHECK:-0}"
 
 DAEMON_JSON="$NODE_ROOT/etc/docker/daemon.json"
 NVIDIA_KEYRING="$NODE_ROOT/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
 NVIDIA_LIST="$NODE_ROOT/etc/apt/sources.list.d/nvidia-container-toolkit.list"
 NVIDIA_REPO="https://nvidia.github.io/libnvidia-container"
+# held by apt/dpkg while they work (POSIX locks): unattended-upgrades takes them after boot
+APT_LOCKS=("$NODE_ROOT/var/lib/dpkg/lock-frontend" "$NODE_ROOT/var/lib/dpkg/lock"
+           "$NODE_ROOT/var/lib/apt/lists/lock" "$NODE_ROOT/var/cache/apt/archives/lock")
 
 if [ "$(id -u)" -eq 0 ]; then SUDO=(); else SUDO=(sudo); fi
 DOCKER_CHANGED=0
 APT_UPDATED=0
 
 say() { printf '[node-setup] %s\n' "$*"; }
+fail() {  # fail CODE MESSAGE: stop with what to do
+  local code="$1"
+  shift
+  printf '[node-setup] ERROR: %s\n' "$*" >&2
+  exit "$code"
+}
+
+# ---- the GPU ------------------------------------------------------------------------------------
+trim() {  # trim TEXT: without leading and trailing blanks
+  local text="$1"
+  text="${text#"${text%%[![:space:]]*}"}"
+  printf '%s' "${text%"${text##*[![:space:]]}"}"
+}
+
+cap_number() {  # "6.0" -> 60, "8.6" -> 86, "12.0" -> 120
+  local major="${1%%.*}" minor="${1#*.}"
+  [ "$minor" != "$1" ] || minor=0
+  echo $((10#$major * 10 + 10#${minor:0:1}))
+}
+
+forward_compatible() {  # forward_compatible DRIVER: one of the data-center branches Triton accepts
+  local driver="$1" branch="${1%%.*}" rest minor allowed
+  rest="${driver#*.}"
+  minor="${rest%%.*}"
+  for allowed in $FORWARD_COMPAT_DRIVERS; do
+    if [ "${allowed%%.*}" = "$branch" ] && [ "$((10#$minor))" -ge "$((10#${allowed#*.}))" ]; then
+      return 0
+    fi
+  done
+  return 1
+}
+
+check_gpu() {
+  if [ "$SKIP_GPU_CHECK" = "1" ]; then
+    say "gpu: check skipped (SKIP_GPU_CHECK=1)"
+    return
+  fi
+  local wrong_image="the lab needs a GPU node (node type gpu_p100) launched with the $GPU_IMAGE image, \
+which ships the NVIDIA driver: delete this server (python -m provisioning teardown --keep-lease) and launch it \
+again with that image (or set SKIP_GPU_CHECK=1 to go on anyway)"
+  if ! command -v nvidia-smi >/dev/null 2>&1; then
+    fail 3 "gpu: nvidia-smi not found, so no NVIDIA driver is installed; $wrong_image"
+  fi
+  local out
+  if ! out="$(nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader 2>&1)" \
+     || [ -z "$out" ] || [[ "$out" != *,* ]]; then
+    fail 3 "gpu: nvidia-smi could not list the GPUs (it said: ${out:-nothing}): this node has none, its \
+driver does not drive it (Pascal GPUs such as the P100 need a driver branch <= R$LEGACY_MAX_DRIVER_BRANCH), or \
+the driver is too old to report compute_cap (before R510); $wrong_image"
+  fi
+  local name driver cap min_cap legacy_cap branch number
+  min_cap="$(cap_number "$MIN_COMPUTE_CAP")"
+  legacy_cap="$(cap_number "$LEGACY_BELOW_COMPUTE_CAP")"
+  while IFS=',' read -r name driver cap; do
+    name="$(trim "$name")" driver="$(trim "$driver")" cap="$(trim "$cap")"
+    if ! [[ "$driver" =~ ^[0-9]+\.[0-9]+ && "$cap" =~ ^[0-9]+\.[0-9]+$ ]]; then
+      fail 3 "gpu: nvidia-smi reported '$name, $driver, $cap', not a driver version and a compute \
+capability: check the driver (nvidia-smi -q); $wrong_image"
+    fi
+    branch="${driver%%.*}"
+    number="$(cap_number "$cap")"
+    if [ "$number" -lt "$min_cap" ]; then
+      fail 3 "gpu: $name has compute capability $cap; the lab's images (Triton 24.10, the CUDA 12 builds \
+of torch and ONNX Runtime) need $MIN_COMPUTE_CAP or higher: reserve a gpu_p100 node (or a newer GPU)"
+    fi
+    if [ "$number" -lt "$legacy_cap" ] && [ "$branch" -gt "$LEGACY_MAX_DRIVER_BRANCH" ]; then
+      fail 3 "gpu: driver $driver (R$branch) no longer supports $name (compute capability $cap): it needs a \
+driver branch <= R$LEGACY_MAX_DRIVER_BRANCH and >= R$MIN_DRIVER_BRANCH; install one (e.g. the R$LEGACY_MAX_DRIVER_BRANCH \
+packages from NVIDIA's CUDA repository) or use an image that has one"
+    fi
+    if [ "$branch" -ge "$MIN_DRIVER_BRANCH" ]; then
+      say "gpu: $name, driver $driver, compute capability $cap: OK"
+    elif [[ "$name" =~ $DATACENTER_GPU_REGEX ]] && forward_compatible "$driver"; then
+      say "gpu: $name, driver $driver, compute capability $cap: OK (a data-center GPU: Triton uses its CUDA \
+forward-compatibility libraries)"
+    else
+      fail 3 "gpu: driver $driver on $name is too old for the lab's Triton image (24.10, CUDA 12.6): it needs \
+R$MIN_DRIVER_BRANCH or newer (on data-center GPUs also one of $FORWARD_COMPAT_DRIVERS or later in that branch); \
+relaunch with the $GPU_IMAGE image, or install a driver of branch $MIN_DRIVER_BRANCH-$LEGACY_MAX_DRIVER_BRANCH"
+    fi
+  done <<<"$out"
+}
+
+# ---- apt ----------------------------------------------------------------------------------------
+# Who holds an apt/dpkg lock ("command pid" per holder; nothing when free). apt and dpkg take POSIX
+# (fcntl) locks, which flock(1) cannot see; lslocks (util-linux, on every Ubuntu) lists them.
+apt_lock_holders() {
+  command -v lslocks >/dev/null 2>&1 || return 0
+  local cmd pid path lock
+  { "${SUDO[@]}" lslocks --noheadings --raw --output COMMAND,PID,PATH 2>/dev/null || true; } \
+    | while read -r cmd pid path; do
+        for lock in "${APT_LOCKS[@]}"; do
+          if [ "$path" = "$lock" ]; then printf '%s (pid %s, %s)\n' "$cmd" "$pid" "$path"; fi
+        done
+      done | sort -u | tr '\n' ' '
+}
+
+# Wait until no apt/dpkg holds its locks, up to APT_LOCK_TIMEOUT, saying whom it waits for.
+wait_for_apt() {
+  local waited=0 holders
+  holders="$(apt_lock_holders)"
+  [ -n "$holders" ] || return 0
+  say "apt: waiting up to ${APT_LOCK_TIMEOUT} s for the apt/dpkg lock, held by ${holders}(unattended-upgrades \
+runs after boot)"
+  while [ -n "$holders" ]; do
+    if [ "$waited" -ge "$APT_LOCK_TIMEOUT" ]; then
+      fail 5 "apt: the apt/dpkg lock is still held by ${holders}after ${APT_LOCK_TIMEOUT} s: let it \
+finish (watch it with: ps -fp PID) and run the set-up again, or raise APT_LOCK_TIMEOUT"
+    fi
+    sleep "$APT_LOCK_POLL"
+    waited=$((waited + APT_LOCK_POLL))
+    holders="$(apt_lock_holders)"
+  done
+  say "apt: the lock is free after ${waited} s"
+}
 
 # no prompts: this runs over SSH without a terminal (papermill, Fabric);
-# sudo drops the environment, so the settings go on the command line
+# sudo drops the environment, so the settings go on the command line. apt itself also waits
+# for the dpkg lock (DPkg::Lock::Timeout, apt >= 1.9.11) should another apt start in between.
 QUIET_APT=(env DEBIAN_FRONTEND=noninteractive NEEDRESTART_MODE=a)
-apt_get() { "${SUDO[@]}" "${QUIET_APT[@]}" apt-get "$@"; }
+apt_get() { "${SUDO[@]}" "${QUIET_APT[@]}" apt-get -o "DPkg::Lock::Timeout=$APT_LOCK_TIMEOUT" "$@"; }
 
 apt_update_once() {
   if [ "$APT_UPDATED" -eq 0 ]; then
@@ -52,12 +201,23 @@ install_docker() {
     return
   fi
   say "docker: installing with the convenience script"
+  wait_for_apt  # the script runs apt-get itself
   local script
   script="$(mktemp)"
   curl -fsSL https://get.docker.com -o "$script"
   "${SUDO[@]}" "${QUIET_APT[@]}" sh "$script"
   rm -f "$script"
   DOCKER_CHANGED=1
+}
+
+check_docker_compose() {
+  local version
+  if ! version="$(docker compose version 2>&1)"; then
+    fail 4 "docker compose does not work (${version%%$'\n'*}): the lab's stacks need Docker's compose plugin; \
+install it (sudo apt-get install docker-compose-plugin from Docker's repository, or docker-compose-v2 from \
+Ubuntu's) and run the set-up again"
+  fi
+  say "docker compose: ${version%%$'\n'*}"
 }
 
 add_user_to_docker_group() {
@@ -78,7 +238,7 @@ install_container_toolkit() {
   say "nvidia-container-toolkit: installing"
   if [ ! -s "$NVIDIA_KEYRING" ]; then
     "${SUDO[@]}" mkdir -p "$(dirname "$NVIDIA_KEYRING")"
-    curl -fsSL "$NVIDIA_REPO/gpgkey" | "${SUDO[@]}" gpg --dearmor -o "$NVIDIA_KEYRING"
+    curl -fsSL "$NVIDIA_REPO/gpgkey" | "${SUDO[@]}" gpg --batch --yes --dearmor -o "$NVIDIA_KEYRING"
   fi
   if [ ! -s "$NVIDIA_LIST" ]; then
     "${SUDO[@]}" mkdir -p "$(dirname "$NVIDIA_LIST")"
@@ -87,6 +247,7 @@ install_container_toolkit() {
       | "${SUDO[@]}" tee "$NVIDIA_LIST" >/dev/null
   fi
   APT_UPDATED=0  # the new source needs a fresh package list
+  wait_for_apt
   apt_update_once
   apt_get install -y -q nvidia-container-toolkit
 }
@@ -158,6 +319,7 @@ install_nvtop() {
     return
   fi
   say "nvtop: installing"
+  wait_for_apt
   apt_update_once
   apt_get install -y -q nvtop
 }
@@ -187,8 +349,7 @@ place_code_from_git() {
     return
   fi
   if [ -z "$REPO_URL" ]; then
-    say "code: no REPO_URL and no CODE_TARBALL given; set one of them" >&2
-    exit 2
+    fail 2 "code: no REPO_URL and no CODE_TARBALL given; set one of them"
   fi
   say "code: cloning $REPO_URL ($REPO_REF) into $CODE_DIR"
   git clone --depth 1 --branch "$REPO_REF" "$REPO_URL" "$CODE_DIR"
@@ -203,7 +364,9 @@ place_code() {
 }
 
 main() {
+  check_gpu  # first: a wrong node or image is found before anything is installed
   install_docker
+  check_docker_compose
   add_user_to_docker_group
   install_container_toolkit
   configure_nvidia_runtime

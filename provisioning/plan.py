@@ -25,7 +25,10 @@ def provision_plan(config: ChameleonConfig) -> list[Step]:
     """The steps of ``provision`` for ``config``, in order."""
     project = config.project or "(CHI_PROJECT, required for a real run)"
     steps = [
-        Step("context", f"use project {project}, site {config.site}"),
+        Step("context", f"check credentials, site, project, image, key pair "
+                        f"{config.key_name or '(python-chi default)'} and code source "
+                        f"({config.code_source}), creating nothing; use project {project}, "
+                        f"site {config.site}"),
         Step("lease", f"create or reuse lease {config.lease_name}: {config.node_count} × "
                       f"{config.node_type} at {config.site}, duration {config.duration_text}, "
                       f"wait until ACTIVE (up to {config.lease_timeout_s} s)"),
@@ -37,9 +40,13 @@ def provision_plan(config: ChameleonConfig) -> list[Step]:
         Step("upload", "node_setup.sh" + (" and this checkout as serve-system-lab.tar.gz"
                                           if config.code_source == "upload" else "")),
     ]
-    commands = _commands_or_reason(config)
-    steps += [Step("node-setup", command) for command in commands]
-    return steps
+    try:
+        setup, jupyter = node_commands(config)
+    except Exception as exc:  # a missing repo URL is shown in the plan, not raised
+        return [*steps, Step("node-setup", f"(cannot run yet: {exc})")]
+    return [*steps, Step("node-setup", setup),
+            Step("jupyter", f"{jupyter}  (prints the Jupyter URL; the node builds the model "
+                            "artefacts first when none came along)")]
 
 
 def teardown_plan(config: ChameleonConfig, keep_lease: bool = False) -> list[Step]:
@@ -49,13 +56,6 @@ def teardown_plan(config: ChameleonConfig, keep_lease: bool = False) -> list[Ste
     if not keep_lease:
         steps.append(Step("lease", f"delete lease {config.lease_name}"))
     return steps
-
-
-def _commands_or_reason(config: ChameleonConfig) -> list[str]:
-    try:
-        return node_commands(config)
-    except Exception as exc:  # a missing repo URL is shown in the plan, not raised
-        return [f"(cannot run yet: {exc})"]
 
 
 def format_plan(steps: list[Step], title: str = "Provisioning plan (nothing is created)") -> str:

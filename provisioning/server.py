@@ -6,8 +6,12 @@ from typing import Any
 
 from provisioning.chi_api import ChiApi
 from provisioning.config import ChameleonConfig, ProvisioningError
+from provisioning.errors import describe, step
 from provisioning.lease import node_reservation_id
 from servelab.procs import wait_until
+
+FIP_HINT = ("check the project's floating IP quota in the GUI (Network → Floating IPs), release unused "
+            "ones and run this step again (the lease and server are reused)")
 
 
 def find_server(config: ChameleonConfig, chi: ChiApi) -> Any | None:
@@ -37,7 +41,8 @@ def wait_server_active(server: Any, config: ChameleonConfig) -> Any:
         server.wait(status="ACTIVE", show="text", timeout=config.server_timeout_s)
     except Exception as exc:  # python-chi raises ServiceError on its timeout
         raise ProvisioningError(
-            f"server {config.server_name} did not become ACTIVE within {config.server_timeout_s} s ({exc}); "
+            f"server {config.server_name} did not become ACTIVE within {config.server_timeout_s} s "
+            f"({describe(exc)}); "
             "bare-metal boots take 10–20 min: run this step again to keep waiting (the server is reused)"
         ) from exc
     status = server.status
@@ -65,17 +70,19 @@ def ensure_server(config: ChameleonConfig, lease: Any, chi: ChiApi) -> Any:
 
 
 def ensure_floating_ip(server: Any) -> str:
-    """The server's floating IP, associating a free one from the project only when it has none."""
+    """The server's floating IP, associating a free one from the project only when it has none.
+
+    python-chi's ``associate_floating_ip()`` returns the address it attached (1.2.x: the
+    ``floating_ip_address`` of the updated IP) and raises when no port can take it.
+    """
     address = server.get_floating_ip()
     if address:
         print(f"Server already has floating IP {address}")
         return str(address)
-    server.associate_floating_ip()
-    address = server.get_floating_ip()
+    with step(f"associating a floating IP with server {server.name}", FIP_HINT):
+        address = server.associate_floating_ip()
     if not address:
-        raise ProvisioningError(
-            "no floating IP is attached after associating one: check the project's floating IP "
-            "quota in the GUI (Network → Floating IPs), release unused ones and run this step again")
+        raise ProvisioningError(f"no floating IP was attached to server {server.name}: {FIP_HINT}")
     print(f"Associated floating IP {address}")
     return str(address)
 
@@ -86,8 +93,8 @@ def wait_for_ssh(server: Any, address: str, config: ChameleonConfig) -> None:
         server.check_connectivity(host=address, port=22, timeout=config.ssh_timeout_s, show="text")
     except Exception as exc:
         raise ProvisioningError(
-            f"SSH on {address}:22 did not answer within {config.ssh_timeout_s} s ({exc}); check that "
-            "the project's security groups allow SSH and that the server booted (GUI console)"
+            f"SSH on {address}:22 did not answer within {config.ssh_timeout_s} s ({describe(exc)}); "
+            "check that the project's security groups allow SSH and that the server booted (GUI console)"
         ) from exc
 
 

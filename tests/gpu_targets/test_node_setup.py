@@ -1,8 +1,9 @@
-"""node_setup.sh: shellcheck clean, and idempotent when run twice with the system commands stubbed.
+"""node_setup.sh: shellcheck clean, idempotent, and stopping with what to do when the node is wrong.
 
 The stubs (``node_stubs/``) stand in for apt-get, curl, gpg, sudo, id, usermod,
-systemctl, git and the tools the script installs; each logs its call. System
-paths go under ``NODE_ROOT`` in a throwaway directory. The second run must
+systemctl, git, lslocks, nvidia-smi (``_nvidia-smi``, "installed" by default as on
+the CC-Ubuntu24.04-CUDA image) and the tools the script installs; each logs its call.
+System paths go under ``NODE_ROOT`` in a throwaway directory. The second run must
 leave every file as it was and call no stub that changes state.
 """
 
@@ -24,10 +25,12 @@ from servelab.paths import REPO_ROOT
 
 STUBS = Path(__file__).with_name("node_stubs")
 REAL_TOOLS = ("bash", "sh", "python3", "sha256sum", "cut", "tar", "gzip", "mkdir", "rm", "cp", "cat",
-              "tr", "tee", "grep", "dirname", "basename", "sed", "mktemp", "chmod", "env", "printf")
+              "tr", "tee", "grep", "dirname", "basename", "sed", "mktemp", "chmod", "env", "printf", "sort")
 # calls that only read; anything else in a second run means it changed something
-READ_ONLY = {"id"}
+READ_ONLY = ("id ", "nvidia-smi --query-gpu=", "docker compose version", "lslocks ", "sudo lslocks ")
 QUIET = "env DEBIAN_FRONTEND=noninteractive NEEDRESTART_MODE=a "  # no apt prompts over SSH
+APT = "apt-get -o DPkg::Lock::Timeout=900"  # apt also waits for the dpkg lock itself
+P100 = "Tesla P100-PCIE-16GB"
 
 
 class Node:
@@ -41,6 +44,7 @@ class Node:
         for folder in (self.root, self.home, self.installed, self.state, self.tmp, self.sysbin):
             folder.mkdir(parents=True)
         (self.state / "groups").write_text("cc sudo")
+        shutil.copy(STUBS / "_nvidia-smi", self.installed / "nvidia-smi")  # the image's driver
         for tool in REAL_TOOLS:
             # python3: the interpreter itself (a pyenv shim would need pyenv on PATH)
             found = sys.executable if tool == "python3" else shutil.which(tool)
@@ -51,18 +55,30 @@ class Node:
     def daemon_json(self) -> Path:
         return self.root / "etc" / "docker" / "daemon.json"
 
-    def run(self, **settings: str) -> list[str]:
-        """Run the script once; return the stub calls it made."""
+    def attempt(self, **settings: str) -> subprocess.CompletedProcess[str]:
+        """Run the script once, whatever its exit code."""
         self.log.write_text("")
         env = {"PATH": f"{STUBS}:{self.installed}:{self.sysbin}", "HOME": str(self.home),
                "TMPDIR": str(self.tmp), "NODE_ROOT": str(self.root), "STUB_DIR": str(STUBS),
                "STUB_LOG": str(self.log), "STUB_STATE": str(self.state),
                "STUB_INSTALL": str(self.installed), "REPO_URL": "https://git.example.org/lab.git",
                "REPO_REF": "v1", **settings}
-        done = subprocess.run([str(self.sysbin / "bash"), str(NODE_SETUP_SCRIPT)], env=env,
+        return subprocess.run([str(self.sysbin / "bash"), str(NODE_SETUP_SCRIPT)], env=env,
                               capture_output=True, text=True, timeout=60, cwd=self.home)
+
+    def run(self, **settings: str) -> list[str]:
+        """Run the script once; return the stub calls it made."""
+        done = self.attempt(**settings)
         assert done.returncode == 0, f"node_setup.sh failed:\n{done.stdout}\n{done.stderr}"
+        self.output = done.stdout
+        return self.calls()
+
+    def calls(self) -> list[str]:
         return self.log.read_text().splitlines()
+
+    def gpus(self, *lines: str) -> None:
+        """What nvidia-smi reports ("NONE": no GPU)."""
+        (self.state / "gpus").write_text("\n".join(lines) + "\n")
 
     def tree_hash(self) -> str:
         """One hash over every path, mode and content below the node (the call log excluded)."""
@@ -83,7 +99,7 @@ def node(tmp_path: Path) -> Node:
 
 
 def state_changing(calls: list[str]) -> list[str]:
-    return [c for c in calls if c.split()[0] not in READ_ONLY]
+    return [c for c in calls if not c.startswith(READ_ONLY)]
 
 
 def test_shellcheck_clean() -> None:
@@ -97,6 +113,7 @@ def test_shellcheck_clean() -> None:
 
 def test_first_run_sets_up_everything_second_changes_nothing(node: Node) -> None:
     first = node.run()
+    keyring = f"{node.root}/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
     expected = [
         "curl -fsSL https://get.docker.com -o " + next(c.split()[-1] for c in first if "get.docker" in c),
         f"sudo {QUIET}sh " + next(c.split()[-1] for c in first if c.startswith(f"sudo {QUIET}sh ")),
@@ -104,31 +121,36 @@ def test_first_run_sets_up_everything_second_changes_nothing(node: Node) -> None
         "sudo usermod -aG docker cc", "usermod -aG docker cc",
         f"sudo mkdir -p {node.root}/usr/share/keyrings",
         "curl -fsSL https://nvidia.github.io/libnvidia-container/gpgkey",
-        f"sudo gpg --dearmor -o {node.root}/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg",
-        f"gpg --dearmor -o {node.root}/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg",
+        f"sudo gpg --batch --yes --dearmor -o {keyring}", f"gpg --batch --yes --dearmor -o {keyring}",
         f"sudo mkdir -p {node.root}/etc/apt/sources.list.d",
         "curl -fsSL https://nvidia.github.io/libnvidia-container/stable/deb/nvidia-container-toolkit.list",
         f"sudo tee {node.root}/etc/apt/sources.list.d/nvidia-container-toolkit.list",
-        f"sudo {QUIET}apt-get update -q", "apt-get update -q",
-        f"sudo {QUIET}apt-get install -y -q nvidia-container-toolkit",
-        "apt-get install -y -q nvidia-container-toolkit",
+        f"sudo {QUIET}{APT} update -q", f"{APT} update -q",
+        f"sudo {QUIET}{APT} install -y -q nvidia-container-toolkit",
+        f"{APT} install -y -q nvidia-container-toolkit",
         f"sudo mkdir -p {node.root}/etc/docker",
         f"sudo nvidia-ctk runtime configure --runtime=docker --config={node.daemon_json}",
         f"nvidia-ctk runtime configure --runtime=docker --config={node.daemon_json}",
         f"sudo mkdir -p {node.root}/etc/docker",
         f"sudo cp {next(c.split()[2] for c in first if c.startswith('sudo cp '))} {node.daemon_json}",
         "sudo systemctl restart docker", "systemctl restart docker",
-        f"sudo {QUIET}apt-get install -y -q nvtop", "apt-get install -y -q nvtop",
+        f"sudo {QUIET}{APT} install -y -q nvtop", f"{APT} install -y -q nvtop",
         f"git clone --depth 1 --branch v1 https://git.example.org/lab.git {node.home}/serve-system-lab",
     ]
     changed = state_changing(first)
     assert sorted(changed) == sorted(expected)  # the two ends of a pipe log in either order
-    steps = (f"sudo {QUIET}sh ", f"sudo {QUIET}apt-get update",
-             f"sudo {QUIET}apt-get install -y -q nvidia-container-toolkit",
+    steps = (f"sudo {QUIET}sh ", f"sudo {QUIET}{APT} update",
+             f"sudo {QUIET}{APT} install -y -q nvidia-container-toolkit",
              "sudo nvidia-ctk runtime configure", "sudo cp ", "sudo systemctl restart docker",
-             f"sudo {QUIET}apt-get install -y -q nvtop", "git clone")
+             f"sudo {QUIET}{APT} install -y -q nvtop", "git clone")
     positions = [next(i for i, c in enumerate(changed) if c.startswith(step)) for step in steps]
     assert positions == sorted(positions), "set-up steps ran out of order"
+    # the GPU is checked before anything is installed; compose right after Docker
+    assert next(c for c in first if not c.startswith("id ")) == \
+        "nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader"
+    assert first.index("docker compose version") == first.index(changed[1]) + 1
+    assert f"gpu: {P100}, driver 570.124.06, compute capability 6.0: OK" in node.output
+    assert "docker compose: Docker Compose version v2.29.7" in node.output
     assert json.loads(node.daemon_json.read_text()) == {
         "runtimes": {"nvidia": {"args": [], "path": "nvidia-container-runtime"}},
         "exec-opts": ["native.cgroupdriver=cgroupfs"],
@@ -148,7 +170,8 @@ def test_existing_exec_opts_and_other_keys_are_kept(node: Node) -> None:
     node.daemon_json.parent.mkdir(parents=True)
     node.daemon_json.write_text(json.dumps({"exec-opts": ["native.cgroupdriver=systemd"],
                                             "log-driver": "json-file"}))
-    for tool in ("docker", "nvidia-ctk", "nvtop"):  # already installed on this node
+    shutil.copy(STUBS / "_docker", node.installed / "docker")  # already installed on this node
+    for tool in ("nvidia-ctk", "nvtop"):
         shutil.copy(STUBS / "_nvidia-ctk", node.installed / tool)
     (node.state / "groups").write_text("cc docker")
     calls = node.run()
@@ -176,11 +199,91 @@ def test_uploaded_checkout_is_unpacked_once(node: Node, tmp_path: Path) -> None:
 
 
 def test_missing_code_source_fails_with_the_fix(node: Node) -> None:
-    env = {"PATH": f"{STUBS}:{node.installed}:{node.sysbin}", "HOME": str(node.home),
-           "TMPDIR": str(node.tmp), "NODE_ROOT": str(node.root), "STUB_DIR": str(STUBS),
-           "STUB_LOG": str(node.log), "STUB_STATE": str(node.state), "STUB_INSTALL": str(node.installed)}
-    done = subprocess.run([str(node.sysbin / "bash"), str(NODE_SETUP_SCRIPT)], env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = node.attempt(REPO_URL="")
     assert done.returncode == 2
     assert "set one of them" in done.stderr and "REPO_URL" in done.stderr
     assert os.path.isdir(node.home)
+
+
+# ----------------------------------------------------------------------------- the GPU check
+@pytest.mark.parametrize(("gpus", "expected"), [
+    ((f"{P100}, 580.95.05, 6.0",) * 2, "driver 580.95.05, compute capability 6.0: OK"),
+    ((f"{P100}, 535.183.01, 6.0",), "OK (a data-center GPU: Triton uses its CUDA forward-compatibility"),
+    (("NVIDIA H100 80GB HBM3, 590.48.01, 9.0",), "NVIDIA H100 80GB HBM3, driver 590.48.01, compute "
+                                                 "capability 9.0: OK"),
+])
+def test_gpus_the_images_can_use_pass(node: Node, gpus: tuple[str, ...], expected: str) -> None:
+    node.gpus(*gpus)
+    node.run()
+    assert expected in node.output
+
+
+@pytest.mark.parametrize(("gpus", "expected"), [
+    ((f"{P100}, 550.54.15, 6.0",), "driver 550.54.15 on Tesla P100-PCIE-16GB is too old for the lab's Triton "
+                                   "image (24.10, CUDA 12.6): it needs R560 or newer"),
+    (("NVIDIA GeForce RTX 3090, 535.183.01, 8.6",),
+     "driver 535.183.01 on NVIDIA GeForce RTX 3090 is too old"),  # no forward compatibility off data centers
+    ((f"{P100}, 535.54.03, 6.0",), "is too old"),  # R535 below 535.86
+    ((f"{P100}, 590.48.01, 6.0",), "driver 590.48.01 (R590) no longer supports Tesla P100-PCIE-16GB"),
+    (("Tesla M40 24GB, 570.124.06, 5.2",), "Tesla M40 24GB has compute capability 5.2; the lab's images"),
+    (("NONE",), "nvidia-smi could not list the GPUs (it said: No devices were found): this node has none"),
+    (("Tesla P100-PCIE-16GB, [N/A], [N/A]",), "not a driver version and a compute capability"),
+])
+def test_gpu_check_stops_before_installing_anything(node: Node, gpus: tuple[str, ...], expected: str) -> None:
+    node.gpus(*gpus)
+    done = node.attempt()
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert expected in done.stderr
+    assert "[node-setup] ERROR: gpu:" in done.stderr
+    assert state_changing(node.calls()) == []
+
+
+def test_no_driver_at_all_names_the_image(node: Node) -> None:
+    (node.installed / "nvidia-smi").unlink()
+    done = node.attempt()
+    assert done.returncode == 3
+    assert "nvidia-smi not found" in done.stderr and "CC-Ubuntu24.04-CUDA image" in done.stderr
+    assert state_changing(node.calls()) == []
+    node.run(SKIP_GPU_CHECK="1")  # the way round it, for someone who knows better
+    assert "gpu: check skipped (SKIP_GPU_CHECK=1)" in node.output
+
+
+# ----------------------------------------------------------------------------- docker compose
+def test_docker_without_compose_plugin_stops_with_the_fix(node: Node) -> None:
+    shutil.copy(STUBS / "_docker", node.installed / "docker")  # a Docker installed some other way
+    (node.state / "no-compose").touch()
+    done = node.attempt()
+    assert done.returncode == 4
+    assert ("docker compose does not work (docker: 'compose' is not a docker command.): the lab's stacks "
+            "need Docker's compose plugin; install it") in done.stderr
+    assert "docker-compose-plugin" in done.stderr
+
+
+# ----------------------------------------------------------------------------- the apt lock
+def hold_apt_lock(node: Node, calls: int | None = None) -> str:
+    lock = f"{node.root}/var/lib/dpkg/lock-frontend"
+    (node.state / "locks").write_text(f"unattended-upgr 1234 {lock}\n")
+    if calls is not None:
+        (node.state / "locks-left").write_text(str(calls))
+    return lock
+
+
+def test_apt_waits_for_unattended_upgrades(node: Node) -> None:
+    lock = hold_apt_lock(node, calls=2)  # seen twice, then released
+    calls = node.run(APT_LOCK_POLL="5")
+    assert (f"apt: waiting up to 900 s for the apt/dpkg lock, held by unattended-upgr (pid 1234, {lock}) "
+            "(unattended-upgrades runs after boot)") in node.output
+    assert "apt: the lock is free after 10 s" in node.output
+    docker_script = next(i for i, c in enumerate(calls) if c.startswith(f"sudo {QUIET}sh "))
+    assert calls[docker_script - 2].startswith("lslocks ")  # waited before the script and its apt-get
+    assert calls[docker_script - 1].startswith("curl -fsSL https://get.docker.com")
+
+
+def test_apt_lock_timeout_names_what_it_waited_for(node: Node) -> None:
+    lock = hold_apt_lock(node)
+    done = node.attempt(APT_LOCK_TIMEOUT="10", APT_LOCK_POLL="5")
+    assert done.returncode == 5
+    assert (f"apt: the apt/dpkg lock is still held by unattended-upgr (pid 1234, {lock}) after 10 s: let it "
+            "finish") in done.stderr
+    assert not any(c.startswith(f"sudo {QUIET}sh ") for c in node.calls())  # Docker's script never ran
+    assert list(node.tmp.iterdir()) == []

@@ -1,9 +1,18 @@
-"""Provisioning against a recording stand-in of python-chi: the exact calls, reuse, errors, teardown."""
+"""Provisioning against a recording stand-in of python-chi: the exact calls, reuse, errors, teardown.
+
+Also: the checks that run before anything is created (and create nothing when they fail), the
+command line's one-line errors (a real subprocess with a clean environment), and the stand-in's
+signatures compared with the installed python-chi.
+"""
 
 from __future__ import annotations
 
+import inspect
+import os
 import subprocess
+import sys
 import tarfile
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -11,39 +20,51 @@ import pytest
 
 import provisioning
 from provisioning import ProvisioningError, from_env
-from provisioning.node import NODE_SETUP_SCRIPT, checkout_files, node_setup_command
+from provisioning.credentials import check_credentials
+from provisioning.node import NODE_SETUP_SCRIPT, checkout_files, jupyter_url, node_setup_command
 from provisioning.plan import format_plan, provision_plan
+from servelab.paths import REPO_ROOT
 
 LEASE = "serve_system_alice"
 SERVER = "node-serve-system-alice"
 REPO = "https://git.example.org/serve-lab.git"
+FLOATING_IP = "129.114.108.7"  # what the stand-in's associate_floating_ip attaches
+JUPYTER_TOKEN = "0123abcd"  # in the stand-in's `./lab jupyter` output
+JUPYTER_URL = f"http://{FLOATING_IP}:8888/lab?token={JUPYTER_TOKEN}"
 
 
 def config(**changes: object) -> provisioning.ChameleonConfig:
-    return from_env(env={}, project="CHI-231095", repo_url=REPO, **changes)
+    """Git mode by default here: upload mode would pack this whole checkout in every test."""
+    return from_env(env={}, project="CHI-231095", **{"code_source": "git", "repo_url": REPO, **changes})
 
 
 def call(name: str, *args: object, **kwargs: object) -> tuple[str, tuple[object, ...], dict[str, object]]:
     return (name, args, kwargs)
 
 
-CONTEXT = [call("context.use_project", "CHI-231095"), call("context.use_site", "CHI@TACC")]
+CONTEXT = [call("context.list_sites"), call("context.use_project", "CHI-231095"),
+           call("context.use_site", "CHI@TACC")]
+PREFLIGHT = [*CONTEXT, call("context.list_projects"), call("image.get_image", "CC-Ubuntu24.04-CUDA")]
 SETUP_CMD = f"env CODE_DIR=serve-system-lab REPO_REF=main REPO_URL={REPO} bash node_setup.sh"
-BUILD_CMD = ("cd serve-system-lab && { test -f artifacts/food11.onnx || docker compose -f "
-             "docker/docker-compose-triton.yaml run --rm --no-deps -v \"$PWD:/workspace\" -w /workspace "
-             "-e SERVELAB_ROOT=/workspace --entrypoint python3 triton_server -m servelab.model build; }")
+JUPYTER_CMD = "cd serve-system-lab && sg docker -c './lab jupyter'"
 CONNECT_AND_SETUP = [
-    call("Server.check_connectivity", host="129.114.108.7", port=22, timeout=600, show="text"),
+    call("Server.check_connectivity", host=FLOATING_IP, port=22, timeout=600, show="text"),
     call("Server.upload", str(NODE_SETUP_SCRIPT), "node_setup.sh"),
     call("Server.execute", SETUP_CMD),
-    call("Server.execute", BUILD_CMD),
+    call("Server.execute", JUPYTER_CMD),
 ]
+# calls that create, change or delete something on Chameleon (or run on the node)
+CREATING = ("lease.Lease", "Lease.", "server.Server", "Server.")
+
+
+def creating(calls: list[tuple[str, tuple[object, ...], dict[str, object]]]) -> list[str]:
+    return [name for name, _, _ in calls if name.startswith(CREATING)]
 
 
 def test_fresh_create_makes_exactly_these_calls(fake_chi, student) -> None:
     node = provisioning.launch(config(), chi=fake_chi.api)
     assert fake_chi.rec.calls == [
-        *CONTEXT,
+        *PREFLIGHT,
         call("lease.list_leases"),
         call("lease.Lease", LEASE, duration=timedelta(hours=2, minutes=50)),
         call("Lease.add_node_reservation", amount=1, node_type="gpu_p100"),
@@ -56,11 +77,11 @@ def test_fresh_create_makes_exactly_these_calls(fake_chi, student) -> None:
         call("server.get_server", SERVER),  # submit() gave None: fetched again by name
         call("Server.wait", status="ACTIVE", show="text", timeout=1200),
         call("Server.get_floating_ip"),
-        call("Server.associate_floating_ip"),
-        call("Server.get_floating_ip"),
+        call("Server.associate_floating_ip"),  # its return value is the address: not read again
         *CONNECT_AND_SETUP,
     ]
-    assert node is not None and node.address == "129.114.108.7"
+    assert node is not None and node.address == FLOATING_IP
+    assert node.jupyter_url == JUPYTER_URL  # ./lab jupyter's last line, localhost → the floating IP
 
 
 def test_parameters_reach_the_calls(fake_chi, student) -> None:
@@ -68,6 +89,8 @@ def test_parameters_reach_the_calls(fake_chi, student) -> None:
                  key_name="alice-key", lease_name="my-lease")
     provisioning.reserve(cfg, chi=fake_chi.api)
     assert call("context.use_site", "CHI@UC") in fake_chi.rec.calls
+    assert call("server.get_keypair", "alice-key") in fake_chi.rec.calls  # checked before the lease
+    assert call("image.get_image", "CC-Ubuntu22.04-CUDA") in fake_chi.rec.calls
     assert call("lease.Lease", "my-lease", duration=timedelta(minutes=60)) in fake_chi.rec.calls
     assert call("Lease.add_node_reservation", amount=1, node_type="gpu_rtx_6000") in fake_chi.rec.calls
     fake_chi.rec.calls.clear()
@@ -79,10 +102,10 @@ def test_parameters_reach_the_calls(fake_chi, student) -> None:
 def test_existing_lease_and_server_are_reused(fake_chi, student) -> None:
     fake_chi.lease.add_existing(LEASE, "ACTIVE")
     fake_chi.lease.add_existing(LEASE, "TERMINATED")  # an old one with the same name is ignored
-    fake_chi.server.add_existing(SERVER, "ACTIVE", fip="129.114.108.7")
+    fake_chi.server.add_existing(SERVER, "ACTIVE", fip=FLOATING_IP)
     provisioning.launch(config(), chi=fake_chi.api)
     assert fake_chi.rec.calls == [
-        *CONTEXT,
+        *PREFLIGHT,
         call("lease.list_leases"),
         call("Lease.wait", status="active", show="text", timeout=600),
         call("server.get_server_id", SERVER),
@@ -123,7 +146,7 @@ def test_existing_lease_in_error_is_reported_before_waiting(fake_chi, student) -
     fake_chi.lease.add_existing(LEASE, "ERROR")
     with pytest.raises(ProvisioningError, match="exists and is in ERROR: delete it"):
         provisioning.reserve(config(), chi=fake_chi.api)
-    assert fake_chi.rec.names() == ["context.use_project", "context.use_site", "lease.list_leases"]
+    assert fake_chi.rec.calls == [*PREFLIGHT, call("lease.list_leases")]
 
 
 def test_two_live_leases_with_one_name_are_refused(fake_chi, student) -> None:
@@ -142,7 +165,7 @@ def test_ssh_timeout_names_what_to_check(fake_chi, student) -> None:
 
 def test_teardown_deletes_server_then_lease(fake_chi, student) -> None:
     fake_chi.lease.add_existing(LEASE, "ACTIVE")
-    fake_chi.server.add_existing(SERVER, "ACTIVE", fip="129.114.108.7")
+    fake_chi.server.add_existing(SERVER, "ACTIVE", fip=FLOATING_IP)
     provisioning.teardown(config(), chi=fake_chi.api)
     assert fake_chi.rec.calls == [
         *CONTEXT,
@@ -157,7 +180,7 @@ def test_teardown_deletes_server_then_lease(fake_chi, student) -> None:
 
 def test_teardown_keep_lease_and_nothing_there(fake_chi, student) -> None:
     provisioning.teardown(config(), keep_lease=True, chi=fake_chi.api)
-    assert fake_chi.rec.names() == ["context.use_project", "context.use_site", "server.get_server_id"]
+    assert fake_chi.rec.calls == [*CONTEXT, call("server.get_server_id", SERVER)]
 
 
 def test_plan_mode_calls_nothing_and_prints_the_plan(fake_chi, student, capsys) -> None:
@@ -168,7 +191,8 @@ def test_plan_mode_calls_nothing_and_prints_the_plan(fake_chi, student, capsys) 
     assert fake_chi.rec.calls == []
     out = capsys.readouterr().out
     for expected in (LEASE, "CHI@TACC", "gpu_p100", "2 h 50 min", "CC-Ubuntu24.04-CUDA", SERVER,
-                     "floating IP", SETUP_CMD, BUILD_CMD, f"delete server {SERVER}", f"delete lease {LEASE}"):
+                     "floating IP", SETUP_CMD, JUPYTER_CMD, f"delete server {SERVER}",
+                     f"delete lease {LEASE}"):
         assert expected in out
     plan_text = format_plan(provision_plan(cfg), "Provisioning plan (plan mode: nothing is created)")
     assert plan_text in out
@@ -179,7 +203,7 @@ def test_plan_mode_needs_no_project_and_no_python_chi(student, capsys) -> None:
     assert "CHI_PROJECT, required for a real run" in capsys.readouterr().out
 
 
-def test_settings_from_env_and_parameters(student) -> None:
+def test_settings_from_env_and_parameters(fake_chi, student) -> None:
     env = {"CHI_PROJECT": "CHI-1", "CHI_SITE": "CHI@UC", "CHI_LEASE_MINUTES": "90",
            "SERVELAB_REPO_URL": REPO, "CHI_LEASE_NAME": "env-lease"}
     cfg = from_env(env=env, lease_name="param-lease", project=None)
@@ -190,9 +214,15 @@ def test_settings_from_env_and_parameters(student) -> None:
     with pytest.raises(ProvisioningError, match="unknown provisioning setting"):
         from_env(env={}, flavour="x")
     with pytest.raises(ProvisioningError, match="CHI_PROJECT"):
-        provisioning.reserve(from_env(env={}))
+        provisioning.reserve(from_env(env={}), chi=fake_chi.api)
+    assert fake_chi.rec.calls == []
     with pytest.raises(ProvisioningError, match="SERVELAB_REPO_URL"):
-        node_setup_command(from_env(env={}))
+        node_setup_command(from_env(env={}, code_source="git"))
+    assert from_env(env={}).code_source == "upload"  # the default: this checkout is sent
+    assert from_env(env={"OS_PROJECT_NAME": "CHI-7"}).project == "CHI-7"  # python-chi's own default
+    assert from_env(env={"OS_PROJECT_NAME": "CHI-7", "CHI_PROJECT": "CHI-8"}).project == "CHI-8"
+    with pytest.raises(ProvisioningError, match="CHI_LEASE_MINUTES='ninety' is not a whole number"):
+        from_env(env={"CHI_LEASE_MINUTES": "ninety"})
 
 
 def test_upload_mode_sends_the_checkout(fake_chi, student, tmp_path: Path) -> None:
@@ -206,20 +236,19 @@ def test_upload_mode_sends_the_checkout(fake_chi, student, tmp_path: Path) -> No
     subprocess.run(["git", "add", "servelab/x.py"], cwd=root, check=True)
     assert [str(p) for p in checkout_files(root)] == ["artifacts/food11.onnx", "servelab/x.py"]
 
-    cfg = config(code_source="upload")
+    cfg = from_env(env={}, project="CHI-231095")  # upload: the default
     fake_chi.lease.add_existing(LEASE, "ACTIVE")
-    fake_chi.server.add_existing(SERVER, "ACTIVE", fip="129.114.108.7")
-    from provisioning.node import run_node_setup
-
-    server = fake_chi.server.servers[SERVER]
-    run_node_setup(server, cfg, tmp_path / "work", root=root)
-    assert fake_chi.rec.calls == [
+    fake_chi.server.add_existing(SERVER, "ACTIVE", fip=FLOATING_IP)
+    node = provisioning.launch(cfg, chi=fake_chi.api, workdir=tmp_path / "work", root=root)
+    assert fake_chi.rec.calls[-4:] == [
         call("Server.upload", str(NODE_SETUP_SCRIPT), "node_setup.sh"),
         call("Server.upload", str(tmp_path / "work" / "serve-system-lab.tar.gz"), "serve-system-lab.tar.gz"),
         call("Server.execute",
              "env CODE_DIR=serve-system-lab REPO_REF=main CODE_TARBALL=serve-system-lab.tar.gz "
              "bash node_setup.sh"),
+        call("Server.execute", JUPYTER_CMD),  # builds the model artefacts there when none came along
     ]
+    assert node is not None and node.jupyter_url == JUPYTER_URL
     with tarfile.open(tmp_path / "work" / "serve-system-lab.tar.gz") as tar:
         assert sorted(tar.getnames()) == ["artifacts/food11.onnx", "servelab/x.py"]
 
@@ -227,9 +256,9 @@ def test_upload_mode_sends_the_checkout(fake_chi, student, tmp_path: Path) -> No
 def test_connect_finds_the_provisioned_node(fake_chi, student) -> None:
     with pytest.raises(ProvisioningError, match="run the server set-up step"):
         provisioning.connect(config(), chi=fake_chi.api)
-    fake_chi.server.add_existing(SERVER, "ACTIVE", fip="129.114.108.7")
+    fake_chi.server.add_existing(SERVER, "ACTIVE", fip=FLOATING_IP)
     node = provisioning.connect(config(), chi=fake_chi.api)
-    assert node.address == "129.114.108.7"
+    assert node.address == FLOATING_IP and node.jupyter_url == ""
     assert node.ssh_connection().user == "cc"
 
 
@@ -247,3 +276,246 @@ def test_lease_creation_failure_says_what_to_try(fake_chi, student) -> None:
     fake_chi.lease.Lease = lease_that_fails  # type: ignore[method-assign]
     with pytest.raises(ProvisioningError, match=r"no gpu_p100 node is free at CHI@TACC.*Host Calendar"):
         provisioning.reserve(config(), chi=fake_chi.api)
+
+
+# ----------------------------------------------------------------------------- checks before creating
+class Unauthorized(Exception):
+    """keystoneauth1.exceptions.http.Unauthorized, by name (the hint is chosen by class name)."""
+
+
+def no_key_pair_default(fake_chi) -> None:
+    fake_chi.context.settings["keypair_public_key"] = None  # off Chameleon's Jupyter
+
+
+@pytest.mark.parametrize(("change", "settings", "message"), [
+    (no_key_pair_default, {}, r"no key pair for the server: set key_name=\.\.\. or CHI_KEY_NAME"),
+    (None, {"key_name": "bob-key"},
+     r"key pair 'bob-key' does not exist at CHI@TACC \(there: alice-key\): create or import it"),
+    (None, {"image": "CC-Ubuntu99-CUDA"}, r"image 'CC-Ubuntu99-CUDA' does not exist at CHI@TACC"),
+    (None, {"site": "CHI@Mars"}, r"site 'CHI@Mars' is not a Chameleon site \(known: CHI@TACC, CHI@UC"),
+    (lambda f: setattr(f.context, "projects", ["CHI-1", "CHI-2"]), {},
+     r"project CHI-231095 is not one of yours \(yours: CHI-1, CHI-2\)"),
+    (lambda f: f.rec.failures.update({"context.list_projects": Unauthorized(
+        "The request you have made requires authentication. (HTTP 401)\n(Request-ID: req-1)")}), {},
+     r"checking your credentials with project CHI-231095 at CHI@TACC failed \(Unauthorized: The request "
+     r"you have made requires authentication\. \(HTTP 401\)\): Chameleon refused the credentials"),
+    (lambda f: f.rec.failures.update({"context.list_sites": ConnectionError("Max retries exceeded")}), {},
+     r"looking up Chameleon's sites .* failed \(ConnectionError: Max retries exceeded\): Chameleon could "
+     r"not be reached"),
+    (None, {"repo_url": ""}, r"code_source='git' needs the lab's repository URL: .*SERVELAB_REPO_URL"),
+    (lambda f: f.context.settings.update(keypair_private_key="/nowhere/id_rsa"), {},
+     r"the SSH private key /nowhere/id_rsa \(OS_KEYPAIR_PRIVATE_KEY\) does not exist"),
+])
+@pytest.mark.parametrize("action", ["reserve", "launch", "preflight"])
+def test_a_failed_check_creates_nothing(fake_chi, student, action, change, settings, message) -> None:
+    if change:
+        change(fake_chi)
+    with pytest.raises(ProvisioningError, match=message) as caught:
+        getattr(provisioning, action)(config(**settings), chi=fake_chi.api)
+    assert "\n" not in str(caught.value)
+    assert creating(fake_chi.rec.calls) == []  # no lease, no server, no SSH
+
+
+def test_upload_mode_needs_a_git_work_tree(fake_chi, student, tmp_path: Path) -> None:
+    cfg = from_env(env={}, project="CHI-231095")
+    with pytest.raises(ProvisioningError, match=rf"{tmp_path} is not a git work tree"):
+        provisioning.launch(cfg, chi=fake_chi.api, root=tmp_path)
+    assert fake_chi.rec.calls == []  # local checks come before any python-chi call
+
+
+def test_preflight_passes_on_the_defaults_and_creates_nothing(fake_chi, student) -> None:
+    provisioning.preflight(from_env(env={}, project="CHI-231095"), chi=fake_chi.api)  # upload mode
+    assert fake_chi.rec.calls == PREFLIGHT
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ({}, r"no Chameleon credentials in the environment .*Chameleon's Jupyter.*openrc"),
+    ({"OS_APPLICATION_CREDENTIAL_ID": "a", "OS_APPLICATION_CREDENTIAL_SECRET": "s"},
+     r"OS_AUTH_TYPE is not set although OS_APPLICATION_CREDENTIAL_ID, OS_APPLICATION_CREDENTIAL_SECRET"),
+    ({"OS_AUTH_TYPE": "v3applicationcredential", "OS_APPLICATION_CREDENTIAL_ID": "a"},
+     r"OS_AUTH_TYPE=v3applicationcredential needs OS_APPLICATION_CREDENTIAL_SECRET"),
+    ({"OS_AUTH_TYPE": "password", "OS_USERNAME": "u", "OS_PASSWORD": "p"},
+     r"OS_AUTH_TYPE=password: python-chi reads credentials only for v3 .* OS_AUTH_TYPE=v3password"),
+    ({"OS_AUTH_TYPE": "v3password", "OS_USERNAME": "u", "OS_PASSWORD": "p"},
+     r"needs OS_USER_DOMAIN_NAME or OS_USER_DOMAIN_ID"),
+])
+def test_missing_credentials_are_named(env, message) -> None:
+    with pytest.raises(ProvisioningError, match=message):
+        check_credentials(env)
+
+
+@pytest.mark.parametrize("env", [
+    {"OS_AUTH_TYPE": "v3applicationcredential", "OS_APPLICATION_CREDENTIAL_ID": "a",
+     "OS_APPLICATION_CREDENTIAL_SECRET": "s"},
+    {"OS_AUTH_TYPE": "v3oidcaccesstoken", "OS_ACCESS_TOKEN": "t", "OS_PROJECT_NAME": "CHI-1"},
+    {"OS_AUTH_TYPE": "v3password", "OS_USERNAME": "u", "OS_PASSWORD": "p", "OS_USER_DOMAIN_NAME": "d"},
+])
+def test_complete_credentials_pass(env) -> None:
+    assert check_credentials(env) == env["OS_AUTH_TYPE"]
+
+
+def test_real_python_chi_is_not_imported_without_credentials(student, monkeypatch) -> None:
+    monkeypatch.setattr("provisioning.checks.real_chi", lambda: pytest.fail("python-chi was imported"))
+    with pytest.raises(ProvisioningError, match="no Chameleon credentials"):
+        provisioning.launch(config())
+    with pytest.raises(ProvisioningError, match="no Chameleon credentials"):
+        provisioning.teardown(config())
+
+
+# ----------------------------------------------------------------------------- failures later on: one line
+def test_a_python_chi_failure_while_creating_is_one_line(fake_chi, student) -> None:
+    fake_chi.rec.failures["server.Server"] = RuntimeError("Invalid key_name provided.\n(HTTP 400)")
+    fake_chi.lease.add_existing(LEASE, "ACTIVE")
+    with pytest.raises(ProvisioningError) as caught:
+        provisioning.launch(config(), chi=fake_chi.api)
+    assert str(caught.value) == (f"launching or reusing server {SERVER} failed (RuntimeError: Invalid "
+                                 "key_name provided.)")
+    assert isinstance(caught.value.__cause__, RuntimeError)  # the original, for SERVELAB_DEBUG=1
+
+
+def test_floating_ip_failure_names_the_quota(fake_chi, student) -> None:
+    fake_chi.lease.add_existing(LEASE, "ACTIVE")
+    fake_chi.server.add_existing(SERVER, "ACTIVE")
+    fake_chi.rec.failures["Server.associate_floating_ip"] = RuntimeError("Quota exceeded for resources")
+    with pytest.raises(ProvisioningError, match=r"associating a floating IP .* Quota exceeded.*quota"):
+        provisioning.launch(config(), chi=fake_chi.api)
+    assert "Server.check_connectivity" not in fake_chi.rec.names()
+
+
+def test_a_failing_node_command_stops_launch_in_one_line(fake_chi, student) -> None:
+    fake_chi.server.exit_codes["node_setup.sh"] = 3  # e.g. the GPU check
+    with pytest.raises(ProvisioningError, match=r"`env CODE_DIR=.* bash node_setup\.sh` failed on the node "
+                                                r"with exit code 3: its output above says why"):
+        provisioning.launch(config(), chi=fake_chi.api)
+    assert fake_chi.rec.names()[-1] == "Server.execute"  # ./lab jupyter never ran
+    assert call("Server.execute", JUPYTER_CMD) not in fake_chi.rec.calls
+
+
+def test_jupyter_url_comes_from_the_last_line() -> None:
+    out = "building\njupyter: http://localhost:8888/lab?token=old\nmore\njupyter: http://localhost:8888/lab?token=t\n"
+    assert jupyter_url(out, "10.0.0.5") == "http://10.0.0.5:8888/lab?token=t"
+    assert jupyter_url("jupyter: http://node.example:9999/lab?token=t", "10.0.0.5") == \
+        "http://node.example:9999/lab?token=t"  # a real host name is kept
+    with pytest.raises(ProvisioningError, match="'jupyter: <url>' line"):
+        jupyter_url("docker: permission denied\n", "10.0.0.5")
+
+
+def test_missing_jupyter_line_is_an_error(fake_chi, student) -> None:
+    fake_chi.server.outputs["./lab jupyter"] = "started, but said nothing useful\n"
+    with pytest.raises(ProvisioningError, match=r"finished without printing its 'jupyter: <url>' line.*"
+                                                rf"ssh cc@{FLOATING_IP}"):
+        provisioning.launch(config(), chi=fake_chi.api)
+
+
+# ----------------------------------------------------------------------------- the command line
+def run_cli(*args: str, env: dict[str, str], home: Path) -> tuple[subprocess.CompletedProcess[str], float]:
+    clean = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8", **env}
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "provisioning", *args], cwd=REPO_ROOT, env=clean,
+                          capture_output=True, text=True, timeout=60)
+    return done, time.monotonic() - start
+
+
+def test_cli_launch_without_credentials_fails_fast_in_one_line(tmp_path: Path) -> None:
+    done, seconds = run_cli("launch", env={}, home=tmp_path)
+    assert done.returncode == 1
+    assert seconds < 10, f"took {seconds:.1f} s"
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("error: no Chameleon credentials in the environment")
+    assert "openrc" in lines[0] and "Chameleon's Jupyter" in lines[0]
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_cli_names_a_missing_project_and_debug_shows_the_traceback(tmp_path: Path) -> None:
+    creds = {"OS_AUTH_TYPE": "v3applicationcredential", "OS_APPLICATION_CREDENTIAL_ID": "a",
+             "OS_APPLICATION_CREDENTIAL_SECRET": "s"}
+    done, _ = run_cli("reserve", env=creds, home=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "error: no Chameleon project given: pass project=... (--project) or set CHI_PROJECT (e.g. "
+        "CHI_PROJECT=CHI-123456); it is never asked for interactively"]
+    debug, _ = run_cli("reserve", env={**creds, "SERVELAB_DEBUG": "1"}, home=tmp_path)
+    assert debug.returncode == 1 and "Traceback" in debug.stderr and "ProvisioningError" in debug.stderr
+
+
+def test_cli_plan_needs_nothing(tmp_path: Path) -> None:
+    done, _ = run_cli("plan", "--code-source", "git", env={}, home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "cannot run yet: code_source='git' needs the lab's repository URL" in done.stdout
+
+
+# ----------------------------------------------------------------------------- the stand-in vs python-chi
+def _shape(func: object) -> list[tuple[str, object, object]]:
+    params = [p for p in inspect.signature(func).parameters.values() if p.name != "self"]  # type: ignore[arg-type]
+    return [(p.name, p.kind, p.default) for p in params]
+
+
+STANDIN_ONLY = {"add_existing"}
+
+
+def test_standin_signatures_match_the_installed_python_chi(fake_chi) -> None:
+    """Every method of the stand-in matches the real python-chi's name and signature (an upgrade that
+    changes one fails here, not on the testbed)."""
+    import chi.context
+    import chi.image
+    import chi.lease
+    import chi.server
+
+    lease = fake_chi.lease.Lease("x", duration=timedelta(hours=1))
+    server = fake_chi.server.Server("x")
+    pairs = {type(fake_chi.context): chi.context, type(fake_chi.lease): chi.lease,
+             type(lease): chi.lease.Lease, type(fake_chi.server): chi.server, type(server): chi.server.Server,
+             type(fake_chi.image): chi.image}
+    compared = []
+    for fake, real in pairs.items():
+        for name, member in vars(fake).items():
+            if name.startswith("_") or name in STANDIN_ONLY or not callable(member):
+                continue
+            assert hasattr(real, name), f"python-chi has no {real.__name__}.{name}"
+            assert _shape(member) == _shape(getattr(real, name)), f"{real.__name__}.{name} differs"
+            compared.append(f"{real.__name__}.{name}")
+    assert len(compared) >= 25, compared
+
+
+def test_cli_turns_real_python_chi_failures_into_one_line(tmp_path: Path) -> None:
+    """The real python-chi and keystoneauth, kept off Chameleon: the site list comes from a local
+    stand-in of api.chameleoncloud.org (CHI_RESOURCE_API_URL) whose one site points at a closed
+    local port, so the credentials check fails inside keystoneauth — and still prints one line."""
+    import http.server
+    import json
+    import socket
+    import threading
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    site = {"name": "CHI@TACC", "web": f"http://127.0.0.1:{closed}/chi", "site_class": "core",
+            "location": "here", "user_support_contact": "nobody"}
+    body = json.dumps({"items": [site]}).encode()
+
+    class Sites(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Sites)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        env = {"CHI_RESOURCE_API_URL": f"http://127.0.0.1:{server.server_address[1]}",
+               "OS_AUTH_TYPE": "v3applicationcredential", "OS_APPLICATION_CREDENTIAL_ID": "id",
+               "OS_APPLICATION_CREDENTIAL_SECRET": "secret", "USER": "alice"}
+        done, seconds = run_cli("check", "--project", "CHI-231095", env=env, home=tmp_path)
+    finally:
+        server.shutdown()
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("error: checking your credentials with project CHI-231095 at CHI@TACC failed (")
+    assert "Traceback" not in done.stdout + done.stderr
+    assert seconds < 30

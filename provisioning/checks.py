@@ -1,0 +1,163 @@
+"""Every check that needs nothing to be created, run before the lease, the server or the IP exist.
+
+A lease is short and a bare-metal boot takes 10–20 minutes, so a setting that
+can only fail later (a missing key pair, a repository URL, a mistyped image)
+must fail here, in seconds, with one line that says what to do. Order:
+
+1. credentials in the environment (only when python-chi itself is used:
+   ``chi=None``; a ``ChiApi`` passed in brings its own), before python-chi is
+   imported — see ``provisioning.credentials``;
+2. the project is named; the code source is usable (upload: this checkout is
+   a git work tree; git: a repository URL is given);
+3. read-only python-chi calls: the site exists (``context.list_sites``), the
+   project and site are selected (``use_project``/``use_site``), the credentials
+   work and the project is one of the user's (``context.list_projects``), the
+   image exists at the site (``image.get_image``), and the key pair exists there
+   (``server.get_keypair``), or — without ``key_name`` — python-chi has its
+   Jupyter default (``context.get("keypair_name")`` and a public key file).
+
+Any python-chi/keystoneauth exception becomes a one-line ``ProvisioningError``
+naming the check (``provisioning.errors.step``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from provisioning.chi_api import ChiApi, real_chi, use_context
+from provisioning.config import ChameleonConfig, ProvisioningError
+from provisioning.credentials import check_credentials
+from provisioning.errors import step
+from servelab.paths import REPO_ROOT
+
+KEY_PAIRS_GUI = "GUI at that site: Compute → Key Pairs"
+
+
+def check_code_source(config: ChameleonConfig, root: Path = REPO_ROOT) -> None:
+    """The code can reach the node: git mode has a URL; upload mode has a git work tree to pack."""
+    if config.code_source == "git":
+        if not config.repo_url:
+            raise ProvisioningError(
+                "code_source='git' needs the lab's repository URL: pass repo_url=... or set "
+                "SERVELAB_REPO_URL (or use code_source='upload', the default, to send this checkout)")
+        return
+    try:
+        done = subprocess.run(["git", "-C", str(root), "rev-parse", "--is-inside-work-tree"],
+                              capture_output=True, text=True, timeout=60)
+    except FileNotFoundError:
+        raise ProvisioningError(
+            "code_source='upload' packs this checkout with git, which is not installed here: install "
+            "git, or use code_source='git' with SERVELAB_REPO_URL") from None
+    if done.returncode != 0 or done.stdout.strip() != "true":
+        raise ProvisioningError(
+            f"code_source='upload' sends this checkout, but {root} is not a git work tree: run from a "
+            "clone of the lab, or use code_source='git' with SERVELAB_REPO_URL")
+
+
+def check_local(config: ChameleonConfig, root: Path = REPO_ROOT) -> None:
+    """The checks that need neither python-chi nor the network."""
+    config.require_project()
+    check_code_source(config, root)
+
+
+def start_chi(config: ChameleonConfig, chi: ChiApi | None) -> ChiApi:
+    """Credentials (for the real python-chi), the project, then the ChiApi to use."""
+    if chi is None:
+        check_credentials()  # before importing python-chi: its own failure is a keystoneauth traceback
+    config.require_project()
+    return chi or real_chi()
+
+
+def select_context(config: ChameleonConfig, chi: ChiApi) -> None:
+    """Check the site exists, then select project and site (python-chi's own ``use_site`` only
+    prints to stderr when it cannot fetch the site list, and then talks to whatever OS_AUTH_URL says)."""
+    api = getattr(chi.context, "RESOURCE_API_URL", "https://api.chameleoncloud.org")
+    with step(f"looking up Chameleon's sites ({api})", "check this machine's network connection"):
+        sites = list(chi.context.list_sites())
+    if config.site not in sites:
+        raise ProvisioningError(
+            f"site {config.site!r} is not a Chameleon site (known: {', '.join(sites)}): set site=... or "
+            "CHI_SITE; the lab's P100 nodes are at CHI@TACC")
+    with step(f"selecting project {config.project} and site {config.site}"):
+        use_context(config.project, config.site, chi)
+
+
+def check_project(config: ChameleonConfig, chi: ChiApi) -> None:
+    """The credentials work (a keystone call) and the project is one of the user's."""
+    with step(f"checking your credentials with project {config.project} at {config.site}",
+              "check the project name and that the credentials are current"):
+        projects = list(chi.context.list_projects())
+    if config.project not in projects:
+        raise ProvisioningError(
+            f"project {config.project} is not one of yours (yours: {', '.join(projects) or 'none'}): set "
+            "project=... or CHI_PROJECT to one of them")
+
+
+def check_image(config: ChameleonConfig, chi: ChiApi) -> None:
+    """The server's image exists at the site (python-chi looks it up only when the server is made)."""
+    try:
+        with step(f"looking up image {config.image} at {config.site}"):
+            chi.image.get_image(config.image)
+    except ProvisioningError as exc:
+        if isinstance(exc.__cause__, ValueError):  # python-chi's CHIValueError: no image by that name
+            raise ProvisioningError(
+                f"image {config.image!r} does not exist at {config.site}: use CC-Ubuntu24.04-CUDA (the "
+                "lab's default, with the NVIDIA driver) or a name from the GUI (Compute → Images)") from exc
+        raise
+
+
+def _key_pair_names(chi: ChiApi) -> str:
+    try:
+        names = [str(keypair.name) for keypair in chi.server.list_keypair()]
+    except Exception:  # only for the message
+        return "could not be listed"
+    return ", ".join(names) or "none"
+
+
+def check_key_pair(config: ChameleonConfig, chi: ChiApi) -> None:
+    """The server's key pair exists at the site; without key_name, python-chi's Jupyter default is there.
+
+    python-chi's ``Server(key_name=X)`` does not fail for a missing X (``get_keypair`` returns a
+    key pair with no public key), and without ``key_name`` it uses the context's ``keypair_name``
+    and ``keypair_public_key`` (set on Chameleon's Jupyter, None elsewhere): both fail only when the
+    server is created, after the lease.
+    """
+    if config.key_name:
+        with step(f"looking up key pair {config.key_name} at {config.site}"):
+            keypair = chi.server.get_keypair(config.key_name)
+        if getattr(keypair, "public_key", None) is None:
+            raise ProvisioningError(
+                f"key pair {config.key_name!r} does not exist at {config.site} (there: "
+                f"{_key_pair_names(chi)}): create or import it ({KEY_PAIRS_GUI}), or set key_name=... / "
+                "CHI_KEY_NAME to one of those")
+    else:
+        with step("reading python-chi's default key pair"):
+            name = chi.context.get("keypair_name")
+            public = chi.context.get("keypair_public_key")
+        if not (name and public and os.path.isfile(os.path.expanduser(str(public)))):
+            found = f" (its public key file {public} is missing)" if public else ""
+            raise ProvisioningError(
+                f"no key pair for the server{found}: set key_name=... or CHI_KEY_NAME to the name of your "
+                f"key pair at {config.site} ({KEY_PAIRS_GUI}); only on Chameleon's Jupyter does python-chi "
+                "have a default one")
+    with step("reading python-chi's SSH key setting"):
+        private = chi.context.get("keypair_private_key")
+    if private and not os.path.isfile(os.path.expanduser(str(private))):
+        raise ProvisioningError(
+            f"the SSH private key {private} (OS_KEYPAIR_PRIVATE_KEY) does not exist: point it at the "
+            "private key of the server's key pair, or unset it to use ~/.ssh and the SSH agent")
+
+
+def run_preflight(config: ChameleonConfig, chi: ChiApi | None = None, root: Path = REPO_ROOT) -> ChiApi:
+    """Every check, in order; returns the ChiApi with project and site selected."""
+    if chi is None:
+        check_credentials()  # first: without credentials nothing else matters
+    check_local(config, root)
+    chi = chi or real_chi()
+    select_context(config, chi)
+    check_project(config, chi)
+    check_image(config, chi)
+    check_key_pair(config, chi)
+    return chi

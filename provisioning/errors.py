@@ -1,0 +1,73 @@
+"""Turning any failure into one line that says what was being done and what to try.
+
+python-chi, keystoneauth, the OpenStack clients, requests, Fabric and paramiko
+each raise their own exceptions, many with multi-line messages and none
+saying which provisioning step was running. ``step(...)`` wraps one step:
+a ``ProvisioningError`` passes through untouched, anything else becomes a
+``ProvisioningError`` naming the step (the original stays chained as
+``__cause__`` for ``SERVELAB_DEBUG=1``). Nothing here imports python-chi.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from provisioning.config import ProvisioningError
+
+MAX_DETAIL = 300
+
+# what to try, by the exception's class name (the classes live in libraries not imported here)
+HINTS = {
+    "Unauthorized": "Chameleon refused the credentials: source a current openrc (application "
+                    "credentials can expire or be deleted) or, on Chameleon's Jupyter, restart your "
+                    "server (Hub Control Panel) to renew its token; check the project name too",
+    "Forbidden": "the credentials may not do this in this project: check the project name",
+    "MissingRequiredOptions": "the credentials in the environment are incomplete: source the whole "
+                              "openrc file again",
+    "OptionError": "the credentials in the environment are incomplete: source the whole openrc file again",
+    "ConnectFailure": "Chameleon could not be reached: check this machine's network connection",
+    "ConnectionError": "Chameleon could not be reached: check this machine's network connection",
+    "ConnectTimeout": "Chameleon did not answer in time: try again in a minute",
+    "AuthenticationException": "SSH refused the key: the private key of the server's key pair must be "
+                               "in ~/.ssh (or named by OS_KEYPAIR_PRIVATE_KEY)",
+    "NoValidConnectionsError": "SSH could not connect: check the floating IP and the security groups",
+}
+
+
+def one_line(text: str) -> str:
+    """``text`` with its whitespace (newlines included) collapsed, so it prints as one line."""
+    return " ".join(str(text).split())
+
+
+def describe(exc: BaseException) -> str:
+    """The exception as ``Type: first line of its message`` (a Fabric/invoke exit: the command and code)."""
+    result = getattr(exc, "result", None)
+    if result is not None and hasattr(result, "exited"):  # invoke.exceptions.UnexpectedExit
+        return f"exit code {result.exited} from `{one_line(getattr(result, 'command', '?'))}`"
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    detail = lines[0] if lines else repr(exc)
+    if len(detail) > MAX_DETAIL:
+        detail = detail[:MAX_DETAIL - 1] + "…"
+    return f"{type(exc).__name__}: {detail}"
+
+
+def hint_for(exc: BaseException) -> str:
+    """What to try for this kind of failure ('' when nothing specific is known)."""
+    for cls in type(exc).__mro__:
+        if cls.__name__ in HINTS:
+            return HINTS[cls.__name__]
+    return ""
+
+
+@contextmanager
+def step(what: str, hint: str = "") -> Iterator[None]:
+    """Run one step; any failure but a ProvisioningError becomes one naming ``what`` (and a hint)."""
+    try:
+        yield
+    except ProvisioningError:
+        raise
+    except Exception as exc:  # python-chi, keystoneauth, novaclient, requests, Fabric, ...
+        advice = hint_for(exc) or hint
+        detail = f"{what} failed ({describe(exc)})" + (f": {advice}" if advice else "")
+        raise ProvisioningError(detail) from exc
