@@ -16,6 +16,7 @@
 #   UPDATE_CODE=1       fetch and check out REPO_REF again in an existing clone
 #   APT_LOCK_TIMEOUT    seconds to wait for another apt/dpkg (unattended-upgrades) to finish (900)
 #   SKIP_GPU_CHECK=1    go on whatever nvidia-smi says
+#   LAB_PORTS           opened in firewalld when it runs (default: 8888 Jupyter, 80 Flask, 8000 FastAPI)
 #
 # Exit codes: 2 no code source, 3 the GPU or its driver does not suit the images,
 # 4 Docker's compose plugin missing, 5 the apt/dpkg lock stayed taken; others: the failed command's.
@@ -52,6 +53,7 @@ UPDATE_CODE="${UPDATE_CODE:-0}"
 APT_LOCK_TIMEOUT="${APT_LOCK_TIMEOUT:-900}"
 APT_LOCK_POLL="${APT_LOCK_POLL:-5}"
 SKIP_GPU_CHECK="${SKIP_GPU_CHECK:-0}"
+LAB_PORTS="${LAB_PORTS:-8888/tcp 80/tcp 8000/tcp}"
 
 DAEMON_JSON="$NODE_ROOT/etc/docker/daemon.json"
 NVIDIA_KEYRING="$NODE_ROOT/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
@@ -313,6 +315,32 @@ restart_docker_if_changed() {
   fi
 }
 
+# Chameleon's bare-metal images run firewalld (only KVM@TACC uses security groups instead), and
+# its default zone lets in SSH only: the student's browser needs Jupyter (host network, port 8888)
+# and the lab's pages. Each port is added to the runtime and the permanent configuration, without
+# a reload (a reload would drop the rules Docker added).
+open_lab_ports() {
+  if ! command -v firewall-cmd >/dev/null 2>&1 || ! "${SUDO[@]}" firewall-cmd --state >/dev/null 2>&1; then
+    say "firewall: firewalld is not running, no port to open"
+    return
+  fi
+  local port opened=()
+  for port in $LAB_PORTS; do
+    if ! "${SUDO[@]}" firewall-cmd --query-port="$port" >/dev/null 2>&1; then
+      "${SUDO[@]}" firewall-cmd --add-port="$port" >/dev/null
+      opened+=("$port")
+    fi
+    if ! "${SUDO[@]}" firewall-cmd --permanent --query-port="$port" >/dev/null 2>&1; then
+      "${SUDO[@]}" firewall-cmd --permanent --add-port="$port" >/dev/null
+    fi
+  done
+  if [ "${#opened[@]}" -eq 0 ]; then
+    say "firewall: $LAB_PORTS open already"
+  else
+    say "firewall: opened ${opened[*]} in firewalld's default zone"
+  fi
+}
+
 install_nvtop() {
   if command -v nvtop >/dev/null 2>&1; then
     say "nvtop: present"
@@ -373,6 +401,7 @@ main() {
   configure_cgroup_driver
   restart_docker_if_changed
   install_nvtop
+  open_lab_ports
   place_code
   say "done"
 }

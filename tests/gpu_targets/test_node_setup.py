@@ -27,7 +27,10 @@ STUBS = Path(__file__).with_name("node_stubs")
 REAL_TOOLS = ("bash", "sh", "python3", "sha256sum", "cut", "tar", "gzip", "mkdir", "rm", "cp", "cat",
               "tr", "tee", "grep", "dirname", "basename", "sed", "mktemp", "chmod", "env", "printf", "sort")
 # calls that only read; anything else in a second run means it changed something
-READ_ONLY = ("id ", "nvidia-smi --query-gpu=", "docker compose version", "lslocks ", "sudo lslocks ")
+READ_ONLY = ("id ", "nvidia-smi --query-gpu=", "docker compose version", "lslocks ", "sudo lslocks ",
+             "firewall-cmd --state", "sudo firewall-cmd --state", "firewall-cmd --query-port=",
+             "sudo firewall-cmd --query-port=", "firewall-cmd --permanent --query-port=",
+             "sudo firewall-cmd --permanent --query-port=")
 QUIET = "env DEBIAN_FRONTEND=noninteractive NEEDRESTART_MODE=a "  # no apt prompts over SSH
 APT = "apt-get -o DPkg::Lock::Timeout=900"  # apt also waits for the dpkg lock itself
 P100 = "Tesla P100-PCIE-16GB"
@@ -287,3 +290,21 @@ def test_apt_lock_timeout_names_what_it_waited_for(node: Node) -> None:
             "finish") in done.stderr
     assert not any(c.startswith(f"sudo {QUIET}sh ") for c in node.calls())  # Docker's script never ran
     assert list(node.tmp.iterdir()) == []
+
+
+# ----------------------------------------------------------------------------- firewalld
+def test_lab_ports_are_opened_once_in_firewalld(node: Node) -> None:
+    (node.state / "firewalld").touch()  # as on Chameleon's bare-metal images
+    (node.state / "firewall-permanent").write_text("80/tcp\n")  # one of them open already (permanently)
+    calls = node.run()
+    added = [c for c in state_changing(calls) if "firewall-cmd" in c and c.startswith("sudo ")]
+    fw = "sudo firewall-cmd"
+    assert added == [f"{fw} --add-port=8888/tcp", f"{fw} --permanent --add-port=8888/tcp",
+                     f"{fw} --add-port=80/tcp",  # permanent already: only the running firewall
+                     f"{fw} --add-port=8000/tcp", f"{fw} --permanent --add-port=8000/tcp"]
+    assert "firewall: opened 8888/tcp 80/tcp 8000/tcp in firewalld's default zone" in node.output
+    assert not any("--reload" in c for c in calls)  # would drop Docker's rules
+    before = node.tree_hash()
+    assert state_changing(node.run()) == []
+    assert "firewall: 8888/tcp 80/tcp 8000/tcp open already" in node.output
+    assert node.tree_hash() == before

@@ -495,7 +495,7 @@ def test_cli_turns_real_python_chi_failures_into_one_line(tmp_path: Path) -> Non
     body = json.dumps({"items": [site]}).encode()
 
     class Sites(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.end_headers()
@@ -516,6 +516,7 @@ def test_cli_turns_real_python_chi_failures_into_one_line(tmp_path: Path) -> Non
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
-    assert lines[0].startswith("error: checking your credentials with project CHI-231095 at CHI@TACC failed (")
+    assert lines[0].startswith("error: checking your credentials with project CHI-231095 at CHI@TACC "
+                               "failed (")
     assert "Traceback" not in done.stdout + done.stderr
     assert seconds < 30
