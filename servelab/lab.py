@@ -1,8 +1,13 @@
 """The headless lab: execute every notebook in order with papermill, then write the report.
 
-``python -m servelab.lab run --preset quick|full [--target local] [--only 03]``
+``python -m servelab.lab run --preset quick|full [--target local|docker|chameleon] [--only 03]``
 
-Each run gets ``results/<run-id>/``: the executed notebooks, the measurements
+``local`` and ``docker`` execute the notebooks here (on a Docker host, ``./lab run
+--target docker`` runs this inside the student's Jupyter container);
+``chameleon`` provisions the node, runs ``./lab run --target docker`` there and
+fetches its results (``servelab.node_run``).
+
+Each run gets ``results/<run-id>/`` (or ``--run-dir``): the executed notebooks, the measurements
 (the notebooks' kernels inherit ``SERVELAB_RESULTS`` pointing there), the
 services' logs and ``report.html``. A failing cell stops the run with a
 non-zero exit that names the notebook and the cell; what earlier notebooks
@@ -102,8 +107,15 @@ def ensure_kernel(name: str = KERNEL_NAME) -> str:
     return name
 
 
-def new_run_dir(preset: str, base: Path | None = None) -> Path:
-    """``results/<YYYYmmdd-HHMMSS>-<preset>``, unique even for two runs in one second."""
+def new_run_dir(preset: str, base: Path | None = None, path: Path | None = None) -> Path:
+    """``results/<YYYYmmdd-HHMMSS>-<preset>``, unique even for two runs in one second; or ``path``
+    when given (a new or empty folder: the chameleon run names the node's run folder this way)."""
+    if path is not None:
+        path = Path(path)
+        if path.exists() and any(path.iterdir()):
+            raise ParameterError(f"--run-dir {path} is not empty: name a new folder")
+        path.mkdir(parents=True, exist_ok=True)
+        return path
     base = Path(base or REPO_ROOT / "results")
     stem = time.strftime("%Y%m%d-%H%M%S") + f"-{preset}"
     run_dir, n = base / stem, 1
@@ -190,13 +202,13 @@ def run_notebook(path: Path, run_dir: Path, parameters: dict[str, Any], kernel: 
 def run(preset: str = "quick", target: str = "local", only: Sequence[str] | None = None,
         results_base: Path | None = None, cell_timeout: float | None = None,
         notebook_timeout: float | None = None, extra: dict[str, Any] | None = None,
-        report: bool = True) -> RunOutcome:
+        report: bool = True, run_dir: Path | None = None) -> RunOutcome:
     """Execute the notebooks in order, stop at the first failure, write the report; returns the outcome."""
     check_preset(preset)
     check_target(target)
     paths = notebook_paths(only)
     kernel = ensure_kernel()
-    run_dir = new_run_dir(preset, results_base)
+    run_dir = new_run_dir(preset, results_base, run_dir)
     previous = os.environ.get("SERVELAB_RESULTS")
     os.environ["SERVELAB_RESULTS"] = str(run_dir)  # kernels inherit it: measurements land in the run
     try:
@@ -241,6 +253,26 @@ def _run_all(paths: list[Path], run_dir: Path, preset: str, target: str, kernel:
     return outcome
 
 
+def run_chameleon(preset: str = "quick", only: Sequence[str] | None = None,
+                  results_base: Path | None = None, keep_node: bool = False, report: bool = True,
+                  **node_options: Any) -> tuple[Path, Any, Path | None]:
+    """The node's whole life from here (``servelab.node_run.run_on_node``); run folder, outcome, report."""
+    from servelab import node_run
+
+    check_preset(preset)
+    if only:
+        notebook_paths(only)  # an unknown --only fails here, before anything is reserved
+    run_dir = new_run_dir(preset, results_base)
+    outcome = node_run.run_on_node(run_dir, preset, only, keep_node=keep_node, **node_options)
+    (run_dir / "run.json").write_text(json.dumps(node_run.summary(outcome, preset), indent=1))
+    report_path = None
+    if report:
+        from servelab.report import write_report
+
+        report_path = write_report(run_dir)
+    return run_dir, outcome, report_path
+
+
 def _load_average() -> float | None:
     try:
         return round(os.getloadavg()[0], 2)
@@ -265,6 +297,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     run_p.add_argument("--only", nargs="+", help="notebook numbers to run, e.g. --only 03 04")
     run_p.add_argument("--cell-timeout", type=float, help="seconds per cell")
     run_p.add_argument("--notebook-timeout", type=float, help="seconds per notebook")
+    run_p.add_argument("--run-dir", type=Path, help="the run's folder (new or empty; default results/<id>)")
+    run_p.add_argument("--keep-node", action="store_true",
+                       help="chameleon: leave the server and lease running after the run")
     rep_p = sub.add_parser("report", help="(re)write report.html for an existing run folder")
     rep_p.add_argument("run_dir", type=Path)
     rep_p.add_argument("--compare", type=Path, help="another run's folder (e.g. a GPU run) to set beside it")
@@ -275,8 +310,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(write_report(args.run_dir, args.compare))
         return 0
     try:
+        if args.target == "chameleon":
+            return _main_chameleon(args)
         outcome = run(args.preset, args.target, args.only, cell_timeout=args.cell_timeout,
-                      notebook_timeout=args.notebook_timeout)
+                      notebook_timeout=args.notebook_timeout, run_dir=args.run_dir)
     except ParameterError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -287,6 +324,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"total time: {int(minutes)} min {seconds:.0f} s")
     if outcome.failure:
         print(f"FAILED: {outcome.failure.error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _main_chameleon(args: argparse.Namespace) -> int:
+    if args.run_dir is not None:
+        raise ParameterError("--run-dir is for a run on this machine; a chameleon run names its own folder")
+    run_dir, outcome, report_path = run_chameleon(args.preset, args.only, keep_node=args.keep_node)
+    minutes, seconds = divmod(outcome.seconds, 60)
+    print(f"results: {run_dir}")
+    if report_path:
+        print(f"report:  {report_path}")
+    print(f"total time: {int(minutes)} min {seconds:.0f} s")
+    if not outcome.ok:
+        print(f"FAILED: {outcome.error}", file=sys.stderr)
         return 1
     return 0
 

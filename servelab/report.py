@@ -602,10 +602,13 @@ def _machine_section(run_dir: Path, *frames: pd.DataFrame) -> Section:
                           f"{run.get('load_average_before')} / {run.get('load_average_after')} "
                           f"on {run.get('cpu_count')} cores"})
         timings = pd.DataFrame(run.get("notebooks", []))
+        steps = pd.DataFrame(run.get("steps", []))  # a chameleon run: provisioning, the node's run, teardown
     else:
-        timings = pd.DataFrame()
+        timings = steps = pd.DataFrame()
     parts = [pd.DataFrame({"fact": list(facts), "value": [str(v) for v in facts.values()]})
              .to_html(index=False, border=0, classes="data")]
+    if not steps.empty:
+        parts.append(_table(steps, ["step", "seconds", "ok", "detail"]))
     if not timings.empty:
         parts.append(_table(timings, ["name", "seconds", "ok", "error"]))
     return Section("Machine and run", parts)

@@ -1,0 +1,209 @@
+"""`./lab run --target chameleon`: the node's whole life, with the recording python-chi and SSH shell.
+
+Provisioning calls, the SSH commands in order (the remote `./lab run --target
+docker` and the results fetch), the fetched results in this run's folder and
+report, teardown after a failing step, and no SSH command at all when the
+preflight fails.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+import provisioning
+from provisioning.config import from_env
+from servelab.lab import run_chameleon
+from servelab.node_run import pack_command, remote_lab_command
+
+REPO = "https://git.example.org/serve-lab.git"
+REMOTE_LAB = ("cd serve-system-lab && sg docker -c "
+              "'./lab run --target docker --preset quick --run-dir results/{name}'")
+PACK = "cd serve-system-lab/results && test -d {name} && tar -czf {name}.tar.gz {name}"
+
+
+def config(**changes: object) -> provisioning.ChameleonConfig:
+    return from_env(env={}, project="CHI-231095", **{"code_source": "git", "repo_url": REPO, **changes})
+
+
+def node_run_folder(name: str, ok: bool = True) -> bytes:
+    """What the node's `./lab run --target docker` leaves in results/<name>, packed as the node packs it."""
+    files = {
+        "run.json": json.dumps({"preset": "quick", "target": "docker", "ok": ok, "notebooks": [
+            {"name": "03_fastapi", "seconds": 80.0, "ok": True, "error": ""},
+            {"name": "04_triton_python", "seconds": 12.0, "ok": ok,
+             "error": "" if ok else "04_triton_python.ipynb: cell 9 raised PerfAnalyzerError: boom"}]}),
+        "03_fastapi.ipynb": json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}),
+        "fastapi.jsonl": "",
+    }
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for rel, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"{name}/{rel}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+class RecordingShell:
+    """The node over SSH: records each command; the lab run exits ``lab_exit``; the pack makes a tarball."""
+
+    def __init__(self, lab_exit: int = 0, node_ok: bool = True, made_results: bool = True) -> None:
+        self.calls: list[tuple[str, str]] = []
+        self.lab_exit = lab_exit
+        self.node_ok = node_ok
+        self.made_results = made_results
+        self.files: dict[str, bytes] = {}
+
+    def run(self, command: str, timeout: float) -> int:
+        self.calls.append(("run", command))
+        if "./lab run" in command:
+            assert timeout == 170 * 60  # the lease's length
+            return self.lab_exit
+        if "tar -czf" in command:
+            if not self.made_results:
+                return 1
+            name = command.split("test -d ", 1)[1].split()[0]
+            self.files[f"serve-system-lab/results/{name}.tar.gz"] = node_run_folder(name, self.node_ok)
+            return 0
+        raise AssertionError(f"unexpected command on the node: {command}")
+
+    def get(self, remote_path: str, local_path: Path) -> None:
+        self.calls.append(("get", remote_path))
+        Path(local_path).write_bytes(self.files[remote_path])
+
+
+def names(fake_chi) -> list[str]:
+    return [name for name, _, _ in fake_chi.rec.calls]
+
+
+def chameleon(tmp_path: Path, fake_chi, shell: RecordingShell, **options: object):
+    shells: list[object] = []
+
+    def shell_for(node: provisioning.Node) -> RecordingShell:
+        shells.append(node)
+        return shell
+
+    run_dir, outcome, report = run_chameleon("quick", results_base=tmp_path, config=config(),
+                                             chi=fake_chi.api, shell_for=shell_for, **options)
+    return run_dir, outcome, report, shells
+
+
+def test_the_whole_node_lifecycle_in_order(tmp_path: Path, fake_chi, student) -> None:
+    shell = RecordingShell()
+    run_dir, outcome, report, shells = chameleon(tmp_path, fake_chi, shell)
+    name = run_dir.name
+    assert outcome.ok, outcome.error
+    assert [s.step for s in outcome.steps] == ["preflight", "reserve", "launch", "node run", "fetch",
+                                               "teardown"]
+    # provisioning: lease and server made, the node set up and its Jupyter started, then all deleted
+    calls = names(fake_chi)
+    for needed in ("lease.Lease", "Lease.submit", "server.Server", "Server.submit",
+                   "Server.associate_floating_ip", "Server.upload", "Server.execute", "Server.delete",
+                   "Lease.delete"):
+        assert needed in calls, needed
+    assert calls.index("Server.execute") < calls.index("Server.delete") < calls.index("Lease.delete")
+    executed = [args[0] for n, args, _ in fake_chi.rec.calls if n == "Server.execute"]
+    assert executed[-1] == "cd serve-system-lab && sg docker -c './lab jupyter'"
+    # SSH: the lab on the node as the docker target, then the results fetched
+    assert shell.calls == [("run", REMOTE_LAB.format(name=name)),
+                           ("run", PACK.format(name=name)),
+                           ("get", f"serve-system-lab/results/{name}.tar.gz")]
+    assert shells[0].jupyter_url.startswith("http://129.114.108.7:8888/lab?token=")
+    # the node's results are this run's: notebooks, data, its run.json kept beside ours
+    assert (run_dir / "03_fastapi.ipynb").is_file() and (run_dir / "node-run.json").is_file()
+    summary = json.loads((run_dir / "run.json").read_text())
+    assert summary["target"] == "chameleon" and summary["ok"] is True
+    assert [n["name"] for n in summary["notebooks"]] == ["03_fastapi", "04_triton_python"]
+    assert report is not None and "teardown" in report.read_text()
+
+
+def test_a_failing_node_run_is_fetched_reported_and_torn_down(tmp_path: Path, fake_chi, student) -> None:
+    shell = RecordingShell(lab_exit=1, node_ok=False)
+    run_dir, outcome, report, _ = chameleon(tmp_path, fake_chi, shell)
+    assert not outcome.ok
+    assert outcome.error.startswith("node run: ./lab run --target docker exited 1 on the node")
+    steps = {s.step: s.ok for s in outcome.steps}
+    assert steps == {"preflight": True, "reserve": True, "launch": True, "node run": False, "fetch": True,
+                     "teardown": True}
+    assert [c for c, _ in shell.calls] == ["run", "run", "get"]  # measured data is still fetched
+    assert names(fake_chi)[-1] == "Lease.delete"
+    summary = json.loads((run_dir / "run.json").read_text())
+    assert summary["ok"] is False and "node run" in summary["error"]
+    assert "PerfAnalyzerError: boom" in report.read_text()  # the node's failing notebook, in the report
+
+
+def test_a_failing_launch_still_tears_down_and_sends_no_ssh(tmp_path: Path, fake_chi, student) -> None:
+    fake_chi.server.exit_codes["./lab jupyter"] = 1
+    shell = RecordingShell()
+    _, outcome, _, shells = chameleon(tmp_path, fake_chi, shell)
+    assert [(s.step, s.ok) for s in outcome.steps] == [
+        ("preflight", True), ("reserve", True), ("launch", False), ("teardown", True)]
+    assert "./lab jupyter" in outcome.error
+    assert shells == [] and shell.calls == []
+    assert "Server.delete" in names(fake_chi) and names(fake_chi)[-1] == "Lease.delete"
+
+
+def test_a_failed_preflight_creates_nothing_and_sends_no_ssh(tmp_path: Path, fake_chi, student) -> None:
+    fake_chi.image.images.clear()  # the image does not exist at the site
+    shell = RecordingShell()
+    _, outcome, report, shells = chameleon(tmp_path, fake_chi, shell)
+    assert [(s.step, s.ok) for s in outcome.steps] == [("preflight", False)]
+    assert "image" in outcome.error.lower()
+    creating = ("lease.Lease", "Lease.", "server.Server", "Server.")
+    assert not any(n.startswith(creating) for n in names(fake_chi))
+    assert shells == [] and shell.calls == []
+    assert report is not None  # the report still says which step failed
+    assert "preflight" in report.read_text()
+
+
+def test_keep_node_leaves_the_server_and_lease(tmp_path: Path, fake_chi, student, capsys) -> None:
+    _, outcome, _, _ = chameleon(tmp_path, fake_chi, RecordingShell(), keep_node=True)
+    assert outcome.ok and [s.step for s in outcome.steps][-1] == "fetch"
+    assert "Server.delete" not in names(fake_chi) and "Lease.delete" not in names(fake_chi)
+    assert "--keep-node" in capsys.readouterr().out
+
+
+def test_no_results_on_the_node_is_a_clear_fetch_failure(tmp_path: Path, fake_chi, student) -> None:
+    _, outcome, _, _ = chameleon(tmp_path, fake_chi, RecordingShell(lab_exit=2, made_results=False))
+    steps = {s.step: (s.ok, s.detail) for s in outcome.steps}
+    assert steps["fetch"][0] is False and "no results/" in steps["fetch"][1]
+    assert steps["teardown"][0] is True
+
+
+def test_remote_commands_quote_their_arguments() -> None:
+    command = remote_lab_command("my lab", "20261122-120000-quick", "full", ["04", "05"])
+    assert command == ("cd 'my lab' && sg docker -c './lab run --target docker --preset full --run-dir "
+                       "results/20261122-120000-quick --only 04 05'")
+    assert pack_command("my lab", "x") == "cd 'my lab'/results && test -d x && tar -czf x.tar.gz x"
+
+
+def test_the_cli_refuses_a_run_dir_for_chameleon(capsys) -> None:
+    from servelab.lab import main
+
+    assert main(["run", "--target", "chameleon", "--run-dir", "/tmp/x"]) == 2
+    assert "--run-dir" in capsys.readouterr().err
+
+
+def test_unpack_keeps_to_the_run_folder(tmp_path: Path) -> None:
+    from servelab.node_run import unpack
+
+    def pack(*members: str) -> Path:
+        tarball = tmp_path / "x.tar.gz"
+        with tarfile.open(tarball, "w:gz") as tar:
+            for member in members:
+                info = tarfile.TarInfo(member)
+                info.size = 1
+                tar.addfile(info, io.BytesIO(b"x"))
+        return tarball
+
+    out = tmp_path / "out"
+    assert unpack(pack("run/a.csv", "other/b.csv", "/etc/c"), "run", out) == ["a.csv"]
+    assert sorted(p.name for p in out.iterdir()) == ["a.csv"]
+    with pytest.raises(tarfile.TarError):  # tarfile's data filter: nothing lands outside the run
+        unpack(pack("run/../../evil"), "run", out)
