@@ -499,6 +499,7 @@ def perf(model: str, url: str, label: str, *, config: Mapping[str, Any] | str | 
     workdir = Path(workdir or tempfile.mkdtemp(prefix="perf-"))
     workdir.mkdir(parents=True, exist_ok=True)
     csv_path = options.pop("csv_path", None) or str(workdir / f"{model}-{int(time.time() * 1000)}.csv")
+    Path(csv_path).parent.mkdir(parents=True, exist_ok=True)  # perf_analyzer does not make it
     options.setdefault("binary", perf_analyzer_binary())
     argv = perf_analyzer_argv(model, url, csv_path=csv_path, **options)
     load = {"batch_size": options.get("batch", 1),
