@@ -1,6 +1,6 @@
 """FastAPI inference service, ONNX Runtime engine: ``uvicorn fastapi_onnx.app:app``.
 
-Runs ``food11.onnx`` (built by ``python -m servelab.model build``) with the
+Runs ``food11.onnx`` (built by ``python -m servelab.core.model build``) with the
 CUDAExecutionProvider when present, else on the CPU. No torch anywhere on this
 path: the container image does not even install it. ``MAX_BATCH`` defaults to
 1. On the CPU the inference workers run single-threaded side by side, and there

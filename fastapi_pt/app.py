@@ -1,7 +1,7 @@
 """FastAPI inference service, PyTorch engine: ``uvicorn fastapi_pt.app:app``.
 
 Runs the MobileNetV2 state_dict ``food11.pth`` (built by ``python -m
-servelab.model build``) on CUDA when torch can run the GPU, else on the CPU
+servelab.core.model build``) on CUDA when torch can run the GPU, else on the CPU
 with one inference worker per core: a lone request gets ``INFER_THREADS``
 intra-op threads (every core), and under load each worker runs on one.
 Batching defaults to 2 (``MAX_BATCH``): measured on the 2-core lab CPU with 16

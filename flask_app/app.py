@@ -19,7 +19,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from flask_app.backends import TITLES, Backend, BackendUnavailable, Prediction, make_backend
 from flask_app.settings import PACKAGE_DIR, Settings
-from servelab.preprocess import ImageError, load_image
+from servelab.core.preprocess import ImageError, load_image
 
 TEST_IMAGE = PACKAGE_DIR / "static" / "test_image.jpg"
 FORM_OVERHEAD_BYTES = 64 * 1024  # multipart boundaries and headers on top of the file itself

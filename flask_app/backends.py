@@ -24,7 +24,7 @@ import httpx
 import numpy as np
 
 from flask_app.settings import Settings
-from servelab.preprocess import preprocess_bytes, top1
+from servelab.core.preprocess import preprocess_bytes, top1
 
 TITLES = {"fastapi": "FastAPI", "triton": "Triton (Python backend)", "triton_onnx": "Triton (ONNX)"}
 HEALTH_BUDGET = 1.5  # seconds for all health probes of one GET /health

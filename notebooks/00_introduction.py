@@ -53,7 +53,7 @@ target = "local"  # local | docker | chameleon
 preset = "quick"  # quick (minutes, CI) | full (the lab's real sizes)
 
 # %%
-from servelab import params, steps
+from servelab.lab import params, steps
 
 P = params.resolve(target, preset)
 P

@@ -29,7 +29,7 @@ lease_minutes = None  # None: 170 (2 h 50 min)
 
 # %%
 import provisioning
-from servelab import params
+from servelab.lab import params
 
 P = params.resolve(target, preset, project=project, site=site, node_type=node_type,
                    lease_name=lease_name, lease_minutes=lease_minutes)

@@ -28,7 +28,7 @@ lease_name = None
 
 # %%
 import provisioning
-from servelab import params, steps
+from servelab.lab import params, steps
 
 P = params.resolve(target, preset, project=project, site=site, lease_name=lease_name)
 config = provisioning.from_env(project=P.project, site=P.site, lease_name=P.lease_name)

@@ -29,7 +29,7 @@ concurrency = None  # None: 16
 flask_requests = None  # None: preset
 
 # %%
-from servelab import params, steps
+from servelab.lab import params, steps
 
 P = params.resolve(target, preset, seq_requests=seq_requests, conc_requests=conc_requests,
                    concurrency=concurrency, flask_requests=flask_requests)

@@ -33,7 +33,7 @@ stability_pct = None
 flask_requests = None
 
 # %%
-from servelab import params, steps
+from servelab.lab import params, steps
 
 P = params.resolve(target, preset, concurrency_levels=concurrency_levels, client_batch=client_batch,
                    window_requests=window_requests, settle=settle,

@@ -31,7 +31,7 @@ max_trials = None
 stability_pct = None
 
 # %%
-from servelab import params, steps
+from servelab.lab import params, steps
 
 P = params.resolve(target, preset, instance_counts=instance_counts, scaling_concurrency=scaling_concurrency,
                    window_requests=window_requests, settle=settle,

@@ -33,7 +33,7 @@ stability_pct = None
 flask_requests = None
 
 # %%
-from servelab import params, steps
+from servelab.lab import params, steps
 
 P = params.resolve(target, preset, onnx_concurrency_levels=onnx_concurrency_levels,
                    onnx_instances=onnx_instances, window_requests=window_requests, settle=settle,

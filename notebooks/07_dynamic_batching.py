@@ -33,7 +33,7 @@ max_trials = None
 stability_pct = None
 
 # %%
-from servelab import params, steps
+from servelab.lab import params, steps
 
 P = params.resolve(target, preset, capacity_concurrency=capacity_concurrency,
                    base_rate_fraction=base_rate_fraction, rate_fractions=rate_fractions,

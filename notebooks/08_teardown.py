@@ -24,7 +24,7 @@ lease_name = None
 
 # %%
 import provisioning
-from servelab import params, steps
+from servelab.lab import params, steps
 
 P = params.resolve(target, preset, project=project, site=site, lease_name=lease_name)
 P

@@ -40,7 +40,7 @@ from provisioning.server import (
     find_server,
     wait_for_ssh,
 )
-from servelab.paths import REPO_ROOT
+from servelab.core.paths import REPO_ROOT
 
 __all__ = [
     "ChameleonConfig", "Node", "ProvisioningError", "Step", "connect", "from_env", "launch", "preflight",

@@ -30,7 +30,7 @@ from provisioning.chi_api import ChiApi, real_chi, use_context
 from provisioning.config import ChameleonConfig, ProvisioningError
 from provisioning.credentials import check_credentials
 from provisioning.errors import step
-from servelab.paths import REPO_ROOT
+from servelab.core.paths import REPO_ROOT
 
 KEY_PAIRS_GUI = "GUI at that site: Compute → Key Pairs"
 

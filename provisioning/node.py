@@ -24,7 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from provisioning.config import ChameleonConfig, ProvisioningError
 from provisioning.errors import describe
-from servelab.paths import REPO_ROOT
+from servelab.core.paths import REPO_ROOT
 
 NODE_SETUP_SCRIPT = Path(__file__).with_name("node_setup.sh")
 REMOTE_SCRIPT = "node_setup.sh"

@@ -8,7 +8,7 @@ from provisioning.chi_api import ChiApi
 from provisioning.config import ChameleonConfig, ProvisioningError
 from provisioning.errors import describe, step
 from provisioning.lease import node_reservation_id
-from servelab.procs import wait_until
+from servelab.core.procs import wait_until
 
 FIP_HINT = ("check the project's floating IP quota in the GUI (Network → Floating IPs), release unused "
             "ones and run this step again (the lease and server are reused)")

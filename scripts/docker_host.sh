@@ -72,7 +72,7 @@ build_model() {
   say "model artefacts: checking or building them in the Triton image (torch and onnx are there)"
   "${TRITON[@]}" run --rm --no-deps --build --user "$HOST_UID:$HOST_GID" \
     -v "$ROOT:$ROOT" -w "$ROOT" -e SERVELAB_ROOT="$ROOT" -e HOME=/tmp \
-    --entrypoint python3 triton_server -m servelab.model build >&2
+    --entrypoint python3 triton_server -m servelab.core.model build >&2
 }
 
 jupyter_up() {
@@ -85,7 +85,7 @@ main() {
   [ $# -gt 0 ] && shift
   case "$command" in
     jupyter|run) ;;
-    *) die "usage: scripts/docker_host.sh jupyter | run [servelab.lab run arguments]" ;;
+    *) die "usage: scripts/docker_host.sh jupyter | run [python -m servelab.lab run arguments]" ;;
   esac
   check_docker "$command"
   export_ids

@@ -71,11 +71,11 @@ install_python_packages() {
 }
 
 build_artifacts() {
-  "$VENV/bin/python" -m servelab.samples >/dev/null
+  "$VENV/bin/python" -m servelab.core.samples >/dev/null
   if [ -n "${SERVELAB_WEIGHTS:-}" ]; then
-    "$VENV/bin/python" -m servelab.model build --weights "$SERVELAB_WEIGHTS"
+    "$VENV/bin/python" -m servelab.core.model build --weights "$SERVELAB_WEIGHTS"
   else
-    "$VENV/bin/python" -m servelab.model build
+    "$VENV/bin/python" -m servelab.core.model build
   fi
 }
 

@@ -9,7 +9,7 @@ image): the ceiling a service on this machine can approach. ``fastapi-all``
 does all of it against local services and checks the foundation issue's speed
 targets, PASS/FAIL, with the model timed before and after the services. The
 functions return dicts so notebooks can tabulate them and
-``servelab.results.append_rows`` them.
+``servelab.results.store.append_rows`` them.
 
 The request bodies are encoded once up front, and every client thread keeps
 one HTTP/1.1 keep-alive connection. The client is the standard library's
@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 import numpy as np
 from tqdm import tqdm
 
-from servelab.samples import sample_paths
+from servelab.core.samples import sample_paths
 
 DEFAULT_SEQUENTIAL = 100
 DEFAULT_CONCURRENT = 1000
@@ -57,7 +57,7 @@ def request_bodies(images: ImageSource = None) -> list[bytes]:
     """JSON bodies ``{"image": <base64>}`` for image files or bytes (default: the sample photos)."""
     sources = list(images) if images is not None else sample_paths()
     if not sources:
-        raise BenchError("no images to send: data/samples/ is empty (python -m servelab.samples)")
+        raise BenchError("no images to send: data/samples/ is empty (python -m servelab.core.samples)")
     raw = [src if isinstance(src, bytes) else Path(src).read_bytes() for src in sources]
     return [json.dumps({"image": base64.b64encode(data).decode()}).encode() for data in raw]
 
@@ -211,7 +211,7 @@ def _time_per_call(call: Callable[[], Any], min_seconds: float, min_calls: int =
 
 def time_preprocess(images: ImageSource = None, min_seconds: float = 2.0) -> float:
     """Seconds to decode + preprocess one image (base64 text → [3,224,224]), one thread."""
-    from servelab.preprocess import image_from_base64, preprocess
+    from servelab.core.preprocess import image_from_base64, preprocess
 
     texts = [json.loads(body)["image"] for body in request_bodies(images)]
     per_round = _time_per_call(lambda: [preprocess(image_from_base64(t)) for t in texts], min_seconds)
@@ -226,9 +226,9 @@ def run_raw(batch_sizes: Sequence[int] = (1, 16), backends: Sequence[str] = ("on
     Uses the same backend classes and thread settings as the services
     (``servelab.serving``), so the figures are what a service's worker gets.
     """
-    from servelab.cpu import cpu_cores
-    from servelab.paths import REPO_ROOT
-    from servelab.preprocess import preprocess_bytes
+    from servelab.core.cpu import cpu_cores
+    from servelab.core.paths import REPO_ROOT
+    from servelab.core.preprocess import preprocess_bytes
     from servelab.serving import load_backend
 
     threads = threads or cpu_cores()
@@ -351,8 +351,8 @@ def bracket_raw(before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any]
 
 def fastapi_all(sequential: int, concurrent: int, concurrency: int, min_seconds: float) -> dict[str, Any]:
     """Raw timings, each local service in turn (started and stopped here), raw again, then the targets."""
-    from servelab.cpu import cpu_cores
-    from servelab.services import start_fastapi
+    from servelab.core.cpu import cpu_cores
+    from servelab.targets.services import start_fastapi
 
     before = run_raw(min_seconds=min_seconds)
     print(format_table(before, RAW_COLUMNS))

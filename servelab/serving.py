@@ -77,11 +77,11 @@ from prometheus_client import (
 )
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
-from servelab.cpu import cpu_cores
-from servelab.gpu import ort_has_cuda, ort_providers, pad_rows
-from servelab.labels import NUM_CLASSES
-from servelab.model import ONNX_INPUT, ONNX_OUTPUT, model_version, require_file
-from servelab.preprocess import DEFAULT_MAX_PIXELS, ImageError, image_from_base64, preprocess, top1
+from servelab.core.cpu import cpu_cores
+from servelab.core.gpu import ort_has_cuda, ort_providers, pad_rows
+from servelab.core.labels import NUM_CLASSES
+from servelab.core.model import ONNX_INPUT, ONNX_OUTPUT, model_version, require_file
+from servelab.core.preprocess import DEFAULT_MAX_PIXELS, ImageError, image_from_base64, preprocess, top1
 
 LOG = logging.getLogger("uvicorn.error")  # uvicorn configures this logger before importing the app
 DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
@@ -287,7 +287,7 @@ class TorchBackend:
     def __init__(self, path: Path, threads: int, shared_threads: int | None = None) -> None:
         import torch
 
-        from servelab.model import load_model
+        from servelab.core.model import load_model
 
         own_thread_count(torch, threads)
         self._torch = torch
@@ -668,7 +668,7 @@ def _example_image() -> str:
     """A real, tiny JPEG in base64: Swagger's 'Try it out' works without editing the body."""
     import base64
 
-    from servelab.samples import jpeg_bytes, synthetic_food_image
+    from servelab.core.samples import jpeg_bytes, synthetic_food_image
 
     return base64.b64encode(jpeg_bytes(synthetic_food_image(1000, label=0).resize((96, 72)))).decode()
 

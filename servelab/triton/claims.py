@@ -17,7 +17,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from servelab.results import append_rows
+from servelab.results.store import append_rows
 from servelab.triton.experiments import configure, measure, show
 from servelab.triton.repository import deploy_all
 from servelab.triton.server import TritonServer

@@ -25,8 +25,8 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from servelab.monitor import Utilisation
-from servelab.results import append_rows
+from servelab.core.monitor import Utilisation
+from servelab.results.store import append_rows
 from servelab.triton import config as cfgmod
 from servelab.triton.perf import (
     FIXED_COUNT,
@@ -61,13 +61,13 @@ def input_data_for(server: TritonEndpoint, model: str, images: Sequence[Path] | 
                    workdir: Path | None = None) -> Path:
     """perf_analyzer input data fitting ``model``'s input: base64 image text for a BYTES input,
     the preprocessed tensor for an FP32 one (as the lab's two models take them)."""
-    from servelab.samples import sample_paths
+    from servelab.core.samples import sample_paths
 
     metadata = server.client().get_model_metadata(model)
     first = metadata["inputs"][0]
     images = list(images or sample_paths()[:1])
     if not images:
-        raise FileNotFoundError("no sample images: run python -m servelab.samples")
+        raise FileNotFoundError("no sample images: run python -m servelab.core.samples")
     workdir = Path(workdir or cache_dir() / "perf-inputs")
     out = workdir / f"{model}-{first['name']}-{len(images)}-{Path(images[0]).stem}.json"
     if first["datatype"] == "BYTES":

@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
-from servelab.cpu import cpu_cores
-from servelab.gpu import ort_providers, pad_rows
+from servelab.core.cpu import cpu_cores
+from servelab.core.gpu import ort_providers, pad_rows
 from servelab.triton.instances import cpu_instances, running_instances
 
 
@@ -66,7 +66,7 @@ class TritonPythonModel:
         self.path = Path(args["model_repository"]) / args["model_version"] / "model.onnx"
         if not self.path.is_file():
             raise RuntimeError(f"ONNX model not found: {self.path}; "
-                               "build it with: python -m servelab.model build")
+                               "build it with: python -m servelab.core.model build")
         self.next_thread_check = time.monotonic() + 2.0
         self.providers = _providers(args)
         # on CUDA every batch is padded to max_batch_size: one shape (see pad_rows)

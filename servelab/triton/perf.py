@@ -533,7 +533,7 @@ def make_tensor_input_data(jpeg_paths: Path | Sequence[Path], out_json: Path,
     """
     import base64
 
-    from servelab.preprocess import preprocess_bytes
+    from servelab.core.preprocess import preprocess_bytes
 
     paths = [jpeg_paths] if isinstance(jpeg_paths, str | Path) else list(jpeg_paths)
     data = []

@@ -13,7 +13,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from servelab.paths import BUILD_COMMAND, STAGING_DIR
+from servelab.core.paths import BUILD_COMMAND, STAGING_DIR
 from servelab.triton.config import CONFIG_NAME, ModelConfig, config_text, mc, read_config
 
 RUNNER_TEMPLATE = Path(__file__).with_name("onnx_runner_model.py")

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from servelab.procs import ManagedProcess, free_port, http_ok, wait_until
+from servelab.core.procs import ManagedProcess, free_port, http_ok, wait_until
 
 SHM_GLOB_PREFIX = "triton_python_backend_shm_region"
 _SERVERS: weakref.WeakSet[TritonServer] = weakref.WeakSet()
@@ -293,4 +293,4 @@ def _stop_all_servers() -> None:
         server.stop()
 
 
-atexit.register(_stop_all_servers)  # registered after servelab.procs' handler, so it runs first
+atexit.register(_stop_all_servers)  # registered after servelab.core.procs' handler, so it runs first

@@ -17,8 +17,8 @@ from flask.testing import FlaskClient
 
 from flask_app.app import create_app
 from flask_app.settings import Settings
-from servelab.samples import sample_paths
-from servelab.services import Service, start_fastapi
+from servelab.core.samples import sample_paths
+from servelab.targets.services import Service, start_fastapi
 
 SAMPLE_COUNT = 3  # images per backend comparison: enough to catch a mixed-up label, cheap on CPU
 
@@ -74,7 +74,7 @@ def _triton_direct(url: str, model: str, path: Path) -> tuple[str, float]:
     """What Triton itself answers for ``path``: the reference for the app's Triton clients."""
     import tritonclient.http as httpclient
 
-    from servelab.preprocess import preprocess_bytes, top1
+    from servelab.core.preprocess import preprocess_bytes, top1
 
     client = httpclient.InferenceServerClient(url, network_timeout=120.0)
     try:

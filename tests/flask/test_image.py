@@ -11,8 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from servelab.paths import REPO_ROOT
-from servelab.services import FLASK_APP
+from servelab.core.paths import REPO_ROOT
+from servelab.targets.services import FLASK_APP
 
 APP_DIR = REPO_ROOT / "flask_app"
 DOCKERFILE = APP_DIR / "Dockerfile"
@@ -76,7 +76,7 @@ sys.modules["torchvision"] = None
 from flask_app.app import TEST_IMAGE, create_app
 from flask_app.backends import make_backend
 from flask_app.settings import Settings
-from servelab.preprocess import preprocess_bytes
+from servelab.core.preprocess import preprocess_bytes
 for backend in ("fastapi", "triton", "triton_onnx"):
     settings = Settings(backend=backend, instance_path={str(tmp_path)!r})
     create_app(settings).test_client().get("/")

@@ -1,7 +1,7 @@
 """A backend that goes away, hangs or errors costs a 503, never the app; when it
 comes back the very next upload works, without restarting the app.
 
-The app runs under gunicorn here (as ``servelab.services.start_flask`` starts
+The app runs under gunicorn here (as ``servelab.targets.services.start_flask`` starts
 it for the lab), so the threads and the reused client are the real ones.
 """
 
@@ -16,8 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from servelab.procs import free_port
-from servelab.services import Service, start_fastapi, start_flask
+from servelab.core.procs import free_port
+from servelab.targets.services import Service, start_fastapi, start_flask
 
 NEXT_REQUEST_TIMEOUT = 60.0
 
@@ -165,7 +165,7 @@ def test_triton_erroring_stopped_and_restarted(triton_restartable: dict, log_dir
 
 def wait_model_gone(url: str, timeout: float = 30.0) -> None:
     """Unloading is asynchronous in Triton; wait until the model reports not ready."""
-    from servelab.procs import http_ok, wait_until
+    from servelab.core.procs import http_ok, wait_until
 
     wait_until(lambda: not http_ok(f"http://{url}/v2/models/food_classifier_onnx/ready"),
                "food_classifier_onnx to be unloaded", timeout)

@@ -14,8 +14,8 @@ import pytest
 from flask.testing import FlaskClient
 
 from flask_app.settings import Settings, SettingsError
-from servelab.procs import free_port
-from servelab.services import Service
+from servelab.core.procs import free_port
+from servelab.targets.services import Service
 
 
 @pytest.fixture

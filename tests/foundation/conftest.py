@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from servelab.samples import sample_paths
-from servelab.services import Service, start_fastapi
+from servelab.core.samples import sample_paths
+from servelab.targets.services import Service, start_fastapi
 
 TEST_MAX_PIXELS = 300_000  # samples are 512x384 = 196,608 pixels
 TEST_MAX_BODY_BYTES = 200_000  # samples are ~26 KB of base64

@@ -9,9 +9,9 @@ import threading
 import numpy as np
 import pytest
 
-from servelab.labels import NUM_CLASSES
-from servelab.preprocess import ImageError
-from servelab.samples import sample_paths
+from servelab.core.labels import NUM_CLASSES
+from servelab.core.preprocess import ImageError
+from servelab.core.samples import sample_paths
 from servelab.serving import InferenceError, MicroBatcher
 
 IMAGE = base64.b64encode(sample_paths()[0].read_bytes()).decode()
@@ -148,7 +148,7 @@ def test_a_backlog_is_shared_between_workers_running_single_threaded() -> None:
 def test_gpu_settings_give_one_worker_big_batches_and_every_core_to_decoding() -> None:
     from pathlib import Path
 
-    from servelab.cpu import cpu_cores
+    from servelab.core.cpu import cpu_cores
     from servelab.serving import GPU_MAX_BATCH, Settings
 
     cpu = Settings.from_env(Path("m.onnx"), 8, env={})
@@ -181,8 +181,8 @@ def test_warm_up_runs_every_batch_size_on_a_gpu_and_two_on_the_cpu() -> None:
 
 
 def test_onnx_padding_to_a_fixed_batch_returns_the_same_logits() -> None:
-    from servelab.paths import REPO_ROOT
-    from servelab.preprocess import preprocess_bytes
+    from servelab.core.paths import REPO_ROOT
+    from servelab.core.preprocess import preprocess_bytes
     from servelab.serving import OnnxBackend
 
     backend = OnnxBackend(REPO_ROOT / "fastapi_onnx" / "food11.onnx", threads=1)
@@ -196,7 +196,7 @@ def test_onnx_padding_to_a_fixed_batch_returns_the_same_logits() -> None:
 
 
 def test_cuda_device_count_is_zero_when_devices_are_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
-    from servelab.gpu import cuda_device_count
+    from servelab.core.gpu import cuda_device_count
 
     assert cuda_device_count() >= 0
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
@@ -245,11 +245,11 @@ def test_a_torch_worker_keeps_its_thread_count_when_another_worker_loads_beside_
     """
     import torch
 
-    import servelab.model
-    from servelab.paths import REPO_ROOT
+    import servelab.core.model
+    from servelab.core.paths import REPO_ROOT
     from servelab.serving import TorchBackend
 
-    real_load_model = servelab.model.load_model
+    real_load_model = servelab.core.model.load_model
 
     def load_model_after_an_interloper(*args: object, **kwargs: object) -> object:
         interloper = threading.Thread(target=torch.set_num_threads, args=(1,))
@@ -257,7 +257,7 @@ def test_a_torch_worker_keeps_its_thread_count_when_another_worker_loads_beside_
         interloper.join()
         return real_load_model(*args, **kwargs)
 
-    monkeypatch.setattr(servelab.model, "load_model", load_model_after_an_interloper)
+    monkeypatch.setattr(servelab.core.model, "load_model", load_model_after_an_interloper)
     seen: list[int] = []
 
     def worker_0() -> None:

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 from servelab.bench import format_table, run_concurrent, run_raw, run_sequential, speed_targets
-from servelab.paths import REPO_ROOT
-from servelab.results import append_rows, read_rows
-from servelab.services import Service
+from servelab.core.paths import REPO_ROOT
+from servelab.results.store import append_rows, read_rows
+from servelab.targets.services import Service
 
 FIGURES = {"requests", "errors", "median_ms", "p95_ms", "p99_ms", "throughput_rps"}
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from servelab.paths import REPO_ROOT
+from servelab.core.paths import REPO_ROOT
 
 SERVICES = ["fastapi_pt", "fastapi_onnx"]
 HADOLINT = Path(sys.executable).parent / "hadolint"

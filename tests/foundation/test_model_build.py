@@ -13,8 +13,8 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from servelab.labels import NUM_CLASSES
-from servelab.model import (
+from servelab.core.labels import NUM_CLASSES
+from servelab.core.model import (
     AGREEMENT_TOLERANCE,
     BuildError,
     build_architecture,
@@ -23,9 +23,9 @@ from servelab.model import (
     load_model,
     load_state_dict_file,
 )
-from servelab.paths import ARTIFACTS_DIR, MANIFEST_NAME, ONNX_NAME, PT_WEIGHTS_NAME, REPO_ROOT
-from servelab.preprocess import preprocess_batch
-from servelab.samples import synthetic_food_image
+from servelab.core.paths import ARTIFACTS_DIR, MANIFEST_NAME, ONNX_NAME, PT_WEIGHTS_NAME, REPO_ROOT
+from servelab.core.preprocess import preprocess_batch
+from servelab.core.samples import synthetic_food_image
 
 PT_FILE = ARTIFACTS_DIR / PT_WEIGHTS_NAME
 ONNX_FILE = ARTIFACTS_DIR / ONNX_NAME
@@ -34,7 +34,7 @@ BUILD_TIMEOUT_S = 300
 
 def test_artefacts_exist_where_the_services_load_them() -> None:
     for path in [PT_FILE, ONNX_FILE, *(p for paths in destinations().values() for p in paths)]:
-        assert path.is_file(), f"{path} is missing: run python -m servelab.model build"
+        assert path.is_file(), f"{path} is missing: run python -m servelab.core.model build"
     manifest = json.loads((ARTIFACTS_DIR / MANIFEST_NAME).read_text())
     assert manifest["onnx_max_abs_diff"] <= AGREEMENT_TOLERANCE
 
@@ -78,10 +78,10 @@ def test_a_pickled_module_is_refused(tmp_path: Path) -> None:
 
 
 def _build_cli(tmp_path: Path, weights: Path) -> subprocess.CompletedProcess[str]:
-    """``python -m servelab.model build --weights`` with a temporary output and checkout root."""
+    """``python -m servelab.core.model build --weights`` with a temporary output and checkout root."""
     env = {**os.environ, "SERVELAB_ROOT": str(tmp_path / "root")}
     return subprocess.run(
-        [sys.executable, "-m", "servelab.model", "build", "--weights", str(weights),
+        [sys.executable, "-m", "servelab.core.model", "build", "--weights", str(weights),
          "--out", str(tmp_path / "out")],
         capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=BUILD_TIMEOUT_S,
     )

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from PIL import Image, ImageOps
 
-from servelab.preprocess import IMAGE_SIZE, ImageError, load_image, preprocess, torchvision_transform
-from servelab.samples import jpeg_bytes, sample_paths, synthetic_food_image
+from servelab.core.preprocess import IMAGE_SIZE, ImageError, load_image, preprocess, torchvision_transform
+from servelab.core.samples import jpeg_bytes, sample_paths, synthetic_food_image
 
 ORIENTATION_TAG = 0x0112
 

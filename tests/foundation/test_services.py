@@ -14,9 +14,9 @@ import httpx
 import pytest
 from PIL import Image
 
-from servelab.labels import CLASSES
-from servelab.model import model_version
-from servelab.services import Service
+from servelab.core.labels import CLASSES
+from servelab.core.model import model_version
+from servelab.targets.services import Service
 
 TIMEOUT_S = 60.0
 TEST_MAX_PIXELS = 300_000  # the limits conftest.py starts both servers with (checked via /health)

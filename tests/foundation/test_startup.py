@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from servelab.paths import BUILD_COMMAND, REPO_ROOT
-from servelab.procs import free_port
-from servelab.samples import sample_paths
+from servelab.core.paths import BUILD_COMMAND, REPO_ROOT
+from servelab.core.procs import free_port
+from servelab.core.samples import sample_paths
 
 EXIT_TIMEOUT_S = 60  # "at once": no model load, no waiting for requests
 

@@ -3,7 +3,7 @@
 Schema-valid against the vendored Compose specification; every build context,
 Dockerfile and COPY source exists (and is not excluded by the Dockerfile's
 .dockerignore); service names, ports and environment variables agree with what
-the apps read and with ``servelab.stacks``; hadolint passes.
+the apps read and with ``servelab.targets.stacks``; hadolint passes.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import jsonschema
 import pytest
 import yaml
 
-from servelab.paths import REPO_ROOT
-from servelab.stacks import (
+from servelab.core.paths import REPO_ROOT
+from servelab.targets.stacks import (
     COMPOSE_FILES,
     HOST_PORTS,
     LAB_MODELS,
@@ -242,7 +242,7 @@ def test_build_contexts_and_copy_sources_exist(stack: str, service: str, dockerf
     exposed = {int(p) for line in path.read_text().splitlines() if line.startswith("EXPOSE")
                for p in line.split()[1:]}
     ports = SERVICE_PORTS.get(service, {"http": 8888})  # the Jupyter server is no stack's service
-    assert exposed == set(ports.values()), f"{dockerfile} EXPOSE vs servelab.stacks"
+    assert exposed == set(ports.values()), f"{dockerfile} EXPOSE vs servelab.targets.stacks"
     for source in copy_sources(path):
         assert (REPO_ROOT / source).exists(), f"{dockerfile}: COPY source {source} missing"
         assert not _ignored(source, patterns), f"{dockerfile}: COPY {source} excluded by {ignore_file.name}"

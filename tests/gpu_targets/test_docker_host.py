@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from servelab.paths import REPO_ROOT
+from servelab.core.paths import REPO_ROOT
 
 DOCKER_STUB = """#!/usr/bin/env bash
 printf '%s\\n' "$*" >>"$DOCKER_LOG"
@@ -80,7 +80,7 @@ def test_lab_jupyter_prepares_the_checkout_builds_the_model_and_prints_the_url(h
         "compose version",
         "compose -p servelab-triton -f docker/docker-compose-triton.yaml run --rm --no-deps --build "
         f"--user {ids} -v {checkout}:{checkout} -w {checkout} -e SERVELAB_ROOT={checkout} -e HOME=/tmp "
-        "--entrypoint python3 triton_server -m servelab.model build",
+        "--entrypoint python3 triton_server -m servelab.core.model build",
         "compose -p servelab-jupyter -f docker/docker-compose-jupyter.yaml up --build -d --wait "
         "--wait-timeout 900",
     ]

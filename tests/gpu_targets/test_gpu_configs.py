@@ -7,7 +7,9 @@ import json
 import pytest
 from google.protobuf import json_format, text_format
 
-from servelab.gpu_configs import (
+from servelab.core.paths import STAGING_DIR
+from servelab.triton.config import ConfigError, ModelConfig, config_text, read_config, summary
+from servelab.triton.gpu_configs import (
     DYNAMIC_BATCHING,
     GPU_EXPERIMENTS,
     ONNX_SCALING,
@@ -19,8 +21,6 @@ from servelab.gpu_configs import (
     with_tensorrt,
     without_tensorrt,
 )
-from servelab.paths import STAGING_DIR
-from servelab.triton.config import ConfigError, ModelConfig, config_text, read_config, summary
 
 
 def groups(cfg: ModelConfig) -> list[tuple[int, str, list[int]]]:
@@ -93,9 +93,9 @@ def test_every_experiment_builds_and_steps_are_named() -> None:
 
 
 def test_tensorrt_needs_a_new_enough_gpu() -> None:
-    from servelab.gpu_configs import compute_capabilities, parse_compute_capabilities, tensorrt_problem
-    from servelab.stack import CommandResult
-    from servelab.stacks import ComposeStack, LocalStack
+    from servelab.targets.base import CommandResult
+    from servelab.targets.stacks import ComposeStack, LocalStack
+    from servelab.triton.gpu_configs import compute_capabilities, parse_compute_capabilities, tensorrt_problem
 
     assert parse_compute_capabilities("6.0\n6.0\n") == [(6, 0), (6, 0)]
     assert "compute capability 6.0 is below 7.0" in (tensorrt_problem([(6, 0), (6, 0)]) or "")

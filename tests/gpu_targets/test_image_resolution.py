@@ -35,7 +35,7 @@ from typing import Any
 
 import pytest
 
-from servelab.paths import REPO_ROOT
+from servelab.core.paths import REPO_ROOT
 
 PYPI = os.environ.get("SERVELAB_PYPI_INDEX", "https://pypi.org/simple").rstrip("/")
 PYPI_NAMES = {PYPI, "https://pypi.org/simple", "https://pypi.python.org/simple"}

@@ -17,8 +17,8 @@ import pytest
 
 import provisioning
 from provisioning.config import from_env
-from servelab.lab import run_chameleon
-from servelab.node_run import pack_command, remote_lab_command
+from servelab.lab.runner import run_chameleon
+from servelab.targets.chameleon import pack_command, remote_lab_command
 
 REPO = "https://git.example.org/serve-lab.git"
 REMOTE_LAB = ("cd serve-system-lab && sg docker -c "
@@ -184,14 +184,14 @@ def test_remote_commands_quote_their_arguments() -> None:
 
 
 def test_the_cli_refuses_a_run_dir_for_chameleon(capsys) -> None:
-    from servelab.lab import main
+    from servelab.lab.runner import main
 
     assert main(["run", "--target", "chameleon", "--run-dir", "/tmp/x"]) == 2
     assert "--run-dir" in capsys.readouterr().err
 
 
 def test_unpack_keeps_to_the_run_folder(tmp_path: Path) -> None:
-    from servelab.node_run import unpack
+    from servelab.targets.chameleon import unpack
 
     def pack(*members: str) -> Path:
         tarball = tmp_path / "x.tar.gz"

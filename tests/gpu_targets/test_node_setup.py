@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from provisioning.node import NODE_SETUP_SCRIPT
-from servelab.paths import REPO_ROOT
+from servelab.core.paths import REPO_ROOT
 
 STUBS = Path(__file__).with_name("node_stubs")
 REAL_TOOLS = ("bash", "sh", "python3", "sha256sum", "cut", "tar", "gzip", "mkdir", "rm", "cp", "cat",

@@ -23,7 +23,7 @@ from provisioning import ProvisioningError, from_env
 from provisioning.credentials import check_credentials
 from provisioning.node import NODE_SETUP_SCRIPT, checkout_files, jupyter_url, node_setup_command
 from provisioning.plan import format_plan, provision_plan
-from servelab.paths import REPO_ROOT
+from servelab.core.paths import REPO_ROOT
 
 LEASE = "serve_system_alice"
 SERVER = "node-serve-system-alice"

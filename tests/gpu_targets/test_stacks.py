@@ -10,11 +10,11 @@ from typing import Any
 import psutil
 import pytest
 
-from servelab.params import ParameterError
-from servelab.paths import REPO_ROOT
-from servelab.procs import http_ok
-from servelab.stack import CommandResult, get_stack
-from servelab.stacks import ComposeStack, LocalStack
+from servelab.core.paths import REPO_ROOT
+from servelab.core.procs import http_ok
+from servelab.lab.params import ParameterError
+from servelab.targets.base import CommandResult, get_stack
+from servelab.targets.stacks import ComposeStack, LocalStack
 
 OWNER = os.stat(REPO_ROOT)  # the checkout owner: every container writing into it runs as them
 IDS = [f"HOST_GID={OWNER.st_gid}", f"HOST_UID={OWNER.st_uid}"]
@@ -278,7 +278,7 @@ def test_local_triton_stack_config_change_reload_and_perf(tmp_path: Path) -> Non
         assert stack.service_address("triton_server") == triton.url
 
         # perf_analyzer placed by the stack, as steps.measure places it
-        from servelab.samples import sample_paths
+        from servelab.core.samples import sample_paths
         from servelab.triton.perf import make_tensor_input_data
 
         inputs = make_tensor_input_data(sample_paths()[:2], tmp_path / "results" / "input.json")

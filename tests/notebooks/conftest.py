@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from servelab import lab
+from servelab.lab import runner as lab
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from servelab import lab, report
+from servelab.lab import runner as lab
+from servelab.report import html as report
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # the first test runs the whole lab
 
@@ -76,7 +77,7 @@ def test_rates_derive_from_measured_capacity(run_dir: Path) -> None:
     rows = report.normalise_triton(report.load(run_dir, report.TRITON))
     capacity = float(rows[rows["step"] == "capacity"]["throughput"].iloc[-1])
     rates = sorted(set(rows[rows["step"] == "dynamic_batching"]["rate"]))
-    from servelab.params import SPECS
+    from servelab.lab.params import SPECS
 
     expected = [round(f * capacity, 1) for f in SPECS["rate_fractions"].quick]
     assert rates == pytest.approx(expected, abs=0.11)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from servelab import lab
-from servelab.params import ParameterError, resolve
+from servelab.lab import runner as lab
+from servelab.lab.params import ParameterError, resolve
 
 
 def test_presets_fill_in_sizes() -> None:

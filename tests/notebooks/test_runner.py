@@ -8,7 +8,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from servelab import lab
+from servelab.lab import runner as lab
 
 
 def test_kernel_runs_this_venvs_python() -> None:

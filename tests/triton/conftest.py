@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from servelab.samples import sample_paths
+from servelab.core.samples import sample_paths
 
 MODELS = ("food_classifier", "food_classifier_onnx")
 
@@ -39,7 +39,7 @@ def triton(tmp_path_factory: pytest.TempPathFactory, artifact_dir: Path) -> Iter
 @pytest.fixture(scope="session")
 def samples() -> list[Path]:
     paths = sample_paths()
-    assert len(paths) >= 3, "data/samples is missing: run python -m servelab.samples"
+    assert len(paths) >= 3, "data/samples is missing: run python -m servelab.core.samples"
     return paths
 
 

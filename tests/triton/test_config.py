@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from servelab.paths import STAGING_DIR
+from servelab.core.paths import STAGING_DIR
 from servelab.triton import config as cfgmod
 from servelab.triton.experiments import configure
 from servelab.triton.repository import deploy_model
@@ -86,7 +86,7 @@ def _keep_sending(triton, tri, batch: np.ndarray, stop: threading.Event, outcome
 
 
 def test_instances_1_to_2_live_without_restart_while_answering(triton, tri, samples) -> None:
-    from servelab.preprocess import preprocess_bytes
+    from servelab.core.preprocess import preprocess_bytes
 
     batch = preprocess_bytes(samples[0].read_bytes())[None]
     pid = triton.pid
@@ -131,7 +131,7 @@ def test_dynamic_batching_without_preferred_sizes_goes_live(triton) -> None:
 
 
 def test_bad_configs_are_refused_and_the_old_one_keeps_serving(triton, tri, samples) -> None:
-    from servelab.preprocess import preprocess_bytes
+    from servelab.core.preprocess import preprocess_bytes
 
     model_dir = Path(triton.repository) / ONNX
     before_text = (model_dir / "config.pbtxt").read_text()

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from tritonclient.utils import InferenceServerException
 
-from servelab.labels import CLASSES
-from servelab.paths import STAGING_DIR
-from servelab.preprocess import preprocess_bytes, softmax
+from servelab.core.labels import CLASSES
+from servelab.core.paths import STAGING_DIR
+from servelab.core.preprocess import preprocess_bytes, softmax
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +18,7 @@ def reference(samples: list[Path]) -> dict[str, np.ndarray]:
     """Logits from the PyTorch model loaded directly, as the FastAPI PyTorch service computes them."""
     import torch
 
-    from servelab.model import load_model
+    from servelab.core.model import load_model
 
     model = load_model(STAGING_DIR / "food_classifier" / "1" / "food11.pth")
     batch = np.stack([preprocess_bytes(p.read_bytes()) for p in samples[:4]])

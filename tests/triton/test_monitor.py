@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from servelab.monitor import Utilisation
+from servelab.core.monitor import Utilisation
 
 
 def _busy(seconds: float) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from servelab.results import read_rows
+from servelab.results.store import read_rows
 from servelab.triton.experiments import input_data_for, measure
 from servelab.triton.perf import (
     RESULT_COLUMNS,

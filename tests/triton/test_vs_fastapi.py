@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from servelab.labels import CLASSES
-from servelab.preprocess import preprocess_bytes, softmax
-from servelab.services import start_fastapi
+from servelab.core.labels import CLASSES
+from servelab.core.preprocess import preprocess_bytes, softmax
+from servelab.targets.services import start_fastapi
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 
 Each request carries base64 text of an image file (raw image bytes are accepted
 too). ``execute`` decodes every image of every request, preprocesses with the
-lab's shared code (``servelab.preprocess``, the same as FastAPI and Flask) and
+lab's shared code (``servelab.core.preprocess``, the same as FastAPI and Flask) and
 runs ONE forward pass for the whole batch Triton hands it — that is what makes
 dynamic batching worth anything. A request whose image is broken gets an error
 response of its own; the others in the batch are still answered.
@@ -63,7 +63,7 @@ def choose_threads(setting: str, instances: int, on_gpu: bool) -> int | None:
         return max(1, int(setting))
     if on_gpu:
         return 1  # the CPU only decodes images; the GPU does the maths
-    from servelab.cpu import cpu_cores
+    from servelab.core.cpu import cpu_cores
 
     # One core stays free for Triton's front end, the stubs' image decoding and
     # the client: PyTorch's OpenMP team spins between layers, and when it wants
@@ -81,7 +81,7 @@ class TritonPythonModel:
         _import_servelab(params)
         import torch
 
-        from servelab.model import load_model
+        from servelab.core.model import load_model
         from servelab.triton.instances import cpu_instances
 
         kind = args.get("model_instance_kind", "CPU")
@@ -98,7 +98,7 @@ class TritonPythonModel:
         weights = Path(args["model_repository"]) / args["model_version"] / "food11.pth"
         if not weights.is_file():
             raise RuntimeError(f"weights not found: {weights}; "
-                               "build them with: python -m servelab.model build")
+                               "build them with: python -m servelab.core.model build")
         self.model = load_model(weights, self.device)
         self.torch = torch
         pb_utils.Logger.log_info(
@@ -121,7 +121,7 @@ class TritonPythonModel:
 
     def _decode(self, item: Any) -> np.ndarray:
         """One INPUT_IMAGE element (base64 text or raw image bytes) → [3, 224, 224]."""
-        from servelab.preprocess import ImageError, decode_base64, load_image, preprocess
+        from servelab.core.preprocess import ImageError, decode_base64, load_image, preprocess
 
         data = item if isinstance(item, bytes) else str(item).encode()
         if not data.startswith(IMAGE_MAGIC):
@@ -141,7 +141,7 @@ class TritonPythonModel:
         return index.cpu().numpy(), best.cpu().numpy().astype(np.float32)
 
     def _respond(self, index: np.ndarray, prob: np.ndarray) -> Any:
-        from servelab.labels import CLASSES
+        from servelab.core.labels import CLASSES
 
         labels = np.array([[CLASSES[int(i)].encode()] for i in index], dtype=np.object_)
         return pb_utils.InferenceResponse(output_tensors=[
@@ -150,7 +150,7 @@ class TritonPythonModel:
         ])
 
     def execute(self, requests: list[Any]) -> list[Any]:
-        from servelab.preprocess import ImageError
+        from servelab.core.preprocess import ImageError
 
         self._retune_threads()
         arrays: list[np.ndarray | None] = []

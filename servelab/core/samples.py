@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
-from servelab.labels import NUM_CLASSES
-from servelab.paths import SAMPLES_DIR
+from servelab.core.labels import NUM_CLASSES
+from servelab.core.paths import SAMPLES_DIR
 
 DEFAULT_SIZE = (512, 384)
 

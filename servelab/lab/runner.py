@@ -5,7 +5,7 @@
 ``local`` and ``docker`` execute the notebooks here (on a Docker host, ``./lab run
 --target docker`` runs this inside the student's Jupyter container);
 ``chameleon`` provisions the node, runs ``./lab run --target docker`` there and
-fetches its results (``servelab.node_run``).
+fetches its results (``servelab.targets.chameleon``).
 
 Each run gets ``results/<run-id>/`` (or ``--run-dir``): the executed notebooks, the measurements
 (the notebooks' kernels inherit ``SERVELAB_RESULTS`` pointing there), the
@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servelab.params import ParameterError, check_preset, check_target
-from servelab.paths import REPO_ROOT
+from servelab.core.paths import REPO_ROOT
+from servelab.lab.params import ParameterError, check_preset, check_target
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 KERNEL_NAME = "servelab"
@@ -247,7 +247,7 @@ def _run_all(paths: list[Path], run_dir: Path, preset: str, target: str, kernel:
     outcome.seconds = time.monotonic() - start
     (run_dir / "run.json").write_text(json.dumps(_summary(outcome, preset, target), indent=1))
     if report:
-        from servelab.report import write_report
+        from servelab.report.html import write_report
 
         outcome.report = write_report(run_dir)
     return outcome
@@ -256,8 +256,8 @@ def _run_all(paths: list[Path], run_dir: Path, preset: str, target: str, kernel:
 def run_chameleon(preset: str = "quick", only: Sequence[str] | None = None,
                   results_base: Path | None = None, keep_node: bool = False, report: bool = True,
                   **node_options: Any) -> tuple[Path, Any, Path | None]:
-    """The node's whole life from here (``servelab.node_run.run_on_node``); run folder, outcome, report."""
-    from servelab import node_run
+    """The node's whole life from here (``targets.chameleon.run_on_node``); run folder, outcome, report."""
+    from servelab.targets import chameleon as node_run
 
     check_preset(preset)
     if only:
@@ -267,7 +267,7 @@ def run_chameleon(preset: str = "quick", only: Sequence[str] | None = None,
     (run_dir / "run.json").write_text(json.dumps(node_run.summary(outcome, preset), indent=1))
     report_path = None
     if report:
-        from servelab.report import write_report
+        from servelab.report.html import write_report
 
         report_path = write_report(run_dir)
     return run_dir, outcome, report_path
@@ -305,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rep_p.add_argument("--compare", type=Path, help="another run's folder (e.g. a GPU run) to set beside it")
     args = parser.parse_args(argv)
     if args.command == "report":
-        from servelab.report import write_report
+        from servelab.report.html import write_report
 
         print(write_report(args.run_dir, args.compare))
         return 0

@@ -2,12 +2,12 @@
 
 Notebooks stay short — prose, then one to five lines that call this module —
 and this module only *composes* the parts built elsewhere: the stack interface
-(``servelab.stack``) for everything that happens on the target's host, the
+(``servelab.targets.base``) for everything that happens on the target's host, the
 FastAPI benchmark (``servelab.bench``), the Triton config editing, statistics
 and perf_analyzer wrapper (``servelab.triton``), and utilisation sampling
-(``servelab.monitor``). Each measurement is appended to the run's results as
-data (``servelab.results``) and returned as a DataFrame; the plots drawn here
-are the same ones the report draws from that data (``servelab.report``).
+(``servelab.core.monitor``). Each measurement is appended to the run's results as
+data (``servelab.results.store``) and returned as a DataFrame; the plots drawn here
+are the same ones the report draws from that data (``servelab.report.html``).
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ import pandas as pd
 from matplotlib.figure import Figure
 from tqdm import tqdm  # text bars: they stay readable in executed notebooks
 
-from servelab import report
-from servelab.params import LabParams
-from servelab.paths import ARTIFACTS_DIR, REPO_ROOT, STAGING_DIR
-from servelab.results import append_rows, host_facts, read_rows
-from servelab.stack import Stack, get_stack
+from servelab.core.paths import ARTIFACTS_DIR, REPO_ROOT, STAGING_DIR
+from servelab.lab.params import LabParams
+from servelab.report import html as report
+from servelab.results.store import append_rows, host_facts, read_rows
+from servelab.targets.base import Stack, get_stack
 
 # Names of the results files each experiment writes (the report reads the same names).
 FASTAPI = report.FASTAPI
@@ -73,7 +73,7 @@ def cpu_vs_gpu() -> pd.DataFrame:
 
 def check_artifacts() -> pd.DataFrame:
     """The model files every service loads; a missing one names the command that builds it."""
-    from servelab.model import require_file
+    from servelab.core.model import require_file
 
     files = [ARTIFACTS_DIR / "food11.pth", ARTIFACTS_DIR / "food11.onnx",
              STAGING_DIR / "food_classifier" / "1" / "food11.pth",
@@ -216,7 +216,7 @@ def try_predict(api: Endpoint, sample: int = 0) -> pd.DataFrame:
     import httpx
 
     from servelab.bench import request_bodies
-    from servelab.samples import sample_paths
+    from servelab.core.samples import sample_paths
 
     path = sample_paths()[sample]
     body = request_bodies([path])[0]
@@ -294,7 +294,7 @@ def flask_up(stack: Stack, backend: str, server: Endpoint | Triton) -> Endpoint:
         return Endpoint(f"flask ({backend})", stack.url("flask").rstrip("/"))
     if stack.target != "local":
         raise RuntimeError(f"the {stack.target} stack cannot switch its flask service to {backend}")
-    from servelab.services import start_flask
+    from servelab.targets.services import start_flask
 
     global _LOCAL_FLASK
     if _LOCAL_FLASK is not None:
@@ -312,7 +312,7 @@ def flask_uploads(flask: Endpoint, p: LabParams, step: str) -> pd.DataFrame:
     """Upload sample photos through the app's API, as a browser would; one summary row stored."""
     import httpx
 
-    from servelab.samples import sample_paths
+    from servelab.core.samples import sample_paths
 
     paths = sample_paths()
     replies, times, errors = [], [], 0
@@ -340,7 +340,7 @@ def flask_uploads(flask: Endpoint, p: LabParams, step: str) -> pd.DataFrame:
 
 def _measure(call, *args: Any, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
     """Run ``call`` while sampling CPU (and GPU) utilisation."""
-    from servelab.monitor import Utilisation
+    from servelab.core.monitor import Utilisation
 
     with Utilisation() as util:
         result = call(*args, **kwargs)
@@ -427,7 +427,7 @@ def _deployed_config(triton: Triton, name: str) -> str | None:
 
 
 def _wait_ready(triton: Triton, name: str, timeout: float = 120.0) -> None:
-    from servelab.procs import wait_until
+    from servelab.core.procs import wait_until
 
     client = triton.client()
     wait_until(lambda: _ready(client, name), f"model '{name}' to be ready on Triton at {triton.url}", timeout)
@@ -511,9 +511,9 @@ def triton_try(triton: Triton, name: str, sample: int = 0) -> pd.DataFrame:
     import numpy as np
     import tritonclient.http as httpclient
 
-    from servelab.labels import CLASSES
-    from servelab.preprocess import preprocess_bytes, softmax
-    from servelab.samples import sample_paths
+    from servelab.core.labels import CLASSES
+    from servelab.core.preprocess import preprocess_bytes, softmax
+    from servelab.core.samples import sample_paths
 
     path = sample_paths()[sample]
     data = path.read_bytes()

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from servelab.labels import CLASSES
+from servelab.core.labels import CLASSES
 
 IMAGE_SIZE = 224
 RESIZE_TO = (224, 224)  # (height, width), as torchvision.transforms.Resize takes it

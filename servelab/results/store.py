@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from servelab.paths import RESULTS_DIR
+from servelab.core.paths import RESULTS_DIR
 
 
 @cache

@@ -1,12 +1,12 @@
 """The Food-11 MobileNetV2: build the stand-in, load trained weights, export ONNX.
 
-``python -m servelab.model build`` writes the artefacts every serving path needs
+``python -m servelab.core.model build`` writes the artefacts every serving path needs
 and is what set-up runs. Without trained weights (none can be downloaded in CI)
 it builds a deterministic stand-in whose predictions are non-degenerate: a fresh
 MobileNetV2 in eval mode outputs logits of about 1e-9 (BatchNorm running stats
 at their initial values), so every class ties at 1/11 and backends cannot be
 compared. The stand-in is trained for a few seconds to tell class-tinted drawn
-photos apart (see ``servelab.samples``) and its BatchNorm statistics are
+photos apart (see ``servelab.core.samples``) and its BatchNorm statistics are
 re-estimated at 224 px. Serving latency depends on the architecture, not on the
 weights.
 
@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from servelab.labels import NUM_CLASSES
-from servelab.paths import (
+from servelab.core.labels import NUM_CLASSES
+from servelab.core.paths import (
     ARTIFACTS_DIR,
     BUILD_COMMAND,
     MANIFEST_NAME,
@@ -75,8 +75,8 @@ def _drawn_batch(count: int, seed: int, labelled: bool = True) -> tuple[Any, Any
     """Preprocessed drawn photos (class-tinted when ``labelled``) and their labels."""
     import torch
 
-    from servelab.preprocess import preprocess
-    from servelab.samples import synthetic_food_image
+    from servelab.core.preprocess import preprocess
+    from servelab.core.samples import synthetic_food_image
 
     labels = np.arange(count) % NUM_CLASSES
     arrays = [preprocess(synthetic_food_image(seed * 10_000 + i, int(labels[i]) if labelled else None))
@@ -292,7 +292,7 @@ def require_file(path: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m servelab.model", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m servelab.core.model", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build the model artefacts (idempotent)")
     b.add_argument("--weights", help="trained MobileNetV2 state_dict: a file path or an http(s) URL")

@@ -95,6 +95,6 @@ def get_stack(target: str, **options: object) -> Stack:
     """The implementation for ``target``; ``options`` go to its constructor."""
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}: choose one of {', '.join(TARGETS)}")
-    from servelab import stacks  # implementations live apart from the interface
+    from servelab.targets import stacks  # implementations live apart from the interface
 
     return stacks.make(target, **options)

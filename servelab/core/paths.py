@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-REPO_ROOT: Path = Path(os.environ.get("SERVELAB_ROOT", Path(__file__).resolve().parent.parent))
+REPO_ROOT: Path = Path(os.environ.get("SERVELAB_ROOT", Path(__file__).resolve().parents[2]))
 ARTIFACTS_DIR: Path = Path(os.environ.get("SERVELAB_ARTIFACTS", REPO_ROOT / "artifacts"))
 RESULTS_DIR: Path = Path(os.environ.get("SERVELAB_RESULTS", REPO_ROOT / "results"))
 STAGING_DIR: Path = REPO_ROOT / "models_staging"
@@ -15,4 +15,4 @@ PT_WEIGHTS_NAME = "food11.pth"
 ONNX_NAME = "food11.onnx"
 MANIFEST_NAME = "food11.json"
 
-BUILD_COMMAND = "python -m servelab.model build"
+BUILD_COMMAND = "python -m servelab.core.model build"

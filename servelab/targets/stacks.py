@@ -1,7 +1,7 @@
-"""The implementations of ``servelab.stack.Stack``.
+"""The implementations of ``servelab.targets.base.Stack``.
 
 - ``LocalStack`` (target ``local``): plain processes on 127.0.0.1 — uvicorn,
-  the Triton server binary, gunicorn — started by ``servelab.services`` and
+  the Triton server binary, gunicorn — started by ``servelab.targets.services`` and
   ``servelab.triton.server``.
 - ``ComposeStack`` (target ``docker``): ``docker compose`` with the files in
   ``docker/`` on the host the kernel runs on. On the Chameleon node that is the
@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from servelab.paths import REPO_ROOT
-from servelab.stack import CommandResult, Stack
+from servelab.core.paths import REPO_ROOT
+from servelab.targets.base import CommandResult, Stack
 
 STACKS = ("fastapi", "triton")
 MODEL_REPOSITORY = "models"
@@ -134,7 +134,7 @@ class LocalStack(Stack):
         if running is not None and "fastapi_server" in wanted and running.name != self.fastapi_app:
             self._stop("fastapi_server")  # the other FastAPI app was asked for (fastapi_app changed)
         if stack == "fastapi" and "fastapi_server" in wanted and "fastapi_server" not in self._services:
-            from servelab.services import start_fastapi
+            from servelab.targets.services import start_fastapi
 
             self._services["fastapi_server"] = start_fastapi(
                 FASTAPI_APPS[self.fastapi_app], log_dir=self.log_dir,
@@ -184,7 +184,7 @@ class LocalStack(Stack):
             raise RuntimeError(f"flask needs the {stack} stack's server: bring it up first")
         env = ({"PREDICT_BACKEND": "fastapi", "FASTAPI_SERVER_URL": upstream.url} if backend == "fastapi"
                else {"PREDICT_BACKEND": backend, "TRITON_SERVER_URL": upstream.url})
-        from servelab.services import start_flask
+        from servelab.targets.services import start_flask
 
         service = start_flask(env=env, log_dir=self.log_dir, timeout=min(timeout, self.ready_timeout))
         service.backend = backend  # type: ignore[attr-defined]
@@ -445,7 +445,7 @@ def make(target: str, **options: Any) -> Stack:
     "chameleon" has no stack of its own: the experiments run on the node as "docker"
     (``NODE_NOTEBOOKS``); asking for one raises a ParameterError that says so.
     """
-    from servelab.params import ParameterError
+    from servelab.lab.params import ParameterError
 
     classes: dict[str, type[Stack]] = {"local": LocalStack, "docker": ComposeStack}
     if target == "chameleon":

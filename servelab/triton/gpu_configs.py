@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from servelab.paths import STAGING_DIR
+from servelab.core.paths import STAGING_DIR
 from servelab.triton.config import (
     ConfigError,
     ModelConfig,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
-from servelab.stack import TARGETS
+from servelab.targets.base import TARGETS
 
 PRESETS = ("quick", "full")
 

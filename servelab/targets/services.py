@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from servelab.paths import REPO_ROOT, RESULTS_DIR
-from servelab.procs import ManagedProcess, free_port
+from servelab.core.paths import REPO_ROOT, RESULTS_DIR
+from servelab.core.procs import ManagedProcess, free_port
 
 FASTAPI_APPS = {"pt": "fastapi_pt.app:app", "onnx": "fastapi_onnx.app:app"}
 FLASK_APP = "flask_app.app:create_app()"

@@ -1,0 +1,1 @@
+"""The run's report, drawn from its data."""
