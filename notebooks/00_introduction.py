@@ -53,7 +53,8 @@ target = "local"  # local | docker | chameleon
 preset = "quick"  # quick (minutes, CI) | full (the lab's real sizes)
 
 # %%
-from servelab.lab import params, steps
+from servelab.lab import params
+from servelab.lab import step00_introduction as step
 
 P = params.resolve(target, preset)
 P
@@ -63,7 +64,7 @@ P
 # Every number in this lab depends on the hardware. Each measurement is stored with these facts.
 
 # %%
-steps.machine_facts()
+step.machine_facts()
 
 # %% [markdown]
 # ## What a CPU-only run can and cannot show
@@ -71,7 +72,7 @@ steps.machine_facts()
 # the table says which, and later notebooks repeat it where it matters.
 
 # %%
-steps.cpu_vs_gpu()
+step.cpu_vs_gpu()
 
 # %% [markdown]
 # ## The model files
@@ -80,4 +81,4 @@ steps.cpu_vs_gpu()
 # architecture, not on the weights.)
 
 # %%
-steps.check_artifacts()
+step.check_artifacts()

@@ -28,7 +28,7 @@ lease_name = None
 
 # %%
 import provisioning
-from servelab.lab import params, steps
+from servelab.lab import common, params
 
 P = params.resolve(target, preset, project=project, site=site, lease_name=lease_name)
 config = provisioning.from_env(project=P.project, site=P.site, lease_name=P.lease_name)
@@ -43,7 +43,7 @@ config
 # `nvtop`. Running it twice changes nothing the second time. Its first lines:
 
 # %%
-steps.show_file("provisioning/node_setup.sh", lines=40)
+common.show_file("provisioning/node_setup.sh", lines=40)
 
 # %% [markdown]
 # ## Server, floating IP, SSH, set-up
@@ -68,4 +68,4 @@ node
 # while the benchmarks run.
 
 # %%
-steps.node_jupyter(node)
+common.node_jupyter(node)

@@ -29,7 +29,8 @@ concurrency = None  # None: 16
 flask_requests = None  # None: preset
 
 # %%
-from servelab.lab import params, steps
+from servelab.lab import common, gourmetgram, params
+from servelab.lab import step03_fastapi as step
 
 P = params.resolve(target, preset, seq_requests=seq_requests, conc_requests=conc_requests,
                    concurrency=concurrency, flask_requests=flask_requests)
@@ -39,8 +40,8 @@ P
 # ## Bring up the PyTorch service
 
 # %%
-stack = steps.open_stack(P)
-api = steps.fastapi_up(stack, "pt")
+stack = common.open_stack(P)
+api = step.fastapi_up(stack, "pt")
 api
 
 # %% [markdown]
@@ -49,10 +50,10 @@ api
 # itself at `/docs` (Swagger UI): open it in a browser and use *Try it out* with a base64 image.
 
 # %%
-steps.try_predict(api)
+step.try_predict(api)
 
 # %%
-steps.docs_page(api)
+step.docs_page(api)
 
 # %% [markdown]
 # ## One client: sequential requests
@@ -60,7 +61,7 @@ steps.docs_page(api)
 # service time; p95/p99 show how steady it is.
 
 # %%
-pt_seq = steps.fastapi_sequential(api, P)
+pt_seq = step.fastapi_sequential(api, P)
 pt_seq
 
 # %% [markdown]
@@ -70,7 +71,7 @@ pt_seq
 # of clients ahead of it.
 
 # %%
-pt_conc = steps.fastapi_concurrent(api, P)
+pt_conc = step.fastapi_concurrent(api, P)
 pt_conc
 
 # %% [markdown]
@@ -79,16 +80,16 @@ pt_conc
 # for inference, instead of eager PyTorch.
 
 # %%
-steps.fastapi_down(stack)
-api = steps.fastapi_up(stack, "onnx")
-steps.try_predict(api)
+step.fastapi_down(stack)
+api = step.fastapi_up(stack, "onnx")
+step.try_predict(api)
 
 # %%
-onnx_seq = steps.fastapi_sequential(api, P)
+onnx_seq = step.fastapi_sequential(api, P)
 onnx_seq
 
 # %%
-onnx_conc = steps.fastapi_concurrent(api, P)
+onnx_conc = step.fastapi_concurrent(api, P)
 onnx_conc
 
 # %% [markdown]
@@ -96,10 +97,10 @@ onnx_conc
 # Left: latency percentiles for one client and for many. Right: throughput.
 
 # %%
-steps.fastapi_summary()
+step.fastapi_summary()
 
 # %%
-steps.plot_fastapi()
+step.plot_fastapi()
 
 # %% [markdown]
 # **Reading it.** With one client, latency is the service time and ONNX Runtime is the faster
@@ -113,11 +114,11 @@ steps.plot_fastapi()
 # the FastAPI service. We upload sample photos through its API, as a browser would.
 
 # %%
-flask = steps.flask_up(stack, "fastapi", api)
-steps.flask_uploads(flask, P, step="fastapi_onnx")
+flask = gourmetgram.flask_up(stack, "fastapi", api)
+gourmetgram.flask_uploads(flask, P, step="fastapi_onnx")
 
 # %% [markdown]
 # Open the app's page in a browser to try your own photo (on the GPU node: port 80).
 
 # %%
-steps.fastapi_down(stack)
+step.fastapi_down(stack)

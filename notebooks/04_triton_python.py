@@ -33,7 +33,8 @@ stability_pct = None
 flask_requests = None
 
 # %%
-from servelab.lab import params, steps
+from servelab.lab import common, gourmetgram, params, triton_steps
+from servelab.lab import step04_triton_python as step
 
 P = params.resolve(target, preset, concurrency_levels=concurrency_levels, client_batch=client_batch,
                    window_requests=window_requests, settle=settle,
@@ -48,22 +49,22 @@ P
 # becomes a CPU one, and the deploy says so.
 
 # %%
-stack = steps.open_stack(P)
-triton = steps.triton_up(stack, ["food_classifier"])
+stack = common.open_stack(P)
+triton = triton_steps.triton_up(stack, ["food_classifier"])
 triton
 
 # %%
-steps.show_config(triton, "food_classifier")
+triton_steps.show_config(triton, "food_classifier")
 
 # %%
-steps.show_model_code("food_classifier")
+triton_steps.show_model_code("food_classifier")
 
 # %% [markdown]
 # ## One request
 # A sample photo, base64-encoded, through Triton's client library.
 
 # %%
-steps.triton_try(triton, "food_classifier")
+triton_steps.triton_try(triton, "food_classifier")
 
 # %% [markdown]
 # ## Load: one client, then 8 and 16
@@ -72,11 +73,11 @@ steps.triton_try(triton, "food_classifier")
 # or **compute** (input, inference, output). CPU (and GPU) utilisation is sampled meanwhile.
 
 # %%
-sweep = steps.concurrency_sweep(triton, "food_classifier", P, step="python_concurrency")
+sweep = triton_steps.concurrency_sweep(triton, "food_classifier", P, step="python_concurrency")
 sweep
 
 # %%
-steps.plot_breakdown(sweep, title="Python backend: where the time goes")
+triton_steps.plot_breakdown(sweep, title="Python backend: where the time goes")
 
 # %% [markdown]
 # **Reading it.** Compute time per request stays about the same at every concurrency, but
@@ -90,7 +91,7 @@ steps.plot_breakdown(sweep, title="Python backend: where the time goes")
 # image, so throughput (images/s) jumps. Real users, though, send one image at a time.
 
 # %%
-batched = steps.client_batch(triton, "food_classifier", P)
+batched = step.client_batch(triton, "food_classifier", P)
 batched
 
 # %% [markdown]
@@ -103,8 +104,8 @@ batched
 # GourmetGram switches to Triton (`food_classifier`) by configuration alone.
 
 # %%
-flask = steps.flask_up(stack, "triton", triton)
-steps.flask_uploads(flask, P, step="triton_python")
+flask = gourmetgram.flask_up(stack, "triton", triton)
+gourmetgram.flask_uploads(flask, P, step="triton_python")
 
 # %%
-steps.triton_down(stack)
+triton_steps.triton_down(stack)

@@ -31,7 +31,8 @@ max_trials = None
 stability_pct = None
 
 # %%
-from servelab.lab import params, steps
+from servelab.lab import common, params, triton_steps
+from servelab.lab import step05_instance_scaling as step
 
 P = params.resolve(target, preset, instance_counts=instance_counts, scaling_concurrency=scaling_concurrency,
                    window_requests=window_requests, settle=settle,
@@ -39,9 +40,9 @@ P = params.resolve(target, preset, instance_counts=instance_counts, scaling_conc
 P
 
 # %%
-stack = steps.open_stack(P)
-triton = steps.triton_up(stack, ["food_classifier"])
-plan = steps.instance_plan(stack, P)
+stack = common.open_stack(P)
+triton = triton_steps.triton_up(stack, ["food_classifier"])
+plan = step.instance_plan(stack, P)
 plan
 
 # %% [markdown]
@@ -50,11 +51,11 @@ plan
 # reloaded through Triton's API — live in seconds, with no restart and no image rebuild.
 
 # %%
-scaling = steps.instance_scaling(triton, "food_classifier", plan, P)
+scaling = step.instance_scaling(triton, "food_classifier", plan, P)
 scaling
 
 # %%
-steps.plot_scaling(scaling, title="Python backend: instances vs latency and throughput")
+step.plot_scaling(scaling, title="Python backend: instances vs latency and throughput")
 
 # %% [markdown]
 # **Reading it (GPU node).** Going from 1 to 2+2 instances cuts latency at concurrency 8 from
@@ -72,8 +73,8 @@ steps.plot_scaling(scaling, title="Python backend: instances vs latency and thro
 # every core) and once with the cores split between instances.
 
 # %%
-threads = steps.threads_lesson(triton, "food_classifier", P)
+threads = step.threads_lesson(triton, "food_classifier", P)
 threads
 
 # %%
-steps.triton_down(stack)
+triton_steps.triton_down(stack)

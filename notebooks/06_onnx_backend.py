@@ -33,7 +33,8 @@ stability_pct = None
 flask_requests = None
 
 # %%
-from servelab.lab import params, steps
+from servelab.lab import common, gourmetgram, params, triton_steps
+from servelab.lab import step06_onnx_backend as step
 
 P = params.resolve(target, preset, onnx_concurrency_levels=onnx_concurrency_levels,
                    onnx_instances=onnx_instances, window_requests=window_requests, settle=settle,
@@ -42,19 +43,19 @@ P = params.resolve(target, preset, onnx_concurrency_levels=onnx_concurrency_leve
 P
 
 # %%
-stack = steps.open_stack(P)
-triton = steps.triton_up(stack, ["food_classifier", "food_classifier_onnx"])
-steps.show_config(triton, "food_classifier_onnx")
+stack = common.open_stack(P)
+triton = triton_steps.triton_up(stack, ["food_classifier", "food_classifier_onnx"])
+triton_steps.show_config(triton, "food_classifier_onnx")
 
 # %%
-steps.triton_try(triton, "food_classifier_onnx")
+triton_steps.triton_try(triton, "food_classifier_onnx")
 
 # %% [markdown]
 # ## One instance at concurrency 8 and 16
 # Warm-up first, then a fixed number of requests per window, for stable numbers.
 
 # %%
-onnx_one = steps.concurrency_sweep(triton, "food_classifier_onnx", P, step="onnx_backend",
+onnx_one = triton_steps.concurrency_sweep(triton, "food_classifier_onnx", P, step="onnx_backend",
                                    levels=P.onnx_concurrency_levels)
 onnx_one
 
@@ -62,9 +63,9 @@ onnx_one
 # ## Python backend vs ONNX backend at the same load
 
 # %%
-python_one = steps.concurrency_sweep(triton, "food_classifier", P, step="python_vs_onnx",
+python_one = triton_steps.concurrency_sweep(triton, "food_classifier", P, step="python_vs_onnx",
                                      levels=P.onnx_concurrency_levels)
-steps.plot_backends(python_one, onnx_one)
+step.plot_backends(python_one, onnx_one)
 
 # %% [markdown]
 # **Reading it.** The ONNX model's inference time is much lower than the Python backend's
@@ -74,12 +75,12 @@ steps.plot_backends(python_one, onnx_one)
 # ## Two instances (over GPUs 0 and 1)
 
 # %%
-onnx_two = steps.scale_and_sweep(triton, "food_classifier_onnx", P.onnx_instances, P, step="onnx_scaling",
+onnx_two = step.scale_and_sweep(triton, "food_classifier_onnx", P.onnx_instances, P, step="onnx_scaling",
                                   levels=P.onnx_concurrency_levels)
 onnx_two
 
 # %%
-steps.plot_breakdown(steps.concat(onnx_one, onnx_two), title="ONNX backend: 1 vs 2 instances")
+triton_steps.plot_breakdown(common.concat(onnx_one, onnx_two), title="ONNX backend: 1 vs 2 instances")
 
 # %% [markdown]
 # **Reading it.** On the GPU node both GPUs are now busy; at concurrency 16 some queuing stays
@@ -92,8 +93,8 @@ steps.plot_breakdown(steps.concat(onnx_one, onnx_two), title="ONNX backend: 1 vs
 # `food_classifier_onnx` and applies softmax to the logits it gets back.
 
 # %%
-flask = steps.flask_up(stack, "triton_onnx", triton)
-steps.flask_uploads(flask, P, step="triton_onnx")
+flask = gourmetgram.flask_up(stack, "triton_onnx", triton)
+gourmetgram.flask_uploads(flask, P, step="triton_onnx")
 
 # %%
-steps.triton_down(stack)
+triton_steps.triton_down(stack)

@@ -33,7 +33,8 @@ max_trials = None
 stability_pct = None
 
 # %%
-from servelab.lab import params, steps
+from servelab.lab import common, params, triton_steps
+from servelab.lab import step07_dynamic_batching as step
 
 P = params.resolve(target, preset, capacity_concurrency=capacity_concurrency,
                    base_rate_fraction=base_rate_fraction, rate_fractions=rate_fractions,
@@ -43,15 +44,15 @@ P = params.resolve(target, preset, capacity_concurrency=capacity_concurrency,
 P
 
 # %%
-stack = steps.open_stack(P)
-triton = steps.triton_up(stack, ["food_classifier_onnx"])
-steps.set_instances(triton, "food_classifier_onnx", 1)
+stack = common.open_stack(P)
+triton = triton_steps.triton_up(stack, ["food_classifier_onnx"])
+triton_steps.set_instances(triton, "food_classifier_onnx", 1)
 
 # %% [markdown]
 # ## How much can one instance serve?
 
 # %%
-capacity = steps.measure_capacity(triton, "food_classifier_onnx", P)
+capacity = step.measure_capacity(triton, "food_classifier_onnx", P)
 capacity
 
 # %% [markdown]
@@ -60,11 +61,11 @@ capacity
 # arrivals come in bursts, and a burst has to wait.
 
 # %%
-arrivals = steps.arrival_patterns(triton, "food_classifier_onnx", capacity, P)
+arrivals = step.arrival_patterns(triton, "food_classifier_onnx", capacity, P)
 arrivals
 
 # %%
-steps.plot_breakdown(arrivals, x="distribution", title="Same rate, different arrival pattern")
+triton_steps.plot_breakdown(arrivals, x="distribution", title="Same rate, different arrival pattern")
 
 # %% [markdown]
 # ## Dynamic batching
@@ -73,7 +74,7 @@ steps.plot_breakdown(arrivals, x="distribution", title="Same rate, different arr
 # 4, 6 and 8, waiting at most 100 µs for more to arrive.
 
 # %%
-steps.set_dynamic_batching(triton, "food_classifier_onnx", P)
+triton_steps.set_dynamic_batching(triton, "food_classifier_onnx", P)
 
 # %% [markdown]
 # ## Poisson arrivals at rising rates, batching off and on
@@ -82,14 +83,14 @@ steps.set_dynamic_batching(triton, "food_classifier_onnx", P)
 # many *executions* ran and with which batch size, although every client sent single images.
 
 # %%
-batching = steps.dynamic_batching_sweep(triton, "food_classifier_onnx", capacity, P)
+batching = step.dynamic_batching_sweep(triton, "food_classifier_onnx", capacity, P)
 batching
 
 # %%
-steps.plot_rates(batching)
+step.plot_rates(batching)
 
 # %%
-steps.plot_batch_sizes(batching)
+step.plot_batch_sizes(batching)
 
 # %% [markdown]
 # **Reading it (GPU node).** With batching on, latency stays near half a service time plus one
@@ -102,4 +103,4 @@ steps.plot_batch_sizes(batching)
 # but latency does not stay flat the way it does on a GPU.
 
 # %%
-steps.triton_down(stack)
+triton_steps.triton_down(stack)

@@ -24,13 +24,13 @@ lease_name = None
 
 # %%
 import provisioning
-from servelab.lab import params, steps
+from servelab.lab import common, params
 
 P = params.resolve(target, preset, project=project, site=site, lease_name=lease_name)
 P
 
 # %%
-steps.stop_stacks(P)
+common.stop_stacks(P)
 
 # %%
 config = provisioning.from_env(project=P.project, site=P.site, lease_name=P.lease_name)
@@ -41,4 +41,4 @@ provisioning.teardown(config, plan_only=P.plan)
 # Every measurement was stored as data; the headless run turns it into one report.
 
 # %%
-steps.results_overview()
+common.results_overview()

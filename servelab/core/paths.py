@@ -7,7 +7,7 @@ from pathlib import Path
 
 REPO_ROOT: Path = Path(os.environ.get("SERVELAB_ROOT", Path(__file__).resolve().parents[2]))
 ARTIFACTS_DIR: Path = Path(os.environ.get("SERVELAB_ARTIFACTS", REPO_ROOT / "artifacts"))
-RESULTS_DIR: Path = Path(os.environ.get("SERVELAB_RESULTS", REPO_ROOT / "results"))
+RESULTS_DIR: Path = REPO_ROOT / "results"  # runs go here unless $SERVELAB_RESULTS (results.store) says
 STAGING_DIR: Path = REPO_ROOT / "models_staging"
 SAMPLES_DIR: Path = REPO_ROOT / "data" / "samples"
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from servelab.core.paths import REPO_ROOT
 from servelab.lab.params import ParameterError, check_preset, check_target
+from servelab.results.store import RESULTS_VARIABLE, results_dir
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 KERNEL_NAME = "servelab"
@@ -116,7 +117,7 @@ def new_run_dir(preset: str, base: Path | None = None, path: Path | None = None)
             raise ParameterError(f"--run-dir {path} is not empty: name a new folder")
         path.mkdir(parents=True, exist_ok=True)
         return path
-    base = Path(base or REPO_ROOT / "results")
+    base = Path(base or results_dir())  # $SERVELAB_RESULTS when given: ./lab run honours it
     stem = time.strftime("%Y%m%d-%H%M%S") + f"-{preset}"
     run_dir, n = base / stem, 1
     while run_dir.exists():
@@ -209,15 +210,15 @@ def run(preset: str = "quick", target: str = "local", only: Sequence[str] | None
     paths = notebook_paths(only)
     kernel = ensure_kernel()
     run_dir = new_run_dir(preset, results_base, run_dir)
-    previous = os.environ.get("SERVELAB_RESULTS")
-    os.environ["SERVELAB_RESULTS"] = str(run_dir)  # kernels inherit it: measurements land in the run
+    previous = os.environ.get(RESULTS_VARIABLE)
+    os.environ[RESULTS_VARIABLE] = str(run_dir)  # kernels inherit it: measurements land in the run
     try:
         return _run_all(paths, run_dir, preset, target, kernel, cell_timeout, notebook_timeout, extra, report)
     finally:
         if previous is None:
-            os.environ.pop("SERVELAB_RESULTS", None)
+            os.environ.pop(RESULTS_VARIABLE, None)
         else:
-            os.environ["SERVELAB_RESULTS"] = previous
+            os.environ[RESULTS_VARIABLE] = previous
 
 
 def _run_all(paths: list[Path], run_dir: Path, preset: str, target: str, kernel: str,

@@ -19,6 +19,21 @@ from typing import Any
 
 from servelab.core.paths import RESULTS_DIR
 
+# The folder results are written to. The headless runner sets it to the run's folder for the notebooks'
+# kernels (their rows land in the run); given to ``./lab run``, the run's folder is made inside it.
+RESULTS_VARIABLE = "SERVELAB_RESULTS"
+
+
+def results_dir() -> Path:
+    """Where this process writes and reads rows: ``$SERVELAB_RESULTS``, else the checkout's results/."""
+    return Path(os.environ.get(RESULTS_VARIABLE) or RESULTS_DIR)
+
+
+def run_folder() -> Path | None:
+    """The headless run this process belongs to (``$SERVELAB_RESULTS``), or None in a student's session."""
+    value = os.environ.get(RESULTS_VARIABLE)
+    return Path(value) if value else None
+
 
 @cache
 def host_facts() -> dict[str, Any]:
@@ -47,9 +62,9 @@ def _flat(value: Any) -> Any:
 
 
 def append_rows(experiment: str, rows: Iterable[Mapping[str, Any]],
-                results_dir: Path | None = None) -> Path:
+                directory: Path | None = None) -> Path:
     """Append ``rows`` to ``<results>/<experiment>.csv`` (+ .jsonl); returns the CSV path."""
-    directory = Path(results_dir or os.environ.get("SERVELAB_RESULTS", RESULTS_DIR))
+    directory = Path(directory or results_dir())
     directory.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     full = [{"experiment": experiment, "timestamp": stamp, **host_facts(), **dict(row)} for row in rows]
@@ -80,9 +95,9 @@ def append_rows(experiment: str, rows: Iterable[Mapping[str, Any]],
     return csv_path
 
 
-def read_rows(experiment: str, results_dir: Path | None = None) -> list[dict[str, Any]]:
+def read_rows(experiment: str, directory: Path | None = None) -> list[dict[str, Any]]:
     """All rows of an experiment, nested fields intact (from the JSONL)."""
-    directory = Path(results_dir or os.environ.get("SERVELAB_RESULTS", RESULTS_DIR))
+    directory = Path(directory or results_dir())
     path = directory / f"{experiment}.jsonl"
     if not path.exists():
         return []

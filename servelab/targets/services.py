@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from servelab.core.paths import REPO_ROOT, RESULTS_DIR
+from servelab.core.paths import REPO_ROOT
 from servelab.core.procs import ManagedProcess, free_port
+from servelab.results.store import results_dir
 
 FASTAPI_APPS = {"pt": "fastapi_pt.app:app", "onnx": "fastapi_onnx.app:app"}
 FLASK_APP = "flask_app.app:create_app()"
@@ -38,7 +39,7 @@ class Service:
 
 
 def _log_path(name: str, log_dir: Path | None) -> Path:
-    return Path(log_dir or RESULTS_DIR / "logs") / f"{name}.log"
+    return Path(log_dir or results_dir() / "logs") / f"{name}.log"
 
 
 def _start(name: str, argv: list[str], port: int, env: Mapping[str, str] | None,

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from servelab.lab import runner as lab
-from servelab.report import html as report
+from servelab.results import schema
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # the first test runs the whole lab
 
@@ -42,7 +42,7 @@ def test_every_notebook_runs(lab_run: lab.RunOutcome) -> None:
 
 
 def test_fastapi_rows(run_dir: Path) -> None:
-    rows = report.load(run_dir, report.FASTAPI)
+    rows = schema.load(run_dir, schema.FASTAPI)
     measured = set(zip(rows["backend"], rows["mode"], strict=True))
     assert measured >= {("pt", "sequential"), ("pt", "concurrent"), ("onnx", "sequential"),
                         ("onnx", "concurrent")}
@@ -52,14 +52,14 @@ def test_fastapi_rows(run_dir: Path) -> None:
 
 
 def test_flask_rows(run_dir: Path) -> None:
-    rows = report.load(run_dir, report.FLASK)
+    rows = schema.load(run_dir, schema.FLASK)
     assert set(rows["step"]) == {"fastapi_onnx", "triton_python", "triton_onnx"}
     assert (rows["errors"] == 0).all()
 
 
 @pytest.mark.parametrize("notebook", sorted(TRITON_STEPS))
 def test_triton_rows(run_dir: Path, notebook: str) -> None:
-    rows = report.normalise_triton(report.load(run_dir, report.TRITON))
+    rows = schema.RunData.load(run_dir).triton
     for step in TRITON_STEPS[notebook]:
         got = rows[rows["step"] == step]
         assert not got.empty, f"{notebook}: no rows for step {step}"
@@ -68,13 +68,13 @@ def test_triton_rows(run_dir: Path, notebook: str) -> None:
 
 
 def test_dynamic_batching_rows_carry_batch_counts(run_dir: Path) -> None:
-    rows = report.normalise_triton(report.load(run_dir, report.TRITON))
+    rows = schema.RunData.load(run_dir).triton
     on = rows[(rows["step"] == "dynamic_batching") & (rows["dynamic_batching"] == True)]  # noqa: E712
-    assert sum(report.batch_size_counts(on).values()) > 0
+    assert sum(schema.batch_size_counts(on).values()) > 0
 
 
 def test_rates_derive_from_measured_capacity(run_dir: Path) -> None:
-    rows = report.normalise_triton(report.load(run_dir, report.TRITON))
+    rows = schema.RunData.load(run_dir).triton
     capacity = float(rows[rows["step"] == "capacity"]["throughput"].iloc[-1])
     rates = sorted(set(rows[rows["step"] == "dynamic_batching"]["rate"]))
     from servelab.lab.params import SPECS

@@ -14,7 +14,7 @@ import math
 import pandas as pd
 import pytest
 
-from servelab.report.html import normalise_triton
+from servelab.results.schema import normalise_triton
 from servelab.triton.experiments import gpu_utilisation, with_gpu_columns
 from servelab.triton.perf import parse_gpu_field, parse_perf_csv, perf_gpu_columns
 

@@ -1,0 +1,112 @@
+"""What every notebook uses: the target's stack, project files shown as they are, results as data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from servelab.core.paths import REPO_ROOT
+from servelab.lab.params import LabParams
+from servelab.results.store import append_rows, read_rows, results_dir, run_folder
+from servelab.targets.base import Stack, get_stack
+
+
+def show_file(relpath: str, lines: int = 40, start: str | None = None) -> None:
+    """Print the first ``lines`` of a project file (from the line containing ``start`` if given)."""
+    text = (REPO_ROOT / relpath).read_text().splitlines()
+    first = next((i for i, line in enumerate(text) if start and start in line), 0)
+    print(f"# {relpath} (lines {first + 1}-{min(len(text), first + lines)} of {len(text)})")
+    print("\n".join(text[first:first + lines]))
+
+
+def record(experiment: str, rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """Append ``rows`` to the run's results and return them as a DataFrame."""
+    append_rows(experiment, rows)
+    return pd.DataFrame(list(rows))
+
+
+def concat(*frames: pd.DataFrame) -> pd.DataFrame:
+    """Several measurement tables as one (for a combined plot)."""
+    return pd.concat(frames, ignore_index=True)
+
+
+def results_overview() -> pd.DataFrame:
+    """How many rows each experiment stored in this run's results."""
+    directory = results_dir()
+    rows = [{"experiment": path.stem, "rows": len(read_rows(path.stem, directory)), "file": path.name}
+            for path in sorted(directory.glob("*.jsonl"))]
+    return pd.DataFrame(rows, columns=["experiment", "rows", "file"])
+
+
+def open_stack(p: LabParams) -> Stack:
+    """The target's stack: local processes, or compose on this host (the node's Jupyter on Chameleon).
+
+    ``target="chameleon"`` raises a ParameterError that says where notebooks 03-07 run instead.
+    """
+    return get_stack(p.target, **_local_options(p.target))
+
+
+def stop_stacks(p: LabParams) -> None:
+    """Stop every stack this lab started (08). On chameleon they run on the node, and deleting the
+    server stops them: nothing to do from here."""
+    if p.target == "chameleon":
+        print("The stacks run on the node: deleting its server (next cell) stops them.")
+        return
+    open_stack(p).down()
+
+
+def node_jupyter(node: Any) -> None:
+    """Where to go after 02: the node's Jupyter server, where notebooks 03-07 run (target docker)."""
+    if node is None:
+        print("plan mode: on Chameleon this prints the node's Jupyter URL (with its token); "
+              "notebooks 03-07 run there with target='docker'.")
+        return
+    print(f"Open the node's Jupyter server and run notebooks 03-07 there with target='docker':\n"
+          f"  {node.jupyter_url}\nSSH for nvtop: ssh {node.user}@{node.address}")
+
+
+def _local_options(target: str) -> dict[str, Any]:
+    """A headless run (``SERVELAB_RESULTS`` set) keeps the local host's files inside its results folder.
+
+    The live model repository and the servers' logs then belong to that run:
+    two runs on one machine (CI jobs, a test next to a student) never rewrite
+    each other's ``models/``, and the logs sit beside the measurements.
+    """
+    run = run_folder()
+    if target != "local" or run is None:
+        return {}
+    return {"root": run / "host", "log_dir": run / "logs"}
+
+
+def hostport(url: str) -> str:
+    """tritonclient and perf_analyzer take ``host:port`` without a scheme."""
+    return url.split("://", 1)[-1].rstrip("/")
+
+
+def _http(url: str) -> str:
+    return url if "://" in url else f"http://{url}"
+
+
+def measure_with_utilisation(call, *args: Any, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+    """Run ``call`` while sampling CPU (and GPU) utilisation."""
+    from servelab.core.monitor import Utilisation
+
+    with Utilisation() as util:
+        result = call(*args, **kwargs)
+    return result, util.summary()
+
+
+def util_columns(util: dict[str, Any]) -> dict[str, Any]:
+    """The report's two utilisation columns, plus the monitor's detail."""
+    gpus = [util[k] for k in util if k.startswith("gpu") and k.endswith("_util_mean_pct")]
+    return {"cpu_util_pct": util.get("cpu_mean_pct"),
+            "gpu_util_pct": round(sum(gpus) / len(gpus), 1) if gpus else None,
+            "utilisation": util}
+
+
+def show_columns(df: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    present = [c for c in columns if c in df]
+    return df[present].round(2) if present else df

@@ -1,0 +1,195 @@
+"""Figures and their one-line readings, shared by the step modules; the report embeds the same ones.
+
+Figures are drawn with matplotlib's Agg canvas (no global state, any backend); ``as_image`` shows
+one in a notebook, ``plot_html``/``table_html`` put one in the report. A ``Section`` is one heading
+of the report with its parts.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from servelab.results.schema import COMPUTE_PARTS, QUEUE, num
+
+
+def figure(width: float = 7.5, height: float = 3.4, cols: int = 1) -> tuple[Figure, Any]:
+    fig = Figure(figsize=(width, height), dpi=100)
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, cols)
+    return fig, axes
+
+
+def _label(row: pd.Series, x: str) -> str:
+    value = row.get(x)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value)
+
+
+def _tick_labels(df: pd.DataFrame, x: str) -> list[str]:
+    """The ``x`` values, or the rows' labels where ``x`` alone does not tell the rows apart."""
+    values = [_label(r, x) for _, r in df.iterrows()]
+    if len(set(values)) == len(values) or "label" not in df:
+        return values
+    return [str(r.get("label") or v) for v, (_, r) in zip(values, df.iterrows(), strict=True)]
+
+
+def fig_breakdown(df: pd.DataFrame, x: str = "concurrency", title: str = "") -> Figure:
+    """Server-side queue vs compute time per request (stacked), and client p50/p99, per ``x``."""
+    fig, (left, right) = figure(cols=2)
+    labels = _tick_labels(df, x)
+    positions = list(range(len(df)))
+    bottom = pd.Series([0.0] * len(df))
+    for column, colour in [(QUEUE, "tab:red"), *zip(COMPUTE_PARTS, ("tab:olive", "tab:blue", "tab:cyan"),
+                                                    strict=True)]:
+        values = num(df, column).fillna(0.0).reset_index(drop=True)
+        left.bar(positions, values, bottom=bottom, color=colour, label=column.removesuffix("_ms"))
+        bottom = bottom + values
+    left.set_xticks(positions, labels, fontsize=7, rotation=15 if len(labels[0]) > 8 else 0)
+    left.set_ylabel("server time per request (ms)")
+    left.set_xlabel(x)
+    left.legend(fontsize=7)
+    right.plot(positions, num(df, "p50_ms"), "o-", label="p50")
+    right.plot(positions, num(df, "p99_ms"), "s--", label="p99")
+    right.set_xticks(positions, labels, fontsize=7, rotation=15 if len(labels[0]) > 8 else 0)
+    right.set_ylabel("client latency (ms)")
+    right.set_xlabel(x)
+    right.legend(fontsize=8)
+    fig.suptitle(title or "queue vs compute", fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def fig_scaling(df: pd.DataFrame, title: str = "") -> Figure:
+    """Throughput and p99 per instance configuration."""
+    fig, (left, right) = figure(cols=2)
+    labels = [str(v) for v in df.get("label", df.get("instances", pd.Series(dtype=str)))]
+    positions = list(range(len(df)))
+    left.bar(positions, num(df, "throughput"), color="tab:green")
+    left.set_xticks(positions, labels, fontsize=7, rotation=15)
+    left.set_ylabel("inferences/s")
+    right.bar(positions, num(df, "p99_ms"), color="tab:red", label="p99")
+    right.plot(positions, num(df, "p50_ms"), "ko-", label="p50")
+    right.set_xticks(positions, labels, fontsize=7, rotation=15)
+    right.set_ylabel("latency (ms)")
+    right.legend(fontsize=8)
+    fig.suptitle(title or "instance scaling", fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def fig_utilisation(df: pd.DataFrame) -> Figure:
+    """Mean CPU (and GPU) utilisation during each measurement."""
+    fig, ax = figure(width=9, height=3.4)
+    labels = [f"{_text(r.get('step'))}\n{_text(r.get('label')) or _text(r.get('mode'))}"
+              for _, r in df.iterrows()]
+    positions = list(range(len(df)))
+    ax.bar([p - 0.2 for p in positions], num(df, "cpu_util_pct"), 0.4, label="CPU %")
+    if "gpu_util_pct" in df and num(df, "gpu_util_pct").notna().any():
+        ax.bar([p + 0.2 for p in positions], num(df, "gpu_util_pct"), 0.4, label="GPU %")
+    ax.set_xticks(positions, labels, fontsize=6, rotation=60, ha="right")
+    ax.set_ylabel("utilisation (%)")
+    ax.set_ylim(0, 105)
+    ax.legend(fontsize=8)
+    ax.set_title("utilisation during each measurement", fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def _text(value: Any) -> str:
+    """A cell as text; missing values (None, NaN) as ''."""
+    return "" if value is None or (isinstance(value, float) and value != value) else str(value)
+
+
+def png(fig: Figure) -> str:
+    """A figure as a base64 PNG data URI."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+def first(df: pd.DataFrame, column: str, **where: Any) -> float | None:
+    sel = df
+    for key, value in where.items():
+        if key not in sel:
+            return None
+        sel = sel[sel[key] == value]
+    values = num(sel, column).dropna()
+    return float(values.iloc[-1]) if len(values) else None
+
+
+def read_breakdown(df: pd.DataFrame, x: str = "concurrency") -> str:
+    if df.empty:
+        return "no measurements"
+    lo, hi = df.iloc[0], df.iloc[-1]
+    queue_lo, queue_hi = (float(r.get(QUEUE) or 0) for r in (lo, hi))
+    infer_lo, infer_hi = (float(r.get("compute_infer_ms") or 0) for r in (lo, hi))
+    return (f"from {x} {_label(lo, x)} to {_label(hi, x)}: queue {queue_lo:.1f} → {queue_hi:.1f} ms, "
+            f"compute infer {infer_lo:.1f} → {infer_hi:.1f} ms, p99 {float(lo.get('p99_ms') or 0):.0f} → "
+            f"{float(hi.get('p99_ms') or 0):.0f} ms")
+
+
+def read_per_level(df: pd.DataFrame, by: str) -> str:
+    """At each concurrency, the rows that differ in ``by`` (model or instances) side by side."""
+    parts = []
+    for level, group in df.groupby("concurrency", sort=True):
+        cells = [f"{r[by]}: {float(r['throughput']):.1f}/s, infer {float(r['compute_infer_ms']):.1f} ms, "
+                 f"p99 {float(r['p99_ms']):.0f} ms" for _, r in group.iterrows()]
+        parts.append(f"concurrency {level:g} — " + "; ".join(cells))
+    return " | ".join(parts) or "no measurements"
+
+
+def read_scaling(df: pd.DataFrame) -> str:
+    if df.empty:
+        return "no measurements"
+    best = df.loc[num(df, "throughput").idxmax()]
+    name = best.get("label", best.get("instances"))
+    return (f"best throughput {float(best['throughput']):.1f}/s with {name}; "
+            + ", ".join(f"{r.get('label', r.get('instances'))}: {float(r['throughput']):.1f}/s, "
+                        f"p99 {float(r['p99_ms']):.0f} ms" for _, r in df.iterrows()))
+
+
+def read_util(df: pd.DataFrame) -> str:
+    cpu = num(df, "cpu_util_pct").dropna()
+    if cpu.empty:
+        return "no utilisation samples"
+    return f"CPU utilisation ranged {cpu.min():.0f}–{cpu.max():.0f}% across the measurements"
+
+
+def as_image(fig: Figure) -> Any:
+    """A figure as an image a notebook shows (and stores) as PNG, whatever matplotlib backend is active."""
+    import io
+
+    from IPython.display import Image
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    return Image(data=buffer.getvalue(), format="png")
+
+
+def table_html(df: pd.DataFrame, columns: list[str]) -> str:
+    present = [c for c in columns if c in df]
+    if df.empty or not present:
+        return "<p><em>no rows</em></p>"
+    return df[present].round(2).to_html(index=False, border=0, classes="data", na_rep="")
+
+
+@dataclass
+class Section:
+    """One heading with its plots (each with a reading) and tables."""
+
+    title: str
+    parts: list[str]
+
+
+def plot_html(fig: Figure, reading: str) -> str:
+    return (f'<figure><img src="{png(fig)}" alt="{html.escape(reading)}">'
+            f"<figcaption>{html.escape(reading)}</figcaption></figure>")

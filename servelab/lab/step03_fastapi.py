@@ -1,0 +1,193 @@
+"""Notebook 03: the FastAPI services (PyTorch, then ONNX Runtime) and GourmetGram in front of them.
+
+Measurements (sequential, then concurrent clients; uploads through the web app), the report's
+view of them, and the step's expected effects (``rules``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from servelab.lab.common import (
+    measure_with_utilisation,
+    record,
+    show_columns,
+    util_columns,
+)
+from servelab.lab.effects import Check, check, row
+from servelab.lab.params import LabParams
+from servelab.lab.plots import Section, as_image, figure, first, plot_html, table_html
+from servelab.results.schema import FASTAPI, FASTAPI_COLUMNS, RunData, load, num
+from servelab.results.store import results_dir
+from servelab.targets.base import Stack
+
+if TYPE_CHECKING:
+    pass
+
+
+@dataclass
+class Endpoint:
+    """A running HTTP service the notebook talks to: its kind and base URL."""
+
+    kind: str
+    url: str
+
+    def _repr_html_(self) -> str:
+        return f"<b>{self.kind}</b> at <code>{self.url}</code>"
+
+
+def fastapi_up(stack: Stack, kind: str) -> Endpoint:
+    """Bring up the FastAPI service (``kind`` "pt" or "onnx") and return its endpoint.
+
+    Every stack picks the app from its ``fastapi_app`` setting (``FASTAPI_APP``
+    in the compose files), so switching is a setting, not a code edit.
+    """
+    if kind not in ("pt", "onnx"):
+        raise ValueError(f"unknown FastAPI service {kind!r}: use 'pt' or 'onnx'")
+    stack.fastapi_app = f"fastapi_{kind}"  # type: ignore[attr-defined]
+    stack.up("fastapi", services=["fastapi_server"])
+    return Endpoint(f"fastapi_{kind}", stack.url("fastapi_server").rstrip("/"))
+
+
+def fastapi_down(stack: Stack) -> None:
+    """Stop the FastAPI stack (the service, and the web app if it was started)."""
+    stack.down("fastapi")
+
+
+def try_predict(api: Endpoint, sample: int = 0) -> pd.DataFrame:
+    """POST one sample photo to ``/predict``: the reply, its status and time."""
+    import httpx
+
+    from servelab.bench import request_bodies
+    from servelab.core.samples import sample_paths
+
+    path = sample_paths()[sample]
+    body = request_bodies([path])[0]
+    started = time.perf_counter()
+    response = httpx.post(f"{api.url}/predict", content=body, timeout=60.0,
+                          headers={"content-type": "application/json"})
+    elapsed = (time.perf_counter() - started) * 1000
+    return pd.DataFrame([{"image": path.name, "status": response.status_code, "ms": round(elapsed, 1),
+                          **response.json()}])
+
+
+def docs_page(api: Endpoint) -> pd.DataFrame:
+    """The service's self-documentation: /docs (Swagger UI) and the routes in /openapi.json."""
+    import httpx
+
+    docs = httpx.get(f"{api.url}/docs", timeout=30.0)
+    spec = httpx.get(f"{api.url}/openapi.json", timeout=30.0).json()
+    routes = [{"route": f"{method.upper()} {path}", "summary": op.get("summary", "")}
+              for path, ops in spec.get("paths", {}).items() for method, op in ops.items()]
+    print(f"Swagger UI: {api.url}/docs -> HTTP {docs.status_code}")
+    return pd.DataFrame(routes)
+
+
+def _fastapi_row(api: Endpoint, result: dict[str, Any], util: dict[str, Any]) -> dict[str, Any]:
+    backend = api.kind.removeprefix("fastapi_")
+    return {"step": api.kind, "backend": backend, **{k: v for k, v in result.items() if k != "url"},
+            **util_columns(util)}
+
+
+def fastapi_sequential(api: Endpoint, p: LabParams) -> pd.DataFrame:
+    """``seq_requests`` requests one after another; stored under ``fastapi``."""
+    from servelab.bench import run_sequential
+
+    result, util = measure_with_utilisation(run_sequential, api.url, p.seq_requests)
+    return show_columns(record(FASTAPI, [_fastapi_row(api, result, util)]), FASTAPI_COLUMNS)
+
+
+def fastapi_concurrent(api: Endpoint, p: LabParams) -> pd.DataFrame:
+    """``conc_requests`` requests from ``concurrency`` clients; stored under ``fastapi``."""
+    from servelab.bench import run_concurrent
+
+    result, util = measure_with_utilisation(run_concurrent, api.url, p.conc_requests, p.concurrency)
+    return show_columns(record(FASTAPI, [_fastapi_row(api, result, util)]), FASTAPI_COLUMNS)
+
+
+def fastapi_summary() -> pd.DataFrame:
+    """Every FastAPI measurement of this run, side by side."""
+    return show_columns(load(results_dir(), FASTAPI), FASTAPI_COLUMNS)
+
+
+def plot_fastapi() -> Any:
+    df = load(results_dir(), FASTAPI)
+    print(read_fastapi(df))
+    return as_image(fig_fastapi(df))
+
+
+def fig_fastapi(df: pd.DataFrame) -> Figure:
+    """Latency percentiles (sequential and concurrent) and throughput, PyTorch vs ONNX."""
+    fig, (left, right) = figure(cols=2)
+    df = df.copy()
+    df["run"] = df["backend"].astype(str) + "\n" + df["mode"].astype(str)
+    positions = range(len(df))
+    width = 0.27
+    for i, (column, name) in enumerate([("median_ms", "p50"), ("p95_ms", "p95"), ("p99_ms", "p99")]):
+        left.bar([p + (i - 1) * width for p in positions], num(df, column), width, label=name)
+    left.set_xticks(list(positions), df["run"], fontsize=8)
+    left.set_ylabel("latency (ms)")
+    left.set_title("latency", fontsize=10)
+    left.legend(fontsize=8)
+    right.bar(list(positions), num(df, "throughput_rps"), color="tab:green")
+    right.set_xticks(list(positions), df["run"], fontsize=8)
+    right.set_ylabel("requests/s")
+    right.set_title("throughput", fontsize=10)
+    fig.suptitle("FastAPI: PyTorch vs ONNX Runtime", fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def read_fastapi(df: pd.DataFrame) -> str:
+    parts = []
+    for backend in ("pt", "onnx"):
+        seq = first(df, "median_ms", backend=backend, mode="sequential")
+        conc = first(df, "median_ms", backend=backend, mode="concurrent")
+        if seq and conc:
+            parts.append(f"{backend}: median {seq:.0f} ms alone → {conc:.0f} ms with "
+                         f"{int(first(df, 'concurrency', backend=backend, mode='concurrent') or 0)} clients "
+                         f"({conc / seq:.1f}×)")
+    pt, onnx = (first(df, "median_ms", backend=b, mode="sequential") for b in ("pt", "onnx"))
+    if pt and onnx:
+        parts.append(f"ONNX Runtime {pt / onnx:.1f}× faster than PyTorch for one client")
+    return "; ".join(parts) or "no FastAPI measurements in this run"
+
+
+# ----------------------------------------------------------------------------- report and rules
+
+FLASK_COLUMNS = ["step", "backend", "requests", "errors", "median_ms", "p95_ms", "labels_agree"]
+
+
+def sections(data: RunData) -> list[Section]:
+    """The report's view of this step: latency and throughput per service, then GourmetGram."""
+    out = []
+    if not data.fastapi.empty:
+        out.append(Section("FastAPI: PyTorch vs ONNX Runtime", [
+            plot_html(fig_fastapi(data.fastapi), read_fastapi(data.fastapi)),
+            table_html(data.fastapi, FASTAPI_COLUMNS)]))
+    if not data.flask.empty:
+        out.append(Section("GourmetGram (Flask) through each backend",
+                           [table_html(data.flask, FLASK_COLUMNS)]))
+    return out
+
+
+def rules(data: RunData) -> list[Check]:
+    """Queuing shows with many clients; ONNX Runtime answers one client faster than PyTorch."""
+    fastapi = data.fastapi
+    checks = [check(
+        f"FastAPI {backend}: with many clients the median latency is ≥ 4× one client's (queuing)",
+        (row(fastapi, "median_ms", backend=backend, mode="sequential"),
+         row(fastapi, "median_ms", backend=backend, mode="concurrent")),
+        lambda a, b: b >= 4 * a, lambda a, b: f"{a:.0f} ms → {b:.0f} ms ({b / a:.1f}×)")
+        for backend in ("pt", "onnx")]
+    checks.append(check(
+        "FastAPI: ONNX Runtime answers one client faster than PyTorch",
+        (row(fastapi, "median_ms", backend="pt", mode="sequential"),
+         row(fastapi, "median_ms", backend="onnx", mode="sequential")),
+        lambda pt, ox: ox < pt, lambda pt, ox: f"PyTorch {pt:.0f} ms, ONNX {ox:.0f} ms"))
+    return checks

@@ -1,0 +1,89 @@
+"""Notebook 04: Triton with the Python backend under load: queue vs compute, and a client batch.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from servelab.lab.effects import Check, check, row
+from servelab.lab.params import LabParams
+from servelab.lab.plots import (
+    Section,
+    fig_breakdown,
+    first,
+    plot_html,
+    read_breakdown,
+    table_html,
+)
+from servelab.lab.triton_steps import Triton, measure_all
+from servelab.results.schema import QUEUE, TRITON_COLUMNS, RunData, num, step_rows
+
+
+def client_batch(triton: Triton, name: str, p: LabParams) -> pd.DataFrame:
+    """One client sending ``client_batch`` images per request (throughput counts images)."""
+    return measure_all(triton, name, p, "python_client_batch",
+                        [{"concurrency": 1, "batch": p.client_batch, "label": f"batch {p.client_batch}"}])
+
+
+def read_client_batch(df: pd.DataFrame) -> str:
+    """Single images vs a client batch, both from one client."""
+    one = first(df, "throughput", batch=1)
+    many = df[num(df, "batch") > 1]
+    if one is None or many.empty:
+        return "no comparison with single images in this run"
+    size, tput = int(num(many, "batch").iloc[-1]), float(num(many, "throughput").iloc[-1])
+    return (f"one client: {one:.1f} images/s sending single images, {tput:.1f} images/s sending batches "
+            f"of {size} ({tput / one:.1f}×)")
+
+
+def _one_client(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows measured with one client (concurrency 1), single images first."""
+    rows = df[num(df, "concurrency") == 1]
+    return rows.sort_values("batch", kind="stable") if "batch" in rows else rows
+
+
+# ----------------------------------------------------------------------------- report and rules
+
+def sections(data: RunData) -> list[Section]:
+    """The concurrency sweep (queue vs compute), then one client's single images vs a batch."""
+    out = []
+    sweep = step_rows(data.triton, "python_concurrency")
+    if not sweep.empty:
+        out.append(Section("Triton, Python backend: concurrency sweep (queue vs compute)", [
+            plot_html(fig_breakdown(sweep, "concurrency", "Python backend: queue vs compute"),
+                      read_breakdown(sweep)), table_html(sweep, TRITON_COLUMNS)]))
+    both = step_rows(data.triton, "python_client_batch", "python_concurrency")
+    if not both.empty:
+        one = _one_client(both)
+        out.append(Section("Triton, Python backend: client batch", [
+            plot_html(fig_breakdown(one, "batch", "one client: single images vs a batch"),
+                      read_client_batch(one)), table_html(both, TRITON_COLUMNS)]))
+    return out
+
+
+def rules(data: RunData) -> list[Check]:
+    """Latency grows with concurrency while compute stays flat, the queue is the difference; a client
+    batch raises throughput (a GPU effect)."""
+    sweep = step_rows(data.triton, "python_concurrency")
+    c_lo, c_hi = row(sweep, "concurrency", "min"), row(sweep, "concurrency", "max")
+    spread = c_lo is not None and c_hi is not None and c_hi > c_lo
+    lat = (row(sweep, "p50_ms", concurrency=c_lo), row(sweep, "p50_ms", concurrency=c_hi)) if spread \
+        else (None, None)
+    comp = (row(sweep, "compute_infer_ms", concurrency=c_lo),
+            row(sweep, "compute_infer_ms", concurrency=c_hi)) if spread else (None, None)
+    queue = (row(sweep, QUEUE, concurrency=c_hi), row(sweep, "compute_infer_ms", concurrency=c_hi)) \
+        if c_hi is not None else (None, None)
+    batch = step_rows(data.triton, "python_client_batch")
+    return [
+        check(f"Triton Python backend: latency at concurrency {c_hi:.0f} > 4× latency at {c_lo or 1:.0f}"
+              if c_hi else "Triton Python backend: latency at concurrency 16 > 4× latency at 1",
+              lat, lambda a, b: b > 4 * a, lambda a, b: f"p50 {a:.0f} ms → {b:.0f} ms ({b / a:.1f}×)"),
+        check("Triton Python backend: compute time stays flat (< 2×) while concurrency rises",
+              comp, lambda a, b: b < 2 * a, lambda a, b: f"compute infer {a:.1f} ms → {b:.1f} ms"),
+        check("Triton Python backend: at the highest concurrency queue time exceeds compute time",
+              queue, lambda q, c: q > c, lambda q, c: f"queue {q:.1f} ms vs compute infer {c:.1f} ms"),
+        check("Client batch 16 raises throughput (images/s) ≥ 1.5× over single images at concurrency 1",
+              (row(sweep, "throughput", concurrency=c_lo), row(batch, "throughput")),
+              lambda one, many: many >= 1.5 * one, lambda one, many: f"{one:.1f} → {many:.1f} images/s",
+              gpu_only=True),
+    ]

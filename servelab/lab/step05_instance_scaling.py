@@ -1,0 +1,111 @@
+"""Notebook 05: more model instances (over two GPUs on the node; over the cores on a CPU), and threads.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pandas as pd
+from tqdm import tqdm  # text bars: they stay readable in executed notebooks
+
+from servelab.lab.common import concat, show_columns
+from servelab.lab.effects import Check, check, row
+from servelab.lab.params import LabParams
+from servelab.lab.plots import (
+    Section,
+    as_image,
+    fig_scaling,
+    plot_html,
+    read_scaling,
+    table_html,
+)
+from servelab.lab.triton_steps import Triton, measure, set_instances
+from servelab.results.schema import TRITON_COLUMNS, RunData, num, step_rows
+from servelab.targets.base import Stack
+
+
+def instance_plan(stack: Stack, p: LabParams) -> pd.DataFrame:
+    """The instance steps: 1 on GPU 0 → 2+2 → 4+4 on two GPUs; on CPU 1 → cores → 2 × cores."""
+    if p.instance_counts:
+        counts = list(p.instance_counts)
+    elif stack.has_gpu:
+        counts = [1, 2, 4]
+    else:
+        cores = os.cpu_count() or 1
+        counts = sorted({1, cores, 2 * cores})
+    rows = []
+    for i, count in enumerate(counts):
+        gpus = ([0] if i == 0 else [0, 1]) if stack.has_gpu else []
+        total = count * max(1, len(gpus))
+        where = f"{'+'.join([str(count)] * len(gpus))} on GPUs {gpus}" if gpus else f"{count} on the CPU"
+        rows.append({"count": count, "gpus": gpus, "instances": total, "label": where})
+    return pd.DataFrame(rows)
+
+
+def instance_scaling(triton: Triton, name: str, plan: pd.DataFrame, p: LabParams) -> pd.DataFrame:
+    """Each planned step: change instance_group (diff shown), reload, measure at ``scaling_concurrency``."""
+    frames = []
+    for _, step in tqdm(list(plan.iterrows()), desc="instance steps", unit="config"):
+        set_instances(triton, name, int(step["count"]), list(step["gpus"]))
+        frames.append(measure(triton, name, p, "instance_scaling", str(step["label"]),
+                              concurrency=p.scaling_concurrency, extra={"threads": "split"}))
+    return show_columns(concat(*frames), TRITON_COLUMNS)
+
+
+def threads_lesson(triton: Triton, name: str, p: LabParams, count: int = 2) -> pd.DataFrame:
+    """``count`` instances with the framework's default threads, then with the cores split between them."""
+    frames = []
+    for threads, setting in (("default", "default"), ("split", "auto")):
+        set_instances(triton, name, count, [0] if triton.stack.has_gpu else (), threads=setting)
+        frames.append(measure(triton, name, p, "threads_lesson", f"{count} instances, {threads} threads",
+                              concurrency=p.scaling_concurrency, extra={"threads": threads}))
+    set_instances(triton, name, 1, [0] if triton.stack.has_gpu else (), quiet=True)
+    return show_columns(concat(*frames), TRITON_COLUMNS)
+
+
+def plot_scaling(df: pd.DataFrame, title: str = "") -> Any:
+    print(read_scaling(df))
+    return as_image(fig_scaling(df, title))
+
+
+# ----------------------------------------------------------------------------- report and rules
+
+def sections(data: RunData) -> list[Section]:
+    """Throughput and latency per instance configuration, then the threads lesson."""
+    out = []
+    for step, title, plot_title in (
+            ("instance_scaling", "Instance scaling (Python backend)", "instance scaling, Python backend"),
+            ("threads_lesson", "Threads per instance", "two instances: default threads vs split")):
+        rows = step_rows(data.triton, step)
+        if not rows.empty:
+            out.append(Section(title, [plot_html(fig_scaling(rows, plot_title), read_scaling(rows)),
+                                       table_html(rows, TRITON_COLUMNS)]))
+    return out
+
+
+def rules(data: RunData) -> list[Check]:
+    """More instances raise throughput (a GPU effect); the largest count no better than the middle one;
+    one thread per instance beats the framework's default threads."""
+    scaling = step_rows(data.triton, "instance_scaling")
+    checks: list[Check] = []
+    if not scaling.empty:
+        tput = num(scaling, "throughput").reset_index(drop=True)
+        first_count, best = float(tput.iloc[0]), float(tput.max())
+        checks.append(check(
+            "More instances raise throughput at concurrency 8 (best vs one instance)", (first_count, best),
+            lambda a, b: b > 1.1 * a, lambda a, b: f"{a:.1f} → best {b:.1f} inferences/s", gpu_only=True))
+        if len(tput) >= 3:
+            checks.append(check(
+                "The largest instance count is no better than the middle one (4+4 vs 2+2)",
+                (float(tput.iloc[-2]), float(tput.iloc[-1])), lambda mid, top: top <= 1.05 * mid,
+                lambda mid, top: f"{mid:.1f} vs {top:.1f} inferences/s"))
+    else:
+        checks.append(Check("More instances raise throughput at concurrency 8", "not measured",
+                            "this run has no numbers for it", True))
+    threads = step_rows(data.triton, "threads_lesson")
+    checks.append(check(
+        "Several instances: one thread each beats the framework's default threads",
+        (row(threads, "throughput", threads="default"), row(threads, "throughput", threads="split")),
+        lambda d, s: s > d, lambda d, s: f"default threads {d:.1f}/s, split {s:.1f}/s"))
+    return checks

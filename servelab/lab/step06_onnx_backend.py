@@ -1,0 +1,92 @@
+"""Notebook 06: the ONNX Runtime backend against the Python backend, then two instances of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from servelab.lab.common import concat
+from servelab.lab.effects import Check, check, row
+from servelab.lab.params import LabParams
+from servelab.lab.plots import (
+    Section,
+    as_image,
+    fig_breakdown,
+    figure,
+    plot_html,
+    read_breakdown,
+    read_per_level,
+    table_html,
+)
+from servelab.lab.triton_steps import Triton, measure_all, set_instances
+from servelab.results.schema import TRITON_COLUMNS, RunData, num, step_rows
+
+
+def scale_and_sweep(triton: Triton, name: str, count: int, p: LabParams, step: str,
+                    levels: Sequence[int]) -> pd.DataFrame:
+    """``count`` instances (over GPUs 0 and 1 on a GPU host), then a concurrency sweep."""
+    set_instances(triton, name, count, [0, 1] if triton.stack.has_gpu else ())
+    gpus = " over GPUs [0, 1]" if triton.stack.has_gpu else " on the CPU"
+    return measure_all(triton, name, p, step,
+                        [{"concurrency": c, "label": f"count {count}{gpus}, c={c}"} for c in levels])
+
+
+def plot_backends(python_rows: pd.DataFrame, onnx_rows: pd.DataFrame) -> Any:
+    both = concat(python_rows, onnx_rows)
+    print(read_breakdown(both.sort_values(["model", "concurrency"])))
+    return as_image(fig_backends(both))
+
+
+def fig_backends(df: pd.DataFrame) -> Figure:
+    """Python vs ONNX backend: compute time and throughput at each concurrency."""
+    fig, (left, right) = figure(cols=2)
+    for model, group in df.groupby("model", sort=True):
+        group = group.sort_values("concurrency")
+        left.plot(num(group, "concurrency"), num(group, "compute_infer_ms"), "o-", label=str(model))
+        right.plot(num(group, "concurrency"), num(group, "throughput"), "o-", label=str(model))
+    left.set_xlabel("concurrency")
+    left.set_ylabel("compute infer (ms)")
+    right.set_xlabel("concurrency")
+    right.set_ylabel("inferences/s")
+    left.legend(fontsize=7)
+    fig.suptitle("Python backend vs ONNX backend (one instance)", fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+# ----------------------------------------------------------------------------- report and rules
+
+def sections(data: RunData) -> list[Section]:
+    """Python vs ONNX backend at each concurrency, then one vs two ONNX instances."""
+    out = []
+    both = step_rows(data.triton, "python_vs_onnx", "onnx_backend")
+    if not both.empty:
+        out.append(Section("Python backend vs ONNX backend", [
+            plot_html(fig_backends(both), read_per_level(both, "model")), table_html(both, TRITON_COLUMNS)]))
+    scaled = step_rows(data.triton, "onnx_backend", "onnx_scaling")
+    if not scaled.empty:
+        out.append(Section("ONNX backend: 1 vs 2 instances", [
+            plot_html(fig_breakdown(scaled, "concurrency", "ONNX backend scaling"),
+                      read_per_level(scaled, "instances")), table_html(scaled, TRITON_COLUMNS)]))
+    return out
+
+
+def rules(data: RunData) -> list[Check]:
+    """The ONNX backend infers faster than the Python one; two instances serve more (a GPU effect)."""
+    both = step_rows(data.triton, "python_vs_onnx", "onnx_backend")
+    c8 = row(both, "concurrency", "min")
+    onnx1, onnx2 = step_rows(data.triton, "onnx_backend"), step_rows(data.triton, "onnx_scaling")
+    c_top = row(onnx2, "concurrency", "max")
+    return [
+        check("The ONNX backend's inference time is lower than the Python backend's at the same concurrency",
+              (row(both, "compute_infer_ms", model="food_classifier", concurrency=c8),
+               row(both, "compute_infer_ms", model="food_classifier_onnx", concurrency=c8)),
+              lambda py, ox: ox < py, lambda py, ox: f"Python {py:.1f} ms, ONNX {ox:.1f} ms"),
+        check("ONNX backend: two instances serve more than one",
+              (row(onnx1, "throughput", concurrency=c_top), row(onnx2, "throughput", concurrency=c_top)),
+              lambda a, b: b > 1.1 * a, lambda a, b: f"{a:.1f} → {b:.1f} inferences/s", gpu_only=True),
+    ]

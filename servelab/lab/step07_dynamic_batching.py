@@ -1,0 +1,176 @@
+"""Notebook 07: one instance's capacity, constant vs Poisson arrivals, and dynamic batching across rates.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from servelab.lab.common import concat
+from servelab.lab.effects import Check, check, row
+from servelab.lab.params import LabParams
+from servelab.lab.plots import (
+    Section,
+    as_image,
+    fig_breakdown,
+    figure,
+    first,
+    plot_html,
+    table_html,
+)
+from servelab.lab.triton_steps import Triton, measure_all, set_dynamic_batching
+from servelab.results.schema import TRITON_COLUMNS, RunData, batch_size_counts, num, step_rows
+
+
+def measure_capacity(triton: Triton, name: str, p: LabParams) -> float:
+    """What one instance serves at most (inferences/s at ``capacity_concurrency``); rates derive from it."""
+    rows = measure_all(triton, name, p, "capacity",
+                        [{"concurrency": p.capacity_concurrency, "label": "capacity"}])
+    capacity = float(rows["throughput"].iloc[0])
+    if not capacity > 0:
+        raise RuntimeError(f"measured capacity of {name} is {capacity}: cannot derive arrival rates")
+    print(f"one instance of {name} serves at most ≈{capacity:.1f} inferences/s on this target")
+    return capacity
+
+
+def arrival_patterns(triton: Triton, name: str, capacity: float, p: LabParams) -> pd.DataFrame:
+    """Constant vs Poisson arrivals at ``base_rate_fraction`` × capacity."""
+    rate = round(p.base_rate_fraction * capacity, 1)
+    return measure_all(triton, name, p, "arrivals",
+                        [{"rate": rate, "distribution": d, "label": f"{d} {rate:g}/s"}
+                         for d in ("constant", "poisson")])
+
+
+def dynamic_batching_sweep(triton: Triton, name: str, capacity: float, p: LabParams) -> pd.DataFrame:
+    """Poisson arrivals at each ``rate_fractions`` × capacity, dynamic batching off and then on."""
+    rates = [round(f * capacity, 1) for f in p.rate_fractions]
+    frames = []
+    for enabled in (False, True):
+        set_dynamic_batching(triton, name, p, enabled, quiet=True)
+        state = "on" if enabled else "off"
+        frames.append(measure_all(triton, name, p, "dynamic_batching",
+                                   [{"rate": r, "distribution": "poisson",
+                                     "label": f"batching {state} {r:g}/s"}
+                                    for r in rates]))
+    return concat(*frames)
+
+
+def plot_rates(df: pd.DataFrame) -> Any:
+    print(read_rates(df))
+    return as_image(fig_rates(df))
+
+
+def plot_batch_sizes(df: pd.DataFrame) -> Any:
+    counts = batch_size_counts(df[df["dynamic_batching"] == True])  # noqa: E712
+    print(read_batch_sizes(counts))
+    return as_image(fig_batch_sizes(counts))
+
+
+def fig_rates(df: pd.DataFrame) -> Figure:
+    """p50 and p99 against the Poisson arrival rate, dynamic batching off vs on."""
+    fig, ax = figure()
+    for enabled, group in df.groupby("dynamic_batching", sort=True):
+        group = group.sort_values("rate")
+        name = "batching on" if bool(enabled) else "batching off"
+        ax.plot(num(group, "rate"), num(group, "p50_ms"), "o-", label=f"{name} p50")
+        ax.plot(num(group, "rate"), num(group, "p99_ms"), "s--", label=f"{name} p99")
+    ax.set_xlabel("Poisson arrival rate (requests/s)")
+    ax.set_ylabel("latency (ms)")
+    ax.legend(fontsize=8)
+    ax.set_title("dynamic batching across arrival rates", fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def fig_batch_sizes(counts: dict[int, int], title: str = "") -> Figure:
+    """Executions per batch size, as the server's statistics counted them."""
+    fig, ax = figure(height=3.0)
+    ax.bar([str(k) for k in counts], list(counts.values()), color="tab:purple")
+    ax.set_xlabel("batch size of an execution")
+    ax.set_ylabel("executions")
+    ax.set_title(title or "batch sizes with dynamic batching on", fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def read_arrivals(df: pd.DataFrame) -> str:
+    capacity = first(df, "throughput", step="capacity")
+    constant = first(df, "p99_ms", step="arrivals", distribution="constant")
+    poisson = first(df, "p99_ms", step="arrivals", distribution="poisson")
+    rate = first(df, "rate", step="arrivals")
+    if None in (capacity, constant, poisson, rate):
+        return "no arrival-pattern measurements"
+    return (f"one instance serves ≈{capacity:.1f}/s; at {rate:.1f}/s p99 is {constant:.0f} ms with evenly "
+            f"spaced arrivals and {poisson:.0f} ms with Poisson arrivals")
+
+
+def read_rates(df: pd.DataFrame) -> str:
+    if df.empty:
+        return "no measurements"
+    top = num(df, "rate").max()
+    on = first(df, "p99_ms", rate=top, dynamic_batching=True)
+    off = first(df, "p99_ms", rate=top, dynamic_batching=False)
+    if on is None or off is None:
+        return f"highest rate {top:.0f}/s"
+    return (f"at the highest rate ({top:.0f}/s) p99 is {off:.0f} ms with batching off "
+            f"and {on:.0f} ms with it on")
+
+
+def read_batch_sizes(counts: dict[int, int]) -> str:
+    total = sum(counts.values())
+    if not total:
+        return "no executions counted"
+    batched = sum(c for s, c in counts.items() if s > 1)
+    mean = sum(s * c for s, c in counts.items()) / total
+    return (f"{batched} of {total} executions carried more than one request (mean batch {mean:.2f}), "
+            "although every client sent single images")
+
+
+# ----------------------------------------------------------------------------- report and rules
+
+def _batched_counts(triton: pd.DataFrame) -> dict[int, int]:
+    dyn = step_rows(triton, "dynamic_batching")
+    return batch_size_counts(dyn[dyn["dynamic_batching"] == True]) if not dyn.empty else {}  # noqa: E712
+
+
+def sections(data: RunData) -> list[Section]:
+    """Arrival patterns at one instance's capacity, latency across rates, the batch sizes formed."""
+    out = []
+    arrivals = step_rows(data.triton, "capacity", "arrivals")
+    if not arrivals.empty:
+        out.append(Section("Capacity and arrival patterns (one instance)", [
+            plot_html(fig_breakdown(arrivals[arrivals["step"] == "arrivals"], "distribution",
+                                    "constant vs Poisson arrivals"), read_arrivals(arrivals)),
+            table_html(arrivals, TRITON_COLUMNS)]))
+    dyn = step_rows(data.triton, "dynamic_batching")
+    if not dyn.empty:
+        out.append(Section("Dynamic batching across arrival rates", [
+            plot_html(fig_rates(dyn), read_rates(dyn)), table_html(dyn, TRITON_COLUMNS)]))
+    counts = _batched_counts(data.triton)
+    if counts:
+        out.append(Section("Batch sizes the server formed (dynamic batching on)", [
+            plot_html(fig_batch_sizes(counts), read_batch_sizes(counts))]))
+    return out
+
+
+def rules(data: RunData) -> list[Check]:
+    """Poisson arrivals queue more; batches form; p99 at the top rate no worse with batching (GPU)."""
+    arrivals = step_rows(data.triton, "arrivals")
+    counts = _batched_counts(data.triton)
+    dyn = step_rows(data.triton, "dynamic_batching")
+    top = row(dyn, "rate", "max")
+    return [
+        check("Poisson arrivals queue more than evenly spaced ones at the same rate (p99)",
+              (row(arrivals, "p99_ms", distribution="constant"),
+               row(arrivals, "p99_ms", distribution="poisson")),
+              lambda c, p: p > c, lambda c, p: f"constant {c:.1f} ms, Poisson {p:.1f} ms"),
+        check("With dynamic batching on, some executions carry more than one request",
+              (sum(c for s, c in counts.items() if s > 1) if counts else None,),
+              lambda n: n > 0, lambda n: f"{n} batched executions"),
+        check("At the highest rate, p99 with dynamic batching ≤ p99 without",
+              (row(dyn, "p99_ms", rate=top, dynamic_batching=False),
+               row(dyn, "p99_ms", rate=top, dynamic_batching=True)) if top is not None else (None, None),
+              lambda off, on: on <= off, lambda off, on: f"off {off:.1f} ms, on {on:.1f} ms", gpu_only=True),
+    ]

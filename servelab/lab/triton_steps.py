@@ -1,0 +1,263 @@
+"""The Triton plumbing notebooks 04-07 share: bring the server up, deploy and reconfigure a model,
+try it once, and measure it with perf_analyzer (with the server's statistics and utilisation).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from tqdm import tqdm  # text bars: they stay readable in executed notebooks
+
+from servelab.lab.common import concat, hostport, show_columns, show_file
+from servelab.lab.params import LabParams
+from servelab.lab.plots import as_image, fig_breakdown, read_breakdown
+from servelab.results.schema import TRITON_COLUMNS, normalise_triton
+from servelab.results.store import results_dir
+from servelab.targets.base import Stack
+
+REPOSITORY = "models"  # the live model repository, relative to the project root on the target's host
+
+
+@dataclass
+class Triton:
+    """The Triton server of a stack: where it answers and how to talk to it."""
+
+    stack: Stack
+    url: str  # host:port, as tritonclient and perf_analyzer take it
+
+    def client(self) -> Any:
+        import tritonclient.http as httpclient
+
+        return httpclient.InferenceServerClient(self.url, network_timeout=120.0, connection_timeout=30.0)
+
+    def _repr_html_(self) -> str:
+        models = ", ".join(f"{m['name']} ({m.get('state', '?')})"
+                           for m in self.client().get_model_repository_index())
+        return f"Triton at <code>{self.url}</code> (target {self.stack.target}); models: {models}"
+
+
+def triton_up(stack: Stack, models: Sequence[str]) -> Triton:
+    """Bring up the Triton stack, deploy ``models`` from the staging area and load them."""
+    stack.up("triton", services=["triton_server"])
+    triton = Triton(stack, hostport(stack.url("triton_server")))
+    for name in models:
+        deploy(triton, name)
+    return triton
+
+
+def triton_down(stack: Stack) -> None:
+    stack.down("triton")
+
+
+def deploy(triton: Triton, name: str) -> None:
+    """Copy the staged model into the live repository, adapted to the target, and load it."""
+    import tempfile
+
+    from servelab.triton.repository import deploy_model
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = deploy_model(name, Path(tmp), gpu=triton.stack.has_gpu, quiet=True)
+        wanted = (folder / "config.pbtxt").read_text()
+        if _deployed_config(triton, name) == wanted and _ready(triton.client(), name):
+            return  # the stack deployed and loaded exactly this already
+        print(f"deploying models_staging/{name} -> {REPOSITORY}/{name} on the {triton.stack.target} target")
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            triton.stack.write_file(f"{REPOSITORY}/{name}/{path.relative_to(folder)}", path.read_bytes())
+    triton.stack.reload_model(name)
+    _wait_ready(triton, name)
+
+
+def _deployed_config(triton: Triton, name: str) -> str | None:
+    try:
+        return triton.stack.read_file(f"{REPOSITORY}/{name}/config.pbtxt").decode()
+    except (OSError, RuntimeError):
+        return None
+
+
+def _wait_ready(triton: Triton, name: str, timeout: float = 120.0) -> None:
+    from servelab.core.procs import wait_until
+
+    client = triton.client()
+    wait_until(lambda: _ready(client, name), f"model '{name}' to be ready on Triton at {triton.url}", timeout)
+
+
+def _ready(client: Any, name: str) -> bool:
+    try:
+        return bool(client.is_model_ready(name))
+    except Exception:  # connection refused while it restarts
+        return False
+
+
+def _read_config(triton: Triton, name: str) -> Any:
+    from servelab.triton.config import parse_config
+
+    return parse_config(triton.stack.read_file(f"{REPOSITORY}/{name}/config.pbtxt").decode())
+
+
+def show_config(triton: Triton, name: str) -> None:
+    """The deployed config.pbtxt, as the server reads it."""
+    print(triton.stack.read_file(f"{REPOSITORY}/{name}/config.pbtxt").decode())
+
+
+def show_model_code(name: str) -> None:
+    """The Python backend's ``execute``: one forward pass for the whole batch Triton hands it."""
+    show_file(f"models_staging/{name}/1/model.py", lines=45, start="def execute")
+
+
+def apply_config(triton: Triton, name: str, cfg: Any, quiet: bool = False) -> Any:
+    """Write ``cfg`` as the model's config.pbtxt, show the diff, reload, confirm it is live."""
+    from servelab.triton.config import config_json, config_text, diff_configs, live_config, mc, validate
+
+    validate(cfg)
+    path = f"{REPOSITORY}/{name}/config.pbtxt"
+    old = config_text(_read_config(triton, name))
+    new = config_text(cfg)
+    if not quiet:
+        print(diff_configs(old, new, f"{name}/config.pbtxt") or f"{name}/config.pbtxt: unchanged")
+    triton.stack.write_file(path, new)
+    started = time.perf_counter()
+    triton.stack.reload_model(name, config_json(cfg))
+    _wait_ready(triton, name)
+    live = live_config(triton.client(), name)
+    if not quiet:
+        print(f"live after {time.perf_counter() - started:.1f} s (confirmed by the server): "
+              + ", ".join(f"{g.count} × {mc.ModelInstanceGroup.Kind.Name(g.kind)}"
+                          + (f" on GPUs {list(g.gpus)}" if g.gpus else "") for g in live.instance_group)
+              + f"; dynamic batching {'on' if live.HasField('dynamic_batching') else 'off'}")
+    return live
+
+
+def set_instances(triton: Triton, name: str, count: int, gpus: Sequence[int] = (),
+                  threads: str = "auto", quiet: bool = False) -> None:
+    """``count`` instances per listed GPU (KIND_GPU) or on the CPU; ``threads`` for food_classifier."""
+    from servelab.triton.config import set_instances as set_count
+    from servelab.triton.config import set_parameter
+
+    cfg = _read_config(triton, name)
+    kind = "KIND_GPU" if triton.stack.has_gpu else "KIND_CPU"
+    cfg = set_count(cfg, count, kind, gpus if triton.stack.has_gpu else ())
+    if "CPU_THREADS" in cfg.parameters:
+        cfg = set_parameter(cfg, "CPU_THREADS", threads)
+    apply_config(triton, name, cfg, quiet)
+
+
+def set_dynamic_batching(triton: Triton, name: str, p: LabParams | None = None, enabled: bool = True,
+                         quiet: bool = False) -> None:
+    """Turn dynamic batching on (preferred sizes and queue delay from ``p``) or off."""
+    from servelab.triton.config import set_dynamic_batching as set_batching
+
+    sizes = p.preferred_batch_sizes if p is not None else [4, 6, 8]
+    delay = p.max_queue_delay_us if p is not None else 100
+    cfg = set_batching(_read_config(triton, name), enabled, sizes, delay)
+    apply_config(triton, name, cfg, quiet)
+
+
+def triton_try(triton: Triton, name: str, sample: int = 0) -> pd.DataFrame:
+    """One sample photo through Triton's client: label and probability."""
+    import base64
+
+    import numpy as np
+    import tritonclient.http as httpclient
+
+    from servelab.core.labels import CLASSES
+    from servelab.core.preprocess import preprocess_bytes, softmax
+    from servelab.core.samples import sample_paths
+
+    path = sample_paths()[sample]
+    data = path.read_bytes()
+    client = triton.client()
+    started = time.perf_counter()
+    if name == "food_classifier":
+        image = httpclient.InferInput("INPUT_IMAGE", [1, 1], "BYTES")
+        image.set_data_from_numpy(np.array([[base64.b64encode(data)]], dtype=object))
+        result = client.infer(name, [image])
+        label = result.as_numpy("FOOD_LABEL")[0, 0]
+        label = label.decode() if isinstance(label, bytes) else str(label)
+        probability = float(result.as_numpy("PROBABILITY")[0, 0])
+    else:
+        tensor = preprocess_bytes(data)[None].astype(np.float32)
+        image = httpclient.InferInput("input", list(tensor.shape), "FP32")
+        image.set_data_from_numpy(tensor)
+        logits = client.infer(name, [image]).as_numpy("output")[0]
+        probs = softmax(logits)
+        label, probability = CLASSES[int(np.argmax(probs))], float(np.max(probs))
+    ms = (time.perf_counter() - started) * 1000
+    return pd.DataFrame([{"model": name, "image": path.name, "prediction": label,
+                          "probability": round(probability, 4), "ms": round(ms, 1)}])
+
+
+def measure(triton: Triton, name: str, p: LabParams, step: str, label: str = "", *,
+            concurrency: int | None = None, rate: float | None = None, distribution: str = "constant",
+            batch: int = 1, extra: dict[str, Any] | None = None) -> pd.DataFrame:
+    """One perf_analyzer run with the server's statistics and utilisation, recorded under ``triton``.
+
+    The measuring itself is ``servelab.triton.experiments.measure``; this adds the
+    lab step, the notebook's window sizes and the target's perf_analyzer runner.
+    """
+    from servelab.triton import experiments
+    from servelab.triton.perf import PerfAnalyzerError
+
+    clients = concurrency or 1  # perf_analyzer wants at least one request per client in a window
+    # a client batch carries `batch` images per request: fewer requests give the same work
+    window = p.window_requests if batch == 1 else max(8, p.window_requests // 4)
+    if p.settle == "fixed":  # one window per level: no stability search, fast and predictable
+        # ... and perf_analyzer wants at least one second's worth of requests at a given rate
+        settle: dict[str, Any] = {"request_count": max(window, 2 * clients, math.ceil(rate or 0) + 1)}
+    else:
+        settle = {"measurement_mode": "count_windows",
+                  "measurement_request_count": max(window, 2 * clients, math.ceil(rate or 0) + 1),
+                  "stability_percentage": p.stability_pct, "max_trials": p.max_trials}
+    load: dict[str, Any] = ({"concurrency": concurrency} if concurrency is not None
+                            else {"request_rate": round(float(rate or 0), 1), "distribution": distribution})
+    columns = {"step": step, "threads": "split", **(extra or {})}
+    inputs = experiments.input_data_for(triton, name, workdir=results_dir() / "perf-inputs")
+    where = triton.stack.perf_options(inputs)
+    for attempt in (1, 2):
+        try:
+            frame = experiments.measure(triton, name, label or step, batch=batch, settle=settle,
+                                        warmup_requests=max(clients, min(16, window // 4)),
+                                        timeout=_perf_timeout(p), extra=columns, **where, **load)
+            return normalise_triton(frame)
+        except PerfAnalyzerError as exc:  # a stuck or failed run on a busy machine: once more
+            if attempt == 2:
+                raise
+            print(f"perf_analyzer failed ({str(exc).splitlines()[0][:200]}); trying once more")
+    raise AssertionError("unreachable")
+
+
+# perf_analyzer is killed after this long (one level, warm-up included): a hung run must not eat the budget
+PERF_TIMEOUT_S = {"fixed": 150.0, "stable": 600.0}
+
+
+QUICK_PERF_TIMEOUT_S = 150.0  # quick windows take seconds: a stuck run is retried inside the cell's limit
+
+
+def _perf_timeout(p: LabParams) -> float:
+    timeout = PERF_TIMEOUT_S[p.settle]
+    return min(timeout, QUICK_PERF_TIMEOUT_S) if p.preset == "quick" else timeout
+
+
+def measure_all(triton: Triton, name: str, p: LabParams, step: str,
+                 runs: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """Several measurements of one step, with a bar; stored under ``triton``."""
+    frames = [measure(triton, name, p, step, **run) for run in tqdm(runs, desc=step, unit="run")]
+    return show_columns(concat(*frames), TRITON_COLUMNS)
+
+
+def plot_breakdown(df: pd.DataFrame, x: str = "concurrency", title: str = "") -> Any:
+    print(read_breakdown(df, x))
+    return as_image(fig_breakdown(df, x, title))
+
+
+def concurrency_sweep(triton: Triton, name: str, p: LabParams, step: str,
+                      levels: Sequence[int] | None = None) -> pd.DataFrame:
+    """One measurement per concurrency level (default: the notebook's ``concurrency_levels``)."""
+    levels = list(levels or p.concurrency_levels)
+    return measure_all(triton, name, p, step,
+                        [{"concurrency": c, "label": f"{name} c={c}"} for c in levels])

@@ -1,0 +1,1 @@
+"""What a measurement is and where it is kept: the results schema and store."""

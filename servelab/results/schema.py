@@ -1,0 +1,107 @@
+"""One vocabulary for the lab's results: experiment names, column names, and how a run's rows are read.
+
+Every experiment appends rows under the run's folder (``servelab.results.store``); the notebooks,
+the report and ``--compare`` read them back through ``load``. Triton rows are written with
+perf_analyzer's long names (``latency_p50_ms``) and read with the short ones the lab shows
+(``p50_ms``) by ``normalise_triton``, which keeps both so older runs still compare.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+# Names of the results files each experiment writes (<run>/<name>.csv and .jsonl).
+FASTAPI = "fastapi"
+FLASK = "flask"
+TRITON = "triton"
+
+QUEUE = "queue_ms"
+COMPUTE_PARTS = ("compute_input_ms", "compute_infer_ms", "compute_output_ms")
+
+
+def load(run_dir: Path, experiment: str) -> pd.DataFrame:
+    """All rows of ``experiment`` in ``run_dir`` (nested fields intact), or an empty frame."""
+    path = Path(run_dir) / f"{experiment}.jsonl"
+    if not path.exists():
+        return pd.DataFrame()
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return pd.DataFrame(rows)
+
+
+TRITON_ALIASES = {
+    "throughput": "throughput_infer_s", "p50_ms": "latency_p50_ms", "p90_ms": "latency_p90_ms",
+    "p95_ms": "latency_p95_ms", "p99_ms": "latency_p99_ms", "avg_ms": "latency_avg_ms",
+    "queue_ms": "server_queue_ms", "compute_input_ms": "server_compute_input_ms",
+    "compute_infer_ms": "server_compute_infer_ms", "compute_output_ms": "server_compute_output_ms",
+    "batch_counts": "batch_executions", "cpu_util_pct": "cpu_mean_pct", "batch": "batch_size",
+}
+
+
+def normalise_triton(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows of ``servelab.triton.experiments.measure`` → the short column names the report plots.
+
+    Adds ``concurrency``/``rate`` from the load level, the mean GPU utilisation
+    over all GPUs, and keeps every original column.
+    """
+    if df.empty:
+        return df
+    df = df.copy()
+    for short, long in TRITON_ALIASES.items():
+        if long in df and short not in df:
+            df[short] = df[long]
+    if "load_mode" in df and "load_value" in df:
+        mode = df["load_mode"].astype(str)
+        df["concurrency"] = pd.to_numeric(df["load_value"].where(mode == "concurrency"), errors="coerce")
+        df["rate"] = pd.to_numeric(df["load_value"].where(mode == "request_rate"), errors="coerce")
+    gpu_cols = [c for c in df if c.startswith("gpu") and c.endswith("_util_mean_pct")]
+    df["gpu_util_pct"] = df[gpu_cols].apply(pd.to_numeric, errors="coerce").mean(axis=1) if gpu_cols else None
+    return df
+
+
+def step_rows(df: pd.DataFrame, *steps: str) -> pd.DataFrame:
+    """The rows of the named lab steps (column ``step``)."""
+    if df.empty or "step" not in df:
+        return pd.DataFrame()
+    return df[df["step"].isin(steps)].copy()
+
+
+def num(df: pd.DataFrame, column: str) -> pd.Series:
+    return pd.to_numeric(df[column], errors="coerce") if column in df else pd.Series(dtype=float)
+
+
+def batch_size_counts(df: pd.DataFrame) -> dict[int, int]:
+    """Executions per batch size, summed over ``df``'s rows (column ``batch_counts``)."""
+    total: dict[int, int] = {}
+    for value in df.get("batch_counts", pd.Series(dtype=object)).dropna():
+        counts = json.loads(value) if isinstance(value, str) else value
+        for size, count in dict(counts).items():
+            total[int(size)] = total.get(int(size), 0) + int(count)
+    return dict(sorted(total.items()))
+
+
+# what the notebooks and the report show of a Triton measurement, in this order
+TRITON_COLUMNS = ["step", "model", "label", "instances", "threads", "dynamic_batching", "concurrency",
+                  "batch", "distribution", "rate", "throughput", "p50_ms", "p99_ms", "queue_ms",
+                  "compute_input_ms", "compute_infer_ms", "compute_output_ms", "cpu_util_pct", "gpu_util_pct",
+                  "mean_batch_size", "batch_counts", "settled"]
+
+
+FASTAPI_COLUMNS = ["backend", "mode", "concurrency", "requests", "errors", "median_ms", "p95_ms", "p99_ms",
+                   "throughput_rps", "cpu_util_pct", "gpu_util_pct"]
+
+
+@dataclass
+class RunData:
+    """A run's three tables, as the report and the rules read them (Triton's with the short names)."""
+
+    fastapi: pd.DataFrame
+    flask: pd.DataFrame
+    triton: pd.DataFrame
+
+    @classmethod
+    def load(cls, run_dir: Path) -> RunData:
+        return cls(load(run_dir, FASTAPI), load(run_dir, FLASK), normalise_triton(load(run_dir, TRITON)))
