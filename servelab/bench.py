@@ -224,12 +224,12 @@ def run_raw(batch_sizes: Sequence[int] = (1, 16), backends: Sequence[str] = ("on
     """Model-only speed: one row per (backend, batch) with images/s and ms/image, plus preprocessing.
 
     Uses the same backend classes and thread settings as the services
-    (``servelab.serving``), so the figures are what a service's worker gets.
+    (``servelab.serving.engines``), so the figures are what a service's worker gets.
     """
     from servelab.core.cpu import cpu_cores
     from servelab.core.paths import REPO_ROOT
     from servelab.core.preprocess import preprocess_bytes
-    from servelab.serving import load_backend
+    from servelab.serving.engines import load_backend
 
     threads = threads or cpu_cores()
     paths = {"onnx": REPO_ROOT / "fastapi_onnx" / "food11.onnx",
@@ -387,7 +387,15 @@ def main(argv: list[str] | None = None) -> int:
     for p in (raw, all_):
         p.add_argument("--seconds", type=float, default=3.0, help="time spent per raw measurement")
     args = parser.parse_args(argv)
+    try:
+        return _run(args)
+    except FileNotFoundError as exc:  # e.g. a model artefact not built: the message names the command
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
 
+
+def _run(args: argparse.Namespace) -> int:
+    """One sub-command; its exit status."""
     if args.command == "fastapi":
         results = bench_fastapi(args.url, args.sequential, args.concurrent, args.concurrency)
         print(format_table(list(results.values()), LATENCY_COLUMNS))

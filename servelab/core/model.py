@@ -284,10 +284,9 @@ def build(out_dir: Path = ARTIFACTS_DIR, weights: str | None = None, seed: int =
 
 
 def require_file(path: Path) -> Path:
-    """Exit at once, naming the path and the build command, when an artefact is missing."""
+    """``path`` when it is a file; else ``FileNotFoundError`` naming it and the build command."""
     if not Path(path).is_file():
-        sys.stderr.write(f"error: model file not found: {path}\n       build it with: {BUILD_COMMAND}\n")
-        raise SystemExit(2)
+        raise FileNotFoundError(f"model file not found: {path} (build it with: {BUILD_COMMAND})")
     return Path(path)
 
 

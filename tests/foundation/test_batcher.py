@@ -12,7 +12,7 @@ import pytest
 from servelab.core.labels import NUM_CLASSES
 from servelab.core.preprocess import ImageError
 from servelab.core.samples import sample_paths
-from servelab.serving import InferenceError, MicroBatcher
+from servelab.serving.batcher import InferenceError, MicroBatcher
 
 IMAGE = base64.b64encode(sample_paths()[0].read_bytes()).decode()
 
@@ -98,9 +98,9 @@ def test_a_model_that_fails_to_load_fails_the_start() -> None:
 def test_settings_reject_nonsense() -> None:
     from pathlib import Path
 
-    from servelab.serving import Settings
+    from servelab.serving.settings import Settings, SettingsError
 
-    with pytest.raises(SystemExit, match="MAX_BATCH=0 must be at least 1"):
+    with pytest.raises(SettingsError, match="MAX_BATCH=0 must be at least 1"):
         Settings.from_env(Path("m.onnx"), 16, env={"MAX_BATCH": "0"})
     settings = Settings.from_env(Path("m.onnx"), 16, env={"INFER_THREADS": "1"})
     assert settings.max_batch == 16 and settings.infer_threads == 1
@@ -149,7 +149,7 @@ def test_gpu_settings_give_one_worker_big_batches_and_every_core_to_decoding() -
     from pathlib import Path
 
     from servelab.core.cpu import cpu_cores
-    from servelab.serving import GPU_MAX_BATCH, Settings
+    from servelab.serving.settings import GPU_MAX_BATCH, Settings
 
     cpu = Settings.from_env(Path("m.onnx"), 8, env={})
     assert (cpu.max_batch, cpu.infer_workers) == (8, cpu_cores())
@@ -161,7 +161,7 @@ def test_gpu_settings_give_one_worker_big_batches_and_every_core_to_decoding() -
 
 
 def test_warm_up_runs_every_batch_size_on_a_gpu_and_two_on_the_cpu() -> None:
-    from servelab.serving import warm_up
+    from servelab.serving.engines import warm_up
 
     class Recorder:
         name = "fake"
@@ -183,7 +183,7 @@ def test_warm_up_runs_every_batch_size_on_a_gpu_and_two_on_the_cpu() -> None:
 def test_onnx_padding_to_a_fixed_batch_returns_the_same_logits() -> None:
     from servelab.core.paths import REPO_ROOT
     from servelab.core.preprocess import preprocess_bytes
-    from servelab.serving import OnnxBackend
+    from servelab.serving.engines import OnnxBackend
 
     backend = OnnxBackend(REPO_ROOT / "fastapi_onnx" / "food11.onnx", threads=1)
     assert backend.pad_to is None  # padding is for the CUDA provider only
@@ -213,7 +213,7 @@ def test_cuda_device_count_is_zero_when_devices_are_hidden(monkeypatch: pytest.M
 def test_a_gpu_the_torch_build_cannot_run_falls_back_to_the_cpu(capability, archs, usable) -> None:
     from types import SimpleNamespace
 
-    from servelab.serving import torch_gpu_usable
+    from servelab.serving.engines import torch_gpu_usable
 
     cuda = SimpleNamespace(is_available=lambda: True, get_device_capability=lambda _i: capability,
                            get_arch_list=lambda: archs, get_device_name=lambda _i: "Tesla P100")
@@ -223,7 +223,7 @@ def test_a_gpu_the_torch_build_cannot_run_falls_back_to_the_cpu(capability, arch
 
 
 def test_an_engine_that_cannot_run_on_its_device_is_noticed_at_start() -> None:
-    from servelab.serving import first_pass_works
+    from servelab.serving.engines import first_pass_works
 
     class Broken:
         def run(self, *_args: object) -> list[np.ndarray]:
@@ -247,7 +247,7 @@ def test_a_torch_worker_keeps_its_thread_count_when_another_worker_loads_beside_
 
     import servelab.core.model
     from servelab.core.paths import REPO_ROOT
-    from servelab.serving import TorchBackend
+    from servelab.serving.engines import TorchBackend
 
     real_load_model = servelab.core.model.load_model
 

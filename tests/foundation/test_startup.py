@@ -1,8 +1,10 @@
-"""How the services start: a missing model or a bad setting stops them at once; no torch on the ONNX path."""
+"""How the services start: nothing at import, the model in the lifespan; a missing model or a bad setting
+stops them at once with one line; no torch on the ONNX path."""
 
 from __future__ import annotations
 
 import base64
+import json
 import os
 import subprocess
 import sys
@@ -36,6 +38,45 @@ def test_a_bad_setting_exits_with_its_name() -> None:
     result = _uvicorn("onnx", {"MAX_BATCH": "lots"})
     assert result.returncode != 0
     assert "MAX_BATCH" in result.stderr and "not an integer" in result.stderr, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr, result.stderr[-2000:]
+
+
+IMPORT_SCRIPT = """
+import json, sys, threading
+from starlette.testclient import TestClient
+
+def inference_threads():
+    return sorted(t.name for t in threading.enumerate() if t.name.startswith("inference-"))
+
+before = threading.active_count()
+import fastapi_{kind}.app as service
+facts = {{"threads_before": before, "threads_after_import": threading.active_count(),
+          "engines_imported": sorted(m for m in ("torch", "onnxruntime") if m in sys.modules)}}
+unstarted = TestClient(service.app)  # not entered: the lifespan does not run
+health = unstarted.get("/health")
+facts["health_before"] = [health.status_code, health.json()]
+facts["predict_before"] = unstarted.post("/predict", json={{"image": sys.argv[1]}}).status_code
+facts["inference_threads_before"] = inference_threads()
+with TestClient(service.app) as started:
+    facts["health_after"] = started.get("/health").json()["status"]
+    facts["inference_threads_after"] = inference_threads()
+print("FACTS", json.dumps(facts))
+"""
+
+
+@pytest.mark.parametrize("kind", ["pt", "onnx"])
+def test_importing_the_app_loads_nothing_and_health_waits_for_the_lifespan(kind: str) -> None:
+    image = base64.b64encode(sample_paths()[0].read_bytes()).decode()
+    result = subprocess.run([sys.executable, "-c", IMPORT_SCRIPT.format(kind=kind), image],
+                            capture_output=True, text=True, cwd=REPO_ROOT, timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr[-2000:]
+    facts = json.loads(result.stdout.split("FACTS", 1)[1])
+    assert facts["threads_after_import"] == facts["threads_before"], "importing the app started a thread"
+    assert facts["engines_imported"] == [], "importing the app imported an engine"
+    assert facts["health_before"] == [503, {"status": "loading", "model_loaded": False}]
+    assert facts["predict_before"] == 503 and facts["inference_threads_before"] == []
+    assert facts["health_after"] == "ready"
+    assert "inference-0" in facts["inference_threads_after"], "the lifespan starts the inference workers"
 
 
 NO_TORCH_SCRIPT = """

@@ -1,0 +1,81 @@
+"""A FastAPI service's settings, read from the environment when the app starts.
+
+Variables (defaults in brackets, CPU / GPU): ``MODEL_PATH`` [the service's
+artefact], ``MAX_BATCH`` [per service / per service], ``INFER_WORKERS`` [cores
+/ 1], ``INFER_THREADS`` [cores], ``PREPROCESS_WORKERS`` [cores / 2, at least 1
+/ cores], ``MAX_BODY_BYTES`` [10 MB], ``MAX_PIXELS`` [40 M]. An empty variable
+means its default. A value that is not a whole number of at least 1 raises
+``SettingsError`` naming the variable. The engines read their own tuning
+variables (``ORT_*``, see ``engines.py``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from servelab.core.cpu import cpu_cores
+from servelab.core.preprocess import DEFAULT_MAX_PIXELS
+
+DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
+# why: docs/decisions/2026-11-22-fastapi-max-batch-per-device.md
+GPU_MAX_BATCH = 16  # one batch = the lab's 16 clients
+
+
+class SettingsError(ValueError):
+    """An environment variable holds a value the service cannot use; the message names it."""
+
+
+def _env_int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(f"environment variable {name}={raw!r} is not an integer: set it to a whole "
+                            f"number of at least 1, or leave it empty for the default ({default})") from None
+    if value < 1:
+        raise SettingsError(f"environment variable {name}={value} must be at least 1 "
+                            f"(leave it empty for the default, {default})")
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A service's configuration; ``from_env`` reads it, so containers configure it by env."""
+
+    model_path: Path
+    max_batch: int
+    infer_threads: int
+    preprocess_workers: int
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_pixels: int = DEFAULT_MAX_PIXELS
+    infer_workers: int = 1
+
+    @classmethod
+    def from_env(cls, default_model_path: Path, default_max_batch: int,
+                 env: Mapping[str, str] | None = None, gpu: bool = False,
+                 gpu_max_batch: int = GPU_MAX_BATCH) -> Settings:
+        """Read the settings from ``env`` (the process environment by default); raises ``SettingsError``.
+
+        ``gpu``: the engine will run on a GPU (``engines.engine_uses_gpu``).
+        On a CPU the inference workers split the cores and half the cores
+        decode; on a GPU one worker feeds the device batches of up to
+        ``gpu_max_batch`` and every core decodes.
+        """
+        # why: docs/decisions/2026-11-22-fastapi-cpu-threads-and-workers.md
+        env = os.environ if env is None else env
+        cores = cpu_cores()
+        preprocess, workers = (cores, 1) if gpu else (max(1, cores // 2), cores)
+        return cls(
+            model_path=Path(env.get("MODEL_PATH") or default_model_path),
+            max_batch=_env_int(env, "MAX_BATCH", gpu_max_batch if gpu else default_max_batch),
+            infer_threads=_env_int(env, "INFER_THREADS", cores),
+            preprocess_workers=_env_int(env, "PREPROCESS_WORKERS", preprocess),
+            max_body_bytes=_env_int(env, "MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES),
+            max_pixels=_env_int(env, "MAX_PIXELS", DEFAULT_MAX_PIXELS),
+            infer_workers=_env_int(env, "INFER_WORKERS", workers),
+        )
