@@ -114,7 +114,7 @@ step.plot_fastapi()
 # the FastAPI service. We upload sample photos through its API, as a browser would.
 
 # %%
-flask = gourmetgram.flask_up(stack, "fastapi", api)
+flask = gourmetgram.flask_up(stack, "fastapi")
 gourmetgram.flask_uploads(flask, P, step="fastapi_onnx")
 
 # %% [markdown]

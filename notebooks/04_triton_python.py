@@ -104,7 +104,7 @@ batched
 # GourmetGram switches to Triton (`food_classifier`) by configuration alone.
 
 # %%
-flask = gourmetgram.flask_up(stack, "triton", triton)
+flask = gourmetgram.flask_up(stack, "triton")
 gourmetgram.flask_uploads(flask, P, step="triton_python")
 
 # %%

@@ -93,7 +93,7 @@ triton_steps.plot_breakdown(common.concat(onnx_one, onnx_two), title="ONNX backe
 # `food_classifier_onnx` and applies softmax to the logits it gets back.
 
 # %%
-flask = gourmetgram.flask_up(stack, "triton_onnx", triton)
+flask = gourmetgram.flask_up(stack, "triton_onnx")
 gourmetgram.flask_uploads(flask, P, step="triton_onnx")
 
 # %%

@@ -90,6 +90,7 @@ class ManagedProcess:
             self.argv, stdout=self._log, stderr=subprocess.STDOUT, env=full_env,
             cwd=str(cwd) if cwd else None, start_new_session=True, preexec_fn=_die_with_parent,
         )
+        _stop_children_on_exit()
         _LIVE.add(self)
 
     @property
@@ -156,10 +157,23 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
-atexit.register(stop_all)
-if sys.platform != "win32":
-    with contextlib.suppress(ValueError):  # not in the main thread: leave handlers alone
-        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-            signal.signal(signal.SIGINT, _on_sigint)
-        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, _on_sigterm)
+_HANDLERS_INSTALLED = False
+
+
+def _stop_children_on_exit() -> None:
+    """Once this interpreter starts a child: stop children at exit, on Ctrl-C and on SIGTERM.
+
+    Installed when the first child starts, never at import (importing must not change a
+    process's signal handling); handlers someone else installed are left alone.
+    """
+    global _HANDLERS_INSTALLED
+    if _HANDLERS_INSTALLED:
+        return
+    _HANDLERS_INSTALLED = True
+    atexit.register(stop_all)
+    if sys.platform != "win32":
+        with contextlib.suppress(ValueError):  # not in the main thread: leave handlers alone
+            if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+                signal.signal(signal.SIGINT, _on_sigint)
+            if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+                signal.signal(signal.SIGTERM, _on_sigterm)

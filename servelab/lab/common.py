@@ -1,9 +1,9 @@
-"""What every notebook uses: the target's stack, project files shown as they are, results as data.
-"""
+"""What every notebook uses: the target's stack, project files shown as they are, results as data."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -11,7 +11,8 @@ import pandas as pd
 from servelab.core.paths import REPO_ROOT
 from servelab.lab.params import LabParams
 from servelab.results.store import append_rows, read_rows, results_dir, run_folder
-from servelab.targets.base import Stack, get_stack
+from servelab.targets import get_stack
+from servelab.targets.base import Stack
 
 
 def show_file(relpath: str, lines: int = 40, start: str | None = None) -> None:
@@ -110,3 +111,14 @@ def util_columns(util: dict[str, Any]) -> dict[str, Any]:
 def show_columns(df: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
     present = [c for c in columns if c in df]
     return df[present].round(2) if present else df
+
+
+@dataclass
+class Endpoint:
+    """A running HTTP service the notebook talks to: its kind and base URL."""
+
+    kind: str
+    url: str
+
+    def _repr_html_(self) -> str:
+        return f"<b>{self.kind}</b> at <code>{self.url}</code>"

@@ -7,52 +7,27 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from tqdm import tqdm  # text bars: they stay readable in executed notebooks
 
-from servelab.lab.common import hostport, record
+from servelab.lab.common import Endpoint, record
 from servelab.lab.params import LabParams
 from servelab.results.schema import FLASK
 from servelab.targets.base import Stack
 
-if TYPE_CHECKING:
-    from servelab.lab.step03_fastapi import Endpoint
-    from servelab.lab.triton_steps import Triton
 
+def flask_up(stack: Stack, backend: str) -> Endpoint:
+    """GourmetGram pointed at the stack's server through ``backend`` (fastapi | triton | triton_onnx).
 
-FLASK_STACK = {"fastapi": "fastapi", "triton": "triton"}  # backends a stack's own flask service serves
-
-
-def flask_up(stack: Stack, backend: str, server: Endpoint | Triton) -> Endpoint:
-    """GourmetGram pointed at ``server`` through ``backend`` (fastapi | triton | triton_onnx).
-
-    The stack's own ``flask`` service serves the first two. For ``triton_onnx``
-    a stack that cannot reconfigure its flask service (the local one today) gets
-    a local GourmetGram process configured by environment variables.
+    ``fastapi`` runs it in the FastAPI stack; ``triton`` and ``triton_onnx`` in the Triton stack, calling
+    ``food_classifier`` or ``food_classifier_onnx`` (it then preprocesses and applies softmax itself).
     """
-    if backend in FLASK_STACK and not hasattr(stack, "flask_backend"):
-        stack.up(FLASK_STACK[backend], services=["flask"])
-        return Endpoint(f"flask ({backend})", stack.url("flask").rstrip("/"))
-    if hasattr(stack, "flask_backend"):
-        stack.flask_backend = backend  # type: ignore[attr-defined]
-        stack.up("fastapi" if backend == "fastapi" else "triton", services=["flask"])
-        return Endpoint(f"flask ({backend})", stack.url("flask").rstrip("/"))
-    if stack.target != "local":
-        raise RuntimeError(f"the {stack.target} stack cannot switch its flask service to {backend}")
-    from servelab.targets.services import start_flask
-
-    global _LOCAL_FLASK
-    if _LOCAL_FLASK is not None:
-        _LOCAL_FLASK.stop()
-    url_key = "FASTAPI_SERVER_URL" if backend == "fastapi" else "TRITON_SERVER_URL"
-    url = server.url if backend == "fastapi" else hostport(server.url)
-    _LOCAL_FLASK = start_flask({"PREDICT_BACKEND": backend, url_key: url})
-    return Endpoint(f"flask ({backend})", _LOCAL_FLASK.url)
-
-
-_LOCAL_FLASK: Any = None
+    if backend == "fastapi":
+        stack.up("fastapi", services=["flask"])
+    else:
+        stack.up("triton", services=["flask"], flask_backend=backend)
+    return Endpoint(f"flask ({backend})", stack.url("flask").rstrip("/"))
 
 
 def flask_uploads(flask: Endpoint, p: LabParams, step: str) -> pd.DataFrame:

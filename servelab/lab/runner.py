@@ -81,9 +81,10 @@ def notebook_paths(only: Sequence[str] | None = None) -> list[Path]:
         wanted = {o.zfill(2) if o.isdigit() else o for o in only}
         paths = [p for p in paths if p.name[:2] in wanted or p.stem in wanted]
         if not paths:
-            raise SystemExit(f"--only {' '.join(only)} matches no notebook in {NOTEBOOK_DIR}")
+            raise ParameterError(f"--only {' '.join(only)} matches no notebook in {NOTEBOOK_DIR}: "
+                                 "give notebook numbers such as --only 03 04")
     if not paths:
-        raise SystemExit(f"no notebooks in {NOTEBOOK_DIR}: generate them with "
+        raise ParameterError(f"no notebooks in {NOTEBOOK_DIR}: generate them with "
                          "`.venv/bin/jupytext --sync notebooks/*.py`")
     return paths
 
@@ -248,7 +249,7 @@ def _run_all(paths: list[Path], run_dir: Path, preset: str, target: str, kernel:
     outcome.seconds = time.monotonic() - start
     (run_dir / "run.json").write_text(json.dumps(_summary(outcome, preset, target), indent=1))
     if report:
-        from servelab.report.html import write_report
+        from servelab.lab.run_report import write_report
 
         outcome.report = write_report(run_dir)
     return outcome
@@ -268,7 +269,7 @@ def run_chameleon(preset: str = "quick", only: Sequence[str] | None = None,
     (run_dir / "run.json").write_text(json.dumps(node_run.summary(outcome, preset), indent=1))
     report_path = None
     if report:
-        from servelab.report.html import write_report
+        from servelab.lab.run_report import write_report
 
         report_path = write_report(run_dir)
     return run_dir, outcome, report_path
@@ -306,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rep_p.add_argument("--compare", type=Path, help="another run's folder (e.g. a GPU run) to set beside it")
     args = parser.parse_args(argv)
     if args.command == "report":
-        from servelab.report.html import write_report
+        from servelab.lab.run_report import write_report
 
         print(write_report(args.run_dir, args.compare))
         return 0

@@ -7,21 +7,21 @@ view of them, and the step's expected effects (``rules``).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from matplotlib.figure import Figure
 
 from servelab.lab.common import (
+    Endpoint,
     measure_with_utilisation,
     record,
     show_columns,
     util_columns,
 )
-from servelab.lab.effects import Check, check, row
 from servelab.lab.params import LabParams
-from servelab.lab.plots import Section, as_image, figure, first, plot_html, table_html
+from servelab.report.effects import Check, check, row
+from servelab.report.figures import Section, as_image, figure, first, plot_html, table_html
 from servelab.results.schema import FASTAPI, FASTAPI_COLUMNS, RunData, load, num
 from servelab.results.store import results_dir
 from servelab.targets.base import Stack
@@ -30,27 +30,15 @@ if TYPE_CHECKING:
     pass
 
 
-@dataclass
-class Endpoint:
-    """A running HTTP service the notebook talks to: its kind and base URL."""
-
-    kind: str
-    url: str
-
-    def _repr_html_(self) -> str:
-        return f"<b>{self.kind}</b> at <code>{self.url}</code>"
-
-
 def fastapi_up(stack: Stack, kind: str) -> Endpoint:
     """Bring up the FastAPI service (``kind`` "pt" or "onnx") and return its endpoint.
 
-    Every stack picks the app from its ``fastapi_app`` setting (``FASTAPI_APP``
-    in the compose files), so switching is a setting, not a code edit.
+    The app is an argument of ``Stack.up`` (``FASTAPI_APP`` in the compose files), so switching is a
+    setting, not a code edit.
     """
     if kind not in ("pt", "onnx"):
         raise ValueError(f"unknown FastAPI service {kind!r}: use 'pt' or 'onnx'")
-    stack.fastapi_app = f"fastapi_{kind}"  # type: ignore[attr-defined]
-    stack.up("fastapi", services=["fastapi_server"])
+    stack.up("fastapi", services=["fastapi_server"], fastapi_app=f"fastapi_{kind}")
     return Endpoint(f"fastapi_{kind}", stack.url("fastapi_server").rstrip("/"))
 
 

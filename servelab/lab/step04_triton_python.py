@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from servelab.lab.effects import Check, check, row
 from servelab.lab.params import LabParams
-from servelab.lab.plots import (
+from servelab.lab.triton_steps import Triton, measure_all
+from servelab.report.effects import Check, check, row
+from servelab.report.figures import (
     Section,
     fig_breakdown,
     first,
@@ -15,7 +16,6 @@ from servelab.lab.plots import (
     read_breakdown,
     table_html,
 )
-from servelab.lab.triton_steps import Triton, measure_all
 from servelab.results.schema import QUEUE, TRITON_COLUMNS, RunData, num, step_rows
 
 

@@ -10,9 +10,10 @@ import pandas as pd
 from tqdm import tqdm  # text bars: they stay readable in executed notebooks
 
 from servelab.lab.common import concat, show_columns
-from servelab.lab.effects import Check, check, row
 from servelab.lab.params import LabParams
-from servelab.lab.plots import (
+from servelab.lab.triton_steps import Triton, measure, set_instances
+from servelab.report.effects import Check, check, row
+from servelab.report.figures import (
     Section,
     as_image,
     fig_scaling,
@@ -20,7 +21,6 @@ from servelab.lab.plots import (
     read_scaling,
     table_html,
 )
-from servelab.lab.triton_steps import Triton, measure, set_instances
 from servelab.results.schema import TRITON_COLUMNS, RunData, num, step_rows
 from servelab.targets.base import Stack
 

@@ -10,9 +10,10 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from servelab.lab.common import concat
-from servelab.lab.effects import Check, check, row
 from servelab.lab.params import LabParams
-from servelab.lab.plots import (
+from servelab.lab.triton_steps import Triton, measure_all, set_instances
+from servelab.report.effects import Check, check, row
+from servelab.report.figures import (
     Section,
     as_image,
     fig_breakdown,
@@ -22,7 +23,6 @@ from servelab.lab.plots import (
     read_per_level,
     table_html,
 )
-from servelab.lab.triton_steps import Triton, measure_all, set_instances
 from servelab.results.schema import TRITON_COLUMNS, RunData, num, step_rows
 
 

@@ -9,9 +9,10 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from servelab.lab.common import concat
-from servelab.lab.effects import Check, check, row
 from servelab.lab.params import LabParams
-from servelab.lab.plots import (
+from servelab.lab.triton_steps import Triton, measure_all, set_dynamic_batching
+from servelab.report.effects import Check, check, row
+from servelab.report.figures import (
     Section,
     as_image,
     fig_breakdown,
@@ -20,7 +21,6 @@ from servelab.lab.plots import (
     plot_html,
     table_html,
 )
-from servelab.lab.triton_steps import Triton, measure_all, set_dynamic_batching
 from servelab.results.schema import TRITON_COLUMNS, RunData, batch_size_counts, num, step_rows
 
 

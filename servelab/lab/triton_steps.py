@@ -16,7 +16,7 @@ from tqdm import tqdm  # text bars: they stay readable in executed notebooks
 
 from servelab.lab.common import concat, hostport, show_columns, show_file
 from servelab.lab.params import LabParams
-from servelab.lab.plots import as_image, fig_breakdown, read_breakdown
+from servelab.report.figures import as_image, fig_breakdown, read_breakdown
 from servelab.results.schema import TRITON_COLUMNS, normalise_triton
 from servelab.results.store import results_dir
 from servelab.targets.base import Stack
@@ -74,10 +74,7 @@ def deploy(triton: Triton, name: str) -> None:
 
 
 def _deployed_config(triton: Triton, name: str) -> str | None:
-    try:
-        return triton.stack.read_file(f"{REPOSITORY}/{name}/config.pbtxt").decode()
-    except (OSError, RuntimeError):
-        return None
+    return StackConfigFile(triton.stack, name).read()
 
 
 def _wait_ready(triton: Triton, name: str, timeout: float = 120.0) -> None:
@@ -110,21 +107,40 @@ def show_model_code(name: str) -> None:
     show_file(f"models_staging/{name}/1/model.py", lines=45, start="def execute")
 
 
-def apply_config(triton: Triton, name: str, cfg: Any, quiet: bool = False) -> Any:
-    """Write ``cfg`` as the model's config.pbtxt, show the diff, reload, confirm it is live."""
-    from servelab.triton.config import config_json, config_text, diff_configs, live_config, mc, validate
+@dataclass
+class StackConfigFile:
+    """A model's config.pbtxt in the live repository on the stack's host."""
 
-    validate(cfg)
-    path = f"{REPOSITORY}/{name}/config.pbtxt"
-    old = config_text(_read_config(triton, name))
-    new = config_text(cfg)
+    stack: Stack
+    name: str
+
+    @property
+    def relpath(self) -> str:
+        return f"{REPOSITORY}/{self.name}/config.pbtxt"
+
+    def read(self) -> str | None:
+        try:
+            return self.stack.read_file(self.relpath).decode()
+        except (OSError, RuntimeError):
+            return None
+
+    def write(self, text: str) -> None:
+        self.stack.write_file(self.relpath, text)
+
+
+def apply_config(triton: Triton, name: str, cfg: Any, quiet: bool = False) -> Any:
+    """Show the diff, then ``servelab.triton.config.apply_config`` through the stack: write, reload,
+    read the live config back, restore the file when Triton refuses. Prints what is live and when."""
+    from servelab.triton.config import apply_config as apply
+    from servelab.triton.config import config_text, diff_configs, mc
+
+    old, new = config_text(_read_config(triton, name)), config_text(cfg)
     if not quiet:
         print(diff_configs(old, new, f"{name}/config.pbtxt") or f"{name}/config.pbtxt: unchanged")
-    triton.stack.write_file(path, new)
     started = time.perf_counter()
-    triton.stack.reload_model(name, config_json(cfg))
+    live = apply(triton.client(), name, StackConfigFile(triton.stack, name), cfg,
+                 reload=triton.stack.reload_model)
     _wait_ready(triton, name)
-    live = live_config(triton.client(), name)
     if not quiet:
         print(f"live after {time.perf_counter() - started:.1f} s (confirmed by the server): "
               + ", ".join(f"{g.count} × {mc.ModelInstanceGroup.Kind.Name(g.kind)}"
@@ -218,17 +234,18 @@ def measure(triton: Triton, name: str, p: LabParams, step: str, label: str = "",
     columns = {"step": step, "threads": "split", **(extra or {})}
     inputs = experiments.input_data_for(triton, name, workdir=results_dir() / "perf-inputs")
     where = triton.stack.perf_options(inputs)
-    for attempt in (1, 2):
-        try:
-            frame = experiments.measure(triton, name, label or step, batch=batch, settle=settle,
-                                        warmup_requests=max(clients, min(16, window // 4)),
-                                        timeout=_perf_timeout(p), extra=columns, **where, **load)
-            return normalise_triton(frame)
-        except PerfAnalyzerError as exc:  # a stuck or failed run on a busy machine: once more
-            if attempt == 2:
-                raise
-            print(f"perf_analyzer failed ({str(exc).splitlines()[0][:200]}); trying once more")
-    raise AssertionError("unreachable")
+    def once(retried: str) -> pd.DataFrame:
+        return normalise_triton(experiments.measure(
+            triton, name, label or step, batch=batch, settle=settle,
+            warmup_requests=max(clients, min(16, window // 4)), timeout=_perf_timeout(p),
+            extra={**columns, "retried": retried}, **where, **load))
+
+    try:
+        return once("")
+    except PerfAnalyzerError as exc:  # a stuck or failed run on a busy machine: once more, and say so
+        reason = str(exc).splitlines()[0][:200]
+        print(f"perf_analyzer failed ({reason}); trying once more")
+        return once(reason)  # the row's "retried" names the first failure (the report lists these)
 
 
 # perf_analyzer is killed after this long (one level, warm-up included): a hung run must not eat the budget

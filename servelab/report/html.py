@@ -1,9 +1,10 @@
 """The run's report: one self-contained HTML page drawn from the results data only.
 
-``write_report(run_dir)`` reads the measurements the notebooks stored under ``run_dir``, lets each
-lab step draw its sections (``servelab.lab.stepNN_*.sections``: plots embedded as PNG with a one-line
-reading computed from the numbers) and states which expected effects this run observed (each step's
-``rules``). Nothing is copied from the notebooks' outputs, so the report can be redrawn for any
+``write_report(run_dir, steps)`` reads the measurements the notebooks stored under ``run_dir``,
+lets each lab step it is given draw its sections (``servelab.lab.stepNN_*.sections``: plots
+embedded as PNG with a one-line reading computed from the numbers) and states which expected
+effects this run observed (each step's ``rules``); ``servelab.lab.run_report`` passes the lab's.
+Nothing is copied from the notebooks' outputs, so the report can be redrawn for any
 results folder (``python -m servelab.lab report results/<run> [--compare results/<other>]``).
 """
 
@@ -11,37 +12,34 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pandas as pd
 
-from servelab.lab import (
-    step03_fastapi,
-    step04_triton_python,
-    step05_instance_scaling,
-    step06_onnx_backend,
-    step07_dynamic_batching,
-)
-from servelab.lab.effects import NOISE_NOTE, Check
-from servelab.lab.plots import Section, fig_utilisation, plot_html, read_util, table_html
+from servelab.report.effects import NOISE_NOTE, Check
+from servelab.report.figures import Section, fig_utilisation, plot_html, read_util, table_html
 from servelab.results.schema import FASTAPI, RunData, load
 
-# the lab's steps in order: each draws its report sections and checks its expected effects
-STEPS = (step03_fastapi, step04_triton_python, step05_instance_scaling, step06_onnx_backend,
-         step07_dynamic_batching)
+
+class ReportStep(Protocol):
+    """A lab step as the report sees it (``servelab.lab.stepNN_*``): its sections and its rules."""
+
+    def sections(self, data: RunData) -> list[Section]: ...
+    def rules(self, data: RunData) -> list[Check]: ...
 
 
-def expected_effects(data: RunData) -> list[Check]:
-    """Every step's expected effects, checked on ``data``, in the lab's order."""
-    return [c for step in STEPS for c in step.rules(data)]
+def expected_effects(steps: Sequence[ReportStep], data: RunData) -> list[Check]:
+    """Every step's expected effects, checked on ``data``, in the steps' order."""
+    return [c for step in steps for c in step.rules(data)]
 
 
-def sections(run_dir: Path, compare: Path | None = None) -> list[Section]:
-    """Every section of the report, in the lab's order."""
+def sections(run_dir: Path, steps: Sequence[ReportStep], compare: Path | None = None) -> list[Section]:
+    """Every section of the report, in the steps' order."""
     data = RunData.load(run_dir)
     out: list[Section] = [_machine_section(run_dir, data.fastapi, data.triton)]
-    for step in STEPS:
+    for step in steps:
         out += step.sections(data)
     fastapi = data.fastapi
     util = pd.concat([fastapi.assign(step=fastapi.get("step", "fastapi")) if not fastapi.empty else fastapi,
@@ -49,8 +47,24 @@ def sections(run_dir: Path, compare: Path | None = None) -> list[Section]:
     if not util.empty and "cpu_util_pct" in util:
         out.append(Section("CPU / GPU utilisation during each run", [
             plot_html(fig_utilisation(util), read_util(util))]))
-    out.append(_effects_section(data, compare))
+    recovered = _recoveries(data.triton)
+    if not recovered.empty:
+        out.append(Section("What the runner recovered from", [
+            f"<p>{len(recovered)} measurement(s) needed a second perf_analyzer run or went without their "
+            "warm-up; their numbers are kept, and this says which.</p>",
+            table_html(recovered, ["step", "label", "retried", "warmup", "throughput", "p99_ms"])]))
+    out.append(_effects_section(steps, data, compare))
     return out
+
+
+def _recoveries(triton: pd.DataFrame) -> pd.DataFrame:
+    """The Triton rows whose perf_analyzer run was retried or whose warm-up was skipped."""
+    if triton.empty:
+        return triton
+    def text(column: str) -> pd.Series:
+        return triton[column].fillna("").astype(str) if column in triton else pd.Series("", triton.index)
+
+    return triton[(text("retried").str.len() > 0) | text("warmup").str.startswith("skipped")]
 
 
 def _machine_section(run_dir: Path, *frames: pd.DataFrame) -> Section:
@@ -80,12 +94,12 @@ def _machine_section(run_dir: Path, *frames: pd.DataFrame) -> Section:
     return Section("Machine and run", parts)
 
 
-def _effects_section(data: RunData, compare: Path | None = None) -> Section:
-    checks = expected_effects(data)
+def _effects_section(steps: Sequence[ReportStep], data: RunData, compare: Path | None = None) -> Section:
+    checks = expected_effects(steps, data)
     other: list[Check] = []
     other_name = ""
     if compare is not None:
-        other = expected_effects(RunData.load(compare))
+        other = expected_effects(steps, RunData.load(compare))
         facts = load(compare, FASTAPI)
         other_name = f"{Path(compare).name} ({facts.iloc[0].get('gpu', '?')})" if not facts.empty else ""
     rows = "".join(
@@ -114,21 +128,21 @@ tr.not-measured td:nth-child(2){color:#777}.effects td{text-align:left}
 """
 
 
-def render(run_dir: Path, compare: Path | None = None) -> str:
+def render(run_dir: Path, steps: Sequence[ReportStep], compare: Path | None = None) -> str:
     """The whole report as one HTML string (plots embedded); ``compare``: another run (e.g. on a GPU)."""
     body = "".join(f"<section><h2>{html.escape(s.title)}</h2>{''.join(s.parts)}</section>"
-                   for s in sections(run_dir, compare))
+                   for s in sections(run_dir, steps, compare))
     title = f"serve-system lab — results of {Path(run_dir).name}"
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
             f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>{body}</body></html>")
 
 
-def write_report(run_dir: Path, compare: Path | None = None) -> Path:
+def write_report(run_dir: Path, steps: Sequence[ReportStep], compare: Path | None = None) -> Path:
     """Write ``run_dir/report.html`` from the results in ``run_dir``; returns its path.
 
     ``compare`` names another run's folder (a GPU run, say) whose expected-effect
     checks are shown next to this run's.
     """
     path = Path(run_dir) / "report.html"
-    path.write_text(render(Path(run_dir), Path(compare) if compare else None))
+    path.write_text(render(Path(run_dir), steps, Path(compare) if compare else None))
     return path

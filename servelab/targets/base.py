@@ -1,10 +1,9 @@
-"""The one interface behind which the three targets differ.
+"""The one interface behind which the targets differ, and the vocabulary they share.
 
-A notebook asks for ``get_stack(target)`` and then only calls these methods;
-what "bring up the Triton stack" or "run perf_analyzer" means — local
-processes, ``docker compose`` on this host, or ``docker compose`` on the
-Chameleon node over SSH — lives in the implementations, never in ``if target``
-branches in a notebook.
+A notebook asks for ``servelab.targets.get_stack(target)`` and then only calls
+these methods; what "bring up the Triton stack" means — local processes
+(``targets.local``) or ``docker compose`` on the GPU host (``targets.compose``)
+— lives in the implementations, never in ``if target`` branches elsewhere.
 
 Service names are the Compose service names: ``fastapi_server``,
 ``triton_server``, ``flask``. Clients (the benchmarks, perf_analyzer, the
@@ -14,13 +13,93 @@ machine that runs the servers.
 
 from __future__ import annotations
 
+import posixpath
+import shlex
+import subprocess
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 TARGETS = ("local", "docker", "chameleon")
+
+
+class TargetError(ValueError):
+    """A target or stack asked for that cannot be had here; the message says what to do instead."""
+STACKS = ("fastapi", "triton")
+MODEL_REPOSITORY = "models"
+LAB_MODELS = ("food_classifier", "food_classifier_onnx")
+FASTAPI_APPS = {"fastapi_pt": "pt", "fastapi_onnx": "onnx"}
+COMPOSE_FILES = {"fastapi": "docker/docker-compose-fastapi.yaml",
+                 "triton": "docker/docker-compose-triton.yaml"}
+# what each compose stack runs (keep in step with the compose files; a test checks it)
+STACK_SERVICES = {"fastapi": ("fastapi_server", "flask"),
+                  "triton": ("triton_server", "flask")}
+# container ports, as the services reach each other on the compose network
+SERVICE_PORTS: dict[str, dict[str, int]] = {
+    "fastapi_server": {"http": 8000},
+    "triton_server": {"http": 8000, "grpc": 8001, "metrics": 8002},
+    "flask": {"http": 5000},
+}
+# ports published on the host (what a browser or the bench on the host uses)
+HOST_PORTS: dict[str, dict[str, int]] = {
+    "fastapi_server": {"http": 8000},
+    "triton_server": {"http": 8000, "grpc": 8001, "metrics": 8002},
+    "flask": {"http": 80},
+}
+
+
+def check_stack(stack: str) -> str:
+    if stack not in STACKS:
+        raise ValueError(f"unknown stack {stack!r}: choose one of {', '.join(STACKS)}")
+    return stack
+
+
+FLASK_TRITON_BACKENDS = ("triton", "triton_onnx")
+
+
+def check_flask_backend(backend: str) -> str:
+    if backend not in FLASK_TRITON_BACKENDS:
+        raise ValueError(f"flask_backend={backend!r}: on the triton stack GourmetGram calls "
+                         f"{' or '.join(FLASK_TRITON_BACKENDS)}")
+    return backend
+
+
+def check_service(service: str) -> str:
+    if service not in SERVICE_PORTS:
+        raise ValueError(f"unknown service {service!r}: choose one of {', '.join(SERVICE_PORTS)}")
+    return service
+
+
+def port_of(table: Mapping[str, Mapping[str, int]], service: str, port: str) -> int:
+    ports = table[check_service(service)]
+    if port not in ports:
+        raise ValueError(f"service {service} has no {port!r} port: choose one of {', '.join(ports)}")
+    return ports[port]
+
+
+def safe_relpath(relpath: str) -> str:
+    """``relpath`` normalised, refused when it leaves the project root (a typo must not write to /etc)."""
+    norm = posixpath.normpath(str(relpath).replace("\\", "/"))
+    if norm.startswith(("/", "../")) or norm in ("..", "."):
+        raise ValueError(f"{relpath!r} is not a path inside the project root")
+    return norm
+
+
+def as_bytes(content: bytes | str) -> bytes:
+    return content.encode() if isinstance(content, str) else bytes(content)
+
+
+def run_local(argv: Sequence[str], cwd: Path, timeout: float | None,
+               env: Mapping[str, str] | None = None) -> CommandResult:
+    """Run ``argv`` in ``cwd``; a timeout becomes a TimeoutError naming the command."""
+    try:
+        done = subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                              env=dict(env) if env is not None else None, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise TimeoutError(f"timed out after {timeout:.0f} s running: {shlex.join(argv)}") from exc
+    return CommandResult(list(argv), done.returncode, done.stdout, done.stderr)
 
 
 @dataclass
@@ -46,10 +125,23 @@ class Stack(ABC):
     target: str = ""
     has_gpu: bool = False
     root: Path  # the project root on the services' host
+    fastapi_app: str  # which FastAPI service the fastapi stack runs: fastapi_pt | fastapi_onnx
+    flask_backend: str  # what GourmetGram calls on the triton stack: triton | triton_onnx
+
+    def choose(self, fastapi_app: str | None = None, flask_backend: str | None = None) -> None:
+        """Set the FastAPI app and GourmetGram's Triton backend that ``up`` starts from now on."""
+        if fastapi_app is not None:
+            if fastapi_app not in FASTAPI_APPS:
+                raise ValueError(f"FASTAPI_APP={fastapi_app!r}: choose one of {', '.join(FASTAPI_APPS)}")
+            self.fastapi_app = fastapi_app
+        if flask_backend is not None:
+            self.flask_backend = check_flask_backend(flask_backend)
 
     @abstractmethod
-    def up(self, stack: str, services: Sequence[str] | None = None, timeout: float = 600.0) -> None:
-        """Bring up ``stack`` ("fastapi" or "triton"), optionally only some services, and wait ready."""
+    def up(self, stack: str, services: Sequence[str] | None = None, timeout: float = 600.0, *,
+           fastapi_app: str | None = None, flask_backend: str | None = None) -> None:
+        """Bring up ``stack`` ("fastapi" or "triton"), optionally only some services, and wait ready;
+        ``fastapi_app``/``flask_backend`` choose the app and GourmetGram's backend first (``choose``)."""
 
     @abstractmethod
     def down(self, stack: str | None = None, timeout: float = 120.0) -> None:
@@ -89,12 +181,3 @@ class Stack(ABC):
     @abstractmethod
     def fetch(self, remote_relpath: str, local_path: Path) -> Path:
         """Copy a result file from the host to this machine."""
-
-
-def get_stack(target: str, **options: object) -> Stack:
-    """The implementation for ``target``; ``options`` go to its constructor."""
-    if target not in TARGETS:
-        raise ValueError(f"unknown target {target!r}: choose one of {', '.join(TARGETS)}")
-    from servelab.targets import stacks  # implementations live apart from the interface
-
-    return stacks.make(target, **options)

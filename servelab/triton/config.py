@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2 as mc
@@ -163,30 +164,58 @@ def live_config(server_or_client: Any, name: str) -> ModelConfig:
     return from_dict(_client_of(server_or_client).get_model_config(name))
 
 
-def apply_config(server_or_client: Any, name: str, model_dir: Path | None, cfg: ModelConfig,
-                 timeout: float = 120.0) -> ModelConfig:
-    """Reload ``name`` with ``cfg`` (written to ``model_dir`` first when given) and confirm it is live.
+class ConfigFile(Protocol):
+    """Where a model's config.pbtxt lives: on this machine, or on a target's host (a Stack's file)."""
 
+    def read(self) -> str | None:
+        """The file's text, or None when there is none."""
+
+    def write(self, text: str) -> None:
+        """Replace the file's text."""
+
+
+@dataclass
+class LocalConfigFile:
+    """``model_dir/config.pbtxt`` on this machine."""
+
+    model_dir: Path
+
+    def read(self) -> str | None:
+        path = Path(self.model_dir) / CONFIG_NAME
+        return path.read_text() if path.is_file() else None
+
+    def write(self, text: str) -> None:
+        (Path(self.model_dir) / CONFIG_NAME).write_text(text)
+
+
+def apply_config(server_or_client: Any, name: str, where: Path | ConfigFile | None, cfg: ModelConfig,
+                 timeout: float = 120.0, reload: Callable[[str, str], None] | None = None) -> ModelConfig:
+    """The one way a config changes: write it, reload ``name`` with it, read the live config back.
+
+    ``where`` is the model's folder (or a ``ConfigFile``; None: nothing written).
     ``server_or_client`` is a ``TritonServer`` (its refusals carry the server
-    log's reason) or a tritonclient HTTP client. On refusal the file is
-    restored and ``ConfigError`` carries Triton's message; the previously
-    loaded config keeps serving.
+    log's reason) or a tritonclient HTTP client; ``reload(name, config_json)``
+    replaces the reload call (a Stack's ``reload_model``). On refusal the file
+    is restored and ``ConfigError`` carries Triton's message; the previously
+    loaded config keeps serving. The live config must show what was written.
     """
     from tritonclient.utils import InferenceServerException
 
     validate(cfg)
-    path = Path(model_dir) / CONFIG_NAME if model_dir is not None else None
-    previous = path.read_text() if path is not None and path.is_file() else None
-    if path is not None:
-        write_config(Path(model_dir), cfg)
+    file = LocalConfigFile(Path(where)) if isinstance(where, str | Path) else where
+    previous = file.read() if file is not None else None
+    if file is not None:
+        file.write(config_text(cfg))
     try:
-        if hasattr(server_or_client, "load") and hasattr(server_or_client, "client"):
+        if reload is not None:
+            reload(name, config_json(cfg))
+        elif hasattr(server_or_client, "load") and hasattr(server_or_client, "client"):
             server_or_client.load(name, config=config_json(cfg), timeout=timeout)
         else:
             _client_of(server_or_client).load_model(name, config=config_json(cfg))
     except (InferenceServerException, RuntimeError) as exc:
-        if path is not None and previous is not None:
-            path.write_text(previous)
+        if file is not None and previous is not None:
+            file.write(previous)
         message = exc.message() if isinstance(exc, InferenceServerException) else str(exc)
         raise ConfigError(f"new config for '{name}' refused, the old one keeps serving: {message}") from None
     live = live_config(server_or_client, name)

@@ -36,11 +36,10 @@ from servelab.triton.perf import (
     Runner,
     check_shapes,
     load_levels,
-    make_input_data,
-    make_tensor_input_data,
     perf,
-    perf_gpu_columns,
 )
+from servelab.triton.perf_csv import perf_gpu_columns
+from servelab.triton.perf_inputs import make_input_data, make_tensor_input_data
 from servelab.triton.server import cache_dir
 from servelab.triton.stats import run_stats
 
@@ -94,13 +93,13 @@ WARMUP_TIMEOUT_S = 60.0  # a warm-up is a few seconds of load; more means it is 
 
 
 def _warm_up(server: TritonEndpoint, model: str, options: dict[str, Any], runner: Runner | None,
-             requests: int, timeout: float, perf_url: str | None = None) -> None:
+             requests: int, timeout: float, perf_url: str | None = None) -> str:
     """A short unrecorded run at the same load: first requests pay for lazy initialisation.
 
     It only warms the server, so it never costs a measurement: perf_analyzer 2.51
     was seen to hang on a warm-up whose request count equalled its concurrency
     (16 at 16), hence at least two requests per client, a short timeout, and a
-    warning instead of a failure.
+    warning instead of a failure. Returns "" or why the warm-up was skipped (the row's ``warmup``).
     """
     warm = {k: v for k, v in options.items() if k not in
             ("measurement_mode", "measurement_request_count", "stability_percentage", "max_trials",
@@ -117,7 +116,10 @@ def _warm_up(server: TritonEndpoint, model: str, options: dict[str, Any], runner
             perf(model, perf_url or server.url, "warm-up", runner=runner,
                  timeout=min(timeout, WARMUP_TIMEOUT_S), **warm)
     except PerfAnalyzerError as exc:
-        warnings.warn(f"warm-up of {model} skipped: {str(exc).splitlines()[0][:200]}", stacklevel=2)
+        reason = f"skipped: {str(exc).splitlines()[0][:200]}"
+        warnings.warn(f"warm-up of {model} {reason}", stacklevel=2)
+        return reason
+    return ""
 
 
 def _one_level(server: TritonEndpoint, model: str, label: str, level: float, mode: str,
@@ -204,11 +206,12 @@ def measure(server: TritonEndpoint, model: str, label: str, *,
         options["distribution"] = distribution
     frames = []
     for level in levels:
+        warmup = ""
         if warmup_requests:
             warm = dict(options)
             warm["concurrency" if mode == "concurrency" else "request_rate"] = (
                 int(level) if mode == "concurrency" else level)
-            _warm_up(server, model, warm, runner, warmup_requests, timeout, perf_url)
+            warmup = _warm_up(server, model, warm, runner, warmup_requests, timeout, perf_url)
         result, stats, util = _one_level(server, model, label, level, mode, options, runner, timeout, config,
                                          perf_url)
         frame = result.frame.copy()
@@ -219,6 +222,7 @@ def measure(server: TritonEndpoint, model: str, label: str, *,
         frame["dynamic_batching"] = config["dynamic_batching"]
         frame["command"] = result.command
         frame["warnings"] = "; ".join(result.warnings)
+        frame["warmup"] = warmup  # "" when it ran; why it was skipped otherwise (the report lists these)
         frames.append(frame)
         if record:
             append_rows(experiment, frame.to_dict("records"))

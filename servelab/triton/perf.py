@@ -23,10 +23,7 @@ and not affected.
 from __future__ import annotations
 
 import contextlib
-import json
-import math
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -41,46 +38,18 @@ from typing import Any
 
 import pandas as pd
 
-# µs columns of perf_analyzer's CSV → ms convenience columns
-MS_COLUMNS = {
-    "p50 latency": "latency_p50_ms",
-    "p90 latency": "latency_p90_ms",
-    "p95 latency": "latency_p95_ms",
-    "p99 latency": "latency_p99_ms",
-    "Avg latency": "latency_avg_ms",
-    "Server Queue": "server_queue_ms",
-    "Server Compute Input": "server_compute_input_ms",
-    "Server Compute Infer": "server_compute_infer_ms",
-    "Server Compute Output": "server_compute_output_ms",
-    "Client Send": "client_send_ms",
-    "Network+Server Send/Recv": "network_server_ms",
-    "Client Recv": "client_recv_ms",
-}
-LOAD_COLUMNS = {"Concurrency": "concurrency", "Request Rate": "request_rate"}
-RESULT_COLUMNS = ["label", "model", "load_mode", "load_value", "distribution", "batch_size",
-                  "throughput_infer_s", "latency_p50_ms", "latency_p90_ms", "latency_p95_ms",
-                  "latency_p99_ms", "latency_avg_ms", "server_queue_ms", "server_compute_input_ms",
-                  "server_compute_infer_ms", "server_compute_output_ms", "settled", "config"]
+from servelab.triton.perf_csv import (
+    LEVEL_RE,
+    PASS_RE,
+    UnsettledWarning,
+    parse_perf_csv,
+    unsettled_message,
+)
 
 # What a noisy shared 2-core CPU needs to settle (DESIGN.md): count windows and a wide band.
 NOISY_CPU: dict[str, Any] = {
     "measurement_mode": "count_windows", "measurement_request_count": 50,
     "stability_percentage": 30, "max_trials": 6,
-}
-# With --collect-metrics --verbose-csv perf_analyzer (2.51: report_writer.cc WriteGpuMetrics,
-# metrics.h, inference_profiler.cc MergeMetrics) appends four columns scraped from Triton's
-# /metrics. Each holds one "<gpu_uuid>:<value>;" per GPU, ordered by UUID (a std::map), e.g.
-# "GPU-9d2f…:0.83;GPU-c1a0…:0.1;"; all four are empty when Triton reports no GPU (a CPU host).
-# column → (our per-GPU suffix, factor to our unit); what the value is:
-GPU_METRIC_COLUMNS: dict[str, tuple[str, float]] = {
-    # nv_gpu_utilization, a 0–1 fraction, averaged over the level's metric samples → percent
-    "Avg GPU Utilization": ("util_mean_pct", 100.0),
-    # nv_gpu_power_usage, watts, averaged
-    "Avg GPU Power Usage": ("power_mean_w", 1.0),
-    # nv_gpu_memory_used_bytes, bytes, the largest sample → MiB
-    "Max GPU Memory Usage": ("mem_max_mib", 1.0 / 2**20),
-    # nv_gpu_memory_total_bytes, bytes, the first sample → MiB
-    "Total GPU Memory": ("mem_total_mib", 1.0 / 2**20),
 }
 
 # Fixed request count: no stability search at all (fast, for tests and quick looks).
@@ -89,10 +58,6 @@ FIXED_COUNT: dict[str, Any] = {"request_count": 100}
 
 class PerfAnalyzerError(RuntimeError):
     """perf_analyzer failed outright (not merely unsettled); the message has its output."""
-
-
-class UnsettledWarning(UserWarning):
-    """A load level did not give a stable measurement."""
 
 
 def _range(value: int | float | Sequence[int | float]) -> str:
@@ -233,8 +198,6 @@ def perf_analyzer_env() -> dict[str, str]:
     return env
 
 
-_LEVEL_RE = re.compile(r"^\s*(Request concurrency|Request Rate):\s*([\d.]+)\s*(?:$|inference requests)")
-_PASS_RE = re.compile(r"Pass \[(\d+)\] throughput: ([\d.]+) infer/sec\. Avg latency: (\d+) usec")
 
 
 def local_runner(progress: bool = True, levels: int | None = None) -> Runner:
@@ -263,10 +226,10 @@ def local_runner(progress: bool = True, levels: int | None = None) -> Runner:
             assert proc.stdout is not None
             for line in proc.stdout:
                 lines.append(line)
-                if (m := _LEVEL_RE.match(line)):
+                if (m := LEVEL_RE.match(line)):
                     bar.update(1)
                     bar.set_postfix_str(f"{m.group(1).split()[-1].lower()} {m.group(2)}")
-                elif (m := _PASS_RE.search(line)):
+                elif (m := PASS_RE.search(line)):
                     bar.set_postfix_str(f"pass {m.group(1)}: {float(m.group(2)):.1f} infer/s")
             proc.wait()
         finally:
@@ -286,151 +249,6 @@ def local_runner(progress: bool = True, levels: int | None = None) -> Runner:
     return run
 
 
-# ---------------------------------------------------------------- parsing
-def parse_levels(stdout: str) -> list[dict[str, Any]]:
-    """Per load level in perf_analyzer's -v output: settled?, last pass throughput and mean latency."""
-    levels: list[dict[str, Any]] = []
-    for line in stdout.splitlines():
-        if (m := _LEVEL_RE.match(line)):
-            mode = "concurrency" if m.group(1) == "Request concurrency" else "request_rate"
-            levels.append({"load_mode": mode, "load_value": float(m.group(2)), "settled": True,
-                           "passes": 0, "throughput": math.nan, "avg_latency_us": math.nan})
-        elif levels and (m := _PASS_RE.search(line)):
-            levels[-1].update(passes=int(m.group(1)), throughput=float(m.group(2)),
-                              avg_latency_us=float(m.group(3)))
-        elif levels and line.startswith("Failed to obtain stable measurement"):
-            levels[-1]["settled"] = False
-    return levels
-
-
-def _ms(value: Any) -> float:
-    return float(value) / 1000.0 if value is not None and value == value else math.nan
-
-
-def parse_gpu_field(value: Any) -> dict[str, float]:
-    """One GPU-metrics cell, ``"GPU-a:0.83;GPU-b:0.1;"`` → ``{"GPU-a": 0.83, "GPU-b": 0.1}``.
-
-    An empty cell (pandas reads it as NaN), a missing one (None) or an entry
-    that is not ``<uuid>:<number>`` gives nothing for that GPU, never a 0.
-    """
-    if not isinstance(value, str):
-        return {}
-    out: dict[str, float] = {}
-    for entry in value.split(";"):
-        uuid, sep, number = entry.strip().rpartition(":")
-        if not sep or not uuid:
-            continue
-        try:
-            figure = float(number)
-        except ValueError:
-            continue
-        if math.isfinite(figure):
-            out[uuid] = figure
-    return out
-
-
-def perf_gpu_columns(record: Mapping[str, Any], order: Sequence[str] = ()) -> dict[str, Any]:
-    """perf_analyzer's GPU metrics of one CSV row as flat ``perf_gpu*`` columns; {} without any.
-
-    Per GPU ``i``: ``perf_gpu{i}_uuid``, ``perf_gpu{i}_util_mean_pct`` (percent),
-    ``perf_gpu{i}_power_mean_w``, ``perf_gpu{i}_mem_max_mib``,
-    ``perf_gpu{i}_mem_total_mib`` (None where that figure is missing). For the
-    run: ``perf_gpu_count``, ``perf_gpu_util_pct`` (mean over GPUs, as
-    ``gpu_util_pct``), ``perf_gpu_power_w`` (total over GPUs) and
-    ``perf_gpu_mem_max_mib`` (the fullest GPU's peak). GPUs are numbered in
-    ``order`` (e.g. NVML's UUIDs by index) first, then in perf_analyzer's own
-    order (by UUID), which need not be the driver's index order.
-    """
-    maps = {suffix: (parse_gpu_field(record.get(column)), factor)
-            for column, (suffix, factor) in GPU_METRIC_COLUMNS.items()}
-    found = {uuid for values, _ in maps.values() for uuid in values}
-    if not found:
-        return {}
-    uuids = [u for u in dict.fromkeys(order) if u in found] + sorted(found - set(order))
-    out: dict[str, Any] = {"perf_gpu_count": len(uuids)}
-    for index, uuid in enumerate(uuids):
-        out[f"perf_gpu{index}_uuid"] = uuid
-        for suffix, (values, factor) in maps.items():
-            out[f"perf_gpu{index}_{suffix}"] = round(values[uuid] * factor, 1) if uuid in values else None
-
-    def present(suffix: str) -> list[float]:
-        return [v for i in range(len(uuids)) if (v := out[f"perf_gpu{i}_{suffix}"]) is not None]
-
-    util, power, memory = present("util_mean_pct"), present("power_mean_w"), present("mem_max_mib")
-    out["perf_gpu_util_pct"] = round(sum(util) / len(util), 1) if util else None
-    out["perf_gpu_power_w"] = round(sum(power), 1) if power else None
-    out["perf_gpu_mem_max_mib"] = max(memory) if memory else None
-    return out
-
-
-def parse_perf_csv(text: str, label: str, model: str, config: Mapping[str, Any] | str | None = None,
-                   load: Mapping[str, Any] | None = None, stdout: str = "") -> pd.DataFrame:
-    """perf_analyzer's ``-f`` CSV (µs) → one row per load level, labelled; raw µs columns kept.
-
-    GPU metrics (``--collect-metrics --verbose-csv``) become ``perf_gpu*``
-    columns (``perf_gpu_columns``); the raw cells stay under their own names.
-
-    ``load`` describes the load pattern (``distribution``, ``batch_size``, …);
-    levels that appear in ``stdout`` as unsettled are added with
-    ``settled=False`` and the numbers of their last pass.
-    """
-    import io
-
-    load = dict(load or {})
-    raw = pd.read_csv(io.StringIO(text)) if text.strip() else pd.DataFrame()
-    rows: list[dict[str, Any]] = []
-    for record in raw.to_dict("records"):
-        mode_col = next((c for c in LOAD_COLUMNS if c in record), None)
-        row: dict[str, Any] = {
-            "load_mode": LOAD_COLUMNS[mode_col] if mode_col else load.get("load_mode"),
-            "load_value": float(record[mode_col]) if mode_col else math.nan,
-            "throughput_infer_s": float(record.get("Inferences/Second", math.nan)),
-            "settled": True,
-        }
-        for source, target in MS_COLUMNS.items():
-            if source in record:
-                row[target] = _ms(record[source])
-        if "latency_avg_ms" not in row:  # without --verbose-csv: the components add up to it
-            parts = [k for k in ("Client Send", "Network+Server Send/Recv", "Server Queue",
-                                 "Server Compute Input", "Server Compute Infer", "Server Compute Output",
-                                 "Client Recv") if k in record]
-            row["latency_avg_ms"] = sum(float(record[k]) for k in parts) / 1000.0 if parts else math.nan
-        # perf_analyzer's own columns (µs) kept under their own names
-        row.update({k: v for k, v in record.items() if k not in LOAD_COLUMNS and k != "Inferences/Second"})
-        row.update(perf_gpu_columns(record))  # --collect-metrics: per GPU, in our units
-        rows.append(row)
-    seen = {(r["load_mode"], r["load_value"]) for r in rows}
-    for level in parse_levels(stdout):
-        if level["settled"] or (level["load_mode"], level["load_value"]) in seen:
-            continue
-        rows.append({"load_mode": level["load_mode"], "load_value": level["load_value"],
-                     "throughput_infer_s": level["throughput"],
-                     "latency_avg_ms": _ms(level["avg_latency_us"]), "settled": False})
-    config_text = config if isinstance(config, str) else json.dumps(config or {}, sort_keys=True, default=str)
-    for row in rows:
-        row.update({"label": label, "model": model, "config": config_text,
-                    "distribution": load.get("distribution") if row["load_mode"] == "request_rate" else None,
-                    "batch_size": load.get("batch_size", 1)})
-        row.update({k: v for k, v in load.items() if k not in row})
-    frame = pd.DataFrame(rows)
-    for column in RESULT_COLUMNS:
-        if column not in frame.columns:
-            frame[column] = math.nan
-    ordered = RESULT_COLUMNS + [c for c in frame.columns if c not in RESULT_COLUMNS]
-    frame = frame[ordered].sort_values("load_value", kind="stable").reset_index(drop=True)
-    frame.attrs["stdout"] = stdout
-    return frame
-
-
-def unsettled_message(frame: pd.DataFrame) -> str | None:
-    """A sentence for levels that did not settle, or None when all did."""
-    bad = frame[~frame["settled"].astype(bool)]
-    if bad.empty:
-        return None
-    levels = ", ".join(f"{m} {v:g}" for m, v in zip(bad["load_mode"], bad["load_value"], strict=True))
-    return (f"perf_analyzer did not obtain a stable measurement for {levels}: their rows carry "
-            "settled=False and the last pass's throughput/mean latency only. On a busy machine use a "
-            "fixed request count (request_count=...) or a wider stability_percentage.")
 
 
 @dataclass
@@ -508,40 +326,5 @@ def perf(model: str, url: str, label: str, *, config: Mapping[str, Any] | str | 
     return run_perf_analyzer(argv, label, model, config, load, runner, timeout, csv_path)
 
 
-# ---------------------------------------------------------------- input data
-def make_input_data(jpeg_paths: Path | Sequence[Path], out_json: Path,
-                    input_name: str = "INPUT_IMAGE") -> Path:
-    """perf_analyzer input data for food_classifier: base64 text of each image file, as Flask sends it.
-
-    Several images make several entries; perf_analyzer cycles through them.
-    """
-    import base64
-
-    paths = [jpeg_paths] if isinstance(jpeg_paths, str | Path) else list(jpeg_paths)
-    data = [{input_name: [base64.b64encode(Path(p).read_bytes()).decode("ascii")]} for p in paths]
-    out_json = Path(out_json)
-    out_json.parent.mkdir(parents=True, exist_ok=True)
-    out_json.write_text(json.dumps({"data": data}))
-    return out_json
 
 
-def make_tensor_input_data(jpeg_paths: Path | Sequence[Path], out_json: Path,
-                           input_name: str = "input") -> Path:
-    """perf_analyzer input data for food_classifier_onnx: the preprocessed FP32 [3,224,224] tensor.
-
-    Stored as base64 of the little-endian float32 bytes (exact, and 4× smaller than JSON numbers).
-    """
-    import base64
-
-    from servelab.core.preprocess import preprocess_bytes
-
-    paths = [jpeg_paths] if isinstance(jpeg_paths, str | Path) else list(jpeg_paths)
-    data = []
-    for p in paths:
-        tensor = preprocess_bytes(Path(p).read_bytes()).astype("<f4")
-        data.append({input_name: {"b64": base64.b64encode(tensor.tobytes()).decode("ascii"),
-                                  "shape": list(tensor.shape)}})
-    out_json = Path(out_json)
-    out_json.parent.mkdir(parents=True, exist_ok=True)
-    out_json.write_text(json.dumps({"data": data}))
-    return out_json

@@ -3,7 +3,7 @@
 Schema-valid against the vendored Compose specification; every build context,
 Dockerfile and COPY source exists (and is not excluded by the Dockerfile's
 .dockerignore); service names, ports and environment variables agree with what
-the apps read and with ``servelab.targets.stacks``; hadolint passes.
+the apps read and with ``servelab.targets.base``; hadolint passes.
 """
 
 from __future__ import annotations
@@ -21,15 +21,15 @@ import pytest
 import yaml
 
 from servelab.core.paths import REPO_ROOT
-from servelab.targets.stacks import (
+from servelab.targets.base import (
     COMPOSE_FILES,
     HOST_PORTS,
     LAB_MODELS,
     MODEL_REPOSITORY,
     SERVICE_PORTS,
     STACK_SERVICES,
-    ComposeStack,
 )
+from servelab.targets.compose import ComposeStack
 
 SCHEMA = json.loads(Path(__file__).with_name("compose_spec.json").read_text())
 DOCKER_DIR = REPO_ROOT / "docker"
@@ -145,7 +145,7 @@ def test_triton_service_runs_the_live_repository() -> None:
 def test_environment_agrees_with_the_apps_and_stacks() -> None:
     stack = ComposeStack(transport=None)
     flask_reads = app_env_reads("flask_app/settings.py")
-    fastapi_reads = app_env_reads("servelab/serving.py")
+    fastapi_reads = app_env_reads("servelab/serving/settings.py", "servelab/serving/engines.py")
     assert {"PREDICT_BACKEND", "FASTAPI_SERVER_URL", "TRITON_SERVER_URL"} <= flask_reads
     from flask_app.settings import BACKENDS
 
@@ -242,7 +242,7 @@ def test_build_contexts_and_copy_sources_exist(stack: str, service: str, dockerf
     exposed = {int(p) for line in path.read_text().splitlines() if line.startswith("EXPOSE")
                for p in line.split()[1:]}
     ports = SERVICE_PORTS.get(service, {"http": 8888})  # the Jupyter server is no stack's service
-    assert exposed == set(ports.values()), f"{dockerfile} EXPOSE vs servelab.targets.stacks"
+    assert exposed == set(ports.values()), f"{dockerfile} EXPOSE vs servelab.targets.base"
     for source in copy_sources(path):
         assert (REPO_ROOT / source).exists(), f"{dockerfile}: COPY source {source} missing"
         assert not _ignored(source, patterns), f"{dockerfile}: COPY {source} excluded by {ignore_file.name}"

@@ -12,9 +12,10 @@ import pytest
 
 from servelab.core.paths import REPO_ROOT
 from servelab.core.procs import http_ok
-from servelab.lab.params import ParameterError
-from servelab.targets.base import CommandResult, get_stack
-from servelab.targets.stacks import ComposeStack, LocalStack
+from servelab.targets import get_stack
+from servelab.targets.base import CommandResult, TargetError
+from servelab.targets.compose import ComposeStack
+from servelab.targets.local import LocalStack
 
 OWNER = os.stat(REPO_ROOT)  # the checkout owner: every container writing into it runs as them
 IDS = [f"HOST_GID={OWNER.st_gid}", f"HOST_UID={OWNER.st_uid}"]
@@ -144,7 +145,7 @@ def test_get_stack_targets() -> None:
     with pytest.raises(ValueError, match="unknown target 'gpu'"):
         get_stack("gpu")
     # 03-07 on Chameleon run in the node's Jupyter as "docker": asking for a chameleon stack says so
-    with pytest.raises(ParameterError, match=r"target='docker'.*next to the servers"):
+    with pytest.raises(TargetError, match=r"target='docker'.*next to the servers"):
         get_stack("chameleon")
 
 
@@ -279,7 +280,7 @@ def test_local_triton_stack_config_change_reload_and_perf(tmp_path: Path) -> Non
 
         # perf_analyzer placed by the stack, as steps.measure places it
         from servelab.core.samples import sample_paths
-        from servelab.triton.perf import make_tensor_input_data
+        from servelab.triton.perf_inputs import make_tensor_input_data
 
         inputs = make_tensor_input_data(sample_paths()[:2], tmp_path / "results" / "input.json")
         csv_path = tmp_path / "results" / "perf" / "onnx.csv"

@@ -9,6 +9,7 @@ import psutil
 import pytest
 
 from servelab.lab import runner as lab
+from servelab.lab.params import ParameterError
 
 
 def test_kernel_runs_this_venvs_python() -> None:
@@ -24,7 +25,7 @@ def test_notebooks_in_lab_order() -> None:
     names = [p.stem for p in lab.notebook_paths()]
     assert names == sorted(names) and names[0].startswith("00_") and names[-1].startswith("08_")
     assert [p.stem for p in lab.notebook_paths(["3", "07"])] == ["03_fastapi", "07_dynamic_batching"]
-    with pytest.raises(SystemExit, match="matches no notebook"):
+    with pytest.raises(ParameterError, match="matches no notebook"):
         lab.notebook_paths(["42"])
 
 

@@ -8,14 +8,9 @@ import pytest
 
 from servelab.results.store import read_rows
 from servelab.triton.experiments import input_data_for, measure
-from servelab.triton.perf import (
-    RESULT_COLUMNS,
-    UnsettledWarning,
-    make_input_data,
-    parse_perf_csv,
-    perf,
-    perf_analyzer_argv,
-)
+from servelab.triton.perf import perf, perf_analyzer_argv
+from servelab.triton.perf_csv import RESULT_COLUMNS, UnsettledWarning, parse_perf_csv
+from servelab.triton.perf_inputs import make_input_data
 
 CLIENT_COLUMNS = ["throughput_infer_s", "latency_p50_ms", "latency_p90_ms", "latency_p95_ms",
                   "latency_p99_ms", "server_queue_ms", "server_compute_input_ms",

@@ -16,7 +16,7 @@ import pytest
 
 from servelab.results.schema import normalise_triton
 from servelab.triton.experiments import gpu_utilisation, with_gpu_columns
-from servelab.triton.perf import parse_gpu_field, parse_perf_csv, perf_gpu_columns
+from servelab.triton.perf_csv import parse_gpu_field, parse_perf_csv, perf_gpu_columns
 
 HEADER = ("Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,"
           "Server Compute Input,Server Compute Infer,Server Compute Output,Client Recv,p50 latency,"
