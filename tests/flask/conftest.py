@@ -7,7 +7,11 @@ each is module-scoped; tests that stop a backend on purpose start their own.
 from __future__ import annotations
 
 import base64
+import json
+import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -122,3 +126,68 @@ def triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         yield server
     finally:
         server.stop()
+
+
+# ----------------------------------------------------------------------------- a stand-in upstream
+MARKUP_LABEL = '<img src=x onerror="window.__gourmetgram_injected=1"><b>Bread</b>'
+MARKUP_ERROR = '<script>window.__gourmetgram_injected=2</script><b>model on fire</b>'
+
+
+@dataclass
+class FakeFastAPI:
+    """An HTTP server on 127.0.0.1 that answers /predict like the FastAPI service, with set answers.
+
+    ``status`` and ``body`` are what the next POST /predict gets; GET /health is
+    always 200. For what no real model says: labels and errors holding markup.
+    """
+
+    url: str = ""
+    status: int = 200
+    body: dict = field(default_factory=lambda: {"prediction": MARKUP_LABEL, "probability": 0.5})
+
+
+def _handler(fake: FakeFastAPI) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def _reply(self, status: int, body: dict) -> None:
+            payload = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def do_GET(self) -> None:
+            self._reply(200 if self.path == "/health" else 404, {"status": "ready"})
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            if self.path == "/predict":
+                self._reply(fake.status, fake.body)
+            else:
+                self._reply(404, {"detail": "Not Found"})
+
+        def log_message(self, *args: object) -> None:  # keep the test output quiet
+            pass
+
+    return Handler
+
+
+@pytest.fixture
+def fake_fastapi() -> Iterator[FakeFastAPI]:
+    """A stand-in FastAPI service (see ``FakeFastAPI``), stopped after the test."""
+    fake = FakeFastAPI()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
+    fake.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                              name="fake-fastapi", daemon=True)
+    thread.start()
+    yield fake
+    server.shutdown()
+    server.server_close()
+    thread.join(10)
+
+
+@pytest.fixture(scope="session")
+def markup() -> dict[str, str]:
+    """The label and the error text holding markup that ``fake_fastapi`` answers with."""
+    return {"label": MARKUP_LABEL, "error": MARKUP_ERROR}

@@ -3,6 +3,8 @@
 Uses Debian's chromium (installed by the lab's set-up) driven by Playwright for
 Python; nothing is downloaded (``playwright install`` is never run). The page
 must work with no internet, so every request it makes must go to the app.
+Text from a backend (a label, an error) must show as text: the page's script
+inserts the server's HTML fragment, so markup in it would become elements.
 """
 
 from __future__ import annotations
@@ -141,3 +143,35 @@ def test_too_large_is_refused_before_and_by_the_server(browser, flask: Service) 
     response = httpx.post(f"{flask.url}/predict", files={"file": ("huge.jpg", big, "image/jpeg")}, timeout=60)
     assert response.status_code == 413
     assert "too large" in response.text
+
+
+@pytest.mark.slow
+def test_markup_from_the_backend_shows_as_text(browser, fake_fastapi, markup: dict[str, str],
+                                               samples: list[Path], log_dir: Path, tmp_path: Path,
+                                               artifact_dir: Path) -> None:
+    """A label and an error text holding tags and a script: the page shows them literally and runs nothing."""
+    flask = start_flask({"PREDICT_BACKEND": "fastapi", "FASTAPI_SERVER_URL": fake_fastapi.url,
+                         "REQUEST_TIMEOUT": "10", "INSTANCE_PATH": str(tmp_path / "instance")},
+                        log_dir=log_dir)
+    page = browser.new_page(viewport=VIEWPORTS["desktop"])
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
+    try:
+        page.goto(flask.url + "/")
+        page.set_input_files("#file-input", str(samples[0]))
+        page.click("#submit")
+        page.wait_for_selector("#result .card.ok")
+        assert page.inner_text("#label").strip() == markup["label"]
+
+        fake_fastapi.status, fake_fastapi.body = 500, {"detail": markup["error"]}
+        page.click("#submit")
+        page.wait_for_selector("#result .card.error")
+        assert markup["error"] in page.inner_text("#error")
+
+        created = page.evaluate("""() => Array.from(document.querySelectorAll(
+            "#result img, #result b, #result script")).map((e) => e.outerHTML)""")
+        assert created == [], f"markup from the backend became elements on the page: {created}"
+        assert page.evaluate("window.__gourmetgram_injected") is None, "the backend's markup ran script"
+    finally:
+        page.screenshot(path=str(artifact_dir / "flask_gourmetgram_markup_as_text.png"), full_page=True)
+        page.close()
+        flask.stop()

@@ -74,12 +74,14 @@ import sys
 sys.modules["torch"] = None
 sys.modules["torchvision"] = None
 from flask_app.app import TEST_IMAGE, create_app
-from flask_app.backends import make_backend
+from flask_app.backends import TITLES, make_backend
 from flask_app.settings import Settings
 from servelab.core.preprocess import preprocess_bytes
 for backend in ("fastapi", "triton", "triton_onnx"):
     settings = Settings(backend=backend, instance_path={str(tmp_path)!r})
-    create_app(settings).test_client().get("/")
+    page = create_app(settings).test_client().get("/")
+    assert page.status_code == 200, (backend, page.status_code, page.get_data(as_text=True)[-500:])
+    assert TITLES[backend] in page.get_data(as_text=True), backend
     make_backend(settings)
 assert preprocess_bytes(TEST_IMAGE.read_bytes()).shape == (3, 224, 224)
 print("ok")

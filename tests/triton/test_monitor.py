@@ -34,4 +34,4 @@ def test_gpu_fields_only_where_a_gpu_exists() -> None:
     if summary["gpu_count"] == 0:
         assert not [k for k in summary if k.startswith("gpu0")]
     else:
-        assert summary["gpu0_util_mean_pct"] >= 0 and summary["gpu0_mem_max_mib"] > 0
+        assert 0 <= summary["gpu0_util_mean_pct"] <= 100 and summary["gpu0_mem_max_mib"] > 0, summary
