@@ -1,24 +1,23 @@
 """Benchmarks of the FastAPI services and of the model alone.
 
-``python -m servelab.bench fastapi --url URL`` runs the lab's two
-measurements against a running service: N sequential requests from one
-client, then M requests from 16 concurrent clients; each reports median,
-p95, p99 latency and throughput. ``raw`` times the model without any server
-(ONNX Runtime and PyTorch at batch 1 and 16, plus decode + preprocessing per
-image): the ceiling a service on this machine can approach. ``fastapi-all``
-does all of it against local services and checks the foundation issue's speed
-targets, PASS/FAIL, with the model timed before and after the services. The
-functions return dicts so notebooks can tabulate them and
-``servelab.results.store.append_rows`` them.
+``python -m servelab.bench fastapi --url URL``: N sequential requests from one
+client, then M from 16 concurrent clients; median, p95, p99 latency and
+throughput. ``raw``: the model without a server (ONNX Runtime and PyTorch at
+batch 1 and 16, plus decode + preprocessing per image), the ceiling a service
+here can approach. ``fastapi-all``: all of it against local services, with the
+model timed before and after them, and the services' speed targets
+(``speed_targets``) as PASS/FAIL. The functions return dicts, for notebooks
+and ``servelab.results.store.append_rows``.
 
-The request bodies are encoded once up front, and every client thread keeps
-one HTTP/1.1 keep-alive connection. The client is the standard library's
-``http.client``: on the local target the client shares the server's CPU, and
-measured here it spends about 0.3 ms of CPU per request against 0.75 ms for
-httpx and 0.86 ms for requests (more with 16 threads contending for the GIL) —
-CPU the server under test would otherwise have. It is a complete HTTP/1.1
-client; a dropped keep-alive connection is reopened once and retried.
+The client is the standard library's ``http.client``: bodies encoded up
+front, one keep-alive connection per client thread, a dropped connection
+reopened once and retried.
+
+Long on purpose: the client, the raw timings, the targets' formulas and the
+CLI make one measurement; the formulas combine the raw rows and client
+results defined above them, and read best beside them.
 """
+# why: docs/decisions/2026-11-22-bench-stdlib-http-client.md
 
 from __future__ import annotations
 
@@ -267,7 +266,7 @@ def raw_figure(rows: Sequence[dict[str, Any]], what: str, batch: int = 1) -> flo
 
 def speed_targets(raw: Sequence[dict[str, Any]], onnx: dict[str, dict[str, Any]],
                   pt: dict[str, dict[str, Any]], cores: int) -> list[dict[str, Any]]:
-    """The foundation issue's speed targets, each with its bound, the measured figure and pass/fail.
+    """The services' speed targets, each with its bound (from this run's raw timings), the figure, pass/fail.
 
     ``onnx`` and ``pt`` map "sequential"/"concurrent" to a result of ``run_*``.
     """
@@ -335,12 +334,12 @@ def bench_fastapi(url: str, sequential: int, concurrent: int, concurrency: int) 
 
 
 def bracket_raw(before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Raw rows timed before and after the services, averaged row by row.
+    """Raw rows timed before and after the services, averaged row by row: the bounds' model speed.
 
-    A shared machine's speed drifts over minutes (here the same PyTorch pass
-    took 11.7 ms in one minute and 16 ms a few minutes later), so the bounds
-    use the model's speed around the time the services ran, not only before.
+    A shared machine's speed drifts over minutes, so the bounds use the
+    model's speed around the time the services ran, not only before.
     """
+    # why: docs/decisions/2026-11-22-bench-bounds-from-the-model-timed-around-the-services.md
     rows = []
     for first, last in zip(before, after, strict=True):
         ms = (first["ms_per_image"] + last["ms_per_image"]) / 2
