@@ -66,7 +66,7 @@ def test_image_runs_the_same_app_as_the_local_target(service: str) -> None:
     command = " ".join(shlex.split(cmd.replace("[", "").replace("]", "").replace(",", " ")))
     assert f"uvicorn {service}.app:app" in command and "--port 8000" in command
     installs = [args for keyword, args in instructions if keyword == "RUN" and "pip install" in args]
-    # constraints-gpu.txt over the rest of constraints.txt; tests/gpu_targets/test_image_resolution.py
+    # constraints-gpu.txt over the rest of constraints.txt; tests/unit/targets/test_image_resolution.py
     # resolves exactly what these lines install
     assert installs and all("constraints.txt" in args and re.search(r"-c \S*constraints-gpu\.txt", args)
                             for args in installs)

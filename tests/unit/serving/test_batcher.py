@@ -198,7 +198,6 @@ def test_onnx_padding_to_a_fixed_batch_returns_the_same_logits() -> None:
 def test_cuda_device_count_is_zero_when_devices_are_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
     from servelab.core.gpu import cuda_device_count
 
-    assert cuda_device_count() >= 0
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert cuda_device_count() == 0
 

@@ -129,7 +129,7 @@ def test_a_stuck_warm_up_is_skipped_with_a_warning_and_a_short_timeout() -> None
     """A warm-up only warms the server: a hung perf_analyzer must not cost the measurement."""
     from types import SimpleNamespace
 
-    from servelab.triton.experiments import WARMUP_TIMEOUT_S, _warm_up
+    from servelab.triton.experiments import WARMUP_TIMEOUT_S, warm_up
     from servelab.triton.perf import PerfAnalyzerError
 
     seen: dict[str, object] = {}
@@ -139,8 +139,9 @@ def test_a_stuck_warm_up_is_skipped_with_a_warning_and_a_short_timeout() -> None
         raise PerfAnalyzerError("perf_analyzer ran past its timeout and was killed")
 
     with pytest.warns(UserWarning, match="warm-up of food_classifier_onnx skipped"):
-        _warm_up(SimpleNamespace(url="127.0.0.1:1"), "food_classifier_onnx", {"concurrency": 16},
-                 stuck, requests=16, timeout=600.0)
+        reason = warm_up(SimpleNamespace(url="127.0.0.1:1"), "food_classifier_onnx", {"concurrency": 16},
+                         stuck, requests=16, timeout=600.0)
+    assert reason.startswith("skipped: perf_analyzer ran past its timeout")  # kept in the row's "warmup"
     argv = seen["argv"]
     assert isinstance(argv, list) and argv[argv.index("--request-count") + 1] == "32"
     assert seen["timeout"] == WARMUP_TIMEOUT_S

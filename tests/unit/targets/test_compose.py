@@ -139,7 +139,7 @@ def test_triton_service_runs_the_live_repository() -> None:
     assert "v2/health/ready" in " ".join(triton["healthcheck"]["test"])
     dockerfile = (DOCKER_DIR / "Dockerfile.triton").read_text()
     assert re.search(r"^ARG TRITON_VERSION=24\.10$", dockerfile, re.M), "Triton 2.51 as the local binary"
-    # what it installs, and for which Python: tests/gpu_targets/test_image_resolution.py
+    # what it installs, and for which Python: tests/unit/targets/test_image_resolution.py
 
 
 def test_environment_agrees_with_the_apps_and_stacks() -> None:

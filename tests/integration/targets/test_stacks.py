@@ -171,12 +171,12 @@ def test_local_fastapi_stack_is_up_and_answers(fastapi_stack: LocalStack) -> Non
 def test_local_switch_to_the_onnx_app_repoints_flask(fastapi_stack: LocalStack) -> None:
     import httpx
 
-    old = fastapi_stack._services["fastapi_server"]
+    old = fastapi_stack.service("fastapi_server")
     fastapi_stack.fastapi_app = "fastapi_onnx"  # what steps.fastapi_up does
     fastapi_stack.up("fastapi", services=["fastapi_server"])
-    new = fastapi_stack._services["fastapi_server"]
+    new = fastapi_stack.service("fastapi_server")
     assert new.name == "fastapi_onnx" and old.process.proc.poll() is not None
-    flask = fastapi_stack._services["flask"]
+    flask = fastapi_stack.service("flask")
     assert flask.upstream == new.url  # GourmetGram follows the new service
     health = httpx.get(fastapi_stack.url("fastapi_server") + "/health", timeout=10).json()
     assert "onnx" in json.dumps(health).lower()
@@ -209,7 +209,7 @@ def test_local_files(tmp_path: Path) -> None:
 def test_local_down_leaves_no_process(tmp_path: Path) -> None:
     stack = LocalStack(log_dir=tmp_path)
     stack.up("fastapi", services=["fastapi_server"], timeout=180)
-    service = stack._services["fastapi_server"]
+    service = stack.service("fastapi_server")
     pid = service.process.pid
     assert psutil.pid_exists(pid)
     stack.down("fastapi")
@@ -269,7 +269,7 @@ def test_local_triton_stack_config_change_reload_and_perf(tmp_path: Path) -> Non
     stack = LocalStack(root=tmp_path, log_dir=tmp_path / "logs", models=("food_classifier_onnx",))
     try:
         stack.up("triton", services=["triton_server"], timeout=180)
-        triton = stack._services["triton_server"]
+        triton = stack.service("triton_server")
         pid = triton.pid
         relpath = "models/food_classifier_onnx/config.pbtxt"
         cfg = set_instances(parse_config(stack.read_file(relpath).decode()), 2, "KIND_CPU")

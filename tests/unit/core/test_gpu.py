@@ -1,9 +1,5 @@
-"""Counts that must be exact, not merely plausible: CUDA devices, and the benchmark's requests.
-
-They replace two assertions that could not fail: ``cuda_device_count() >= 0``
-(true of any int) and ``result["requests"] in (5, 24)`` (true when the two
-runs report each other's count).
-"""
+"""``servelab.core.gpu.cuda_device_count`` against a stand-in driver: the exact count, not merely
+a plausible one (it replaces ``cuda_device_count() >= 0``, true of any int)."""
 
 from __future__ import annotations
 
@@ -11,9 +7,6 @@ import ctypes
 from typing import Any
 
 import pytest
-
-from servelab.bench import run_concurrent, run_sequential
-from servelab.targets.services import Service
 
 
 class FakeDriver:
@@ -68,11 +61,3 @@ def test_cuda_device_count_agrees_with_torch_here() -> None:
     from servelab.core.gpu import cuda_device_count
 
     assert cuda_device_count() == torch.cuda.device_count()
-
-
-def test_each_benchmark_run_reports_its_own_request_count(onnx_service: Service) -> None:
-    """5 sequential and 24 concurrent requests are reported as 5 and 24, warm-ups not counted."""
-    sequential = run_sequential(onnx_service.url, 5, warmup=1, progress=False)
-    concurrent = run_concurrent(onnx_service.url, 24, concurrency=4, warmup=1, progress=False)
-    assert (sequential["requests"], concurrent["requests"]) == (5, 24)
-    assert sequential["errors"] == 0 and concurrent["errors"] == 0

@@ -1,0 +1,170 @@
+"""The expected-effect rules as pure functions on small hand-made tables: each rule observed, not
+observed and not measured; the report's effects table and ``--compare`` built from them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from servelab.lab import (
+    run_report,
+    step03_fastapi,
+    step04_triton_python,
+    step05_instance_scaling,
+    step06_onnx_backend,
+    step07_dynamic_batching,
+)
+from servelab.report.effects import Check
+from servelab.results.schema import RunData
+
+EMPTY = pd.DataFrame()
+
+
+def data(fastapi: list[dict] | None = None, triton: list[dict] | None = None) -> RunData:
+    return RunData(pd.DataFrame(fastapi or []), EMPTY, pd.DataFrame(triton or []))
+
+
+def status(checks: list[Check], words: str) -> str:
+    """The status of the one check whose effect mentions ``words``."""
+    [found] = [c for c in checks if words in c.effect]
+    return found.status
+
+
+def fastapi_rows(pt: tuple[float, float], onnx: tuple[float, float]) -> list[dict]:
+    return [{"backend": b, "mode": m, "median_ms": v, "concurrency": 16 if m == "concurrent" else 1}
+            for b, (seq, conc) in (("pt", pt), ("onnx", onnx))
+            for m, v in (("sequential", seq), ("concurrent", conc))]
+
+
+# ----------------------------------------------------------------------------- 03 FastAPI
+def test_fastapi_queuing_and_onnx_faster() -> None:
+    checks = step03_fastapi.rules(data(fastapi_rows(pt=(20, 200), onnx=(7, 20))))
+    assert status(checks, "FastAPI pt: with many clients") == "observed"  # 10× ≥ 4×
+    assert status(checks, "FastAPI onnx: with many clients") == "not observed"  # 2.9× < 4×
+    assert status(checks, "ONNX Runtime answers one client faster") == "observed"
+    slower = step03_fastapi.rules(data(fastapi_rows(pt=(7, 200), onnx=(20, 200))))
+    assert status(slower, "ONNX Runtime answers one client faster") == "not observed"
+    assert {c.status for c in step03_fastapi.rules(data())} == {"not measured"}
+
+
+def test_a_rule_names_its_numbers() -> None:
+    [pt, _, faster] = step03_fastapi.rules(data(fastapi_rows(pt=(20, 200), onnx=(7, 20))))
+    assert pt.evidence == "20 ms → 200 ms (10.0×)"
+    assert faster.evidence == "PyTorch 20 ms, ONNX 7 ms"
+
+
+# ----------------------------------------------------------------------------- 04 Python backend
+def sweep(p50: tuple[float, float], infer: tuple[float, float], queue_hi: float,
+          step: str = "python_concurrency") -> list[dict]:
+    return [{"step": step, "concurrency": c, "p50_ms": p, "compute_infer_ms": i, "queue_ms": q,
+             "throughput": 50.0, "model": "food_classifier"}
+            for c, p, i, q in ((1, p50[0], infer[0], 0.5), (16, p50[1], infer[1], queue_hi))]
+
+
+def test_python_backend_queuing_rules() -> None:
+    queued = step04_triton_python.rules(data(triton=sweep(p50=(20, 300), infer=(18, 20), queue_hi=250)))
+    assert status(queued, "latency at concurrency 16 > 4×") == "observed"
+    assert status(queued, "compute time stays flat") == "observed"
+    assert status(queued, "queue time exceeds compute") == "observed"
+    assert status(queued, "Client batch 16") == "not measured"  # no client-batch rows
+    flat = step04_triton_python.rules(data(triton=sweep(p50=(20, 30), infer=(18, 60), queue_hi=5)))
+    assert {c.status for c in flat if "Client batch" not in c.effect} == {"not observed"}
+    assert {c.status for c in step04_triton_python.rules(data())} == {"not measured"}
+
+
+def test_client_batch_is_a_gpu_effect() -> None:
+    rows = [*sweep(p50=(20, 300), infer=(18, 20), queue_hi=250),
+            {"step": "python_client_batch", "concurrency": 1, "batch": 16, "throughput": 160.0}]
+    [batch] = [c for c in step04_triton_python.rules(data(triton=rows)) if "Client batch" in c.effect]
+    assert batch.gpu_only and batch.status == "observed"  # 160 ≥ 1.5 × 50
+
+
+# ----------------------------------------------------------------------------- 05 instances
+def scaling(throughputs: list[float], threads: tuple[float, float] | None = None) -> list[dict]:
+    rows = [{"step": "instance_scaling", "label": f"{i} instances", "throughput": t, "p50_ms": 10,
+             "p99_ms": 20} for i, t in enumerate(throughputs, 1)]
+    if threads:
+        rows += [{"step": "threads_lesson", "threads": name, "throughput": t}
+                 for name, t in zip(("default", "split"), threads, strict=True)]
+    return rows
+
+
+def test_instance_rules() -> None:
+    checks = step05_instance_scaling.rules(data(triton=scaling([50, 90, 92], threads=(5, 60))))
+    assert status(checks, "More instances raise throughput") == "observed"
+    assert status(checks, "largest instance count is no better") == "observed"  # 92 ≤ 1.05 × 90
+    assert status(checks, "one thread each beats") == "observed"
+    worse = step05_instance_scaling.rules(data(triton=scaling([50, 52, 150], threads=(60, 5))))
+    assert status(worse, "More instances raise throughput") == "observed"
+    assert status(worse, "largest instance count is no better") == "not observed"
+    assert status(worse, "one thread each beats") == "not observed"
+    none = step05_instance_scaling.rules(data())
+    assert [c.status for c in none] == ["not measured", "not measured"]
+
+
+# ----------------------------------------------------------------------------- 06 ONNX backend
+def test_onnx_backend_rules() -> None:
+    rows = [{"step": "python_vs_onnx", "model": "food_classifier", "concurrency": 8, "compute_infer_ms": 20,
+             "throughput": 50},
+            {"step": "onnx_backend", "model": "food_classifier_onnx", "concurrency": 8, "compute_infer_ms": 5,
+             "throughput": 150},
+            {"step": "onnx_scaling", "model": "food_classifier_onnx", "concurrency": 8, "compute_infer_ms": 5,
+             "throughput": 280}]
+    checks = step06_onnx_backend.rules(data(triton=rows))
+    assert status(checks, "inference time is lower") == "observed"
+    assert status(checks, "two instances serve more") == "observed"
+    rows[2]["throughput"] = 150
+    assert status(step06_onnx_backend.rules(data(triton=rows)), "two instances serve more") == "not observed"
+    assert {c.status for c in step06_onnx_backend.rules(data())} == {"not measured"}
+
+
+# ----------------------------------------------------------------------------- 07 dynamic batching
+def batching(constant: float, poisson: float, off: float, on: float, counts: dict[int, int]) -> list[dict]:
+    return [{"step": "arrivals", "distribution": "constant", "p99_ms": constant, "rate": 30},
+            {"step": "arrivals", "distribution": "poisson", "p99_ms": poisson, "rate": 30},
+            {"step": "dynamic_batching", "dynamic_batching": False, "rate": 60, "p99_ms": off,
+             "batch_counts": json.dumps({"1": 100})},
+            {"step": "dynamic_batching", "dynamic_batching": True, "rate": 60, "p99_ms": on,
+             "batch_counts": json.dumps({str(k): v for k, v in counts.items()})}]
+
+
+def test_batching_rules() -> None:
+    checks = step07_dynamic_batching.rules(data(triton=batching(10, 40, 120, 90, {1: 50, 3: 10})))
+    assert status(checks, "Poisson arrivals queue more") == "observed"
+    assert status(checks, "some executions carry more than one") == "observed"
+    assert status(checks, "p99 with dynamic batching ≤") == "observed"
+    none = step07_dynamic_batching.rules(data(triton=batching(40, 10, 90, 120, {1: 60})))
+    assert [c.status for c in none] == ["not observed", "not observed", "not observed"]
+    assert {c.status for c in step07_dynamic_batching.rules(data())} == {"not measured"}
+
+
+# ----------------------------------------------------------------------------- the report's table
+def write_run(folder: Path, fastapi: list[dict], triton: list[dict]) -> Path:
+    folder.mkdir(parents=True)
+    for name, rows in (("fastapi", fastapi), ("triton", triton)):
+        (folder / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder
+
+
+def test_the_report_counts_and_compares(tmp_path: Path) -> None:
+    cpu = write_run(tmp_path / "cpu", fastapi_rows(pt=(20, 200), onnx=(7, 20)),
+                    sweep(p50=(20, 300), infer=(18, 20), queue_hi=250))
+    gpu = write_run(tmp_path / "gpu", fastapi_rows(pt=(10, 60), onnx=(3, 30)),
+                    sweep(p50=(12, 180), infer=(11, 12), queue_hi=160))
+    checks = run_report.expected_effects(RunData.load(cpu))
+    page = run_report.write_report(cpu, compare=gpu).read_text()
+    observed = sum(c.status == "observed" for c in checks)
+    assert f"{observed} of {len(checks)} expected effects observed" in page
+    assert "compared run gpu" in page
+    # this run's verdict and numbers, then the compared run's own
+    assert ("<td>not observed</td><td>7 ms → 20 ms (2.9×)</td><td>observed: 3 ms → 30 ms (10.0×)</td>"
+            in page)
+
+
+@pytest.mark.parametrize("step", run_report.STEPS)
+def test_every_step_draws_nothing_from_an_empty_run(step) -> None:
+    assert step.sections(data()) == []
+    assert all(c.status == "not measured" for c in step.rules(data()))
