@@ -95,6 +95,20 @@ def test_report_has_every_section_and_plot(run_dir: Path) -> None:
     assert "http://" not in page.replace("http://127.0.0.1", ""), "self-contained: no external links"
 
 
+def test_the_run_shows_at_least_what_a_cpu_can_show(run_dir: Path) -> None:
+    """Every effect not marked as a GPU effect is one this CPU run can show: at least that many are
+    observed (GPU effects observed here count too), and the report says the same number."""
+    from servelab.lab.run_report import expected_effects
+
+    checks = expected_effects(schema.RunData.load(run_dir))
+    cpu_can_show = [c for c in checks if not c.gpu_only]
+    observed = [c for c in checks if c.status == "observed"]
+    missing = [f"{c.effect}: {c.status} ({c.evidence})" for c in cpu_can_show if c.status != "observed"]
+    assert len(observed) >= len(cpu_can_show), f"not observed on this CPU: {missing}"
+    page = (run_dir / "report.html").read_text()
+    assert f"{len(observed)} of {len(checks)} expected effects observed" in page
+
+
 def test_executed_notebooks_show_tables_and_plots(run_dir: Path) -> None:
     import nbformat
 

@@ -168,3 +168,14 @@ def test_the_report_counts_and_compares(tmp_path: Path) -> None:
 def test_every_step_draws_nothing_from_an_empty_run(step) -> None:
     assert step.sections(data()) == []
     assert all(c.status == "not measured" for c in step.rules(data()))
+
+
+def test_the_report_lists_retried_runs_and_skipped_warm_ups(tmp_path: Path) -> None:
+    rows = sweep(p50=(20, 300), infer=(18, 20), queue_hi=250)
+    rows[0]["retried"] = "perf_analyzer produced no measurement (exit 0)"
+    rows[1]["warmup"] = "skipped: perf_analyzer ran past its timeout and was killed"
+    page = run_report.write_report(write_run(tmp_path / "run", [], rows)).read_text()
+    assert "What the runner recovered from" in page and "2 measurement(s)" in page
+    assert "produced no measurement" in page and "skipped: perf_analyzer ran past its timeout" in page
+    clean = run_report.write_report(write_run(tmp_path / "clean", [], sweep((20, 300), (18, 20), 250)))
+    assert "What the runner recovered from" not in clean.read_text()

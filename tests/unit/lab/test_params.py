@@ -71,3 +71,14 @@ def test_runner_refuses_unknown_target_before_running() -> None:
 def test_cli_exit_code_names_the_problem(capsys: pytest.CaptureFixture[str]) -> None:
     assert lab.main(["run", "--preset", "huge", "--only", "00"]) == 2
     assert "preset='huge' is unknown" in capsys.readouterr().err
+
+
+def test_lab_run_makes_its_folder_where_servelab_results_says(tmp_path, monkeypatch) -> None:
+    """``SERVELAB_RESULTS=/somewhere ./lab run`` puts the run's folder there, not under results/."""
+    from servelab.lab.runner import new_run_dir
+
+    monkeypatch.setenv("SERVELAB_RESULTS", str(tmp_path / "elsewhere"))
+    run_dir = new_run_dir("quick")
+    assert run_dir.parent == tmp_path / "elsewhere" and run_dir.name.endswith("-quick")
+    explicit = new_run_dir("quick", path=tmp_path / "named")
+    assert explicit == tmp_path / "named" and explicit.is_dir()
