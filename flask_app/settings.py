@@ -13,11 +13,14 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 BACKENDS = ("fastapi", "triton", "triton_onnx")
 DEFAULT_MODELS = {"triton": "food_classifier", "triton_onnx": "food_classifier_onnx"}
 DEFAULT_MAX_UPLOAD_BYTES = 10 * 1024 * 1024
 PACKAGE_DIR = Path(__file__).resolve().parent
+
+Number = TypeVar("Number", int, float)
 
 
 class SettingsError(ValueError):
@@ -72,7 +75,7 @@ class Settings:
         )
 
 
-def _number(env: Mapping[str, str], name: str, default: float, kind: type) -> float:
+def _number(env: Mapping[str, str], name: str, default: Number, kind: type[Number]) -> Number:
     """Parse a numeric variable, naming it when it is not a number."""
     raw = env.get(name)
     if raw is None or not raw.strip():

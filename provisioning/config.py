@@ -12,6 +12,7 @@ import os
 import re
 from dataclasses import dataclass, field, fields, replace
 from datetime import timedelta
+from typing import Any
 
 DEFAULT_SITE = "CHI@TACC"
 DEFAULT_NODE_TYPE = "gpu_p100"
@@ -125,7 +126,7 @@ def from_env(env: dict[str, str] | None = None, **params: object) -> ChameleonCo
     Jupyter), which is what python-chi would use by itself.
     """
     env = dict(os.environ if env is None else env)
-    values: dict[str, object] = {}
+    values: dict[str, Any] = {}  # str, int or timedelta: names checked below, values by validate()
     for name, var in ENV_VARS.items():
         if env.get(var):
             values[name] = _coerce(name, env[var])
@@ -142,9 +143,9 @@ def from_env(env: dict[str, str] | None = None, **params: object) -> ChameleonCo
     unknown = sorted(set(values) - {f.name for f in fields(ChameleonConfig)})
     if unknown:
         raise ProvisioningError(f"unknown provisioning setting(s): {', '.join(unknown)}")
-    return ChameleonConfig(**values)  # type: ignore[arg-type]
+    return ChameleonConfig(**values)
 
 
-def with_changes(config: ChameleonConfig, **changes: object) -> ChameleonConfig:
+def with_changes(config: ChameleonConfig, **changes: Any) -> ChameleonConfig:
     """A copy of ``config`` with ``changes`` applied (and validated again)."""
-    return replace(config, **changes)  # type: ignore[arg-type]
+    return replace(config, **changes)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import functools
 import http.client
 import json
 import statistics
@@ -246,7 +247,7 @@ def run_raw(batch_sizes: Sequence[int] = (1, 16), backends: Sequence[str] = ("on
             backend = load_backend(kind, paths[kind], threads)
             for size in batch_sizes:
                 batch = np.stack([arrays[i % len(arrays)] for i in range(size)])
-                per_call = _time_per_call(lambda b=batch, e=backend: e.infer(b), min_seconds)
+                per_call = _time_per_call(functools.partial(backend.infer, batch), min_seconds)
                 rows.append({"mode": "raw", "what": backend.name, "batch": size, "threads": threads,
                              "device": backend.device, "ms_per_image": per_call / size * 1000,
                              "images_per_s": size / per_call})

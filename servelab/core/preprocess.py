@@ -67,7 +67,7 @@ def load_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            img = Image.open(io.BytesIO(data))
+            img: Image.Image = Image.open(io.BytesIO(data))
             width, height = img.size
             if width * height > max_pixels:
                 raise ImageError(
@@ -107,7 +107,7 @@ def preprocess(img: Image.Image) -> np.ndarray:
     operation for operation (same PIL resize, same float32 arithmetic order), so
     it matches torchvision to float rounding.
     """
-    resized = img.resize((RESIZE_TO[1], RESIZE_TO[0]), Image.BILINEAR)
+    resized = img.resize((RESIZE_TO[1], RESIZE_TO[0]), Image.Resampling.BILINEAR)
     cropped = _center_crop(resized, IMAGE_SIZE)
     array = np.asarray(cropped, dtype=np.uint8).astype(np.float32) / np.float32(255)
     array = (array - MEAN) / STD

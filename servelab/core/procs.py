@@ -19,6 +19,7 @@ import urllib.request
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from types import FrameType
 
 _LIVE: weakref.WeakSet[ManagedProcess] = weakref.WeakSet()
 
@@ -146,12 +147,12 @@ def stop_all() -> None:
         proc.stop()
 
 
-def _on_sigint(signum: int, frame: object) -> None:
+def _on_sigint(signum: int, frame: FrameType | None) -> None:
     stop_all()
     signal.default_int_handler(signum, frame)
 
 
-def _on_sigterm(signum: int, frame: object) -> None:
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     """SIGTERM skips atexit by default: turn it into SystemExit so children are stopped."""
     stop_all()
     raise SystemExit(128 + signum)

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pandas as pd
 from tqdm import tqdm  # text bars: they stay readable in executed notebooks
@@ -37,7 +38,9 @@ def flask_uploads(flask: Endpoint, p: LabParams, step: str) -> pd.DataFrame:
     from servelab.core.samples import sample_paths
 
     paths = sample_paths()
-    replies, times, errors = [], [], 0
+    replies: list[dict[str, Any]] = []
+    times: list[float] = []
+    errors = 0
     with httpx.Client(timeout=60.0) as client:
         for i in tqdm(range(p.flask_requests), desc="uploads", unit="img"):
             path = paths[i % len(paths)]
@@ -51,7 +54,7 @@ def flask_uploads(flask: Endpoint, p: LabParams, step: str) -> pd.DataFrame:
             replies.append({"image": path.name, "ms": round(times[-1], 1), **response.json()})
     if not replies:
         raise RuntimeError(f"every upload to {flask.url} failed ({errors} errors): see the app's log")
-    ms = pd.Series(times)
+    ms = pd.Series(times, dtype="float64")  # float64 anyway; unsaid, pandas-stubs type it Series[bool]
     row = {"step": step, "backend": flask.kind, "requests": len(times), "errors": errors,
            "median_ms": float(ms.median()), "p95_ms": float(ms.quantile(0.95))}
     record(FLASK, [row])

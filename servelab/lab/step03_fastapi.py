@@ -113,7 +113,8 @@ def fig_fastapi(df: pd.DataFrame) -> Figure:
     """Latency percentiles (sequential and concurrent) and throughput, PyTorch vs ONNX."""
     fig, (left, right) = figure(cols=2)
     df = df.copy()
-    df["run"] = df["backend"].astype(str) + "\n" + df["mode"].astype(str)
+    # "str" is str to pandas; pandas-stubs type astype(str) as a bool Series
+    df["run"] = df["backend"].astype("str") + "\n" + df["mode"].astype("str")
     positions = range(len(df))
     width = 0.27
     for i, (column, name) in enumerate([("median_ms", "p50"), ("p95_ms", "p95"), ("p99_ms", "p99")]):

@@ -150,7 +150,7 @@ def read_per_level(df: pd.DataFrame, by: str) -> str:
 def read_scaling(df: pd.DataFrame) -> str:
     if df.empty:
         return "no measurements"
-    best = df.loc[num(df, "throughput").idxmax()]
+    best = df.iloc[num(df, "throughput").argmax()]  # the row of the best throughput (NaN skipped)
     name = best.get("label", best.get("instances"))
     return (f"best throughput {float(best['throughput']):.1f}/s with {name}; "
             + ", ".join(f"{r.get('label', r.get('instances'))}: {float(r['throughput']):.1f}/s, "

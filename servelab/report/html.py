@@ -102,12 +102,13 @@ def _effects_section(steps: Sequence[ReportStep], data: RunData, compare: Path |
         other = expected_effects(steps, RunData.load(compare))
         facts = load(compare, FASTAPI)
         other_name = f"{Path(compare).name} ({facts.iloc[0].get('gpu', '?')})" if not facts.empty else ""
+    others: list[Check | None] = list(other) if other else [None] * len(checks)
     rows = "".join(
         f'<tr class="{c.status.replace(" ", "-")}"><td>{html.escape(c.effect)}'
         f'{" <small>(a GPU effect)</small>" if c.gpu_only else ""}</td>'
         f"<td>{c.status}</td><td>{html.escape(c.evidence)}</td>"
         + (f"<td>{o.status}: {html.escape(o.evidence)}</td>" if o is not None else "")
-        + "</tr>" for c, o in zip(checks, other or [None] * len(checks), strict=True))
+        + "</tr>" for c, o in zip(checks, others, strict=True))
     seen = sum(c.status == "observed" for c in checks)
     summary = (f"<p>{seen} of {len(checks)} expected effects observed in this run. "
                f"{html.escape(NOISE_NOTE)}</p>")

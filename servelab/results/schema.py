@@ -57,7 +57,7 @@ def normalise_triton(df: pd.DataFrame) -> pd.DataFrame:
         mode = df["load_mode"].astype(str)
         df["concurrency"] = pd.to_numeric(df["load_value"].where(mode == "concurrency"), errors="coerce")
         df["rate"] = pd.to_numeric(df["load_value"].where(mode == "request_rate"), errors="coerce")
-    gpu_cols = [c for c in df if c.startswith("gpu") and c.endswith("_util_mean_pct")]
+    gpu_cols = [c for c in df if isinstance(c, str) and c.startswith("gpu") and c.endswith("_util_mean_pct")]
     df["gpu_util_pct"] = df[gpu_cols].apply(pd.to_numeric, errors="coerce").mean(axis=1) if gpu_cols else None
     return df
 

@@ -191,8 +191,12 @@ def run_on_node(run_dir: Path, preset: str = "quick", only: Sequence[str] | None
         pass  # the failed step is recorded in outcome.steps
     finally:
         if created and not keep_node:
+            def teardown() -> str:
+                provisioning.teardown(config, chi=chi)
+                return "server and lease deleted"
+
             with contextlib.suppress(_Stop):
-                step("teardown", lambda: provisioning.teardown(config, chi=chi) or "server and lease deleted")
+                step("teardown", teardown)
         elif created:
             print(f"--keep-node: server {config.server_name} and lease {config.lease_name} left running; "
                   "tear down with: python -m provisioning teardown", flush=True)

@@ -115,8 +115,8 @@ class LocalStack(Stack):
         from servelab.targets.services import start_flask
 
         service = start_flask(env=env, log_dir=self.log_dir, timeout=min(timeout, self.ready_timeout))
-        service.backend = backend  # type: ignore[attr-defined]
-        service.upstream = upstream.url  # type: ignore[attr-defined]
+        service.backend = backend
+        service.upstream = upstream.url
         self._services["flask"] = service
 
     def _stop(self, service: str) -> None:

@@ -27,6 +27,8 @@ class Service:
     name: str
     url: str
     process: ManagedProcess
+    backend: str = ""  # GourmetGram only: the backend it was started against (PREDICT_BACKEND)
+    upstream: str = ""  # GourmetGram only: that backend's URL
 
     def stop(self) -> None:
         self.process.stop()

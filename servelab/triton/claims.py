@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import warnings
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ def reload_times(server: TritonServer, rounds: int) -> list[dict[str, Any]]:
     return rows
 
 
-def instances_vs_plain(server: TritonServer, requests: int) -> list[dict[str, Any]]:
+def instances_vs_plain(server: TritonServer, requests: int) -> list[dict[Hashable, Any]]:
     """Throughput and p99 at concurrency 8: plain per-request/default threads vs 2 tuned instances."""
     rows = []
     for label, instances, params in (("plain, 1 instance, default threads", 1, PLAIN),
@@ -60,7 +61,7 @@ def instances_vs_plain(server: TritonServer, requests: int) -> list[dict[str, An
     return rows
 
 
-def dynamic_batching(server: TritonServer, requests: int) -> list[dict[str, Any]]:
+def dynamic_batching(server: TritonServer, requests: int) -> list[dict[Hashable, Any]]:
     rows = []
     model = "food_classifier_onnx"
     for enabled in (False, True):

@@ -15,12 +15,14 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-ModelConfig = mc.ModelConfig
+# model_config_pb2 is protobuf-generated without type stubs (classes built at import): to mypy a
+# ModelConfig is Any, so its fields are not checked; the alias keeps it usable as an annotation.
+ModelConfig: TypeAlias = mc.ModelConfig
 KINDS = {"KIND_AUTO", "KIND_GPU", "KIND_CPU", "KIND_MODEL"}
 CONFIG_NAME = "config.pbtxt"
 

@@ -38,7 +38,7 @@ from servelab.triton.perf import (
     load_levels,
     perf,
 )
-from servelab.triton.perf_csv import perf_gpu_columns
+from servelab.triton.perf_csv import perf_gpu_columns, records
 from servelab.triton.perf_inputs import make_input_data, make_tensor_input_data
 from servelab.triton.server import cache_dir
 from servelab.triton.stats import run_stats
@@ -129,7 +129,8 @@ def _one_level(server: TritonEndpoint, model: str, label: str, level: float, mod
     opts = dict(options)
     opts["concurrency" if mode == "concurrency" else "request_rate"] = (
         int(level) if mode == "concurrency" else level)
-    pids = [server.pid] if getattr(server, "pid", None) else []
+    pid = getattr(server, "pid", None)  # a TritonServer this process started has one; a Stack does not
+    pids = [pid] if pid else []
     with run_stats(server.client(), model) as stats, Utilisation(pids=pids) as util:
         result = perf(model, perf_url or server.url, label, config=config, runner=runner, timeout=timeout,
                       **opts)
@@ -166,7 +167,7 @@ def gpu_utilisation(row: Mapping[str, Any], util: Mapping[str, Any]) -> dict[str
 
 def with_gpu_columns(frame: pd.DataFrame, util: Mapping[str, Any]) -> pd.DataFrame:
     """``frame`` (one perf run's rows) with ``gpu_utilisation``'s columns on every row."""
-    rows = [{**row, **gpu_utilisation(row, util)} for row in frame.to_dict("records")]
+    rows = [{**row, **gpu_utilisation(row, util)} for row in records(frame)]
     out = pd.DataFrame(rows, columns=list(dict.fromkeys(k for row in rows for k in row))) if rows else frame
     out.attrs.update(frame.attrs)
     return out
@@ -191,12 +192,11 @@ def measure(server: TritonEndpoint, model: str, label: str, *,
     ``perf_url`` is where perf_analyzer reaches the server when it runs elsewhere
     than this client (inside the stack's jupyter service: ``triton_server:8000``).
     """
-    if (concurrency is None) == (request_rate is None):
+    asked = concurrency if concurrency is not None else request_rate
+    if asked is None or (concurrency is not None and request_rate is not None):
         raise ValueError("give exactly one of concurrency= or request_rate=")
     mode = "concurrency" if concurrency is not None else "request_rate"
-    asked = concurrency if concurrency is not None else request_rate
-    levels = ([float(x) for x in asked] if isinstance(asked, list)  # type: ignore[union-attr]
-              else load_levels(asked))  # type: ignore[arg-type]
+    levels = [float(x) for x in asked] if isinstance(asked, list) else load_levels(asked)
     check_shapes(server.client(), model, shapes)
     input_data = input_data or input_data_for(server, model)
     config = live_summary(server, model)
@@ -225,7 +225,7 @@ def measure(server: TritonEndpoint, model: str, label: str, *,
         frame["warmup"] = warmup  # "" when it ran; why it was skipped otherwise (the report lists these)
         frames.append(frame)
         if record:
-            append_rows(experiment, frame.to_dict("records"))
+            append_rows(experiment, records(frame))
     out = pd.concat(frames, ignore_index=True)
     out.attrs["stdout"] = "\n".join(f.attrs.get("stdout", "") for f in frames)
     return out

@@ -72,6 +72,8 @@ def load_levels(value: int | float | Sequence[int | float]) -> list[float]:
     if isinstance(value, int | float):
         return [float(value)]
     start, end, step = [*list(value), None, None][:3]
+    if start is None:
+        raise TypeError("a load range needs at least a start")
     end = start if end is None else end
     step = step or 1
     levels, level = [], float(start)
@@ -104,7 +106,8 @@ def perf_analyzer_argv(model: str, url: str, *, protocol: str = "http", batch: i
     ``max_trials`` control settling. In request-rate mode ``max_threads``
     defaults to 16 so the client can keep the asked rate.
     """
-    if (concurrency is None) == (request_rate is None):
+    asked = concurrency if concurrency is not None else request_rate
+    if asked is None or (concurrency is not None and request_rate is not None):
         raise ValueError("give exactly one of concurrency= or request_rate=")
     if protocol not in ("http", "grpc"):
         raise ValueError(f"protocol must be 'http' or 'grpc', not {protocol!r}")
@@ -112,19 +115,18 @@ def perf_analyzer_argv(model: str, url: str, *, protocol: str = "http", batch: i
         raise ValueError(f"distribution must be 'constant' or 'poisson', not {distribution!r}")
     if batch < 1:
         raise ValueError(f"batch size must be at least 1, not {batch}")
-    if request_count is not None and len(load_levels(concurrency if concurrency is not None
-                                                      else request_rate)) > 1:  # type: ignore[arg-type]
+    if request_count is not None and len(load_levels(asked)) > 1:
         raise ValueError("perf_analyzer takes request_count only with a single load level; "
                          "run one level per call or use count windows")
     if request_count is not None and request_rate is not None and request_count < max(
-            load_levels(request_rate)):  # type: ignore[arg-type]
+            load_levels(request_rate)):
         raise ValueError(f"request_count ({request_count}) must be at least the request rate "
                          f"({request_rate}): perf_analyzer refuses fewer requests than one second's worth")
     argv = [binary, "-m", model, "-u", url, "-i", protocol, "-b", str(batch)]
     if concurrency is not None:
         argv += ["--concurrency-range", _range(concurrency)]
     else:
-        argv += ["--request-rate-range", _range(request_rate),  # type: ignore[arg-type]
+        argv += ["--request-rate-range", _range(asked),  # asked is request_rate here
                  "--request-distribution", distribution,
                  "--max-threads", str(max_threads or 16)]
     if concurrency is not None and max_threads:

@@ -11,7 +11,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -108,6 +108,14 @@ def parse_gpu_field(value: Any) -> dict[str, float]:
     return out
 
 
+def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """``frame.to_dict("records")``, typed with the str column names these frames have.
+
+    pandas-stubs type the keys as Hashable; perf_analyzer's CSV headers and our columns are str.
+    """
+    return cast("list[dict[str, Any]]", frame.to_dict("records"))
+
+
 def perf_gpu_columns(record: Mapping[str, Any], order: Sequence[str] = ()) -> dict[str, Any]:
     """perf_analyzer's GPU metrics of one CSV row as flat ``perf_gpu*`` columns; {} without any.
 
@@ -158,7 +166,7 @@ def parse_perf_csv(text: str, label: str, model: str, config: Mapping[str, Any] 
     load = dict(load or {})
     raw = pd.read_csv(io.StringIO(text)) if text.strip() else pd.DataFrame()
     rows: list[dict[str, Any]] = []
-    for record in raw.to_dict("records"):
+    for record in records(raw):
         mode_col = next((c for c in LOAD_COLUMNS if c in record), None)
         row: dict[str, Any] = {
             "load_mode": LOAD_COLUMNS[mode_col] if mode_col else load.get("load_mode"),

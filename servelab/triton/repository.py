@@ -108,8 +108,11 @@ def precompile(model_dir: Path) -> None:
 MODELS = ("food_classifier", "food_classifier_onnx")
 
 
-def deploy_all(repository: Path, gpu: bool, names: tuple[str, ...] = MODELS,
-               **kwargs: object) -> dict[str, Path]:
-    """Deploy several staged models; returns name → deployed folder."""
+def deploy_all(repository: Path, gpu: bool, names: tuple[str, ...] = MODELS, *,
+               staging_dir: Path = STAGING_DIR, onnx_backend: bool | None = None,
+               quiet: bool = False) -> dict[str, Path]:
+    """Deploy several staged models (``deploy_model``'s options for each); returns name → deployed folder."""
     Path(repository).mkdir(parents=True, exist_ok=True)
-    return {name: deploy_model(name, repository, gpu, **kwargs) for name in names}  # type: ignore[arg-type]
+    return {name: deploy_model(name, repository, gpu, staging_dir=staging_dir, onnx_backend=onnx_backend,
+                               quiet=quiet)
+            for name in names}
