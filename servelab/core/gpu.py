@@ -64,13 +64,9 @@ def ort_providers(ort: Any, device_id: int = 0) -> list[Any]:
 def pad_rows(batch: np.ndarray, rows: int | None) -> np.ndarray:
     """``batch`` zero-padded to ``rows`` rows (unchanged when it has that many, or ``rows`` is None/0).
 
-    On CUDA every batch is padded to one size, so the session only ever sees
-    one shape. Measured on an H100 (onnxruntime-gpu 1.31, HEURISTIC search): a
-    run whose batch size differs from the previous run's costs ~0.9 s, even
-    for sizes seen before, against 2.7 ms for 16 images and 1.6 ms for one at a
-    fixed size; unpadded, the FastAPI service's mixed batches gave 16 clients
-    7.7 req/s.
+    On CUDA every batch is padded to one size, so ONNX Runtime's session only ever sees one shape.
     """
+    # why: docs/decisions/2026-11-22-fastapi-onnxruntime-cuda-padding.md
     if not rows or len(batch) >= rows:
         return batch
     padded = np.zeros((rows, *batch.shape[1:]), dtype=batch.dtype)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from servelab.core.cpu import cpu_cores
 from servelab.core.paths import REPO_ROOT
 from servelab.lab.params import ParameterError, check_preset, check_target
 from servelab.results.store import RESULTS_VARIABLE, results_dir
@@ -284,7 +285,7 @@ def _load_average() -> float | None:
 
 def _summary(outcome: RunOutcome, preset: str, target: str) -> dict[str, Any]:
     return {"preset": preset, "target": target, "seconds": round(outcome.seconds, 1), "ok": outcome.ok,
-            "cpu_count": os.cpu_count(), "load_average_before": outcome.load_before,
+            "cpu_count": cpu_cores(), "load_average_before": outcome.load_before,
             "load_average_after": _load_average(),
             "notebooks": [{"name": n.name, "seconds": round(n.seconds, 1), "ok": n.ok, "error": n.error}
                           for n in outcome.notebooks]}

@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pandas as pd
 from tqdm import tqdm  # text bars: they stay readable in executed notebooks
 
+from servelab.core.cpu import cpu_cores
 from servelab.lab.common import concat, show_columns
 from servelab.lab.params import LabParams
 from servelab.lab.triton_steps import Triton, measure, set_instances
@@ -32,7 +32,7 @@ def instance_plan(stack: Stack, p: LabParams) -> pd.DataFrame:
     elif stack.has_gpu:
         counts = [1, 2, 4]
     else:
-        cores = os.cpu_count() or 1
+        cores = cpu_cores()
         counts = sorted({1, cores, 2 * cores})
     rows = []
     for i, count in enumerate(counts):

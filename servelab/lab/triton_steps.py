@@ -19,9 +19,7 @@ from servelab.lab.params import LabParams
 from servelab.report.figures import as_image, fig_breakdown, read_breakdown
 from servelab.results.schema import TRITON_COLUMNS, normalise_triton
 from servelab.results.store import results_dir
-from servelab.targets.base import Stack
-
-REPOSITORY = "models"  # the live model repository, relative to the project root on the target's host
+from servelab.targets.base import MODEL_REPOSITORY, Stack
 
 
 @dataclass
@@ -66,9 +64,10 @@ def deploy(triton: Triton, name: str) -> None:
         wanted = (folder / "config.pbtxt").read_text()
         if _deployed_config(triton, name) == wanted and _ready(triton.client(), name):
             return  # the stack deployed and loaded exactly this already
-        print(f"deploying models_staging/{name} -> {REPOSITORY}/{name} on the {triton.stack.target} target")
+        live = f"{MODEL_REPOSITORY}/{name}"
+        print(f"deploying models_staging/{name} -> {live} on the {triton.stack.target} target")
         for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-            triton.stack.write_file(f"{REPOSITORY}/{name}/{path.relative_to(folder)}", path.read_bytes())
+            triton.stack.write_file(f"{live}/{path.relative_to(folder)}", path.read_bytes())
     triton.stack.reload_model(name)
     _wait_ready(triton, name)
 
@@ -94,12 +93,12 @@ def _ready(client: Any, name: str) -> bool:
 def _read_config(triton: Triton, name: str) -> Any:
     from servelab.triton.config import parse_config
 
-    return parse_config(triton.stack.read_file(f"{REPOSITORY}/{name}/config.pbtxt").decode())
+    return parse_config(triton.stack.read_file(f"{MODEL_REPOSITORY}/{name}/config.pbtxt").decode())
 
 
 def show_config(triton: Triton, name: str) -> None:
     """The deployed config.pbtxt, as the server reads it."""
-    print(triton.stack.read_file(f"{REPOSITORY}/{name}/config.pbtxt").decode())
+    print(triton.stack.read_file(f"{MODEL_REPOSITORY}/{name}/config.pbtxt").decode())
 
 
 def show_model_code(name: str) -> None:
@@ -116,7 +115,7 @@ class StackConfigFile:
 
     @property
     def relpath(self) -> str:
-        return f"{REPOSITORY}/{self.name}/config.pbtxt"
+        return f"{MODEL_REPOSITORY}/{self.name}/config.pbtxt"
 
     def read(self) -> str | None:
         try:

@@ -9,6 +9,7 @@ perf_analyzer's long names (``latency_p50_ms``) and read with the short ones the
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,7 +71,8 @@ def step_rows(df: pd.DataFrame, *steps: str) -> pd.DataFrame:
 
 
 def num(df: pd.DataFrame, column: str) -> pd.Series:
-    return pd.to_numeric(df[column], errors="coerce") if column in df else pd.Series(dtype=float)
+    """``df[column]`` as numbers (NaN where missing, and all NaN when the column is absent)."""
+    return pd.to_numeric(df[column], errors="coerce") if column in df else pd.Series(math.nan, index=df.index)
 
 
 def batch_size_counts(df: pd.DataFrame) -> dict[int, int]:

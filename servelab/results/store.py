@@ -17,6 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from servelab.core.cpu import cpu_cores
 from servelab.core.paths import RESULTS_DIR
 
 # The folder results are written to. The headless runner sets it to the run's folder for the notebooks'
@@ -40,7 +41,7 @@ def host_facts() -> dict[str, Any]:
     """What a reader needs to interpret a number: machine, cores, accelerator."""
     facts: dict[str, Any] = {
         "host": platform.node(),
-        "cpu_count": os.cpu_count(),
+        "cpu_count": cpu_cores(),
         "platform": platform.platform(),
         "python": platform.python_version(),
         "gpu": "none",

@@ -140,6 +140,12 @@ class LocalStack(Stack):
         """Names of the services this stack has running now."""
         return sorted(self._services)
 
+    def service(self, name: str) -> Any:
+        """The running process handle of ``name`` (a ``Service`` or a ``TritonServer``: url, pid, stop)."""
+        if name not in self._services:
+            raise RuntimeError(f"{name} is not running on the local target: call up() first")
+        return self._services[name]
+
     # -- addresses
     def url(self, service: str, port: str = "http") -> str:
         port_of(SERVICE_PORTS, service, port)

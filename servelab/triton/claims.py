@@ -1,4 +1,4 @@
-"""The issue's speed figures, measured on the local target: ``python -m servelab.triton.claims``.
+"""Three claims about Triton the lab makes, checked on the local target: ``python -m servelab.triton.claims``.
 
 1. A config change (instance count, dynamic batching) is live within seconds.
 2. food_classifier with 2 CPU instances (one forward pass per batch, threads

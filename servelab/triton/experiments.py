@@ -92,7 +92,7 @@ def _settle_options(settle: str | Mapping[str, Any]) -> dict[str, Any]:
 WARMUP_TIMEOUT_S = 60.0  # a warm-up is a few seconds of load; more means it is stuck
 
 
-def _warm_up(server: TritonEndpoint, model: str, options: dict[str, Any], runner: Runner | None,
+def warm_up(server: TritonEndpoint, model: str, options: dict[str, Any], runner: Runner | None,
              requests: int, timeout: float, perf_url: str | None = None) -> str:
     """A short unrecorded run at the same load: first requests pay for lazy initialisation.
 
@@ -211,7 +211,7 @@ def measure(server: TritonEndpoint, model: str, label: str, *,
             warm = dict(options)
             warm["concurrency" if mode == "concurrency" else "request_rate"] = (
                 int(level) if mode == "concurrency" else level)
-            warmup = _warm_up(server, model, warm, runner, warmup_requests, timeout, perf_url)
+            warmup = warm_up(server, model, warm, runner, warmup_requests, timeout, perf_url)
         result, stats, util = _one_level(server, model, label, level, mode, options, runner, timeout, config,
                                          perf_url)
         frame = result.frame.copy()

@@ -7,17 +7,11 @@ SSH) and hands back stdout and the ``-f`` CSV text; ``parse_perf_csv`` turns
 that into a pandas DataFrame labelled with the experiment, model, config and
 load pattern.
 
-On a shared 2-core CPU perf_analyzer often cannot settle ("Failed to obtain
-stable measurement") and then leaves the load level out of its CSV, or writes
-no CSV at all. That is reported, not swallowed: the level gets a row with
-``settled=False`` (throughput and mean latency from its last pass) and a
-warning says what to change.
-
-perf_analyzer measures its windows in whole seconds of polling (its throughput
-is requests / ceil-ish(seconds)): a fixed-count run of 2–3 s can read up to
-~30 % low. Size ``request_count``/``measurement_request_count`` so a level lasts
-≥ 5 s when throughputs are to be compared closely; latencies are per request
-and not affected.
+A level perf_analyzer could not settle ("Failed to obtain stable measurement")
+is reported, not swallowed: it gets a row with ``settled=False`` and a warning
+says what to change (``servelab.triton.perf_csv``). Size the windows so a level
+lasts several seconds when throughputs are compared closely: perf_analyzer
+counts in whole seconds. Why: docs/decisions/2026-11-22-perf-analyzer-windows.md.
 """
 
 from __future__ import annotations
