@@ -44,7 +44,12 @@ class ProvisioningError(RuntimeError):
 
 def user_id() -> str:
     """The student's id used in resource names (``USER``), made safe for OpenStack names."""
-    raw = os.environ.get("CHI_USER") or os.environ.get("USER") or getpass.getuser() or "student"
+    raw = os.environ.get("CHI_USER") or os.environ.get("USER")
+    if not raw:
+        try:
+            raw = getpass.getuser()
+        except (KeyError, OSError):  # a uid with no passwd entry (a container run as the host's uid)
+            raw = "student"
     return re.sub(r"[^A-Za-z0-9_-]+", "-", raw).strip("-") or "student"
 
 
@@ -69,6 +74,7 @@ class ChameleonConfig:
     lease_timeout_s: int = 600
     server_timeout_s: int = 20 * 60
     ssh_timeout_s: int = 10 * 60
+    node_command_timeout_s: int = 60 * 60  # one node set-up command (apt, image pulls and builds)
     extra: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -111,9 +111,17 @@ def _upload(server: Any, config: ChameleonConfig, local: str, remote: str) -> No
 def run_on_node(server: Any, config: ChameleonConfig, command: str) -> str:
     """Run ``command`` over SSH, its output streamed; return its stdout. A failure is one line."""
     print(f"$ {command}")
+    from fabric import Config  # python-chi hands these keyword arguments to Fabric's Connection
+
+    limit = config.node_command_timeout_s
     try:
-        result = server.execute(command, user=config.ssh_user)
+        result = server.execute(command, user=config.ssh_user,
+                                config=Config(overrides={"timeouts": {"command": limit}}))
     except Exception as exc:
+        if type(exc).__name__ == "CommandTimedOut":  # invoke's, raised by run() at the command timeout
+            raise ProvisioningError(
+                f"`{command}` did not finish on the node within {limit} s: log in (ssh "
+                f"{config.ssh_user}@<floating IP>) to see what it waits for, then run launch again") from exc
         result = getattr(exc, "result", None)
         if result is not None and hasattr(result, "exited"):  # Fabric/invoke UnexpectedExit
             raise ProvisioningError(

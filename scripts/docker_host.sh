@@ -31,7 +31,7 @@ check_docker() {
   if ! info="$(timeout 30 docker info --format '{{.ServerVersion}}' 2>&1)"; then
     case "$info" in
       *"permission denied"*)
-        die "$(id -un) may not use Docker yet: log in again (new docker group membership), or run: sg docker -c './lab $*'" ;;
+        die "$(id -un) may not use Docker yet: log in again (new docker group membership), or run: sg docker -c './lab $(printf '%q ' "$@")'" ;;
       *) die "docker info failed within 30 s: $info" ;;
     esac
   fi
@@ -45,7 +45,9 @@ export_ids() {
   HOST_GID="$(stat -c %g "$ROOT")"
   DOCKER_GID="$(stat -c %g "$SOCKET")"
   SERVELAB_CHECKOUT="$ROOT"
-  export HOST_UID HOST_GID DOCKER_GID SERVELAB_CHECKOUT
+  SERVELAB_USER="$(stat -c %U "$ROOT")"  # USER inside the container (its uid has no passwd entry there)
+  DOCKER_SOCKET="$SOCKET"
+  export HOST_UID HOST_GID DOCKER_GID SERVELAB_CHECKOUT SERVELAB_USER DOCKER_SOCKET
 }
 
 # models/ (the live Triton repository) and results/ exist, owned by the checkout owner
@@ -67,12 +69,24 @@ jupyter_token() {
   export JUPYTER_TOKEN
 }
 
-# idempotent: seconds when the artefacts are there (an upload carries them), minutes otherwise
+ARTIFACTS=(artifacts/food11.json fastapi_pt/food11.pth fastapi_onnx/food11.onnx
+           models_staging/food_classifier/1/food11.pth models_staging/food_classifier_onnx/1/model.onnx)
+
+# the Triton image has torch and onnx: it builds the artefacts when they are missing (a git clone)
+# or when trained weights are asked for (SERVELAB_WEIGHTS); an upload carries them already
 build_model() {
-  say "model artefacts: checking or building them in the Triton image (torch and onnx are there)"
+  local missing=0 file
+  for file in "${ARTIFACTS[@]}"; do [ -s "$file" ] || missing=1; done
+  if [ "$missing" -eq 0 ] && [ -z "${SERVELAB_WEIGHTS:-}" ]; then
+    say "model artefacts: present"
+    return
+  fi
+  local weights=()
+  [ -n "${SERVELAB_WEIGHTS:-}" ] && weights=(--weights "$SERVELAB_WEIGHTS")
+  say "model artefacts: building them in the Triton image (first time: the image builds, minutes)"
   "${TRITON[@]}" run --rm --no-deps --build --user "$HOST_UID:$HOST_GID" \
     -v "$ROOT:$ROOT" -w "$ROOT" -e SERVELAB_ROOT="$ROOT" -e HOME=/tmp \
-    --entrypoint python3 triton_server -m servelab.core.model build >&2
+    --entrypoint python3 triton_server -m servelab.core.model build "${weights[@]}" >&2
 }
 
 jupyter_up() {
@@ -87,7 +101,7 @@ main() {
     jupyter|run) ;;
     *) die "usage: scripts/docker_host.sh jupyter | run [python -m servelab.lab run arguments]" ;;
   esac
-  check_docker "$command"
+  check_docker "$command" "$@"
   export_ids
   prepare_checkout
   jupyter_token
@@ -97,8 +111,15 @@ main() {
     echo "jupyter: http://localhost:8888/lab?token=$JUPYTER_TOKEN"
     return
   fi
+  local pass=()
+  if [ -n "${SERVELAB_RESULTS:-}" ]; then  # where runs go: it must be inside the mounted checkout
+    case "$(realpath -m "$SERVELAB_RESULTS")/" in
+      "$ROOT"/*) pass=(-e "SERVELAB_RESULTS=$(realpath -m "$SERVELAB_RESULTS")") ;;
+      *) die "SERVELAB_RESULTS=$SERVELAB_RESULTS is outside the checkout ($ROOT), which is all the container sees" ;;
+    esac
+  fi
   say "running the lab inside servelab-jupyter: python -m servelab.lab run $*"
-  exec "${JUPYTER[@]}" exec -T jupyter python -m servelab.lab run "$@"
+  exec "${JUPYTER[@]}" exec -T "${pass[@]}" jupyter python -m servelab.lab run "$@"
 }
 
 main "$@"

@@ -153,7 +153,10 @@ def _on_sigint(signum: int, frame: FrameType | None) -> None:
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    """SIGTERM skips atexit by default: turn it into SystemExit so children are stopped."""
+    """SIGTERM skips atexit by default: turn it into SystemExit so children are stopped.
+
+    The one SystemExit in library code, on purpose: it is how a signal becomes a normal exit
+    (atexit handlers, ``finally`` blocks) in whatever program started the children."""
     stop_all()
     raise SystemExit(128 + signum)
 

@@ -45,7 +45,7 @@ def results_overview() -> pd.DataFrame:
 def open_stack(p: LabParams) -> Stack:
     """The target's stack: local processes, or compose on this host (the node's Jupyter on Chameleon).
 
-    ``target="chameleon"`` raises a ParameterError that says where notebooks 03-07 run instead.
+    ``target="chameleon"`` raises a TargetError that says where notebooks 03-07 run instead.
     """
     return get_stack(p.target, **_local_options(p.target))
 

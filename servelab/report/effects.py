@@ -2,7 +2,7 @@
 
 A rule is a pure function of a run's tables: it picks numbers with ``row`` and returns a ``Check``
 that says observed, not observed, or not measured (a number it needs is missing). Each step
-module holds its own rules (``rules(fastapi, triton)``); ``servelab.report`` lists them in order.
+module holds its own rules (``rules(data: RunData)``); ``servelab.lab.run_report`` lists them in order.
 """
 
 from __future__ import annotations

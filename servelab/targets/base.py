@@ -164,7 +164,7 @@ class Stack(ABC):
     @abstractmethod
     def run(self, argv: Sequence[str], service: str | None = None,
             timeout: float | None = None) -> CommandResult:
-        """Run a command on the host, or inside ``service`` (perf_analyzer runs in ``jupyter``)."""
+        """Run a command on the services' host, or inside ``service`` (``docker compose exec`` there)."""
 
     @abstractmethod
     def write_file(self, relpath: str, content: bytes | str) -> None:

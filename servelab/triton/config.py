@@ -209,19 +209,24 @@ def apply_config(server_or_client: Any, name: str, where: Path | ConfigFile | No
     if file is not None:
         file.write(config_text(cfg))
     try:
-        if reload is not None:
-            reload(name, config_json(cfg))
-        elif hasattr(server_or_client, "load") and hasattr(server_or_client, "client"):
-            server_or_client.load(name, config=config_json(cfg), timeout=timeout)
-        else:
-            _client_of(server_or_client).load_model(name, config=config_json(cfg))
-    except (InferenceServerException, RuntimeError) as exc:
+        try:
+            if reload is not None:
+                reload(name, config_json(cfg))
+            elif hasattr(server_or_client, "load") and hasattr(server_or_client, "client"):
+                server_or_client.load(name, config=config_json(cfg), timeout=timeout)
+            else:
+                _client_of(server_or_client).load_model(name, config=config_json(cfg))
+        except (InferenceServerException, RuntimeError) as exc:
+            message = exc.message() if isinstance(exc, InferenceServerException) else str(exc)
+            raise ConfigError(
+                f"new config for '{name}' refused, the old one keeps serving: {message}") from None
+        live = live_config(server_or_client, name)
+        _confirm(name, cfg, live)
+    except BaseException:
+        # refused, unreachable, or live differs from what was written: the file says what serves
         if file is not None and previous is not None:
             file.write(previous)
-        message = exc.message() if isinstance(exc, InferenceServerException) else str(exc)
-        raise ConfigError(f"new config for '{name}' refused, the old one keeps serving: {message}") from None
-    live = live_config(server_or_client, name)
-    _confirm(name, cfg, live)
+        raise
     return live
 
 

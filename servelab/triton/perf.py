@@ -1,11 +1,10 @@
 """perf_analyzer as the lab runs it, with its results as data.
 
-Split on purpose into three steps so every target can share two of them:
-``perf_analyzer_argv`` builds the lab's command; a *runner* executes it (here a
-local subprocess; the GPU targets pass one that runs inside a container or over
-SSH) and hands back stdout and the ``-f`` CSV text; ``parse_perf_csv`` turns
-that into a pandas DataFrame labelled with the experiment, model, config and
-load pattern.
+Three steps: ``perf_analyzer_argv`` builds the lab's command; a *runner*
+executes it (a local subprocess with a progress bar, next to the kernel on every
+target; tests pass stand-ins) and hands back stdout and the ``-f`` CSV text;
+``servelab.triton.perf_csv.parse_perf_csv`` turns that into a DataFrame labelled
+with the experiment, model, config and load pattern.
 
 A level perf_analyzer could not settle ("Failed to obtain stable measurement")
 is reported, not swallowed: it gets a row with ``settled=False`` and a warning

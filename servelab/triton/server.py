@@ -163,6 +163,7 @@ class TritonServer:
         if not self.repository.is_dir():
             raise FileNotFoundError(f"model repository {self.repository} does not exist")
         self.process = ManagedProcess("tritonserver", self.argv(), self.log_path, env=server_env())
+        _stop_servers_first_at_exit()
         _SERVERS.add(self)
         try:
             self.process.wait_http(f"http://{self.url}/v2/health/ready", timeout=timeout)
@@ -293,4 +294,14 @@ def _stop_all_servers() -> None:
         server.stop()
 
 
-atexit.register(_stop_all_servers)  # registered after servelab.core.procs' handler, so it runs first
+_REGISTERED = False
+
+
+def _stop_servers_first_at_exit() -> None:
+    """Register ``_stop_all_servers`` after the child started, i.e. after servelab.core.procs registered
+    its own handler on that start: atexit runs last-registered first, so servers get their graceful stop
+    (exit timeout, shared memory removed) before procs' handler would kill what is left."""
+    global _REGISTERED
+    if not _REGISTERED:
+        _REGISTERED = True
+        atexit.register(_stop_all_servers)

@@ -143,9 +143,14 @@ class FakeServer:
 
     def execute(self, command: str, **kwargs: Any) -> Result:
         self._rec("Server.execute", command)
+        self._module.execute_kwargs.append(kwargs)
         stdout = next((out for key, out in self._module.outputs.items() if key in command), "")
         code = next((code for key, code in self._module.exit_codes.items() if key in command), 0)
         result = Result(stdout=stdout, command=command, exited=code)
+        if any(key in command for key in self._module.hangs):
+            from invoke.exceptions import CommandTimedOut
+
+            raise CommandTimedOut(result, timeout=kwargs["config"].timeouts.command)
         if code:
             raise UnexpectedExit(result)
         return result
@@ -167,6 +172,8 @@ class FakeServerModule:
         self.keypairs: dict[str, str] = {"alice-key": "ssh-ed25519 AAAAC3Nza alice"}
         self.outputs: dict[str, str] = {"./lab jupyter": JUPYTER_OUTPUT}
         self.exit_codes: dict[str, int] = {}
+        self.hangs: set[str] = set()  # command substrings that run past the command timeout
+        self.execute_kwargs: list[dict[str, Any]] = []
 
     def Server(self, name: str, reservation_id: str | None = None,  # noqa: N802
                image_name: str | None = "CC-Ubuntu22.04", image: Any = None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -67,3 +68,25 @@ def test_long_modules_say_why() -> None:
             if len(text.splitlines()) > SIZE_LIMIT and REASON not in docstring:
                 long.append(f"{path.relative_to(REPO_ROOT)} ({len(text.splitlines())} lines)")
     assert long == [], f"over {SIZE_LIMIT} lines without '{REASON} …' in the docstring: {long}"
+
+
+# modules and folders that moved in the restructure: nothing tracked may point at them again
+REMOVED = re.compile(r"servelab[./](steps|stacks|node_run|params|results\.py|serving\.py|lab\.py|report\.py|"
+                     r"model\b|samples\b|labels\b|preprocess\b|monitor\b|procs\b|paths\b|gpu_configs|services\b)"
+                     r"|servelab\.targets\.stacks|tests/(foundation|gpu_targets|flask|triton|notebooks)/")
+
+
+def test_nothing_points_at_a_removed_module_or_folder() -> None:
+    listed = subprocess.run(["git", "ls-files"], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+    stale = []
+    for name in listed.stdout.split():
+        path = REPO_ROOT / name
+        if name.startswith("data/") or name.endswith(".ipynb") or not path.is_file():
+            continue
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue
+        stale += [f"{name}:{i}: {line.strip()[:100]}" for i, line in enumerate(text.splitlines(), 1)
+                  if REMOVED.search(line) and "REMOVED" not in line]
+    assert stale == []

@@ -520,3 +520,30 @@ def test_cli_turns_real_python_chi_failures_into_one_line(tmp_path: Path) -> Non
                                "failed (")
     assert "Traceback" not in done.stdout + done.stderr
     assert seconds < 30
+
+
+def test_node_commands_run_with_a_timeout_and_a_hang_is_one_line(fake_chi, student) -> None:
+    provisioning.launch(config(), chi=fake_chi.api)
+    limits = {kw["config"].timeouts.command for kw in fake_chi.server.execute_kwargs}
+    assert limits == {3600}  # every node command, not only the first
+    fake_chi.server.hangs.add("node_setup.sh")
+    fake_chi.server.servers.clear()
+    with pytest.raises(ProvisioningError, match=r"did not finish on the node within 3600 s") as err:
+        provisioning.launch(config(), chi=fake_chi.api)
+    assert "\n" not in str(err.value)
+
+
+def test_user_id_without_a_passwd_entry(monkeypatch) -> None:
+    """A container run as the host's uid has no passwd entry and no USER: names still work."""
+    import getpass
+
+    from provisioning.config import user_id
+
+    for var in ("CHI_USER", "USER", "LOGNAME", "LNAME", "USERNAME"):
+        monkeypatch.delenv(var, raising=False)
+
+    def no_entry() -> str:
+        raise KeyError("getpwuid(): uid not found: 1000")
+
+    monkeypatch.setattr(getpass, "getuser", no_entry)
+    assert user_id() == "student"

@@ -173,6 +173,7 @@ def test_jupyter_runs_next_to_the_servers_as_the_checkout_owner() -> None:
     assert jupyter["working_dir"] == checkout
     env = jupyter["environment"]
     assert env["SERVELAB_ROOT"] == env["PYTHONPATH"] == checkout
+    assert env["USER"] == env["LOGNAME"] == "student"  # set from SERVELAB_USER by ./lab jupyter
     assert "utility" in env["NVIDIA_DRIVER_CAPABILITIES"]  # NVML in the container
     assert ComposeStack(transport=None).url("triton_server", "metrics") == "http://localhost:8002"
     assert "jupyter" not in {s for stack in COMPOSE_FILES for s in services(stack)}
@@ -259,10 +260,15 @@ def test_hadolint(dockerfile: str) -> None:
 
 def test_jupyter_image_has_perf_analyzer_the_docker_cli_and_the_lab() -> None:
     text = (DOCKER_DIR / "Dockerfile.jupyter").read_text()
-    for needed in ("tritonclient[http,grpc]", "libb64-0d", "nvidia-cuda-runtime-cu12", "COPY servelab/",
-                   "COPY notebooks/", "cuda_runtime/lib", "ensure_kernel()",
-                   "/usr/local/bin/docker", "cli-plugins/"):
+    for needed in ("tritonclient[http,grpc]", "libb64-0d", "nvidia-cuda-runtime-cu12", "cuda_runtime/lib",
+                   "ipykernel install --prefix /usr/local --name servelab", "/usr/local/bin/docker",
+                   "cli-plugins/"):
         assert needed in text
+    from servelab.lab.runner import KERNEL_NAME
+
+    assert KERNEL_NAME == "servelab"  # the name the runner asks papermill for
+    # the checkout is mounted, never copied in: editing a notebook must not rebuild the image
+    assert not re.search(r"^COPY (servelab|notebooks)/", text, re.M)
     assert not re.search(r"^(USER|RUN useradd)", text, re.M), "the uid comes from compose, not the image"
 
 

@@ -89,6 +89,19 @@ def test_lab_jupyter_prepares_the_checkout_builds_the_model_and_prints_the_url(h
     assert again.stdout.splitlines()[-1].endswith(token)
 
 
+def test_present_artefacts_are_not_rebuilt_and_weights_are_passed(host) -> None:
+    checkout: Path = host["checkout"]  # type: ignore[assignment]
+    for rel in ("artifacts/food11.json", "fastapi_pt/food11.pth", "fastapi_onnx/food11.onnx",
+                "models_staging/food_classifier/1/food11.pth",
+                "models_staging/food_classifier_onnx/1/model.onnx"):
+        (checkout / rel).parent.mkdir(parents=True, exist_ok=True)
+        (checkout / rel).write_text("x")
+    assert run_lab(host, "jupyter").returncode == 0
+    assert not any(" run --rm " in c for c in calls(host)), "an upload's artefacts are used as they are"
+    assert run_lab(host, "jupyter", SERVELAB_WEIGHTS="/data/food11.pth").returncode == 0
+    assert calls(host)[-2].endswith("-m servelab.core.model build --weights /data/food11.pth")
+
+
 def test_lab_run_target_docker_runs_the_lab_inside_the_jupyter_container(host) -> None:
     done = run_lab(host, "run", "--target", "docker", "--preset", "quick", "--only", "04")
     assert done.returncode == 0, done.stderr
@@ -97,10 +110,18 @@ def test_lab_run_target_docker_runs_the_lab_inside_the_jupyter_container(host) -
                                "jupyter python -m servelab.lab run --target docker --preset quick --only 04")
     failed = run_lab(host, "run", "--target=docker", LAB_EXIT="1")
     assert failed.returncode == 1  # the lab's exit code comes back
+    checkout: Path = host["checkout"]  # type: ignore[assignment]
+    inside = run_lab(host, "run", "--target", "docker", SERVELAB_RESULTS=str(checkout / "runs"))
+    assert inside.returncode == 0
+    passed_on = f"exec -T -e SERVELAB_RESULTS={checkout}/runs jupyter python -m servelab.lab run"
+    assert passed_on in calls(host)[-1]
+    outside = run_lab(host, "run", "--target", "docker", SERVELAB_RESULTS="/elsewhere")
+    assert outside.returncode == 1 and "outside the checkout" in outside.stderr
 
 
 @pytest.mark.parametrize("problem,variables,message", [
-    ("no docker group", {"DOCKER_DENIED": "1"}, "may not use Docker yet: log in again"),
+    ("no docker group", {"DOCKER_DENIED": "1"}, "log in again (new docker group membership), or run: "
+                                                 "sg docker -c './lab jupyter '"),
     ("no compose plugin", {"NO_COMPOSE": "1"}, "docker compose plugin is missing"),
     ("no engine", {"DOCKER_SOCKET": "/nonexistent.sock"}, "no Docker socket at /nonexistent.sock"),
 ])
