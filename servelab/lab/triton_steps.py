@@ -4,6 +4,8 @@ try it once, and measure it with perf_analyzer (with the server's statistics and
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 import time
 from collections.abc import Sequence
@@ -60,12 +62,16 @@ def deploy(triton: Triton, name: str) -> None:
     from servelab.triton.repository import deploy_model
 
     with tempfile.TemporaryDirectory() as tmp:
-        folder = deploy_model(name, Path(tmp), gpu=triton.stack.has_gpu, quiet=True)
+        said = io.StringIO()
+        with contextlib.redirect_stdout(said):  # what the deploy adapts for this target, shown if it deploys
+            folder = deploy_model(name, Path(tmp), gpu=triton.stack.has_gpu)
         wanted = (folder / "config.pbtxt").read_text()
         if _deployed_config(triton, name) == wanted and _ready(triton.client(), name):
             return  # the stack deployed and loaded exactly this already
         live = f"{MODEL_REPOSITORY}/{name}"
         print(f"deploying models_staging/{name} -> {live} on the {triton.stack.target} target")
+        adapted = [line for line in said.getvalue().splitlines() if line.startswith("  ")]  # not the tmp copy
+        print("\n".join(adapted) or "  (the staged model as it is: nothing to adapt on this target)")
         for path in sorted(p for p in folder.rglob("*") if p.is_file()):
             triton.stack.write_file(f"{live}/{path.relative_to(folder)}", path.read_bytes())
     triton.stack.reload_model(name)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -315,6 +316,8 @@ def perf(model: str, url: str, label: str, *, config: Mapping[str, Any] | str | 
     Path(csv_path).parent.mkdir(parents=True, exist_ok=True)  # perf_analyzer does not make it
     options.setdefault("binary", perf_analyzer_binary())
     argv = perf_analyzer_argv(model, url, csv_path=csv_path, **options)
+    # the exact command, as a student would type it (perf_analyzer is on PATH in the venv and images)
+    print("$ " + shlex.join(["perf_analyzer", *argv[1:]]), flush=True)
     load = {"batch_size": options.get("batch", 1),
             "distribution": options.get("distribution", "constant") if options.get("request_rate") else None,
             "protocol": options.get("protocol", "http")}

@@ -292,3 +292,17 @@ def test_local_triton_stack_config_change_reload_and_perf(tmp_path: Path) -> Non
         stack.down()
     assert stack.running == []
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_every_perf_analyzer_run_prints_its_command_first(tmp_path: Path, capsys) -> None:
+    from servelab.triton.perf import RunOutput, perf
+
+    def runner(argv: list[str], csv_path: str, timeout: float) -> RunOutput:
+        print("running")
+        Path(csv_path).write_text(PERF_CSV)
+        return RunOutput(list(argv), 0, "", PERF_CSV, 1.0)
+
+    perf("food_classifier_onnx", "localhost:8000", "c8", concurrency=8, runner=runner, workdir=tmp_path)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("$ perf_analyzer -m food_classifier_onnx -u localhost:8000 ")
+    assert "--concurrency-range 8" in out[0] and out[1] == "running"  # before it runs
