@@ -84,8 +84,10 @@ def jupyter_url(stdout: str, address: str) -> str:
 
 
 def checkout_files(root: Path = REPO_ROOT) -> list[Path]:
-    """The checkout's tracked files plus its built artefacts, relative to ``root``."""
-    listed = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True)
+    """The working tree as it is (tracked files and new ones git does not ignore) plus the built
+    artefacts, relative to ``root``: what is uploaded is what runs here, committed or not."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            cwd=root, capture_output=True, check=True)
     files = {Path(name) for name in listed.stdout.decode().split("\0") if name}
     for pattern in ARTIFACT_GLOBS:
         files.update(path.relative_to(root) for path in root.glob(pattern))

@@ -231,10 +231,13 @@ def test_upload_mode_sends_the_checkout(fake_chi, student, tmp_path: Path) -> No
     (root / "servelab" / "x.py").write_text("x = 1\n")
     (root / "artifacts").mkdir()
     (root / "artifacts" / "food11.onnx").write_bytes(b"onnx")  # gitignored, still sent
-    (root / "notes.tmp").write_text("untracked, not sent")
+    (root / "servelab" / "new.py").write_text("y = 2\n")  # not committed yet: runs here, so it is sent
+    (root / ".gitignore").write_text("*.tmp\nartifacts/\n")
+    (root / "notes.tmp").write_text("ignored, not sent")
     subprocess.run(["git", "init", "-q"], cwd=root, check=True)
-    subprocess.run(["git", "add", "servelab/x.py"], cwd=root, check=True)
-    assert [str(p) for p in checkout_files(root)] == ["artifacts/food11.onnx", "servelab/x.py"]
+    subprocess.run(["git", "add", "servelab/x.py", ".gitignore"], cwd=root, check=True)
+    sent = [".gitignore", "artifacts/food11.onnx", "servelab/new.py", "servelab/x.py"]
+    assert [str(p) for p in checkout_files(root)] == sent
 
     cfg = from_env(env={}, project="CHI-231095")  # upload: the default
     fake_chi.lease.add_existing(LEASE, "ACTIVE")
@@ -250,7 +253,8 @@ def test_upload_mode_sends_the_checkout(fake_chi, student, tmp_path: Path) -> No
     ]
     assert node is not None and node.jupyter_url == JUPYTER_URL
     with tarfile.open(tmp_path / "work" / "serve-system-lab.tar.gz") as tar:
-        assert sorted(tar.getnames()) == ["artifacts/food11.onnx", "servelab/x.py"]
+        assert sorted(tar.getnames()) == [".gitignore", "artifacts/food11.onnx", "servelab/new.py",
+                                          "servelab/x.py"]
 
 
 def test_connect_finds_the_provisioned_node(fake_chi, student) -> None:
