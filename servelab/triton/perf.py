@@ -317,7 +317,8 @@ def perf(model: str, url: str, label: str, *, config: Mapping[str, Any] | str | 
     options.setdefault("binary", perf_analyzer_binary())
     argv = perf_analyzer_argv(model, url, csv_path=csv_path, **options)
     # the exact command, as a student would type it (perf_analyzer is on PATH in the venv and images)
-    print("$ " + shlex.join(["perf_analyzer", *argv[1:]]), flush=True)
+    note = "  # warm-up, not recorded" if label == "warm-up" else ""
+    print("$ " + shlex.join(["perf_analyzer", *argv[1:]]) + note, flush=True)
     load = {"batch_size": options.get("batch", 1),
             "distribution": options.get("distribution", "constant") if options.get("request_rate") else None,
             "protocol": options.get("protocol", "http")}
