@@ -73,7 +73,7 @@ def test_long_modules_say_why() -> None:
 # modules and folders that moved in the restructure: nothing tracked may point at them again
 REMOVED = re.compile(r"servelab[./](steps|stacks|node_run|params|results\.py|serving\.py|lab\.py|report\.py|"
                      r"model\b|samples\b|labels\b|preprocess\b|monitor\b|procs\b|paths\b|gpu_configs|services\b)"
-                     r"|servelab\.targets\.stacks|tests/(foundation|gpu_targets|flask|triton|notebooks)/")
+                     r"|servelab\.targets\.stacks|servelab\.lab\.steps\b|servelab\.lab\.(plots|effects)\b|tests/(foundation|gpu_targets|flask|triton|notebooks)/")
 
 
 def test_nothing_points_at_a_removed_module_or_folder() -> None:
