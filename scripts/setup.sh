@@ -2,6 +2,8 @@
 # One-command set-up of the lab on the local target: Debian packages (as root),
 # the project virtual environment, the model artefacts and the sample photos.
 # Idempotent: when nothing changed, a second run only checks and takes seconds.
+# --controller: only what `./lab run --target chameleon` needs here (requirements/controller.txt:
+# python-chi and the report), no Debian packages, no model build: the lab runs on the node.
 # Environment: VENV (default .venv), PYTHON (default python3.11 or python3),
 # SERVELAB_WEIGHTS (trained weights file/URL for the model build).
 set -euo pipefail
@@ -48,10 +50,12 @@ requirements_digest() {
   cat constraints.txt requirements/*.txt scripts/setup.sh pyproject.toml | sha256sum | cut -d' ' -f1
 }
 
-install_python_packages() {
-  local stamp="$VENV/.servelab-stamp" digest
+install_python_packages() {  # install_python_packages full|controller
+  local mode="$1" stamp="$VENV/.servelab-stamp" digest have=""
   digest="$(requirements_digest)"
-  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$digest" ] && [ -x "$VENV/bin/python" ]; then
+  [ -f "$stamp" ] && have="$(cat "$stamp")"
+  # a full environment serves the controller too; a controller one is topped up to full when asked
+  if [ -x "$VENV/bin/python" ] && { [ "$have" = "full $digest" ] || [ "$have" = "$mode $digest" ]; }; then
     log "virtual environment up to date ($VENV)"
     return
   fi
@@ -60,14 +64,21 @@ install_python_packages() {
     "$(pick_python)" -m venv "$VENV"
   fi
   local pip=("$VENV/bin/python" -m pip --disable-pip-version-check)
-  log "installing Python packages (first run: a few minutes, torch is large)"
   "${pip[@]}" install -q --upgrade pip
+  if [ "$mode" = "controller" ]; then
+    log "installing the controller's Python packages (python-chi and the report)"
+    "${pip[@]}" install -q -c constraints.txt -r requirements/controller.txt
+    "${pip[@]}" install -q --no-deps -e .
+    echo "controller $digest" > "$stamp"
+    return
+  fi
+  log "installing Python packages (first run: a few minutes, torch is large)"
   "${pip[@]}" install -q -c constraints.txt -r requirements/lab.txt -r requirements/dev.txt
   # Only the Triton server binary is needed from this wheel; its declared
   # dependencies would re-pin numpy/protobuf, so it goes in without them.
   "${pip[@]}" install -q --no-deps -c constraints.txt nvidia-pytriton
   "${pip[@]}" install -q --no-deps -e .
-  echo "$digest" > "$stamp"
+  echo "full $digest" > "$stamp"
 }
 
 build_artifacts() {
@@ -80,8 +91,13 @@ build_artifacts() {
 }
 
 main() {
+  if [ "${1:-}" = "--controller" ]; then
+    install_python_packages controller
+    log "ready for ./lab run --target chameleon"
+    return
+  fi
   install_debian_packages
-  install_python_packages
+  install_python_packages full
   build_artifacts
   log "ready: activate with 'source ${VENV#"$ROOT"/}/bin/activate'"
 }
