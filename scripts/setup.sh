@@ -47,7 +47,8 @@ install_debian_packages() {
 }
 
 requirements_digest() {
-  cat constraints.txt requirements/*.txt scripts/setup.sh pyproject.toml | sha256sum | cut -d' ' -f1
+  cat constraints.txt requirements/*.txt scripts/setup.sh pyproject.toml \
+    | "$(pick_python)" -c 'import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())' 
 }
 
 install_python_packages() {  # install_python_packages full|controller
