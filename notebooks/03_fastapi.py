@@ -56,6 +56,9 @@ step.try_predict(api)
 step.docs_page(api)
 
 # %% [markdown]
+# **Predict.** One client sends a request only after the previous answer came back. How should its
+# median latency compare with the time the model takes for one image? What about with 16 clients?
+#
 # ## One client: sequential requests
 # Each request waits for the previous answer, so nothing ever queues. The median is the
 # service time; p95/p99 show how steady it is.
@@ -103,10 +106,12 @@ step.fastapi_summary()
 step.plot_fastapi()
 
 # %% [markdown]
-# **Reading it.** With one client, latency is the service time and ONNX Runtime is the faster
-# of the two. With many clients the median latency is several times the service time: the
-# requests spend most of their life queued. A faster model shortens the queue but does not
-# remove it.
+# **What to look for.** With one client, latency is the service time. With many clients the
+# median latency is several times the service time: the requests spend most of their life queued.
+# A faster model shortens the queue but does not remove it. What this run shows:
+
+# %%
+common.what_this_run_shows(step)
 
 # %% [markdown]
 # ## The web app, backed by this service
@@ -122,3 +127,12 @@ gourmetgram.flask_uploads(flask, P, step="fastapi_onnx")
 
 # %%
 step.fastapi_down(stack)
+
+# %% [markdown]
+# ## Questions
+# 1. With 16 clients, which part of a request's latency grew: the model's time or the time
+#    spent waiting? Which numbers above tell you?
+# 2. How many times faster is ONNX Runtime than PyTorch for one client here, and does that
+#    ratio survive with 16 clients?
+# 3. The web app calls the inference service over HTTP instead of loading the model itself.
+#    Name one thing this makes possible and one thing it costs.

@@ -72,6 +72,10 @@ triton_steps.triton_try(triton, "food_classifier")
 # Triton also reports where each request's time went on the server: waiting in the **queue**,
 # or **compute** (input, inference, output). CPU (and GPU) utilisation is sampled meanwhile.
 
+# %% [markdown]
+# **Predict.** At concurrency 1, 8 and 16, which of queue time and compute time will grow,
+# and roughly by how much?
+
 # %%
 sweep = triton_steps.concurrency_sweep(triton, "food_classifier", P, step="python_concurrency")
 sweep
@@ -83,12 +87,18 @@ triton_steps.plot_breakdown(sweep, title="Python backend: where the time goes")
 # **Reading it.** Compute time per request stays about the same at every concurrency, but
 # queue time grows to roughly *(concurrency − 1) × compute time*: the server handles one
 # request at a time and the rest wait. On the GPU node the GPU is mostly idle meanwhile — the
-# delay is queuing, not a lack of compute.
+# delay is queuing, not a lack of compute. What this run shows:
+
+# %%
+common.what_this_run_shows(step, "Triton Python backend")
 
 # %% [markdown]
 # ## Client-side batching
 # One client sends 16 images in each request. On a GPU a batch of 16 costs little more than one
 # image, so throughput (images/s) jumps. Real users, though, send one image at a time.
+#
+# **Predict.** One client now sends 16 images per request. Will images per second go up a lot,
+# a little, or not at all — on this machine, and on a GPU?
 
 # %%
 batched = step.client_batch(triton, "food_classifier", P)
@@ -96,8 +106,10 @@ batched
 
 # %% [markdown]
 # **On CPU** a batch costs about its size times one image, so client batching barely raises
-# throughput here; on the GPU node it does. Compare with the GPU figures in the report
-# when a GPU run is available.
+# throughput here; on the GPU node, expect it to. This run:
+
+# %%
+common.what_this_run_shows(step, "Client batch")
 
 # %% [markdown]
 # ## The web app through Triton
@@ -109,3 +121,10 @@ gourmetgram.flask_uploads(flask, P, step="triton_python")
 
 # %%
 triton_steps.triton_down(stack)
+
+# %% [markdown]
+# ## Questions
+# 1. At concurrency 16, how much of a request's latency was queue and how much compute? Was the
+#    machine (CPU, or GPU on the node) busy all that time?
+# 2. `execute` receives a list of requests. What would change if Triton handed it several at once?
+# 3. Why does a client batch help on a GPU but hardly on this CPU?

@@ -50,6 +50,10 @@ plan
 # The config is edited as a protobuf, written back with its diff shown, and the model is
 # reloaded through Triton's API — live in seconds, with no restart and no image rebuild.
 
+# %% [markdown]
+# **Predict.** At concurrency 8, what will going from one instance to more do to throughput and
+# to p99 latency? Where does it stop helping, and why?
+
 # %%
 scaling = step.instance_scaling(triton, "food_classifier", plan, P)
 scaling
@@ -58,23 +62,41 @@ scaling
 step.plot_scaling(scaling, title="Python backend: instances vs latency and throughput")
 
 # %% [markdown]
-# **Reading it (GPU node).** Going from 1 to 2+2 instances cuts latency at concurrency 8 from
-# over 100 ms to tens of ms and the GPUs get busier, but some queuing stays (8 clients, 4
-# instances) and instances slow each other down. 4+4 is *worse*: the limit is the Python
-# backend's per-request overhead, not the GPU.
+# **What to look for (GPU node).** Going from 1 to 2+2 instances should cut latency at
+# concurrency 8 and keep the GPUs busier, though some queuing stays (8 clients, 4 instances) and
+# instances slow each other down. Whether 4+4 helps further depends on what limits the Python
+# backend on that GPU: the original lab saw no gain on the P100s (per-request overhead), while a
+# run of ours on an H100 measured 87 → 148 → 336 infer/s for 1 → 2 → 4 instances at concurrency
+# 16. Let this run's numbers decide.
 #
 # **Reading it (CPU).** More instances than cores never helps. The `threads` column shows how
 # many threads each instance was given: one thread per instance is what makes two instances
 # work at all.
+
+# %%
+common.what_this_run_shows(step, "raise throughput", "largest instance count")
 
 # %% [markdown]
 # ## The threads lesson
 # The same two instances, once with the framework's default threads (every instance uses
 # every core) and once with the cores split between instances.
 
+# %% [markdown]
+# **Predict.** Two instances, each using every core, against two instances with one share of the
+# cores each: which serves more, and by how much?
+
 # %%
 threads = step.threads_lesson(triton, "food_classifier", P)
 threads
 
 # %%
+common.what_this_run_shows(step, "thread")
+
+# %%
 triton_steps.triton_down(stack)
+
+# %% [markdown]
+# ## Questions
+# 1. Why did (or didn't) 4 instances help over 2 in this run? Which resource was the limit?
+# 2. What did the framework's default threads do to two instances sharing the cores, and why?
+# 3. More instances raise throughput only while something sits idle. What was idle in each step?

@@ -51,6 +51,9 @@ triton_steps.show_config(triton, "food_classifier_onnx")
 triton_steps.triton_try(triton, "food_classifier_onnx")
 
 # %% [markdown]
+# **Predict.** The ONNX model runs in ONNX Runtime instead of Python + PyTorch. At the same
+# concurrency, how will its compute time and its queue compare with the Python backend's?
+#
 # ## One instance at concurrency 8 and 16
 # Warm-up first, then a fixed number of requests per window, for stable numbers.
 
@@ -68,11 +71,16 @@ python_one = triton_steps.concurrency_sweep(triton, "food_classifier", P, step="
 step.plot_backends(python_one, onnx_one)
 
 # %% [markdown]
-# **Reading it.** The ONNX model's inference time is much lower than the Python backend's
-# at the same concurrency, so the queue drains faster; on the GPU node utilisation rises too.
+# **What to look for.** The ONNX model's inference time should be much lower than the Python
+# backend's at the same concurrency, so the queue drains faster; on the GPU node utilisation rises
+# too. This run:
+
+# %%
+common.what_this_run_shows(step, "inference time")
 
 # %% [markdown]
 # ## Two instances (over GPUs 0 and 1)
+# **Predict.** Will two instances serve more than one here? On the GPU node?
 
 # %%
 onnx_two = step.scale_and_sweep(triton, "food_classifier_onnx", P.onnx_instances, P, step="onnx_scaling",
@@ -85,7 +93,10 @@ triton_steps.plot_breakdown(common.concat(onnx_one, onnx_two), title="ONNX backe
 # %% [markdown]
 # **Reading it.** On the GPU node both GPUs are now busy; at concurrency 16 some queuing stays
 # because requests still arrive faster than two instances serve them. On this CPU two instances
-# share the same cores, so expect little gain.
+# share the same cores, so expect little gain. This run:
+
+# %%
+common.what_this_run_shows(step, "two instances")
 
 # %% [markdown]
 # ## The web app on the ONNX model
@@ -98,3 +109,11 @@ gourmetgram.flask_uploads(flask, P, step="triton_onnx")
 
 # %%
 triton_steps.triton_down(stack)
+
+# %% [markdown]
+# ## Questions
+# 1. How much lower was the ONNX backend's compute time than the Python backend's, and what did
+#    that do to the queue at concurrency 16?
+# 2. The ONNX model takes a preprocessed tensor: where does the preprocessing happen now, and what
+#    does that cost the client?
+# 3. Did two instances help on this machine? What would you expect on the two-GPU node?

@@ -56,6 +56,9 @@ capacity = step.measure_capacity(triton, "food_classifier_onnx", P)
 capacity
 
 # %% [markdown]
+# **Predict.** At the same average rate, well below capacity, will evenly spaced and Poisson
+# arrivals have the same p99 latency?
+#
 # ## Constant vs Poisson arrivals at the same rate
 # A rate one instance can comfortably serve. Evenly spaced requests barely queue; random
 # arrivals come in bursts, and a burst has to wait.
@@ -74,6 +77,9 @@ triton_steps.plot_breakdown(arrivals, x="distribution", title="Same rate, differ
 # 4, 6 and 8, waiting at most 100 µs for more to arrive.
 
 # %%
+common.what_this_run_shows(step, "Poisson")
+
+# %%
 triton_steps.set_dynamic_batching(triton, "food_classifier_onnx", P)
 
 # %% [markdown]
@@ -81,6 +87,10 @@ triton_steps.set_dynamic_batching(triton, "food_classifier_onnx", P)
 # The rates rise up to beyond what one instance serves without batching (the last fraction
 # is above 1). For each rate, the server's statistics are read before and after the run: how
 # many *executions* ran and with which batch size, although every client sent single images.
+
+# %% [markdown]
+# **Predict.** Every client sends single images. Will any execution carry more than one request
+# with batching on? What will batching do to p99 at the highest rate?
 
 # %%
 batching = step.dynamic_batching_sweep(triton, "food_classifier_onnx", capacity, P)
@@ -100,7 +110,17 @@ step.plot_batch_sizes(batching)
 # **Reading it (CPU).** The batch-size counts show batching happens here too. A CPU batch,
 # though, costs about its size times one image: batching only saves the per-call overhead
 # (Python, HTTP handling), so above capacity it serves somewhat more than without batching,
-# but latency does not stay flat the way it does on a GPU.
+# but latency does not stay flat the way it does on a GPU. This run:
+
+# %%
+common.what_this_run_shows(step, "dynamic batching")
 
 # %%
 triton_steps.triton_down(stack)
+
+# %% [markdown]
+# ## Questions
+# 1. Why do Poisson arrivals queue more than evenly spaced ones at the same average rate?
+# 2. How many executions carried more than one request, and where do those numbers come from?
+# 3. What did dynamic batching do to p99 at the highest rate in this run, and what would you
+#    expect on a GPU, where a batch of 8 costs little more than one image?

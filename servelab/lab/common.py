@@ -122,3 +122,23 @@ class Endpoint:
 
     def _repr_html_(self) -> str:
         return f"<b>{self.kind}</b> at <code>{self.url}</code>"
+
+
+MARKS = {"observed": "observed", "not observed": "NOT observed", "not measured": "not measured yet"}
+
+
+def what_this_run_shows(step: Any, *effects: str) -> list[str]:
+    """The step's expected effects whose text contains one of ``effects`` (all when none), checked on
+    this run's data (``step.rules``): observed or not on this machine, with the numbers. A GPU effect
+    not seen here says so: it is what to expect on the GPU node, not a failure. Printed and returned."""
+    from servelab.results.schema import RunData
+
+    lines = []
+    for check in step.rules(RunData.load(results_dir())):
+        if effects and not any(words in check.effect for words in effects):
+            continue
+        gpu = " (a GPU effect: expect it on the GPU node)" if check.gpu_only and check.status != "observed" \
+            else ""
+        lines.append(f"{MARKS[check.status]} in this run: {check.effect} — {check.evidence}{gpu}")
+    print("\n".join(lines) or f"no expected effect matches {effects}")
+    return lines

@@ -192,7 +192,9 @@ def run_notebook(path: Path, run_dir: Path, parameters: dict[str, Any], kernel: 
     except pm.PapermillExecutionError as exc:
         where = f"cell {exc.cell_index} (execution count {exc.exec_count})"
         error = f"{path.name}: {where} {_key_line(exc.source)[:80]!r} raised {exc.ename}: {exc.evalue}"
-        if exc.ename == "KeyboardInterrupt":  # what nbclient's interrupt_on_timeout raises in the cell
+        # nbclient's interrupt_on_timeout raises KeyboardInterrupt in a running cell; a cell that had
+        # no time left at all may end as a bare CellExecutionError instead: the deadline tells
+        if exc.ename == "KeyboardInterrupt" or time.monotonic() >= start + notebook_timeout:
             error += (f" — stopped by the runner's timeout (cell limit {cell_timeout:.0f} s, "
                       f"notebook limit {notebook_timeout:.0f} s)")
         return NotebookOutcome(path.stem, output, time.monotonic() - start, False, error)

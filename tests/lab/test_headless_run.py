@@ -118,3 +118,21 @@ def test_the_run_shows_what_a_cpu_can_show(run_dir: Path) -> None:
     observed = sum(c.status == "observed" for c in checks)
     page = (run_dir / "report.html").read_text()
     assert f"{observed} of {len(checks)} expected effects observed" in page
+
+
+@pytest.mark.parametrize("notebook", ["03_fastapi", *sorted(TRITON_STEPS)])
+def test_experiment_notebooks_predict_observe_and_ask(run_dir: Path, notebook: str) -> None:
+    """Each experiment notebook asks for a prediction first, shows what this run observed (computed
+    from its data by the step's rules), and ends with questions; Triton's show their commands."""
+    import nbformat
+
+    nb = nbformat.read(run_dir / f"{notebook}.ipynb", as_version=4)
+    markdown = [c.source for c in nb.cells if c.cell_type == "markdown"]
+    assert any("**Predict.**" in text for text in markdown)
+    assert markdown[-1].startswith("## Questions") and "1." in markdown[-1]
+    printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    observations = re.findall(r"^(observed|NOT observed|not measured yet) in this run: (.+)$", printed, re.M)
+    assert observations, "no 'what this run shows' line"
+    assert not [o for o in observations if o[0] == "not measured yet"], "an observation before its data"
+    if notebook != "03_fastapi":
+        assert re.search(r"^\$ perf_analyzer -m \S+ -u \S+ ", printed, re.M), "the perf_analyzer command"

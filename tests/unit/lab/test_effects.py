@@ -179,3 +179,19 @@ def test_the_report_lists_retried_runs_and_skipped_warm_ups(tmp_path: Path) -> N
     assert "produced no measurement" in page and "skipped: perf_analyzer ran past its timeout" in page
     clean = run_report.write_report(write_run(tmp_path / "clean", [], sweep((20, 300), (18, 20), 250)))
     assert "What the runner recovered from" not in clean.read_text()
+
+
+def test_what_this_run_shows_reads_this_runs_data(tmp_path: Path, monkeypatch, capsys) -> None:
+    from servelab.lab import common
+
+    run = write_run(tmp_path / "run", fastapi_rows(pt=(20, 200), onnx=(7, 20)), [])
+    monkeypatch.setenv("SERVELAB_RESULTS", str(run))
+    lines = common.what_this_run_shows(step03_fastapi, "FastAPI onnx", "ONNX Runtime answers")
+    assert lines == [
+        "NOT observed in this run: FastAPI onnx: with many clients the median latency is ≥ 4× one client's "
+        "(queuing) — 7 ms → 20 ms (2.9×)",
+        "observed in this run: FastAPI: ONNX Runtime answers one client faster than PyTorch — "
+        "PyTorch 20 ms, ONNX 7 ms"]
+    assert capsys.readouterr().out.splitlines() == lines
+    [gpu] = common.what_this_run_shows(step04_triton_python, "Client batch")
+    assert gpu.endswith("(a GPU effect: expect it on the GPU node)") and gpu.startswith("not measured yet")
