@@ -1,4 +1,4 @@
-"""The FastAPI app of one inference service: POST /predict, GET /health, GET /metrics, /docs.
+"""The FastAPI app of one inference service: POST /predict (``endpoint.py``), GET /health, GET /metrics, /docs.
 
 Contract: ``create_app(kind, title, read_settings)`` builds the app and loads
 nothing, so importing a service module starts no thread and imports no engine.
@@ -25,18 +25,10 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from servelab.core.model import model_version, require_file
-from servelab.core.preprocess import top1
 from servelab.serving.batcher import MicroBatcher
+from servelab.serving.endpoint import add_predict
 from servelab.serving.engines import Backend, load_backend, warm_up
-from servelab.serving.http import (
-    ERROR_RESPONSES,
-    ASGIApp,
-    BodyLimitMiddleware,
-    MetricsMiddleware,
-    PredictRequest,
-    PredictResponse,
-    add_error_handlers,
-)
+from servelab.serving.http import ASGIApp, BodyLimitMiddleware, MetricsMiddleware, add_error_handlers
 from servelab.serving.metrics import Metrics
 from servelab.serving.settings import DEFAULT_MAX_BODY_BYTES, Settings, SettingsError
 
@@ -83,8 +75,7 @@ def start(kind: str, settings: Settings, metrics: Metrics) -> Loaded:
         loaded[index] = backend
         return backend.infer
 
-    batcher = MicroBatcher(load, settings.max_batch, settings.preprocess_workers,
-                           settings.max_pixels, settings.max_body_bytes, metrics.observe_batch,
+    batcher = MicroBatcher(load, settings.max_batch, settings.preprocess_workers, metrics.observe_batch,
                            workers=settings.infer_workers)
     return Loaded(batcher, settings, describe(loaded[0], settings))
 
@@ -157,11 +148,7 @@ def create_app(kind: str, title: str, read_settings: Callable[[], Settings]) -> 
             raise HTTPException(503, "the model is not loaded yet (the server is starting or stopping)")
         return running
 
-    @api.post("/predict", response_model=PredictResponse, responses=ERROR_RESPONSES)
-    async def predict(request: PredictRequest) -> PredictResponse:
-        """Classify one image: the label with the highest probability, and that probability."""
-        label, probability = top1(await ready().batcher.predict(request.image))
-        return PredictResponse(prediction=label, probability=probability)
+    add_predict(api, ready)
 
     @api.get("/health")
     async def health() -> Any:

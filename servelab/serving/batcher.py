@@ -1,10 +1,12 @@
-"""The micro-batcher: decodes requests in a thread pool and runs forward passes on inference threads.
+"""The micro-batcher: prepares requests in a thread pool and runs forward passes on inference threads.
 
 Contract: ``MicroBatcher(load, ...)`` starts ``workers`` inference threads,
 calls ``load(index)`` once on each (the engine is built on the thread that
 runs it) and returns when all have loaded, or raises what a load raised.
-``await predict(image_b64)`` → logits [11], or ``ImageError`` (the client's
-fault) / ``InferenceError`` (the server's). A worker takes its share of the
+``await predict(prepare)`` runs ``prepare()`` (decode + preprocess → one
+[3,224,224] array) in the pool and returns that image's logits [11], or
+raises what ``prepare`` raised (``ImageError``: the client's fault) or
+``InferenceError`` (the server's). A worker takes its share of the
 waiting requests as one batch (up to ``max_batch``) and never waits to fill
 one; a lone request always runs on worker 0 with ``alone=True``. ``close()``
 stops the threads.
@@ -25,8 +27,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from servelab.core.labels import NUM_CLASSES
-from servelab.core.preprocess import DEFAULT_MAX_PIXELS, image_from_base64, preprocess
-from servelab.serving.settings import DEFAULT_MAX_BODY_BYTES
 
 LOG = logging.getLogger("uvicorn.error")  # uvicorn configures this logger before importing the app
 
@@ -82,16 +82,12 @@ class MicroBatcher:
     """
 
     def __init__(self, load: Callable[[int], Callable[..., np.ndarray]], max_batch: int,
-                 preprocess_workers: int, max_pixels: int = DEFAULT_MAX_PIXELS,
-                 max_image_bytes: int = DEFAULT_MAX_BODY_BYTES,
-                 on_batch: Callable[[int, float], None] | None = None,
+                 preprocess_workers: int, on_batch: Callable[[int, float], None] | None = None,
                  load_timeout: float = 600.0, workers: int = 1) -> None:
         self._load = load
         self._load_error: BaseException | None = None
         self.max_batch = max_batch
         self.workers = workers
-        self._max_pixels = max_pixels
-        self._max_image_bytes = max_image_bytes
         self._on_batch = on_batch
         self._pool = ThreadPoolExecutor(preprocess_workers, thread_name_prefix="preprocess",
                                         initializer=name_os_thread, initargs=("preprocess",))
@@ -114,8 +110,8 @@ class MicroBatcher:
             self.close()
             raise self._load_error
 
-    async def predict(self, image_b64: str) -> np.ndarray:
-        """Logits [11] for one base64 image; raises ``ImageError`` or ``InferenceError``."""
+    async def predict(self, prepare: Callable[[], np.ndarray]) -> np.ndarray:
+        """Logits [11] for the image ``prepare()`` returns; raises what it raised, or ``InferenceError``."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[np.ndarray] = loop.create_future()
         with self._lock:
@@ -123,19 +119,19 @@ class MicroBatcher:
             if self._pending > 1:
                 self._backlog.notify_all()
         try:
-            self._pool.submit(self._prepare, image_b64, future, loop)
+            self._pool.submit(self._prepare, prepare, future, loop)
             return await future
         finally:
             with self._lock:
                 self._pending -= 1
 
-    def _prepare(self, image_b64: str, future: asyncio.Future[np.ndarray],
+    def _prepare(self, prepare: Callable[[], np.ndarray], future: asyncio.Future[np.ndarray],
                  loop: asyncio.AbstractEventLoop) -> None:
         """Pool thread: decode and preprocess, then queue for the worker (no hop via the loop)."""
         if future.done():  # the client disconnected while waiting for a pool thread
             return
         try:
-            array = preprocess(image_from_base64(image_b64, self._max_image_bytes, self._max_pixels))
+            array = prepare()
         except Exception as exc:  # ImageError, or anything unexpected: answer this request only
             loop.call_soon_threadsafe(_resolve, future, None, exc)
             return

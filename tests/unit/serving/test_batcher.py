@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import threading
 
 import numpy as np
@@ -13,8 +14,12 @@ from servelab.core.labels import NUM_CLASSES
 from servelab.core.preprocess import ImageError
 from servelab.core.samples import sample_paths
 from servelab.serving.batcher import InferenceError, MicroBatcher
+from servelab.serving.endpoint import decode_and_preprocess
+from servelab.serving.settings import Settings
 
-IMAGE = base64.b64encode(sample_paths()[0].read_bytes()).decode()
+SETTINGS = Settings.from_env(default_model_path=sample_paths()[0], default_max_batch=2, gpu=False)
+IMAGE = functools.partial(decode_and_preprocess, base64.b64encode(sample_paths()[0].read_bytes()).decode(),
+                          SETTINGS)
 
 
 class CountingModel:
@@ -76,7 +81,7 @@ def test_a_bad_image_fails_only_its_own_request() -> None:
     batcher = MicroBatcher(lambda _index: CountingModel(), max_batch=8, preprocess_workers=2)
 
     async def scenario() -> list[object]:
-        return await asyncio.gather(batcher.predict("not base64!"), batcher.predict(IMAGE),
+        return await asyncio.gather(batcher.predict(functools.partial(decode_and_preprocess, "not base64!", SETTINGS)), batcher.predict(IMAGE),
                                     return_exceptions=True)
 
     try:
