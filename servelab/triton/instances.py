@@ -1,5 +1,6 @@
 """Helpers for code that runs INSIDE a Triton Python-backend stub (the lab's model.py
-files): how many instances share this CPU, so each can size its thread pool.
+files): how many instances share this CPU and the thread policy that follows from it
+(``CPU_THREADS``), and how an ``INPUT_IMAGE`` element becomes a model input.
 
 Kept free of tritonclient and torch imports: the stub imports this module.
 """
@@ -40,3 +41,76 @@ def running_instances(model_file: str) -> int:
         except (OSError, ValueError, IndexError):
             continue
     return max(count, 1)
+
+
+def choose_threads(setting: str, instances: int, on_gpu: bool) -> int | None:
+    """Intra-op threads for one instance (the config's ``CPU_THREADS``); None leaves torch's default.
+
+    ``auto``: the cores but one divided among the CPU instances (one core stays
+    free for Triton's front end, the stubs' image decoding and the client);
+    ``default``: torch's own (every core, the plain setting the lab compares
+    with); a number: that many. Env ``SERVELAB_TRITON_THREADS`` overrides it.
+    """
+    # why: docs/decisions/2026-11-23-triton-python-model.md
+    setting = os.environ.get("SERVELAB_TRITON_THREADS", setting or "auto").strip().lower()
+    if setting == "default":
+        return None
+    if setting != "auto":
+        return max(1, int(setting))
+    if on_gpu:
+        return 1  # the CPU only decodes images; the GPU does the maths
+    from servelab.core.cpu import cpu_cores
+
+    return max(1, (cpu_cores() - 1) // max(1, instances))
+
+
+class CpuThreads:
+    """The torch thread count of one Python-backend instance, following the instance count in ``auto``.
+
+    Triton adds or removes instances in place when only their count changes, so
+    ``follow()`` (called from ``execute``) re-reads the live count at most every 2 s.
+    """
+
+    def __init__(self, torch: Any, model_config: dict[str, Any], model_file: str, on_gpu: bool) -> None:
+        parameters = {k: v.get("string_value", "") for k, v in model_config.get("parameters", {}).items()}
+        self.torch, self.model_file = torch, model_file
+        self.setting = parameters.get("CPU_THREADS", "auto")
+        self.adapt = not on_gpu and os.environ.get("SERVELAB_TRITON_THREADS", self.setting).strip().lower() == "auto"
+        self.next_check = 0.0
+        threads = choose_threads(self.setting, cpu_instances(model_config), on_gpu)
+        if threads is not None:
+            torch.set_num_threads(threads)
+
+    def follow(self) -> str | None:
+        """In ``auto`` mode, match the running instance count; returns a log line when it changed."""
+        import time
+
+        now = time.monotonic()
+        if not self.adapt or now < self.next_check:
+            return None
+        self.next_check = now + 2.0
+        wanted = choose_threads("auto", running_instances(self.model_file), on_gpu=False)
+        if wanted is None or wanted == self.torch.get_num_threads():
+            return None
+        self.torch.set_num_threads(wanted)
+        return f"{wanted} intra-op thread(s) per instance now"
+
+
+IMAGE_MAGIC = (b"\xff\xd8\xff", b"\x89PNG", b"GIF8", b"RIFF", b"BM", b"II*\x00", b"MM\x00*")
+
+
+def decode_image(item: Any) -> Any:
+    """One INPUT_IMAGE element (base64 text, or the raw bytes of an image file) → float32 [3, 224, 224].
+
+    Raises ``servelab.core.preprocess.ImageError`` when it is neither.
+    """
+    from servelab.core.preprocess import ImageError, decode_base64, load_image, preprocess
+
+    data = item if isinstance(item, bytes) else str(item).encode()
+    if not data.startswith(IMAGE_MAGIC):
+        try:
+            text = data.decode("ascii")
+        except UnicodeDecodeError:
+            raise ImageError("INPUT_IMAGE is neither base64 text nor an image file") from None
+        data = decode_base64(text)
+    return preprocess(load_image(data))
