@@ -37,7 +37,37 @@ P = params.resolve(target, preset, seq_requests=seq_requests, conc_requests=conc
 P
 
 # %% [markdown]
+# ## The endpoint
+# This is the code the service runs for every `POST /predict` — the part you would write to
+# serve any model over HTTP. FastAPI checks the body against the request model first (a body
+# of the wrong shape never reaches the function: the client gets HTTP 422 with a message).
+
+# %%
+common.show_code("servelab/serving/http.py", "PredictRequest", "PredictResponse")
+common.show_code("servelab/serving/endpoint.py")
+
+# %% [markdown]
+# The service module `uvicorn` starts is short: it names the model file and the engine, and
+# `create_app` adds the endpoint above, `/health`, `/metrics` and the model loading at start-up.
+
+# %%
+common.show_code("fastapi_pt/app.py")
+
+# %% [markdown]
+# **Not the naive server you may picture.** `batcher.predict` does not run the model on the
+# request's own thread. Decoding runs in a thread pool; the forward pass runs on *inference
+# workers* (one per pair of cores here), and a worker that finds several preprocessed requests
+# waiting runs them as **one batch** (up to `MAX_BATCH`). So the baseline you compare Triton with
+# already batches opportunistically and spreads work over the cores. The worker's loop:
+
+# %%
+common.show_code("servelab/serving/batcher.py", "MicroBatcher._take_batch", "MicroBatcher._run_batch")
+
+# %% [markdown]
 # ## Bring up the PyTorch service
+# On `local` the lab starts the same command a Dockerfile's `CMD` runs (uvicorn with the app
+# module); on the GPU node it is a `docker compose up` of the FastAPI stack. Either way the
+# command is printed.
 
 # %%
 stack = common.open_stack(P)
@@ -54,6 +84,15 @@ step.try_predict(api)
 
 # %%
 step.docs_page(api)
+
+# %% [markdown]
+# ## The client: how the measurements below are taken
+# One client sends a request, waits for the answer and sends the next; the concurrent run starts
+# `concurrency` such clients as threads sharing one counter. Latency is measured per request,
+# on the client, from send to answer.
+
+# %%
+common.show_code("servelab/bench.py", "run_concurrent")
 
 # %% [markdown]
 # **Predict.** One client sends a request only after the previous answer came back. How should its
@@ -78,6 +117,22 @@ pt_conc = step.fastapi_concurrent(api, P)
 pt_conc
 
 # %% [markdown]
+# ## The web app in front of this service
+# GourmetGram (Flask) is configured by environment variables alone (`PREDICT_BACKEND=fastapi`,
+# `FASTAPI_SERVER_URL`) to post each upload to the inference service. This is its client call:
+
+# %%
+common.show_code("flask_app/backends.py", "FastAPIBackend._classify")
+
+# %% [markdown]
+# We upload sample photos through the app's API, as a browser would: each upload costs the
+# app's own work (reading, checking and storing the file) plus one call to this service.
+
+# %%
+flask = gourmetgram.flask_up(stack, "fastapi")
+gourmetgram.flask_uploads(flask, P, step="fastapi_pt")
+
+# %% [markdown]
 # ## The same service with ONNX Runtime
 # Same API, same preprocessing, but the model runs in ONNX Runtime, a graph runtime optimised
 # for inference, instead of eager PyTorch.
@@ -94,6 +149,25 @@ onnx_seq
 # %%
 onnx_conc = step.fastapi_concurrent(api, P)
 onnx_conc
+
+# %% [markdown]
+# ## Watching the service as a dashboard would
+# The service counts every request and times it, and exposes the counters at `/metrics` in
+# Prometheus' text format — what a Prometheus server scrapes and a Grafana dashboard plots.
+# The raw lines for `/predict` first:
+
+# %%
+from servelab.lab import monitoring
+
+monitoring.show_metrics(f"{api.url}/metrics", ["http_request", "inference_batch"], contains="/predict")
+
+# %% [markdown]
+# Now the same load again, with `/metrics` scraped every half second. Each point is computed the
+# way a dashboard's `rate()` panel does, from the change between two scrapes: requests per second,
+# the mean latency of the requests that finished in that interval, and the requests in flight.
+
+# %%
+monitoring.monitor_fastapi(api, P)
 
 # %% [markdown]
 # ## PyTorch vs ONNX Runtime
@@ -114,13 +188,16 @@ step.plot_fastapi()
 common.what_this_run_shows(step)
 
 # %% [markdown]
-# ## The web app, backed by this service
-# GourmetGram is configured (by environment variables, no code change) to post its uploads to
-# the FastAPI service. We upload sample photos through its API, as a browser would.
+# ## The web app, now backed by the ONNX service
+# The same app and the same configuration: it now reaches the ONNX Runtime service. Compare its
+# upload times with the PyTorch-backed ones above (`step.flask_summary()` lists both).
 
 # %%
 flask = gourmetgram.flask_up(stack, "fastapi")
 gourmetgram.flask_uploads(flask, P, step="fastapi_onnx")
+
+# %%
+gourmetgram.flask_summary()
 
 # %% [markdown]
 # Open the app's page in a browser to try your own photo (on the GPU node: port 80).

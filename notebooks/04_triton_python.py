@@ -43,28 +43,58 @@ P = params.resolve(target, preset, concurrency_levels=concurrency_levels, client
 P
 
 # %% [markdown]
-# ## Start Triton and deploy the model
-# Deploying copies the staged model folder into the live repository (the lab's
-# `cp -r models_staging/food_classifier models/`). On a CPU target the GPU instance group
-# becomes a CPU one, and the deploy says so.
+# ## The model repository entry, as committed
+# Every field of the staged `config.pbtxt` is explained in its comments. Read it before the
+# server loads it.
 
 # %%
-stack = common.open_stack(P)
-triton = triton_steps.triton_up(stack, ["food_classifier"])
-triton
+triton_steps.show_staged_config("food_classifier")
 
-# %%
-triton_steps.show_config(triton, "food_classifier")
+# %% [markdown]
+# ## The model: `model.py`, whole
+# `initialize` runs once per instance and picks the device from the instance's kind; `execute`
+# gets a list of requests and returns one response per request, in order.
 
 # %%
 triton_steps.show_model_code("food_classifier")
 
 # %% [markdown]
+# ## Start Triton and deploy the model
+# Deploying copies the staged model folder into the live repository (the lab's
+# `cp -r models_staging/food_classifier models/`). On a CPU target the GPU instance group
+# becomes a CPU one, and the deploy prints each adaptation. The server's start command is
+# printed too (`tritonserver …` on `local`, `docker compose … up` on the GPU node).
+
+# %%
+stack = common.open_stack(P)
+triton = triton_steps.triton_up(stack, ["food_classifier"])
+triton_steps.model_table(triton)
+
+# %% [markdown]
+# The config as the server now reads it (the deploy's adapted copy):
+
+# %%
+triton_steps.show_config(triton, "food_classifier")
+
+# %% [markdown]
 # ## One request
-# A sample photo, base64-encoded, through Triton's client library.
+# A sample photo, base64-encoded, through Triton's client library. This is how GourmetGram calls
+# this model (its `TritonBackend`): one `INPUT_IMAGE` string in, `FOOD_LABEL` and `PROBABILITY` out.
+
+# %%
+common.show_code("flask_app/backends.py", "TritonBackend._infer")
 
 # %%
 triton_steps.triton_try(triton, "food_classifier")
+
+# %% [markdown]
+# ## The server's statistics
+# Triton counts, per model, every inference, every execution (forward pass) and the time each
+# stage took. The counts are cumulative since the model loaded; read them before and after a
+# run and take the difference, as the lab does around every perf_analyzer run.
+
+# %%
+stats_before = triton_steps.stats_json(triton, "food_classifier")
 
 # %% [markdown]
 # ## Load: one client, then 8 and 16
@@ -82,6 +112,14 @@ sweep
 
 # %%
 triton_steps.plot_breakdown(sweep, title="Python backend: where the time goes")
+
+# %% [markdown]
+# The statistics after the sweep: every request of every level, in executions of one image each
+# (no dynamic batching yet: `batch_stats` has only batch size 1).
+
+# %%
+stats_after = triton_steps.stats_json(triton, "food_classifier")
+triton_steps.stats_change(stats_before, stats_after)
 
 # %% [markdown]
 # **Reading it.** Compute time per request stays about the same at every concurrency, but

@@ -46,16 +46,42 @@ plan = step.instance_plan(stack, P)
 plan
 
 # %% [markdown]
-# ## Each step: change the config, reload, measure
-# The config is edited as a protobuf, written back with its diff shown, and the model is
-# reloaded through Triton's API — live in seconds, with no restart and no image rebuild.
+# ## Each step: change the config, reload, look, measure
+# One step per cell. The config is edited as a protobuf and written back with its diff shown;
+# the model is reloaded through Triton's API — live in seconds, with no restart and no image
+# rebuild. Then the server's own view (one stub process per Python-backend instance on a CPU,
+# `nvidia-smi` on the GPU node), then perf_analyzer at concurrency 8.
 
 # %% [markdown]
 # **Predict.** At concurrency 8, what will going from one instance to more do to throughput and
 # to p99 latency? Where does it stop helping, and why?
+#
+# ### Step 1: one instance
 
 # %%
-scaling = step.instance_scaling(triton, "food_classifier", plan, P)
+one = step.instance_step(triton, "food_classifier", plan, 0, P)
+one
+
+# %% [markdown]
+# ### Step 2: more instances (2+2 over two GPUs on the node)
+
+# %%
+two = step.instance_step(triton, "food_classifier", plan, 1, P)
+two
+
+# %% [markdown]
+# ### Step 3: more again (4+4 on the node)
+
+# %%
+four = step.instance_step(triton, "food_classifier", plan, 2, P)
+four
+
+# %% [markdown]
+# Any further steps of a longer `instance_counts` plan:
+
+# %%
+more = [step.instance_step(triton, "food_classifier", plan, i, P) for i in range(3, len(plan))]
+scaling = common.concat(one, two, four, *more)
 scaling
 
 # %%
@@ -86,8 +112,12 @@ common.what_this_run_shows(step, "raise throughput", "largest instance count")
 # cores each: which serves more, and by how much?
 
 # %%
-threads = step.threads_lesson(triton, "food_classifier", P)
-threads
+default_threads = step.threads_step(triton, "food_classifier", P, "default")
+default_threads
+
+# %%
+split_threads = step.threads_step(triton, "food_classifier", P, "split")
+split_threads
 
 # %%
 common.what_this_run_shows(step, "thread")

@@ -24,7 +24,7 @@
 # %% tags=["parameters"]
 target = "local"  # local | docker (on the GPU node: in the node's Jupyter, see notebook 02)
 preset = "quick"
-onnx_concurrency_levels = None  # None: [8, 16]
+onnx_concurrency_levels = None  # None: [1, 8, 16]
 onnx_instances = None  # None: 2 (over GPUs 0 and 1)
 window_requests = None  # requests per perf_analyzer window (None: preset)
 settle = None  # "fixed" (one window per level) or "stable" (None: preset)
@@ -42,10 +42,30 @@ P = params.resolve(target, preset, onnx_concurrency_levels=onnx_concurrency_leve
                    stability_pct=stability_pct, flask_requests=flask_requests)
 P
 
+# %% [markdown]
+# ## The ONNX model's config, as committed
+# No `model.py` this time: the backend is `onnxruntime` and the model file is `1/model.onnx`.
+# The input is no longer an image file but the preprocessed tensor.
+
+# %%
+triton_steps.show_staged_config("food_classifier_onnx")
+
 # %%
 stack = common.open_stack(P)
 triton = triton_steps.triton_up(stack, ["food_classifier", "food_classifier_onnx"])
-triton_steps.show_config(triton, "food_classifier_onnx")
+triton_steps.model_table(triton)
+
+# %% [markdown]
+# ## The client now preprocesses
+# The server only runs the network, so the client decodes, resizes, crops and normalises the
+# photo and sends a float32 tensor [1, 3, 224, 224] (3 × 224 × 224 × 4 bytes = 588 KiB, more
+# than a photo's JPEG), then turns the 11 logits it gets back into a label with softmax.
+# GourmetGram's ONNX client, and the shared preprocessing it calls (the same as the Python
+# backend's and FastAPI's):
+
+# %%
+common.show_code("flask_app/backends.py", "TritonOnnxBackend._infer")
+common.show_code("servelab/core/preprocess.py", "preprocess")
 
 # %%
 triton_steps.triton_try(triton, "food_classifier_onnx")
@@ -54,7 +74,8 @@ triton_steps.triton_try(triton, "food_classifier_onnx")
 # **Predict.** The ONNX model runs in ONNX Runtime instead of Python + PyTorch. At the same
 # concurrency, how will its compute time and its queue compare with the Python backend's?
 #
-# ## One instance at concurrency 8 and 16
+# ## One instance at concurrency 1, 8 and 16
+# Concurrency 1 is one request alone (its latency is the service time); then 8 and 16 clients.
 # Warm-up first, then a fixed number of requests per window, for stable numbers.
 
 # %%

@@ -70,30 +70,57 @@ arrivals
 # %%
 triton_steps.plot_breakdown(arrivals, x="distribution", title="Same rate, different arrival pattern")
 
+# %%
+common.what_this_run_shows(step, "Poisson")
+
 # %% [markdown]
 # ## Dynamic batching
 # More instances would absorb the bursts, but they cost money and idle between bursts.
 # Instead, Triton can **combine requests that are waiting** into one batch: preferred sizes
 # 4, 6 and 8, waiting at most 100 µs for more to arrive.
 
-# %%
-common.what_this_run_shows(step, "Poisson")
-
-# %%
-triton_steps.set_dynamic_batching(triton, "food_classifier_onnx", P)
-
 # %% [markdown]
 # ## Poisson arrivals at rising rates, batching off and on
 # The rates rise up to beyond what one instance serves without batching (the last fraction
-# is above 1). For each rate, the server's statistics are read before and after the run: how
-# many *executions* ran and with which batch size, although every client sent single images.
+# is above 1). First without batching, as the model is configured now.
 
 # %% [markdown]
 # **Predict.** Every client sends single images. Will any execution carry more than one request
 # with batching on? What will batching do to p99 at the highest rate?
 
 # %%
-batching = step.dynamic_batching_sweep(triton, "food_classifier_onnx", capacity, P)
+step.rates_for(capacity, P)
+
+# %%
+off = step.batching_runs(triton, "food_classifier_onnx", capacity, P, enabled=False)
+off
+
+# %% [markdown]
+# ### Turn dynamic batching on
+# One change: a `dynamic_batching` block in the config (preferred sizes and the longest a request
+# may wait for others), then a reload. The server's statistics before the batching runs:
+
+# %%
+triton_steps.set_dynamic_batching(triton, "food_classifier_onnx", P)
+stats_before = triton_steps.stats_json(triton, "food_classifier_onnx")
+
+# %% [markdown]
+# ### The same rates, batching on
+
+# %%
+on = step.batching_runs(triton, "food_classifier_onnx", capacity, P, enabled=True)
+on
+
+# %% [markdown]
+# The statistics after: how many *executions* ran, and with which batch size, although every
+# client sent single images.
+
+# %%
+stats_after = triton_steps.stats_json(triton, "food_classifier_onnx")
+triton_steps.stats_change(stats_before, stats_after)
+
+# %%
+batching = common.concat(off, on)
 batching
 
 # %%
@@ -114,6 +141,26 @@ step.plot_batch_sizes(batching)
 
 # %%
 common.what_this_run_shows(step, "dynamic batching")
+
+# %% [markdown]
+# ## Watching Triton as a dashboard would
+# Triton exposes its own counters on its metrics port (8002 on the GPU node) for Prometheus:
+# requests, executions, and the time spent queued and computing, per model. The raw lines:
+
+# %%
+from servelab.lab import monitoring
+
+metrics_url = stack.url("triton_server", "metrics").rstrip("/") + "/metrics"
+monitoring.show_metrics(metrics_url, ["nv_inference_queue", "nv_inference_count", "nv_inference_exec_count",
+                                      "nv_inference_pending"], contains="food_classifier_onnx")
+
+# %% [markdown]
+# One more load with batching on, scraped every half second: queue and compute time per request,
+# inferences per second and the mean batch size (Δ`nv_inference_count` / Δ`nv_inference_exec_count`)
+# over time.
+
+# %%
+monitoring.monitor_triton(triton, "food_classifier_onnx", P)
 
 # %%
 triton_steps.triton_down(stack)

@@ -23,6 +23,33 @@ def show_file(relpath: str, lines: int = 40, start: str | None = None) -> None:
     print("\n".join(text[first:first + lines]))
 
 
+def show_code(relpath: str, *names: str) -> None:
+    """Print a project file as it is on disk, comments included: whole, or only the named top-level
+    functions/classes or methods (``"Class.method"``), each with its line numbers."""
+    import ast
+
+    text = (REPO_ROOT / relpath).read_text()
+    lines = text.splitlines()
+    if not names:
+        print(f"# {relpath} ({len(lines)} lines)\n{text.rstrip()}")
+        return
+    tree = ast.parse(text)
+    for name in names:
+        scope: list[ast.stmt] = tree.body
+        node: ast.stmt | None = None
+        for part in name.split("."):
+            kinds = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+            node = next((n for n in scope if isinstance(n, kinds) and n.name == part), None)
+            if node is None:
+                raise LookupError(f"{relpath} has no {name!r}: the file changed; update the notebook cell")
+            scope = node.body if isinstance(node, ast.ClassDef) else []
+        assert node is not None and node.end_lineno is not None
+        start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+        print(f"# {relpath}, lines {start}-{node.end_lineno}: {name}")
+        print("\n".join(lines[start - 1:node.end_lineno]))
+        print()
+
+
 def record(experiment: str, rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
     """Append ``rows`` to the run's results and return them as a DataFrame."""
     append_rows(experiment, rows)

@@ -12,9 +12,10 @@ from typing import Any
 import pandas as pd
 from tqdm import tqdm  # text bars: they stay readable in executed notebooks
 
-from servelab.lab.common import Endpoint, record
+from servelab.lab.common import Endpoint, record, show_columns
 from servelab.lab.params import LabParams
-from servelab.results.schema import FLASK
+from servelab.results.schema import FLASK, load
+from servelab.results.store import results_dir
 from servelab.targets.base import Stack
 
 
@@ -59,3 +60,11 @@ def flask_uploads(flask: Endpoint, p: LabParams, step: str) -> pd.DataFrame:
            "median_ms": float(ms.median()), "p95_ms": float(ms.quantile(0.95))}
     record(FLASK, [row])
     return pd.DataFrame(replies)
+
+
+FLASK_COLUMNS = ["step", "backend", "requests", "errors", "median_ms", "p95_ms", "labels_agree"]
+
+
+def flask_summary() -> pd.DataFrame:
+    """Every GourmetGram measurement of this run: one row per backend it was tried against."""
+    return show_columns(load(results_dir(), FLASK), FLASK_COLUMNS)

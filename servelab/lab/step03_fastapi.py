@@ -7,7 +7,7 @@ view of them, and the step's expected effects (``rules``).
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 from matplotlib.figure import Figure
@@ -19,15 +19,13 @@ from servelab.lab.common import (
     show_columns,
     util_columns,
 )
+from servelab.lab.gourmetgram import FLASK_COLUMNS
 from servelab.lab.params import LabParams
 from servelab.report.effects import Check, check, row
 from servelab.report.figures import Section, as_image, figure, first, plot_html, table_html
 from servelab.results.schema import FASTAPI, FASTAPI_COLUMNS, RunData, load, num
 from servelab.results.store import results_dir
 from servelab.targets.base import Stack
-
-if TYPE_CHECKING:
-    pass
 
 
 def fastapi_up(stack: Stack, kind: str) -> Endpoint:
@@ -148,9 +146,6 @@ def read_fastapi(df: pd.DataFrame) -> str:
 
 
 # ----------------------------------------------------------------------------- report and rules
-
-FLASK_COLUMNS = ["step", "backend", "requests", "errors", "median_ms", "p95_ms", "labels_agree"]
-
 
 def sections(data: RunData) -> list[Section]:
     """The report's view of this step: latency and throughput per service, then GourmetGram."""

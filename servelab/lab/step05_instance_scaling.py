@@ -6,12 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
-from tqdm import tqdm  # text bars: they stay readable in executed notebooks
 
 from servelab.core.cpu import cpu_cores
-from servelab.lab.common import concat, show_columns
+from servelab.lab.common import show_columns
 from servelab.lab.params import LabParams
-from servelab.lab.triton_steps import Triton, measure, set_instances
+from servelab.lab.triton_steps import Triton, measure, server_view, set_instances
 from servelab.report.effects import Check, check, row
 from servelab.report.figures import (
     Section,
@@ -43,25 +42,29 @@ def instance_plan(stack: Stack, p: LabParams) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def instance_scaling(triton: Triton, name: str, plan: pd.DataFrame, p: LabParams) -> pd.DataFrame:
-    """Each planned step: change instance_group (diff shown), reload, measure at ``scaling_concurrency``."""
-    frames = []
-    for _, step in tqdm(list(plan.iterrows()), desc="instance steps", unit="config"):
-        set_instances(triton, name, int(step["count"]), list(step["gpus"]))
-        frames.append(measure(triton, name, p, "instance_scaling", str(step["label"]),
-                              concurrency=p.scaling_concurrency, extra={"threads": "split"}))
-    return show_columns(concat(*frames), TRITON_COLUMNS)
+def instance_step(triton: Triton, name: str, plan: pd.DataFrame, index: int, p: LabParams) -> pd.DataFrame:
+    """Step ``index`` of the plan, one change: the instance_group diff, the reload (timed), the server's
+    view (its stub processes, or ``nvidia-smi``), then a measurement at ``scaling_concurrency``."""
+    if index >= len(plan):
+        print(f"the plan has {len(plan)} step(s): nothing to do for step {index + 1}")
+        return pd.DataFrame()
+    step = plan.iloc[index]
+    print(f"step {index + 1} of {len(plan)}: {step['label']}")
+    set_instances(triton, name, int(step["count"]), list(step["gpus"]))
+    server_view(triton, name)
+    rows = measure(triton, name, p, "instance_scaling", str(step["label"]),
+                   concurrency=p.scaling_concurrency, extra={"threads": "split"})
+    return show_columns(rows, TRITON_COLUMNS)
 
 
-def threads_lesson(triton: Triton, name: str, p: LabParams, count: int = 2) -> pd.DataFrame:
-    """``count`` instances with the framework's default threads, then with the cores split between them."""
-    frames = []
-    for threads, setting in (("default", "default"), ("split", "auto")):
-        set_instances(triton, name, count, [0] if triton.stack.has_gpu else (), threads=setting)
-        frames.append(measure(triton, name, p, "threads_lesson", f"{count} instances, {threads} threads",
-                              concurrency=p.scaling_concurrency, extra={"threads": threads}))
-    set_instances(triton, name, 1, [0] if triton.stack.has_gpu else (), quiet=True)
-    return show_columns(concat(*frames), TRITON_COLUMNS)
+def threads_step(triton: Triton, name: str, p: LabParams, threads: str, count: int = 2) -> pd.DataFrame:
+    """``count`` instances with ``threads`` "default" (the framework's: every core each) or "split"
+    (the cores shared out, ``CPU_THREADS=auto``): the config diff, reload, measurement."""
+    setting = {"default": "default", "split": "auto"}[threads]
+    set_instances(triton, name, count, [0] if triton.stack.has_gpu else (), threads=setting)
+    rows = measure(triton, name, p, "threads_lesson", f"{count} instances, {threads} threads",
+                   concurrency=p.scaling_concurrency, extra={"threads": threads})
+    return show_columns(rows, TRITON_COLUMNS)
 
 
 def plot_scaling(df: pd.DataFrame, title: str = "") -> Any:

@@ -8,9 +8,8 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from servelab.lab.common import concat
 from servelab.lab.params import LabParams
-from servelab.lab.triton_steps import Triton, measure_all, set_dynamic_batching
+from servelab.lab.triton_steps import Triton, measure_all
 from servelab.report.effects import Check, check, row
 from servelab.report.figures import (
     Section,
@@ -43,18 +42,25 @@ def arrival_patterns(triton: Triton, name: str, capacity: float, p: LabParams) -
                          for d in ("constant", "poisson")])
 
 
-def dynamic_batching_sweep(triton: Triton, name: str, capacity: float, p: LabParams) -> pd.DataFrame:
-    """Poisson arrivals at each ``rate_fractions`` × capacity, dynamic batching off and then on."""
-    rates = [round(f * capacity, 1) for f in p.rate_fractions]
-    frames = []
-    for enabled in (False, True):
-        set_dynamic_batching(triton, name, p, enabled, quiet=True)
-        state = "on" if enabled else "off"
-        frames.append(measure_all(triton, name, p, "dynamic_batching",
-                                   [{"rate": r, "distribution": "poisson",
-                                     "label": f"batching {state} {r:g}/s"}
-                                    for r in rates]))
-    return concat(*frames)
+def rates_for(capacity: float, p: LabParams) -> list[float]:
+    """The Poisson rates of the batching runs: each ``rate_fractions`` × capacity."""
+    return [round(f * capacity, 1) for f in p.rate_fractions]
+
+
+def batching_runs(triton: Triton, name: str, capacity: float, p: LabParams, enabled: bool) -> pd.DataFrame:
+    """Poisson arrivals at each rate with dynamic batching as it is configured now (``enabled`` says
+    which, for the rows and the check that the live config agrees)."""
+    from servelab.lab.triton_steps import live_config
+
+    live = live_config(triton, name).HasField("dynamic_batching")
+    if live != enabled:
+        raise RuntimeError(f"dynamic batching is {'on' if live else 'off'} in {name}'s live config, "
+                           f"but this cell measures it {'on' if enabled else 'off'}: run the cell that "
+                           "changes it first")
+    state = "on" if enabled else "off"
+    return measure_all(triton, name, p, "dynamic_batching",
+                       [{"rate": r, "distribution": "poisson", "label": f"batching {state} {r:g}/s"}
+                        for r in rates_for(capacity, p)])
 
 
 def plot_rates(df: pd.DataFrame) -> Any:

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 from tqdm import tqdm  # text bars: they stay readable in executed notebooks
 
-from servelab.lab.common import concat, hostport, show_columns, show_file
+from servelab.lab.common import concat, hostport, show_code, show_columns
 from servelab.lab.params import LabParams
 from servelab.report.figures import as_image, fig_breakdown, read_breakdown
 from servelab.results.schema import TRITON_COLUMNS, normalise_triton
@@ -96,20 +96,77 @@ def _ready(client: Any, name: str) -> bool:
         return False
 
 
-def _read_config(triton: Triton, name: str) -> Any:
+def live_config(triton: Triton, name: str) -> Any:
+    """The model's config.pbtxt in the live repository, parsed (a ModelConfig protobuf)."""
     from servelab.triton.config import parse_config
 
     return parse_config(triton.stack.read_file(f"{MODEL_REPOSITORY}/{name}/config.pbtxt").decode())
 
 
 def show_config(triton: Triton, name: str) -> None:
-    """The deployed config.pbtxt, as the server reads it."""
+    """The deployed config.pbtxt, as the server reads it (the deploy's adapted copy, without comments)."""
+    print(f"# {MODEL_REPOSITORY}/{name}/config.pbtxt on the {triton.stack.target} target")
     print(triton.stack.read_file(f"{MODEL_REPOSITORY}/{name}/config.pbtxt").decode())
 
 
+def show_staged_config(name: str) -> None:
+    """The staged config.pbtxt as committed, every field explained in its comments."""
+    show_code(f"models_staging/{name}/config.pbtxt")
+
+
 def show_model_code(name: str) -> None:
-    """The Python backend's ``execute``: one forward pass for the whole batch Triton hands it."""
-    show_file(f"models_staging/{name}/1/model.py", lines=45, start="def execute")
+    """The Python backend's whole model.py: ``initialize`` per instance, ``execute`` per list of requests."""
+    show_code(f"models_staging/{name}/1/model.py")
+
+
+def model_table(triton: Triton) -> pd.DataFrame:
+    """The server's model table (what its log prints as READY): ``POST /v2/repository/index``."""
+    print(f"$ curl -s -X POST http://{triton.url}/v2/repository/index")
+    index = triton.client().get_model_repository_index()
+    return pd.DataFrame([{"model": m.get("name"), "version": m.get("version", ""),
+                          "status": m.get("state", ""), "reason": m.get("reason", "")} for m in index])
+
+
+STATS_KEYS = ("inference_count", "execution_count", "inference_stats", "batch_stats")
+
+
+def stats_json(triton: Triton, name: str) -> dict[str, Any]:
+    """``GET /v2/models/<name>/stats``: print the command and the JSON excerpt that matters; return it all.
+
+    Counts are cumulative since the model loaded: ``inference_count`` images, ``execution_count``
+    forward passes, ``inference_stats`` total time per stage (ns), ``batch_stats`` executions per size.
+    """
+    import json
+
+    import httpx
+
+    url = f"http://{triton.url}/v2/models/{name}/stats"
+    print(f"$ curl -s {url}")
+    reply = httpx.get(url, timeout=30.0)
+    reply.raise_for_status()
+    model = next(m for m in reply.json()["model_stats"] if m["name"] == name)
+    excerpt = {k: model[k] for k in STATS_KEYS if k in model}
+    excerpt["inference_stats"] = {stage: model["inference_stats"][stage]
+                                  for stage in ("success", "queue", "compute_infer")
+                                  if stage in model.get("inference_stats", {})}
+    batches = [{"batch_size": b["batch_size"], "compute_infer": b["compute_infer"]}
+               for b in model.get("batch_stats", [])]
+    excerpt.pop("batch_stats", None)
+    lines = [f' "{key}": {json.dumps(value)},' for key, value in excerpt.items()]
+    lines += [' "batch_stats": [', *(f"  {json.dumps(b)}," for b in batches), " ]"]
+    print("{\n" + "\n".join(lines).replace(",\n ]", "\n ]") + "\n}")
+    return model
+
+
+def stats_change(before: dict[str, Any], after: dict[str, Any]) -> pd.DataFrame:
+    """What happened between two ``stats_json`` replies: requests, executions, executions per batch size."""
+    from servelab.triton.stats import batch_table, delta, flatten
+
+    change = delta(flatten(before), flatten(after))
+    print(f"between the two calls: {change['inference_count']} inferences in {change['execution_count']} "
+          f"executions (mean batch size {change['mean_batch_size']:.2f}); "
+          f"{change['executions_batch_gt1']} executions carried more than one image")
+    return batch_table(change)
 
 
 @dataclass
@@ -139,7 +196,7 @@ def apply_config(triton: Triton, name: str, cfg: Any, quiet: bool = False) -> An
     from servelab.triton.config import apply_config as apply
     from servelab.triton.config import config_text, diff_configs, mc
 
-    old, new = config_text(_read_config(triton, name)), config_text(cfg)
+    old, new = config_text(live_config(triton, name)), config_text(cfg)
     if not quiet:
         print(diff_configs(old, new, f"{name}/config.pbtxt") or f"{name}/config.pbtxt: unchanged")
     started = time.perf_counter()
@@ -154,13 +211,41 @@ def apply_config(triton: Triton, name: str, cfg: Any, quiet: bool = False) -> An
     return live
 
 
+def server_view(triton: Triton, name: str) -> None:
+    """What runs on the server now: ``nvidia-smi``'s processes on a GPU host; on a CPU, the Python
+    backend's stub processes of ``name`` (one per instance; ONNX Runtime instances are threads)."""
+    import shlex
+
+    if triton.stack.has_gpu:
+        argv = ["nvidia-smi", "--query-compute-apps=pid,process_name,used_memory", "--format=csv"]
+        print("$ " + shlex.join(argv))
+        print(triton.stack.run(argv, service="triton_server", timeout=60).check().stdout.rstrip())
+        return
+    if live_config(triton, name).backend != "python":
+        print(f"{name} runs on ONNX Runtime inside the tritonserver process: its instances are threads "
+              "there, not processes (the live config above lists them)")
+        return
+    argv = ["ps", "-eo", "pid,ppid,nlwp,pcpu,rss,args", "--sort=pid"]
+    lines = triton.stack.run(argv, service="triton_server", timeout=60).check().stdout.splitlines()
+    rows = [line.split(None, 5) for line in lines[1:]]
+    servers = [r for r in rows if len(r) == 6 and "tritonserver" in r[5].split()[0]]
+    port = triton.url.rsplit(":", 1)[-1]
+    ours = [r for r in servers if f"--http-port={port}" in r[5]] or (servers if len(servers) == 1 else [])
+    parents = {r[0] for r in ours}
+    stubs = [line[:160] for line, r in zip(lines[1:], rows, strict=True)
+             if len(r) == 6 and r[1] in parents and "triton_python_backend_stub" in r[5] and f"/{name}/1/" in r[5]]
+    print(f"$ {shlex.join(argv)}  # the stubs whose parent is this tritonserver ({', '.join(parents) or '?'})")
+    print("\n".join([lines[0], *stubs]) if lines else "(ps printed nothing)")
+    print(f"-> {len(stubs)} stub process(es): one per instance of {name}")
+
+
 def set_instances(triton: Triton, name: str, count: int, gpus: Sequence[int] = (),
                   threads: str = "auto", quiet: bool = False) -> None:
     """``count`` instances per listed GPU (KIND_GPU) or on the CPU; ``threads`` for food_classifier."""
     from servelab.triton.config import set_instances as set_count
     from servelab.triton.config import set_parameter
 
-    cfg = _read_config(triton, name)
+    cfg = live_config(triton, name)
     kind = "KIND_GPU" if triton.stack.has_gpu else "KIND_CPU"
     cfg = set_count(cfg, count, kind, gpus if triton.stack.has_gpu else ())
     if "CPU_THREADS" in cfg.parameters:
@@ -175,7 +260,7 @@ def set_dynamic_batching(triton: Triton, name: str, p: LabParams | None = None, 
 
     sizes = p.preferred_batch_sizes if p is not None else [4, 6, 8]
     delay = p.max_queue_delay_us if p is not None else 100
-    cfg = set_batching(_read_config(triton, name), enabled, sizes, delay)
+    cfg = set_batching(live_config(triton, name), enabled, sizes, delay)
     apply_config(triton, name, cfg, quiet)
 
 

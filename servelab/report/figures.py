@@ -11,6 +11,7 @@ import base64
 import html
 import io
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -164,15 +165,48 @@ def read_util(df: pd.DataFrame) -> str:
     return f"CPU utilisation ranged {cpu.min():.0f}–{cpu.max():.0f}% across the measurements"
 
 
-def as_image(fig: Figure) -> Any:
-    """A figure as an image a notebook shows (and stores) as PNG, whatever matplotlib backend is active."""
+def as_image(fig: Figure, name: str | None = None) -> Any:
+    """A figure as an image a notebook shows (and stores) as PNG, whatever matplotlib backend is active.
+
+    Also saved as ``plots/<name>.png`` in the run's results folder (``name``: the figure's title by
+    default; an existing file is never overwritten: ``-2``, ``-3`` … are added), for a lab report.
+    """
     import io
 
     from IPython.display import Image
 
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
+    path = save_png(buffer.getvalue(), name or _title(fig))
+    print(f"plot saved: {path}")
     return Image(data=buffer.getvalue(), format="png")
+
+
+def _title(fig: Figure) -> str:
+    suptitle = getattr(fig, "_suptitle", None)
+    titles = [suptitle.get_text()] if suptitle is not None else []
+    titles += [ax.get_title() for ax in fig.axes if ax.get_title()]
+    return next((t for t in titles if t), "figure")
+
+
+def save_png(data: bytes, name: str) -> Path:
+    """Write ``data`` to ``plots/<slug of name>.png`` under the run's results, without overwriting."""
+    import re
+
+    from servelab.results.store import results_dir
+
+    folder = results_dir() / "plots"
+    folder.mkdir(parents=True, exist_ok=True)
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:80] or "figure"
+    for n in range(1, 1000):
+        path = folder / (f"{slug}.png" if n == 1 else f"{slug}-{n}.png")
+        try:
+            with path.open("xb") as handle:
+                handle.write(data)
+            return path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{folder}: 999 plots named {slug} already")
 
 
 def table_html(df: pd.DataFrame, columns: list[str]) -> str:

@@ -1,4 +1,4 @@
-"""The FastAPI app of one inference service: POST /predict (``endpoint.py``), GET /health, GET /metrics, /docs.
+"""One inference service's FastAPI app: POST /predict (``endpoint.py``), /health, /metrics, /docs.
 
 Contract: ``create_app(kind, title, read_settings)`` builds the app and loads
 nothing, so importing a service module starts no thread and imports no engine.

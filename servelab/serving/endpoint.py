@@ -45,6 +45,7 @@ def add_predict(api: FastAPI, service: Callable[[], Service]) -> None:
         running = service()
         # decode + preprocess run in a thread pool (the event loop keeps accepting requests);
         # the forward pass is shared with every other request waiting at that moment
-        logits = await running.batcher.predict(partial(decode_and_preprocess, request.image, running.settings))
+        prepare = partial(decode_and_preprocess, request.image, running.settings)
+        logits = await running.batcher.predict(prepare)
         label, probability = top1(logits)  # logits [11] → the most likely class, its softmax probability
         return PredictResponse(prediction=label, probability=probability)

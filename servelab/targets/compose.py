@@ -8,6 +8,7 @@ stack of its own (``NODE_NOTEBOOKS`` says where its notebooks run).
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -136,6 +137,7 @@ class ComposeStack(Stack):
             self._run(self.prepare_models_argv(), 60).check()
         argv = self.compose(stack, "up", "--build", "-d", "--wait", "--wait-timeout", str(int(timeout)),
                             *(services or ()))
+        print("$ " + shlex.join(argv))
         self._run(argv, timeout + 1800).check()  # the first build downloads images: allow for it
         self.current = stack
 

@@ -5,6 +5,7 @@ commands run in the project root on this machine."""
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import sys
 from collections.abc import Sequence
@@ -28,6 +29,12 @@ from servelab.targets.base import (
     run_local,
     safe_relpath,
 )
+
+
+def _said_started(argv: Sequence[str], url: str, env: dict[str, str] | None = None) -> None:
+    """Print the command a service was started with (what ``docker compose up`` is on a GPU host)."""
+    prefix = "".join(f"{key}={shlex.quote(value)} " for key, value in (env or {}).items())
+    print(f"$ {prefix}{shlex.join(str(a) for a in argv)}\n  -> ready at {url}")
 
 
 class LocalStack(Stack):
@@ -67,6 +74,7 @@ class LocalStack(Stack):
             self._services["fastapi_server"] = start_fastapi(
                 FASTAPI_APPS[self.fastapi_app], log_dir=self.log_dir,
                 timeout=min(timeout, self.ready_timeout))
+            _said_started(self._services["fastapi_server"].process.argv, self._services["fastapi_server"].url)
         if stack == "triton" and "triton_server" in wanted and "triton_server" not in self._services:
             self._services["triton_server"] = self._start_triton(timeout)
         if "flask" in wanted:
@@ -90,6 +98,7 @@ class LocalStack(Stack):
         deploy_all(self.repository, gpu=False, names=self.models)
         log = Path(self.log_dir) / "tritonserver.log" if self.log_dir else None
         server = TritonServer(self.repository, log_path=log).start(timeout=min(timeout, self.ready_timeout))
+        _said_started(server.argv(), server.url)
         try:
             for name in self.models:
                 server.client().load_model(name)
@@ -115,6 +124,7 @@ class LocalStack(Stack):
         from servelab.targets.services import start_flask
 
         service = start_flask(env=env, log_dir=self.log_dir, timeout=min(timeout, self.ready_timeout))
+        _said_started(service.process.argv, service.url, env)
         service.backend = backend
         service.upstream = upstream.url
         self._services["flask"] = service

@@ -75,7 +75,8 @@ class CpuThreads:
         parameters = {k: v.get("string_value", "") for k, v in model_config.get("parameters", {}).items()}
         self.torch, self.model_file = torch, model_file
         self.setting = parameters.get("CPU_THREADS", "auto")
-        self.adapt = not on_gpu and os.environ.get("SERVELAB_TRITON_THREADS", self.setting).strip().lower() == "auto"
+        chosen = os.environ.get("SERVELAB_TRITON_THREADS", self.setting).strip().lower()
+        self.adapt = not on_gpu and chosen == "auto"
         self.next_check = 0.0
         threads = choose_threads(self.setting, cpu_instances(model_config), on_gpu)
         if threads is not None:

@@ -22,7 +22,11 @@ def snapshot(client: Any, model: str, version: str = "1") -> dict[str, Any]:
     entries = [s for s in raw.get("model_stats", []) if s.get("name") == model]
     if not entries:
         raise RuntimeError(f"Triton has no statistics for model '{model}' version {version}: is it loaded?")
-    stats = entries[0]
+    return flatten(entries[0])
+
+
+def flatten(stats: dict[str, Any]) -> dict[str, Any]:
+    """One model's entry of a statistics reply (``model_stats[i]``) → plain cumulative numbers."""
     infer = stats.get("inference_stats", {})
     snap: dict[str, Any] = {
         "inference_count": int(stats.get("inference_count", 0)),

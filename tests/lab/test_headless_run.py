@@ -53,7 +53,7 @@ def test_fastapi_rows(run_dir: Path) -> None:
 
 def test_flask_rows(run_dir: Path) -> None:
     rows = schema.load(run_dir, schema.FLASK)
-    assert set(rows["step"]) == {"fastapi_onnx", "triton_python", "triton_onnx"}
+    assert set(rows["step"]) == {"fastapi_pt", "fastapi_onnx", "triton_python", "triton_onnx"}
     assert (rows["errors"] == 0).all()
 
 
@@ -136,3 +136,68 @@ def test_experiment_notebooks_predict_observe_and_ask(run_dir: Path, notebook: s
     assert not [o for o in observations if o[0] == "not measured yet"], "an observation before its data"
     if notebook != "03_fastapi":
         assert re.search(r"^\$ perf_analyzer -m \S+ -u \S+ ", printed, re.M), "the perf_analyzer command"
+
+
+# What each executed notebook shows of the mechanics (issue: the code that runs, the commands,
+# the configs with their comments, the statistics JSON): text that must appear in its outputs.
+SHOWN = {
+    "03_fastapi": [
+        "async def predict(request: PredictRequest) -> PredictResponse:",  # the endpoint, from its file
+        "class PredictRequest(BaseModel):", "def _take_batch(", "FastAPIBackend._classify",
+        "def run_concurrent(", " -m uvicorn fastapi_pt.app:app ", " -m gunicorn ",
+        'http_request_duration_seconds_count{path="/predict"}',  # the raw /metrics lines
+    ],
+    "04_triton_python": [
+        "def initialize(self, args", "def execute(self, requests", "# How many copies of the model run",
+        "max_batch_size: 16", "/tritonserver --model-repository=", "TritonBackend._infer",
+        "/v2/models/food_classifier/stats", '"batch_stats": [', "executions carried more than one image",
+    ],
+    "05_instance_scaling": [
+        "+++ b/food_classifier/config.pbtxt", "stub process(es): one per instance of food_classifier",
+        "live after",
+    ],
+    "06_onnx_backend": [
+        "# ONNX Runtime runs 1/model.onnx", "TritonOnnxBackend._infer", "def preprocess(img",
+    ],
+    "07_dynamic_batching": [
+        "+dynamic_batching {", "/v2/models/food_classifier_onnx/stats", '"batch_stats": [',
+        "executions carried more than one image", "nv_inference_queue_duration_us{",
+        "scraping http://",
+    ],
+}
+
+
+@pytest.mark.parametrize("notebook", sorted(SHOWN))
+def test_notebooks_show_the_code_commands_configs_and_stats(run_dir: Path, notebook: str) -> None:
+    import nbformat
+
+    nb = nbformat.read(run_dir / f"{notebook}.ipynb", as_version=4)
+    printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    missing = [text for text in SHOWN[notebook] if text not in printed]
+    assert not missing, f"{notebook} does not show {missing}"
+    if notebook != "03_fastapi":
+        assert re.search(r"^\$ perf_analyzer -m \S+ -u \S+ ", printed, re.M), "the perf_analyzer command"
+
+
+def test_one_change_per_cell(run_dir: Path) -> None:
+    """05 and 07 change the config in cells of their own: each configuration step prints one diff."""
+    import nbformat
+
+    for notebook, least in (("05_instance_scaling", 3), ("07_dynamic_batching", 1)):
+        nb = nbformat.read(run_dir / f"{notebook}.ipynb", as_version=4)
+        outputs = ["".join(o.get("text", "") for o in c.outputs) for c in nb.cells if c.cell_type == "code"]
+        diffs = [text.count("+++ b/") for text in outputs]
+        assert max(diffs) == 1, f"{notebook}: a cell applies {max(diffs)} config changes"
+        assert sum(diffs) >= least, f"{notebook}: {sum(diffs)} config changes shown"
+
+
+def test_plots_are_saved_as_files(run_dir: Path) -> None:
+    plots = sorted((run_dir / "plots").glob("*.png"))
+    assert len(plots) >= 10, [p.name for p in plots]
+    assert all(p.stat().st_size > 5000 for p in plots)
+
+
+def test_onnx_measured_at_concurrency_one(run_dir: Path) -> None:
+    rows = schema.RunData.load(run_dir).triton
+    onnx = rows[rows["step"] == "onnx_backend"]
+    assert 1 in set(pd.to_numeric(onnx["concurrency"])), "ONNX backend at concurrency 1"

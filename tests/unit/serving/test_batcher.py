@@ -20,6 +20,7 @@ from servelab.serving.settings import Settings
 SETTINGS = Settings.from_env(default_model_path=sample_paths()[0], default_max_batch=2, gpu=False)
 IMAGE = functools.partial(decode_and_preprocess, base64.b64encode(sample_paths()[0].read_bytes()).decode(),
                           SETTINGS)
+BROKEN = functools.partial(decode_and_preprocess, "not base64!", SETTINGS)
 
 
 class CountingModel:
@@ -81,7 +82,7 @@ def test_a_bad_image_fails_only_its_own_request() -> None:
     batcher = MicroBatcher(lambda _index: CountingModel(), max_batch=8, preprocess_workers=2)
 
     async def scenario() -> list[object]:
-        return await asyncio.gather(batcher.predict(functools.partial(decode_and_preprocess, "not base64!", SETTINGS)), batcher.predict(IMAGE),
+        return await asyncio.gather(batcher.predict(BROKEN), batcher.predict(IMAGE),
                                     return_exceptions=True)
 
     try:

@@ -46,7 +46,8 @@ def test_cpu_threads_follow_the_running_instance_count(monkeypatch: pytest.Monke
     monkeypatch.delenv("SERVELAB_TRITON_THREADS", raising=False)
     monkeypatch.setattr("servelab.core.cpu.cpu_cores", lambda: 5)
     torch = FakeTorch()
-    threads = instances.CpuThreads(torch, {"instance_group": [{"count": 1, "kind": "KIND_CPU"}]}, "m.py", False)
+    config = {"instance_group": [{"count": 1, "kind": "KIND_CPU"}]}
+    threads = instances.CpuThreads(torch, config, "m.py", False)
     assert torch.threads == 4
     monkeypatch.setattr(instances, "running_instances", lambda _file: 2)
     assert threads.follow() == "2 intra-op thread(s) per instance now" and torch.threads == 2
