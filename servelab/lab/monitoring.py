@@ -267,7 +267,14 @@ class Monitoring:
     figure: Figure = field(init=False)
 
     def __post_init__(self) -> None:
+        import io
+
+        from servelab.report.figures import save_png
+
         self.figure = fig_monitoring(self.frame, self.title)
+        buffer = io.BytesIO()
+        self.figure.savefig(buffer, format="png")
+        print(f"plot saved: {save_png(buffer.getvalue(), 'monitoring ' + self.title)}")
 
     @property
     def reading(self) -> str:
