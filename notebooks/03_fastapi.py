@@ -56,7 +56,7 @@ common.show_code("fastapi_pt/app.py")
 # %% [markdown]
 # **Not the naive server you may picture.** `batcher.predict` does not run the model on the
 # request's own thread. Decoding runs in a thread pool; the forward pass runs on *inference
-# workers* (one per pair of cores here), and a worker that finds several preprocessed requests
+# workers* (one per core on a CPU, one on a GPU), and a worker that finds several preprocessed requests
 # waiting runs them as **one batch** (up to `MAX_BATCH`). So the baseline you compare Triton with
 # already batches opportunistically and spreads work over the cores. The worker's loop:
 
@@ -190,7 +190,7 @@ common.what_this_run_shows(step)
 # %% [markdown]
 # ## The web app, now backed by the ONNX service
 # The same app and the same configuration: it now reaches the ONNX Runtime service. Compare its
-# upload times with the PyTorch-backed ones above (`step.flask_summary()` lists both).
+# upload times with the PyTorch-backed ones above (`gourmetgram.flask_summary()` below lists both).
 
 # %%
 flask = gourmetgram.flask_up(stack, "fastapi")

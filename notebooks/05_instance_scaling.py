@@ -112,8 +112,18 @@ common.what_this_run_shows(step, "raise throughput", "largest instance count")
 # cores each: which serves more, and by how much?
 
 # %%
+step.two_instances(triton, "food_classifier")
+
+# %% [markdown]
+# One change: `CPU_THREADS` from `auto` to `default` (each instance's PyTorch takes every core; the
+# stubs' thread counts grow).
+
+# %%
 default_threads = step.threads_step(triton, "food_classifier", P, "default")
 default_threads
+
+# %% [markdown]
+# And back: `CPU_THREADS=auto` shares the cores out between the two instances.
 
 # %%
 split_threads = step.threads_step(triton, "food_classifier", P, "split")

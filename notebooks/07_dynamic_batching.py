@@ -155,9 +155,9 @@ monitoring.show_metrics(metrics_url, ["nv_inference_queue", "nv_inference_count"
                                       "nv_inference_pending"], contains="food_classifier_onnx")
 
 # %% [markdown]
-# One more load with batching on, scraped every half second: queue and compute time per request,
-# inferences per second and the mean batch size (Δ`nv_inference_count` / Δ`nv_inference_exec_count`)
-# over time.
+# One more load with batching on, scraped every half second: latency per request (queue and
+# compute), inferences per second and requests waiting, over time; the reading under the plot
+# gives the mean batch size (Δ`nv_inference_count` / Δ`nv_inference_exec_count`).
 
 # %%
 monitoring.monitor_triton(triton, "food_classifier_onnx", P)

@@ -57,11 +57,19 @@ def instance_step(triton: Triton, name: str, plan: pd.DataFrame, index: int, p: 
     return show_columns(rows, TRITON_COLUMNS)
 
 
+def two_instances(triton: Triton, name: str, count: int = 2) -> None:
+    """``count`` instances (on GPU 0 on a GPU host), threads split: where the threads lesson starts."""
+    set_instances(triton, name, count, [0] if triton.stack.has_gpu else (), threads="auto")
+    server_view(triton, name)
+
+
 def threads_step(triton: Triton, name: str, p: LabParams, threads: str, count: int = 2) -> pd.DataFrame:
     """``count`` instances with ``threads`` "default" (the framework's: every core each) or "split"
-    (the cores shared out, ``CPU_THREADS=auto``): the config diff, reload, measurement."""
+    (the cores shared out, ``CPU_THREADS=auto``): the config diff, reload, the stubs' thread counts,
+    measurement."""
     setting = {"default": "default", "split": "auto"}[threads]
     set_instances(triton, name, count, [0] if triton.stack.has_gpu else (), threads=setting)
+    server_view(triton, name)
     rows = measure(triton, name, p, "threads_lesson", f"{count} instances, {threads} threads",
                    concurrency=p.scaling_concurrency, extra={"threads": threads})
     return show_columns(rows, TRITON_COLUMNS)

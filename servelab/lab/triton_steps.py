@@ -65,8 +65,7 @@ def deploy(triton: Triton, name: str) -> None:
         said = io.StringIO()
         with contextlib.redirect_stdout(said):  # what the deploy adapts for this target, shown if it deploys
             folder = deploy_model(name, Path(tmp), gpu=triton.stack.has_gpu)
-        wanted = (folder / "config.pbtxt").read_text()
-        if _deployed_config(triton, name) == wanted and _ready(triton.client(), name):
+        if _deployed_as(triton, name, folder) and _ready(triton.client(), name):
             return  # the stack deployed and loaded exactly this already
         live = f"{MODEL_REPOSITORY}/{name}"
         print(f"deploying models_staging/{name} -> {live} on the {triton.stack.target} target")
@@ -78,8 +77,18 @@ def deploy(triton: Triton, name: str) -> None:
     _wait_ready(triton, name)
 
 
-def _deployed_config(triton: Triton, name: str) -> str | None:
-    return StackConfigFile(triton.stack, name).read()
+def _deployed_as(triton: Triton, name: str, folder: Path) -> bool:
+    """The live repository holds ``folder``'s config and code as they are. Files over 1 MB (the weights)
+    are not read back: after rebuilding the model, delete ``models/<name>`` to have it redeployed."""
+    for path in (p for p in folder.rglob("*") if p.is_file() and p.stat().st_size < 1_000_000
+                 and "__pycache__" not in p.parts):  # bytecode carries the copy's mtime
+        try:
+            live = triton.stack.read_file(f"{MODEL_REPOSITORY}/{name}/{path.relative_to(folder)}")
+        except (OSError, RuntimeError):
+            return False
+        if live != path.read_bytes():
+            return False
+    return True
 
 
 def _wait_ready(triton: Triton, name: str, timeout: float = 120.0) -> None:
@@ -142,9 +151,12 @@ def stats_json(triton: Triton, name: str) -> dict[str, Any]:
 
     url = f"http://{triton.url}/v2/models/{name}/stats"
     print(f"$ curl -s {url}")
-    reply = httpx.get(url, timeout=30.0)
-    reply.raise_for_status()
-    model = next(m for m in reply.json()["model_stats"] if m["name"] == name)
+    reply = httpx.get(url, timeout=30.0, trust_env=False)  # the server's own host: never via a proxy
+    if reply.status_code != 200:
+        raise RuntimeError(f"{url} answered HTTP {reply.status_code}: {reply.text[:300]} (is {name} loaded?)")
+    model = next((m for m in reply.json().get("model_stats", []) if m.get("name") == name), None)
+    if model is None:
+        raise RuntimeError(f"{url} has no statistics for {name}: is it loaded?")
     excerpt = {k: model[k] for k in STATS_KEYS if k in model}
     excerpt["inference_stats"] = {stage: model["inference_stats"][stage]
                                   for stage in ("success", "queue", "compute_infer")
@@ -211,31 +223,52 @@ def apply_config(triton: Triton, name: str, cfg: Any, quiet: bool = False) -> An
     return live
 
 
+# one line per process on the server's host or container: pid, parent pid, threads, command line
+PROCESS_LIST = ("import os\n"
+                "for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+                "    try:\n"
+                "        stat = open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()\n"
+                "        args = open(f'/proc/{pid}/cmdline', 'rb').read().replace(b'\\0', b' ').decode()\n"
+                "    except (OSError, IndexError):\n"
+                "        continue\n"
+                "    print(pid, stat[1], stat[17], args.strip() or '-')\n")
+
+
 def server_view(triton: Triton, name: str) -> None:
-    """What runs on the server now: ``nvidia-smi``'s processes on a GPU host; on a CPU, the Python
-    backend's stub processes of ``name`` (one per instance; ONNX Runtime instances are threads)."""
+    """What runs on the server now: the Python backend's stub processes of ``name`` (one per instance,
+    with their thread counts; ONNX Runtime instances are threads) and, on a GPU host, each GPU's memory.
+    Best effort: a failure is printed, never raised (the measurement that follows must run)."""
+    try:
+        _server_view(triton, name)
+    except Exception as exc:  # a view, not a measurement
+        print(f"(could not look at the server's processes: {exc.__class__.__name__}: {str(exc)[:300]})")
+
+
+def _server_view(triton: Triton, name: str) -> None:
     import shlex
 
     if triton.stack.has_gpu:
-        argv = ["nvidia-smi", "--query-compute-apps=pid,process_name,used_memory", "--format=csv"]
+        argv = ["nvidia-smi", "--query-gpu=index,name,memory.used,utilization.gpu", "--format=csv"]
         print("$ " + shlex.join(argv))
         print(triton.stack.run(argv, service="triton_server", timeout=60).check().stdout.rstrip())
-        return
     if live_config(triton, name).backend != "python":
         print(f"{name} runs on ONNX Runtime inside the tritonserver process: its instances are threads "
               "there, not processes (the live config above lists them)")
         return
-    argv = ["ps", "-eo", "pid,ppid,nlwp,pcpu,rss,args", "--sort=pid"]
-    lines = triton.stack.run(argv, service="triton_server", timeout=60).check().stdout.splitlines()
-    rows = [line.split(None, 5) for line in lines[1:]]
-    servers = [r for r in rows if len(r) == 6 and "tritonserver" in r[5].split()[0]]
+    argv = ["python3", "-c", PROCESS_LIST]
+    out = triton.stack.run(argv, service="triton_server", timeout=60).check().stdout
+    rows = [line.split(" ", 3) for line in out.splitlines() if line.count(" ") >= 3]
+    servers = [r for r in rows if r[3].split()[0].endswith("tritonserver")]
     port = triton.url.rsplit(":", 1)[-1]
-    ours = [r for r in servers if f"--http-port={port}" in r[5]] or (servers if len(servers) == 1 else [])
-    parents = {r[0] for r in ours}
-    stubs = [line[:160] for line, r in zip(lines[1:], rows, strict=True)
-             if len(r) == 6 and r[1] in parents and "triton_python_backend_stub" in r[5] and f"/{name}/1/" in r[5]]
-    print(f"$ {shlex.join(argv)}  # the stubs whose parent is this tritonserver ({', '.join(parents) or '?'})")
-    print("\n".join([lines[0], *stubs]) if lines else "(ps printed nothing)")
+    ours = [r for r in servers if f"--http-port={port}" in r[3].split()]
+    parents = {r[0] for r in ours or (servers if len(servers) == 1 else [])}
+    stubs = [r for r in rows if r[1] in parents and "triton_python_backend_stub" in r[3]
+             and f"/{name}/1/" in r[3]]
+    print(f"$ python3 -c '<list /proc: pid, parent, threads, command>'  # children of tritonserver "
+          f"(pid {', '.join(sorted(parents)) or '?'}) running {name}")
+    print("  pid  threads  command")
+    for pid, _parent, threads, args in stubs:
+        print(f"{pid:>5}  {threads:>7}  {args[:120]}")
     print(f"-> {len(stubs)} stub process(es): one per instance of {name}")
 
 

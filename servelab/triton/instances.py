@@ -74,7 +74,7 @@ class CpuThreads:
     def __init__(self, torch: Any, model_config: dict[str, Any], model_file: str, on_gpu: bool) -> None:
         parameters = {k: v.get("string_value", "") for k, v in model_config.get("parameters", {}).items()}
         self.torch, self.model_file = torch, model_file
-        self.setting = parameters.get("CPU_THREADS", "auto")
+        self.setting = parameters.get("CPU_THREADS", "").strip() or "auto"  # absent or empty: auto
         chosen = os.environ.get("SERVELAB_TRITON_THREADS", self.setting).strip().lower()
         self.adapt = not on_gpu and chosen == "auto"
         self.next_check = 0.0

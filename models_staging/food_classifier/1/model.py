@@ -4,8 +4,8 @@ The contract with Triton: it creates one ``TritonPythonModel`` per instance
 that ``instance_group`` in config.pbtxt asks for, each in its own process.
 ``initialize(args)`` runs once per instance and loads the model on that
 instance's device. ``execute(requests)`` gets a *list* of requests — one, or
-several when dynamic batching combined them — and must return one response per
-request, in the same order. Each request's ``INPUT_IMAGE`` holds base64 text
+several if a ``dynamic_batching`` block lets Triton combine them — and must
+return one response per request, in the same order. Each request's ``INPUT_IMAGE`` holds base64 text
 of an image file (raw image bytes work too).
 
 The config's ``parameters`` (explained in config.pbtxt): ``CPU_THREADS``
