@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import random
@@ -115,7 +116,9 @@ async def stream_one(client: Any, url: str, body: dict[str, Any], record: Record
                 choices = chunk.get("choices") or [{}]
                 if choices[0].get("text"):
                     record.tokens.append(time.perf_counter() - start)
-    except Exception as exc:  # noqa: BLE001 - a failed request is a row with its error, not a crashed run
+                if chunk.get("usage"):  # the engine's own count of the prompt
+                    record.prompt_tokens = int(chunk["usage"]["prompt_tokens"])
+    except Exception as exc:  # a failed request is a row with its error, not a crashed run
         record.error = f"{type(exc).__name__}: {exc}"
 
 
@@ -126,12 +129,10 @@ async def _sample_stats(client: Any, url: str, start: float, samples: list[dict[
             response = await client.get(f"{url}/lab/stats", timeout=5)
             if response.status_code == 200:
                 samples.append({"t": round(time.perf_counter() - start, 3), **response.json()})
-        except Exception:  # noqa: BLE001 - a missed sample is only a gap in the plot
+        except Exception:  # a missed sample is only a gap in the plot
             pass
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(done.wait(), every)
-        except TimeoutError:
-            pass
 
 
 async def run_load(url: str, model: str, prompts: Sequence[str], prompt_tokens: Sequence[int],
@@ -161,6 +162,30 @@ async def run_load(url: str, model: str, prompts: Sequence[str], prompt_tokens: 
     return records, samples
 
 
+def stream_sync(url: str, model: str, prompt: str, max_tokens: int, prompt_tokens: int = 0) -> Record:
+    """One streamed completion, timed like :func:`run_load` (blocking: for a notebook cell)."""
+    import httpx
+
+    record = Record(prompt_tokens, max_tokens, 0.0)
+    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "stream": True, "temperature": 0.0}
+    start = time.perf_counter()
+    with httpx.Client(timeout=httpx.Timeout(REQUEST_TIMEOUT_S)) as client, \
+            client.stream("POST", f"{url}/v1/completions", json=body) as response:
+        record.status = response.status_code
+        if response.status_code != 200:
+            record.error = response.read().decode(errors="replace")[:300]
+            return record
+        for line in response.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                chunk = json.loads(line[6:])
+                choices = chunk.get("choices") or [{}]
+                if choices[0].get("text"):
+                    record.tokens.append(time.perf_counter() - start)
+                if chunk.get("usage"):
+                    record.prompt_tokens = int(chunk["usage"]["prompt_tokens"])
+    return record
+
+
 def make_prompt(tokens: int, seed: int = 0) -> str:
     """A prompt from the lab's generated text, about ``tokens`` tokens of the lab's model long."""
     from servelab.llm.model import corpus
@@ -170,12 +195,14 @@ def make_prompt(tokens: int, seed: int = 0) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m servelab.llm.client", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m servelab.llm.client",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--url", required=True, help="the engine's base URL (http://127.0.0.1:PORT)")
     parser.add_argument("--model", required=True, help="the model name the engine serves")
     parser.add_argument("--rate", type=float, required=True, help="mean arrival rate (requests/s, Poisson)")
     parser.add_argument("--requests", type=int, required=True)
-    parser.add_argument("--output-lengths", default="8-256", help="LOW-HIGH tokens asked per request (uniform)")
+    parser.add_argument("--output-lengths", default="8-256",
+                        help="LOW-HIGH tokens asked per request (uniform)")
     parser.add_argument("--prompt-tokens", type=int, default=16, help="approximate prompt length")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, help="write records, stats samples and summary here (JSON)")
@@ -183,8 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     low, _, high = args.output_lengths.partition("-")
     lengths = output_lengths(args.requests, int(low), int(high or low), args.seed)
     prompts = [make_prompt(args.prompt_tokens, args.seed + i) for i in range(args.requests)]
-    records, samples = asyncio.run(run_load(args.url, args.model, prompts, [args.prompt_tokens] * args.requests,
-                                            lengths, arrival_times(args.requests, args.rate, args.seed)))
+    sizes = [args.prompt_tokens] * args.requests
+    records, samples = asyncio.run(run_load(args.url, args.model, prompts, sizes, lengths,
+                                            arrival_times(args.requests, args.rate, args.seed)))
     summary = summarise(records)
     if args.out:
         args.out.write_text(json.dumps({"summary": summary, "records": [asdict(r) for r in records],
@@ -192,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(summary))
     failed = [r for r in records if r.error]
     if failed:
-        print(f"{len(failed)} request(s) failed, first: HTTP {failed[0].status} {failed[0].error}", file=sys.stderr)
+        first = failed[0]
+        print(f"{len(failed)} request(s) failed, first: HTTP {first.status} {first.error}", file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -65,7 +65,8 @@ def validate(path: str, body: Any, served: str, context: int,
         if not isinstance(messages, list) or not messages or not all(
                 isinstance(m, dict) and isinstance(m.get("content"), str) and m["content"].strip()
                 for m in messages):
-            raise BadRequest(400, "messages must be a non-empty list of {role, content} with non-empty content")
+            raise BadRequest(400, "messages must be a non-empty list of {role, content} "
+                                  "with non-empty content")
         text = "\n".join(m["content"] for m in messages)
     prompt_tokens = count_tokens(text)
     room = context - prompt_tokens
@@ -76,8 +77,8 @@ def validate(path: str, body: Any, served: str, context: int,
     if isinstance(limit, bool) or not isinstance(limit, int):
         raise BadRequest(400, f"{key} must be a whole number, got {limit!r}")
     if not 1 <= limit <= room:
-        raise BadRequest(400, f"{key}={limit} is outside 1..{room} (context {context} - prompt {prompt_tokens} "
-                              "tokens)")
+        raise BadRequest(400, f"{key}={limit} is outside 1..{room} "
+                              f"(context {context} - prompt {prompt_tokens} tokens)")
     return {**body, "model": served, key: limit}
 
 
@@ -133,7 +134,7 @@ class StaticBatcher:
             self.batches[len(batch)] = self.batches.get(len(batch), 0) + 1
             try:
                 self._run(batch)
-            except Exception as exc:  # noqa: BLE001 - the requests end; the batcher keeps serving
+            except Exception as exc:  # the requests end; the batcher keeps serving
                 print(f"static batch of {len(batch)} failed: {exc!r}", flush=True)
             finally:
                 for job in batch:
@@ -203,7 +204,8 @@ async def _static_completion(batcher: StaticBatcher, body: dict[str, Any], send:
         text = decoder.step(tokenizer._tokenizer, token) or ""
         pieces.append(text)
         if stream:
-            await send({"type": "http.response.body", "body": _chunk(request_id, model, text), "more_body": True})
+            await send({"type": "http.response.body", "body": _chunk(request_id, model, text),
+                        "more_body": True})
     usage = {"prompt_tokens": len(prompt_ids), "completion_tokens": job.sent,
              "total_tokens": len(prompt_ids) + job.sent}
     finish = "length" if job.sent >= job.max_tokens else "stop"
@@ -313,15 +315,15 @@ def build_app(model: str, batching: str = "continuous", max_batch: int = 8, cb_b
     manager = ModelManager(device="cpu" if not _has_cuda() else "auto", dtype="auto",
                            trust_remote_code=False, attn_implementation=None, continuous_batching=continuous,
                            quantization=None, model_timeout=-1, force_model=model)
-    cb_options = {k: v for k, v in {"block_size": cb_block_size, "num_blocks": cb_num_blocks,
-                                    "max_batch_tokens": cb_max_batch_tokens}.items() if v is not None}
-    state = GenerationState(continuous_batching=continuous, compile=False,
-                            cb_config=ContinuousBatchingConfig(**cb_options) if cb_options else None)
-    handlers = dict(model_manager=manager, generation_state=state)
-    app = build_server(manager, ChatCompletionHandler(**handlers), completion_handler=CompletionHandler(**handlers),
-                       response_handler=ResponseHandler(**handlers),
+    cb_config = ContinuousBatchingConfig(page_size=cb_block_size or 256, num_blocks=cb_num_blocks,
+                                         max_batch_tokens=cb_max_batch_tokens)  # page 256: its default
+    state = GenerationState(continuous_batching=continuous, compile=False, cb_config=cb_config)
+    app = build_server(manager, ChatCompletionHandler(model_manager=manager, generation_state=state),
+                       completion_handler=CompletionHandler(model_manager=manager, generation_state=state),
+                       response_handler=ResponseHandler(model_manager=manager, generation_state=state),
                        transcription_handler=TranscriptionHandler(manager, state),
-                       systemone_handler=SystemOneHandler(**handlers), generation_state=state)
+                       systemone_handler=SystemOneHandler(model_manager=manager, generation_state=state),
+                       generation_state=state)
     loaded, processor = manager.load_model_and_processor(manager.process_model_name(model))
     tokenizer = getattr(processor, "tokenizer", processor)
     context = int(getattr(loaded.config, "max_position_embeddings", 2048))
@@ -343,18 +345,25 @@ def _has_cuda() -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m servelab.llm.engine", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m servelab.llm.engine",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("model", help="model folder or Hub id (the name clients send as 'model')")
     parser.add_argument("--batching", choices=BATCHING, default="continuous")
     parser.add_argument("--max-batch", type=int, default=8, help="static: requests per batch")
     parser.add_argument("--cb-block-size", type=int, help="continuous: KV cache block size (tokens)")
     parser.add_argument("--cb-num-blocks", type=int, help="continuous: KV cache blocks")
     parser.add_argument("--cb-max-batch-tokens", type=int, help="continuous: tokens per forward pass")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch intra-op threads on a CPU (1: two threads oversubscribe a shared 2-core "
+                             "machine and a decode step gets up to 30x slower; see the decision note)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     args = parser.parse_args(argv)
+    import torch
     import uvicorn
 
+    if not torch.cuda.is_available():
+        torch.set_num_threads(args.threads)
     app = build_app(args.model, args.batching, args.max_batch, args.cb_block_size, args.cb_num_blocks,
                     args.cb_max_batch_tokens)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")

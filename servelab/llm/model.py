@@ -19,11 +19,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from servelab.core.paths import ARTIFACTS_DIR
+from servelab.core.paths import ARTIFACTS_DIR, REPO_ROOT
 
 LLM_DIR = ARTIFACTS_DIR / "llm"
 LLM_VARIABLE = "SERVELAB_LLM"
-MODEL_NAME = "servelab-tiny-llama"  # the name the engine serves it under (the OpenAI "model" field)
 BUILD_FORMAT = 1  # bump when the recipe changes, so set-up rebuilds
 SEED = 9
 VOCAB = 512
@@ -61,8 +60,13 @@ def model_source() -> str:
 
 
 def served_name() -> str:
-    """The model name clients send: the Hub id or path when ``SERVELAB_LLM`` is set, else ours."""
-    return os.environ.get(LLM_VARIABLE) or str(LLM_DIR)
+    """The model name clients send (and the engine's argument, run from the repository root): the Hub
+    id or path when ``SERVELAB_LLM`` is set, else the built model's folder relative to the checkout."""
+    source = model_source()
+    try:
+        return str(Path(source).resolve().relative_to(REPO_ROOT.resolve()))
+    except ValueError:
+        return source
 
 
 def _manifest(directory: Path) -> dict[str, Any]:

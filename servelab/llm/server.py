@@ -12,6 +12,7 @@ import json
 import os
 import shlex
 import sys
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 
 from servelab.core.paths import REPO_ROOT
 from servelab.core.procs import ManagedProcess, WaitTimeoutError, free_port
-from servelab.llm.model import LLM_VARIABLE, model_source, served_name
+from servelab.llm.model import LLM_VARIABLE, served_name
 from servelab.results.store import results_dir
 
 
@@ -39,7 +40,8 @@ class EngineOptions:
         if self.batching == "static":
             args += ["--max-batch", str(self.max_batch)]
         if self.batching == "continuous":
-            for flag, value in (("--cb-num-blocks", self.cb_num_blocks), ("--cb-block-size", self.cb_block_size),
+            for flag, value in (("--cb-num-blocks", self.cb_num_blocks),
+                                ("--cb-block-size", self.cb_block_size),
                                 ("--cb-max-batch-tokens", self.cb_max_batch_tokens)):
                 if value is not None:
                     args += [flag, str(value)]
@@ -100,11 +102,12 @@ def start_engine(options: EngineOptions | None = None, port: int | None = None, 
     """Start the engine on 127.0.0.1, wait until it answers and has generated once; stop it on failure."""
     options = options or EngineOptions()
     port = port or free_port()
-    model = model_source()
+    model = served_name()
     command = [sys.executable, "-m", "servelab.llm.engine", model, *options.argv(),
                "--host", "127.0.0.1", "--port", str(port)]
     log = Path(log_dir or results_dir() / "logs") / f"llm-{options.batching}-{port}.log"
-    process = ManagedProcess(f"llm engine ({options.batching})", command, log, env=engine_env(), cwd=REPO_ROOT)
+    process = ManagedProcess(f"llm engine ({options.batching})", command, log, env=engine_env(),
+                             cwd=REPO_ROOT)
     url = f"http://127.0.0.1:{port}"
     try:
         process.wait_http(f"{url}/health", timeout)
