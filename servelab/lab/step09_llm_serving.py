@@ -24,7 +24,7 @@ from servelab.core.paths import REPO_ROOT
 from servelab.lab.common import record
 from servelab.lab.params import LabParams
 from servelab.llm.client import make_prompt, percentile, stream_sync
-from servelab.llm.server import Engine, EngineOptions, start_engine
+from servelab.llm.server import Engine, EngineOptions, start_engine, start_engine_compose
 from servelab.report.effects import Check, check, row
 from servelab.report.figures import Section, as_image, figure, plot_html, table_html
 from servelab.results.schema import LLM, RunData, num
@@ -38,16 +38,18 @@ LOAD_TIMEOUT_S = 300  # one load run, the client's whole command
 
 def engine_up(p: LabParams, batching: str, kv_blocks: int | None = None) -> Engine:
     """The engine with ``batching`` (continuous: a KV cache of ``kv_blocks`` × 32 tokens), started and
-    warmed up; its command printed. Local target only: on a GPU host see docker/docker-compose-llm.yaml."""
-    if p.target != "local":
-        raise RuntimeError(f"target={p.target!r}: notebook 09 starts its engine as a local process; on a GPU "
-                           "host run `docker compose -f docker/docker-compose-llm.yaml up -d --wait` and "
-                           "use the lab's client against it (docker/README.md)")
+    warmed up, its command printed: a local process, or its compose stack on a GPU host (``docker``)."""
     options = EngineOptions(batching=batching, max_batch=p.llm_max_batch,
                             cb_num_blocks=kv_blocks or p.llm_kv_blocks)
-    print(f"starting the engine ({batching} batching), waiting for /health and one warm-up completion ...",
-          flush=True)
-    engine = start_engine(options)
+    print(f"starting the engine ({batching} batching), waiting until it is healthy and has answered one "
+          "warm-up completion ...", flush=True)
+    if p.target == "docker":
+        engine = start_engine_compose(options)
+    elif p.target == "local":
+        engine = start_engine(options)
+    else:
+        raise RuntimeError(f"target={p.target!r}: notebook 09 runs on the node (target 'docker') or here "
+                           "(target 'local'), like notebooks 03-07")
     print(f"$ {_short(engine.command)}")
     return engine
 

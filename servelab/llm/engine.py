@@ -148,6 +148,7 @@ class StaticBatcher:
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         ids = torch.tensor([[pad] * (width - len(j.prompt_ids)) + j.prompt_ids for j in batch])
         mask = torch.tensor([[0] * (width - len(j.prompt_ids)) + [1] * len(j.prompt_ids) for j in batch])
+        ids, mask = ids.to(self.model.device), mask.to(self.model.device)
         streamer = _RowStreamer(batch)
         with torch.inference_mode():
             self.model.generate(input_ids=ids, attention_mask=mask, do_sample=False, streamer=streamer,

@@ -1,4 +1,5 @@
-"""Start and stop the LLM engine as a lab-managed process on 127.0.0.1 (like uvicorn and Triton).
+"""Start and stop the LLM engine: a lab-managed process on 127.0.0.1 (like uvicorn and Triton), or its
+compose stack on a GPU host (:func:`start_engine_compose`, target ``docker``).
 
 :func:`start_engine` runs ``python -m servelab.llm.engine`` (``transformers serve``'s app behind the
 lab's front), waits for ``/health`` and then for one warm-up completion (continuous batching sets
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import subprocess
 import sys
 import urllib.error
 import urllib.request
@@ -57,6 +59,8 @@ class Engine:
     options: EngineOptions
     command: list[str]
     process: ManagedProcess | None = field(default=None, repr=False)
+    stop_argv: list[str] | None = field(default=None, repr=False)  # compose: how to bring it down
+    run: Any = field(default=None, repr=False)
 
     @property
     def command_line(self) -> str:
@@ -69,6 +73,10 @@ class Engine:
     def stop(self) -> None:
         if self.process is not None:
             self.process.stop()
+        if self.stop_argv is not None:
+            (self.run or subprocess.run)(self.stop_argv, cwd=REPO_ROOT, capture_output=True, text=True,
+                                         timeout=120, check=True)
+            self.stop_argv = None
 
     def __enter__(self) -> Engine:
         return self
@@ -95,6 +103,41 @@ def post_json(url: str, body: dict[str, Any], timeout: float) -> tuple[int, dict
             return response.status, dict(json.loads(response.read()))
     except urllib.error.HTTPError as error:
         return error.code, dict(json.loads(error.read() or b"{}"))
+
+
+COMPOSE_FILE = "docker/docker-compose-llm.yaml"
+COMPOSE_PROJECT = "servelab-llm"
+COMPOSE_PORT = 8010  # published on the GPU host (8000 is FastAPI's and Triton's)
+
+
+def compose_argv(options: EngineOptions, *args: str) -> list[str]:
+    """``docker compose`` for the engine's stack on a GPU host, its settings as an ``env`` prefix."""
+    st = os.stat(REPO_ROOT)
+    variables = {"HOST_UID": str(st.st_uid), "HOST_GID": str(st.st_gid), "LLM_BATCHING": options.batching,
+                 "LLM_MAX_BATCH": str(options.max_batch), "LLM_KV_BLOCKS": str(options.cb_num_blocks or 48)}
+    if os.environ.get(LLM_VARIABLE):
+        variables[LLM_VARIABLE] = os.environ[LLM_VARIABLE]
+    prefix = ["env", *(f"{k}={v}" for k, v in sorted(variables.items()))]
+    return [*prefix, "docker", "compose", "-p", COMPOSE_PROJECT, "-f", COMPOSE_FILE, *args]
+
+
+def start_engine_compose(options: EngineOptions | None = None, timeout: float = 600.0,
+                         run: Any = subprocess.run) -> Engine:
+    """The engine in its compose stack on this GPU host (target ``docker``): built, started, healthy
+    (``--wait``), warmed up. ``Engine.stop`` brings the stack down."""
+    options = options or EngineOptions()
+    up = compose_argv(options, "up", "--build", "-d", "--wait", "--wait-timeout", str(int(timeout)))
+    done = run(up, cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout + 1800, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"`{shlex.join(up)}` failed (exit {done.returncode}): {done.stderr[-1500:]}")
+    engine = Engine(f"http://localhost:{COMPOSE_PORT}", served_name(), options, up,
+                    stop_argv=compose_argv(options, "down", "--timeout", "30"), run=run)
+    status, answer = post_json(f"{engine.url}/v1/completions",
+                               {"model": engine.model, "prompt": "warm up", "max_tokens": 2}, timeout)
+    if status != 200:
+        engine.stop()
+        raise RuntimeError(f"the engine's warm-up completion answered HTTP {status}: {answer}")
+    return engine
 
 
 def start_engine(options: EngineOptions | None = None, port: int | None = None, log_dir: Path | None = None,
