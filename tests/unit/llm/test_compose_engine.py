@@ -23,7 +23,9 @@ class Recorder:
 
     def __call__(self, argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
         self.calls.append(list(argv))
-        return subprocess.CompletedProcess(argv, 1 if self.fail else 0, "", "no GPU here" if self.fail else "")
+        if self.fail:
+            return subprocess.CompletedProcess(argv, 1, "", "no GPU here")
+        return subprocess.CompletedProcess(argv, 0, "", "")
 
 
 def owner() -> list[str]:
@@ -47,7 +49,8 @@ def test_up_then_warm_up_then_down(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_failed_up_says_which_command(monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(RuntimeError, match=r"docker compose -p servelab-llm .* up .*failed \(exit 1\): no GPU here"):
+    said = r"docker compose -p servelab-llm .* up .*failed \(exit 1\): no GPU here"
+    with pytest.raises(RuntimeError, match=said):
         start_engine_compose(EngineOptions(), run=Recorder(fail=True))
 
 
@@ -64,7 +67,8 @@ def test_the_compose_file_runs_what_the_variables_say() -> None:
 
 def test_notebook_picks_the_compose_engine_on_docker(monkeypatch: pytest.MonkeyPatch) -> None:
     started: list[str] = []
-    monkeypatch.setattr(step, "start_engine_compose", lambda options: started.append("compose") or _fake(options))
+    monkeypatch.setattr(step, "start_engine_compose",
+                        lambda options: started.append("compose") or _fake(options))
     monkeypatch.setattr(step, "start_engine", lambda options: started.append("local") or _fake(options))
     step.engine_up(resolve("docker", "quick", llm_max_batch=None, llm_kv_blocks=None), "continuous")
     step.engine_up(resolve("local", "quick", llm_max_batch=None, llm_kv_blocks=None), "continuous")
