@@ -101,12 +101,15 @@ def test_report_has_every_section_and_plot(run_dir: Path) -> None:
 
 # What a CPU run shows every time (DESIGN.md "What a CPU shows"; the last runs here observed them all).
 # Two further non-GPU effects are noisy on a shared 2-core machine and only reported: Poisson vs
-# evenly spaced p99 at 60 % of capacity, and 4+4 instances being no better than 2+2.
+# evenly spaced p99 at 60 % of capacity, and 4+4 instances being no better than 2+2. Notebook 09's
+# prefill and tokens/s effects are small or load-dependent on this CPU and only reported
+# (docs/decisions/2026-11-23-llm-serving.md).
 CPU_SHOWS = [
     "FastAPI pt: with many clients", "FastAPI onnx: with many clients",
     "ONNX Runtime answers one client faster", "Triton Python backend: latency at concurrency",
     "compute time stays flat", "queue time exceeds compute time", "one thread each beats",
     "The ONNX backend's inference time is lower", "some executions carry more than one request",
+    "continuous batching's TTFT p99 is lower than static's", "a smaller KV cache holds fewer sequences",
 ]
 
 
