@@ -204,7 +204,8 @@ common.what_this_run_shows(step, "KV cache")
 # multiplies tokens/s; continuous batching keeps the batch full, and the KV cache (GPU memory) is
 # what limits how many sequences run. On a GPU host, `docker/docker-compose-llm.yaml` runs this
 # engine; vLLM needs compute capability 7.0 or higher, so it does not run on the P100 (6.0).
-#
+
+# %% [markdown]
 # ## Questions
 # 1. Why does a long prompt delay the first token much more than it delays later tokens?
 # 2. With mixed output lengths, where does static batching lose its throughput? Use the TTFT p99
