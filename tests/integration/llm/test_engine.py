@@ -82,6 +82,7 @@ def test_timed_request_and_stats(continuous: Engine) -> None:
     record = stream_sync(continuous.url, continuous.model, "the chef prepares the soup", 12)
     assert not record.error and len(record.tokens) == 12 and record.prompt_tokens > 0
     assert 0 < record.ttft < 30
+    assert httpx.get(f"{continuous.url}/docs", timeout=10).status_code == 200  # the engine's Swagger page
     stats = continuous.stats()
     assert stats["batching"] == "continuous" and stats["kv_blocks"] == 16 and stats["running"] == 0
 
