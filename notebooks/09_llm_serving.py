@@ -204,6 +204,13 @@ common.what_this_run_shows(step, "KV cache")
 # multiplies tokens/s; continuous batching keeps the batch full, and the KV cache (GPU memory) is
 # what limits how many sequences run. On a GPU host, `docker/docker-compose-llm.yaml` runs this
 # engine; vLLM needs compute capability 7.0 or higher, so it does not run on the P100 (6.0).
+#
+# **The load generator.** The well-known LLM benchmarks do not run in this lab's environment:
+# guidellm needs NumPy 2 (from 0.3 on, and its last older release fails at import through
+# pyarrow), while the lab keeps NumPy 1.26 for Triton's Python backend; genai-perf needs a
+# perf_analyzer whose binary needs a newer glibc than Debian 12's. The lab's client
+# (`servelab/llm/client.py`) uses their definitions: TTFT = request sent → first token, ITL = the
+# gaps between later tokens, output tokens/s over the run's span.
 
 # %% [markdown]
 # ## Questions
