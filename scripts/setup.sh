@@ -5,7 +5,8 @@
 # --controller: only what `./lab run --target chameleon` needs here (requirements/controller.txt:
 # python-chi and the report), no Debian packages, no model build: the lab runs on the node.
 # Environment: VENV (default .venv), PYTHON (default python3.11 or python3),
-# SERVELAB_WEIGHTS (trained weights file/URL for the model build).
+# SERVELAB_WEIGHTS (trained weights file/URL for the model build), SERVELAB_LLM (a Hub id or path:
+# notebook 09 serves that model instead of building the lab's small one).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -89,6 +90,8 @@ build_artifacts() {
   else
     "$VENV/bin/python" -m servelab.core.model build
   fi
+  # notebook 09's small language model (about half a minute; nothing to build when SERVELAB_LLM is set)
+  "$VENV/bin/python" -m servelab.llm.model build
 }
 
 main() {

@@ -130,6 +130,24 @@ SPECS: dict[str, Spec] = {
     "preferred_batch_sizes": Spec([4, 6, 8], [4, 6, 8], _list_of(_int(1, 16), increasing=True),
                                   "dynamic batching: preferred batch sizes"),
     "max_queue_delay_us": Spec(100, 100, _int(0, 10_000_000), "dynamic batching: max queue delay (µs)"),
+    # 09 LLM serving (rates are fractions of what the engine serves one request at a time)
+    "llm_single_repeats": Spec(3, 10, _int(1, 1000), "single requests per prompt length (TTFT vs decode)"),
+    "llm_short_prompt": Spec(16, 16, _int(1, 100_000), "tokens in the short prompt"),
+    "llm_long_prompt": Spec(512, 768, _int(1, 100_000), "tokens in the long prompt"),
+    "llm_single_tokens": Spec(32, 64, _int(2, 100_000), "output tokens asked by each single request"),
+    "llm_requests": Spec(16, 48, _int(2, 100_000), "requests per load level (Poisson arrivals)"),
+    "llm_output_lengths": Spec([8, 256], [8, 256], _list_of(_int(1, 100_000), min_len=2, increasing=True),
+                               "mixed output lengths: [shortest, longest] tokens asked, drawn uniformly"),
+    "llm_equal_length": Spec(132, 132, _int(1, 100_000),
+                             "equal output lengths: tokens every request asks (the mixed lengths' mean)"),
+    "llm_rate_fractions": Spec([4.0, 16.0], [0.5, 1.0, 2.0, 4.0, 8.0, 16.0],
+                               _list_of(_number(0.0, 100.0), increasing=True),
+                               "Poisson rates, as multiples of what the engine serves one request at a time"),
+    "llm_max_batch": Spec(8, 8, _int(1, 256), "static batching: requests per batch"),
+    "llm_kv_blocks": Spec(48, 48, _int(2, 1_000_000),
+                          "continuous batching: KV cache blocks of 32 tokens (room for about 16 requests)"),
+    "llm_small_kv_blocks": Spec(9, 12, _int(2, 1_000_000),
+                                "continuous batching: the smaller KV cache of the cache experiment"),
     # 01/02/08 provisioning
     "lease_name": Spec(None, None,
                        _optional(_text(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}", "serve_system_abc123")),
@@ -216,6 +234,17 @@ def resolve(target: str, preset: str = "quick", **sizes: Any) -> LabParams:
 
 def _check_together(values: Mapping[str, Any]) -> None:
     """Rules that involve two sizes at once."""
+    lengths = values.get("llm_output_lengths")
+    if lengths is not None and len(lengths) != 2:
+        raise ParameterError(f"llm_output_lengths={lengths!r} must be [shortest, longest], e.g. [8, 256]")
+    small, big = values.get("llm_small_kv_blocks"), values.get("llm_kv_blocks")
+    prompt = values.get("llm_short_prompt")
+    if small is not None and lengths is not None and prompt is not None and small * 32 < prompt + lengths[-1]:
+        raise ParameterError(f"llm_small_kv_blocks={small} holds {small * 32} tokens, less than one request "
+                             f"({prompt} prompt + {lengths[-1]} output tokens): raise it")
+    if small is not None and big is not None and small >= big:
+        raise ParameterError(f"llm_small_kv_blocks={small} must be smaller than llm_kv_blocks={big}: "
+                             "the cache experiment shrinks the cache")
     requests, clients = values.get("conc_requests"), values.get("concurrency")
     if requests is not None and clients is not None and requests < clients:
         raise ParameterError(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -19,6 +19,7 @@ import pandas as pd
 FASTAPI = "fastapi"
 FLASK = "flask"
 TRITON = "triton"
+LLM = "llm"  # notebook 09: one row per LLM measurement (servelab.lab.step09_llm_serving)
 
 QUEUE = "queue_ms"
 COMPUTE_PARTS = ("compute_input_ms", "compute_infer_ms", "compute_output_ms")
@@ -98,12 +99,14 @@ FASTAPI_COLUMNS = ["backend", "mode", "concurrency", "requests", "errors", "medi
 
 @dataclass
 class RunData:
-    """A run's three tables, as the report and the rules read them (Triton's with the short names)."""
+    """A run's tables, as the report and the rules read them (Triton's with the short names)."""
 
     fastapi: pd.DataFrame
     flask: pd.DataFrame
     triton: pd.DataFrame
+    llm: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @classmethod
     def load(cls, run_dir: Path) -> RunData:
-        return cls(load(run_dir, FASTAPI), load(run_dir, FLASK), normalise_triton(load(run_dir, TRITON)))
+        return cls(load(run_dir, FASTAPI), load(run_dir, FLASK), normalise_triton(load(run_dir, TRITON)),
+                   load(run_dir, LLM))

@@ -33,10 +33,12 @@ from servelab.targets.compose import ComposeStack
 
 SCHEMA = json.loads(Path(__file__).with_name("compose_spec.json").read_text())
 DOCKER_DIR = REPO_ROOT / "docker"
-OUR_DOCKERFILES = ("docker/Dockerfile.triton", "docker/Dockerfile.jupyter")
+OUR_DOCKERFILES = ("docker/Dockerfile.triton", "docker/Dockerfile.jupyter", "docker/Dockerfile.llm")
 FASTAPI_APPS = ("fastapi_pt", "fastapi_onnx")
 JUPYTER_FILE = "docker/docker-compose-jupyter.yaml"  # the student's Jupyter server: its own project
-ALL_FILES = {**COMPOSE_FILES, "jupyter": JUPYTER_FILE}
+LLM_FILE = "docker/docker-compose-llm.yaml"  # notebook 09's engine (servelab.llm.server.compose_argv)
+ALL_FILES = {**COMPOSE_FILES, "jupyter": JUPYTER_FILE, "llm": LLM_FILE}
+OTHER_PORTS = {"llm_server": {"http": 8000}}  # services outside servelab.targets.base's stacks
 VAR = re.compile(r"\$\{(\w+)(?::?([-?])([^}]*))?\}")
 # what ./lab jupyter and ComposeStack pass (the files refuse to start without them)
 REQUIRED = {"HOST_UID": "1000", "HOST_GID": "1000", "DOCKER_GID": "998",
@@ -242,7 +244,7 @@ def test_build_contexts_and_copy_sources_exist(stack: str, service: str, dockerf
                 if line.strip() and not line.startswith("#")] if ignore_file.exists() else []
     exposed = {int(p) for line in path.read_text().splitlines() if line.startswith("EXPOSE")
                for p in line.split()[1:]}
-    ports = SERVICE_PORTS.get(service, {"http": 8888})  # the Jupyter server is no stack's service
+    ports = SERVICE_PORTS.get(service) or OTHER_PORTS.get(service, {"http": 8888})  # else: Jupyter
     assert exposed == set(ports.values()), f"{dockerfile} EXPOSE vs servelab.targets.base"
     for source in copy_sources(path):
         assert (REPO_ROOT / source).exists(), f"{dockerfile}: COPY source {source} missing"

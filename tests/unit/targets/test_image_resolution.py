@@ -42,7 +42,8 @@ PYPI_NAMES = {PYPI, "https://pypi.org/simple", "https://pypi.python.org/simple"}
 DECISION = "docs/decisions/2026-11-22-gpu-image-pins.md"
 
 # Every Dockerfile in the repository is one of these (a new one must be placed).
-NODE_ENGINE_IMAGES = ("docker/Dockerfile.triton", "fastapi_onnx/Dockerfile", "fastapi_pt/Dockerfile")
+NODE_ENGINE_IMAGES = ("docker/Dockerfile.llm", "docker/Dockerfile.triton", "fastapi_onnx/Dockerfile",
+                      "fastapi_pt/Dockerfile")
 OTHER_IMAGES = ("docker/Dockerfile.jupyter", "flask_app/Dockerfile")
 
 # Base images whose tag does not say its Python: (Python x.y.z, glibc). tritonserver 24.10:

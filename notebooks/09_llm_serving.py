@@ -1,0 +1,222 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 9. Serving a language model: prefill, decode, static and continuous batching
+#
+# Notebook 07 batched image requests: every request costs about the same. A language model is
+# different. A request is **one prefill** (the whole prompt in one forward pass, which produces
+# the first token) and then **many decode steps** (one forward pass per further token, each
+# reading the KV cache of everything before it). Requests ask for very different numbers of
+# tokens, so how an engine batches them matters:
+#
+# - **static batching** takes a batch of waiting requests and runs it until its *longest* request
+#   is done; short requests sit in the batch, and new arrivals wait for the next batch;
+# - **continuous (in-flight) batching** re-forms the batch at every decode step: a finished
+#   sequence leaves, a waiting one joins (its prefill runs alongside the others' decode steps);
+# - a **paged KV cache** holds the keys and values of every running sequence in fixed-size blocks:
+#   its size decides how many sequences can run at once.
+#
+# The numbers that matter are **time to first token** (TTFT: request sent → first token),
+# **inter-token latency** (ITL: the gaps between later tokens) and **output tokens/s**.
+#
+# The model is the lab's own: a 4-layer Llama-shaped model (hidden size 256, a 458-token
+# vocabulary), built by set-up with a tokenizer trained here and a few seconds of training on text
+# the lab generates, saved in the Hugging Face layout (`artifacts/llm/`). With internet,
+# `SERVELAB_LLM=<hub id or path>` serves a real small model instead. The engine is
+# `transformers serve`: Hugging Face's OpenAI-compatible server. This notebook starts and stops
+# its own engine; it does not need notebooks 03–08.
+
+# %% tags=["parameters"]
+target = "local"  # local (a process here) | docker (on the GPU node: docker/docker-compose-llm.yaml)
+preset = "quick"
+llm_single_repeats = None  # single requests per prompt length
+llm_short_prompt = None  # tokens in the short prompt
+llm_long_prompt = None  # tokens in the long prompt
+llm_single_tokens = None  # output tokens per single request
+llm_requests = None  # requests per load level
+llm_output_lengths = None  # [shortest, longest] output tokens asked (mixed lengths)
+llm_equal_length = None  # output tokens asked by every request (equal lengths)
+llm_rate_fractions = None  # load levels, as multiples of the one-at-a-time rate
+llm_max_batch = None  # static batching: requests per batch
+llm_kv_blocks = None  # continuous batching: KV cache blocks (32 tokens each)
+llm_small_kv_blocks = None  # the smaller cache of the last experiment
+
+# %%
+from servelab.lab import common, params
+from servelab.lab import step09_llm_serving as step
+
+P = params.resolve(target, preset, llm_single_repeats=llm_single_repeats, llm_short_prompt=llm_short_prompt,
+                   llm_long_prompt=llm_long_prompt, llm_single_tokens=llm_single_tokens,
+                   llm_requests=llm_requests, llm_output_lengths=llm_output_lengths,
+                   llm_equal_length=llm_equal_length, llm_rate_fractions=llm_rate_fractions,
+                   llm_max_batch=llm_max_batch, llm_kv_blocks=llm_kv_blocks,
+                   llm_small_kv_blocks=llm_small_kv_blocks)
+P
+
+# %% [markdown]
+# ## The engine
+# `transformers serve MODEL --continuous-batching` builds a FastAPI app with `/v1/completions`,
+# `/v1/chat/completions` and `/docs`. The lab starts that same app with a thin front of its own in
+# the same process (`servelab/llm/engine.py`): `transformers serve` 5.23 lets an empty prompt kill
+# its batching worker and accepts any `max_tokens`, so the front refuses such requests with a 4xx;
+# it also reports the engine's own statistics at `/lab/stats` (sequences running, waiting, KV cache
+# free) and adds static batching, which `transformers serve` does not have.
+
+# %%
+common.show_file("servelab/llm/engine.py", lines=30, start="def validate(")
+
+# %%
+engine = step.engine_up(P, "continuous")
+print("the same app without the lab's front:\n$", step.transformers_serve_command(engine))
+engine
+
+# %% [markdown]
+# One request, streamed: each server-sent event carries one token. Open `/docs` at the engine's
+# URL to try the API by hand.
+
+# %%
+step.try_request(engine)
+
+# %%
+step.refused(engine)
+
+# %% [markdown]
+# **Predict.** The long prompt is about 30 times longer than the short one. Will its first token
+# take 30 times longer? Will each *later* token take longer too?
+#
+# ## One request: prefill vs decode
+
+# %%
+single = step.one_request(engine, P)
+single
+
+# %%
+step.plot_single(single)
+
+# %%
+common.what_this_run_shows(step, "prefill")
+
+# %% [markdown]
+# ## Many requests: Poisson arrivals, mixed output lengths
+# Requests arrive at random (Poisson) at rising rates, each asking for between
+# `llm_output_lengths[0]` and `llm_output_lengths[1]` tokens. The rates are multiples of what the
+# engine serves one request at a time, measured above, so the experiment means the same on a GPU.
+# The load generator is the lab's streaming client; its command is printed before each run.
+
+# %%
+rate = step.sequential_rate(single, P)
+
+# %% [markdown]
+# **Predict.** With continuous batching, what happens to TTFT as the rate rises past one-at-a-time
+# capacity? How many sequences will run at once?
+
+# %%
+continuous = step.rate_sweep(engine, P, rate)
+step.show(continuous)
+
+# %% [markdown]
+# ## Equal output lengths (continuous batching)
+# The same top rate, every request asking for the same number of tokens.
+
+# %%
+continuous_equal = step.equal_lengths(engine, P, rate)
+step.show(continuous_equal)
+
+# %%
+engine.stop()
+
+# %% [markdown]
+# ## Static batching
+# One change: the engine now batches statically — up to `llm_max_batch` waiting requests run
+# together until the longest is done (`servelab/llm/engine.py`, `StaticBatcher`).
+
+# %%
+common.show_file("servelab/llm/engine.py", lines=22, start="class StaticBatcher")
+
+# %%
+engine = step.engine_up(P, "static")
+
+# %% [markdown]
+# **Predict.** With mixed output lengths, will static batching give more or fewer output tokens/s
+# than continuous batching at the same rates? Which requests wait longest for their first token?
+
+# %%
+static = step.rate_sweep(engine, P, rate)
+step.show(static)
+
+# %%
+step.plot_batching(common.concat(continuous, static))
+
+# %%
+common.what_this_run_shows(step, "mixed output lengths")
+
+# %% [markdown]
+# **Predict.** Now every request asks for the same number of tokens, so no row of a static batch
+# idles while the longest finishes. Will static batching catch up with continuous batching?
+
+# %%
+static_equal = step.equal_lengths(engine, P, rate)
+step.show(common.concat(continuous_equal, static_equal))
+
+# %%
+common.what_this_run_shows(step, "equal output lengths")
+
+# %%
+engine.stop()
+
+# %% [markdown]
+# ## The KV cache decides how many sequences run
+# One change: continuous batching again, with a smaller KV cache (`llm_small_kv_blocks` blocks of
+# 32 tokens instead of `llm_kv_blocks`). The engine's own statistics, sampled every 0.1 s during
+# the run, say how many sequences were running and how many were waiting for cache room.
+#
+# **Predict.** At the top rate, how many sequences will the smaller cache hold at once? What
+# happens to the requests that do not fit, and to their TTFT?
+
+# %%
+engine = step.engine_up(P, "continuous", kv_blocks=P.llm_small_kv_blocks)
+small = step.small_cache(engine, P, rate)
+engine.stop()
+step.show(small)
+
+# %%
+step.plot_kv(step.kv_rows(common.concat(continuous, small)))
+
+# %%
+common.what_this_run_shows(step, "KV cache")
+
+# %% [markdown]
+# **Reading it (CPU).** On two cores a decode step for 8 sequences costs several times one
+# sequence's step, so batching adds less than on a GPU; with mixed lengths continuous batching
+# still wins because static batches idle while their longest request finishes. With equal lengths
+# a static batch wastes nothing and its plain `generate` loop is cheaper per step than the paged
+# engine's bookkeeping, so it closes the gap or wins.
+#
+# **Reading it (GPU).** A decode step for 32 sequences costs little more than for one, so batching
+# multiplies tokens/s; continuous batching keeps the batch full, and the KV cache (GPU memory) is
+# what limits how many sequences run. On a GPU host, `docker/docker-compose-llm.yaml` runs this
+# engine; vLLM needs compute capability 7.0 or higher, so it does not run on the P100 (6.0).
+#
+# **The load generator.** The well-known LLM benchmarks do not run in this lab's environment:
+# guidellm needs NumPy 2 (from 0.3 on, and its last older release fails at import through
+# pyarrow), while the lab keeps NumPy 1.26 for Triton's Python backend; genai-perf needs a
+# perf_analyzer whose binary needs a newer glibc than Debian 12's. The lab's client
+# (`servelab/llm/client.py`) uses their definitions: TTFT = request sent → first token, ITL = the
+# gaps between later tokens, output tokens/s over the run's span.
+
+# %% [markdown]
+# ## Questions
+# 1. Why does a long prompt delay the first token much more than it delays later tokens?
+# 2. With mixed output lengths, where does static batching lose its throughput? Use the TTFT p99
+#    and tokens/s of this run.
+# 3. Why does static batching hold up when every request asks for the same number of tokens?
+# 4. With the smaller KV cache, how many sequences ran at once, and what happened to the others?
+#    What would you change on a GPU with more memory?

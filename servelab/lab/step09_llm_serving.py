@@ -1,0 +1,395 @@
+"""Notebook 09: a language model behind an OpenAI-compatible engine — prefill vs decode, static vs
+continuous batching under Poisson arrivals, and how many sequences the KV cache holds.
+
+Every load run is the lab's client command (``python -m servelab.llm.client``), printed before it
+runs; its summary lands as one row of the ``llm`` experiment. Sizes and their reasons:
+docs/decisions/2026-11-23-llm-serving.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from servelab.core.paths import REPO_ROOT
+from servelab.lab.common import record
+from servelab.lab.params import LabParams
+from servelab.llm.client import make_prompt, percentile, stream_sync
+from servelab.llm.server import Engine, EngineOptions, start_engine, start_engine_compose
+from servelab.report.effects import Check, check, row
+from servelab.report.figures import Section, as_image, figure, plot_html, table_html
+from servelab.results.schema import LLM, RunData, num
+
+LLM_COLUMNS = ["step", "batching", "label", "rate", "output_lengths", "requests", "errors", "ttft_p50_ms",
+               "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "output_tokens_s", "requests_s", "max_running",
+               "max_waiting", "kv_blocks"]
+SINGLE_COLUMNS = ["step", "prompt", "prompt_tokens", "output_tokens", "ttft_ms", "tpot_ms"]
+LOAD_TIMEOUT_S = 300  # one load run, the client's whole command
+
+
+def engine_up(p: LabParams, batching: str, kv_blocks: int | None = None) -> Engine:
+    """The engine with ``batching`` (continuous: a KV cache of ``kv_blocks`` × 32 tokens), started and
+    warmed up, its command printed: a local process, or its compose stack on a GPU host (``docker``)."""
+    options = EngineOptions(batching=batching, max_batch=p.llm_max_batch,
+                            cb_num_blocks=kv_blocks or p.llm_kv_blocks)
+    print(f"starting the engine ({batching} batching), waiting until it is healthy and has answered one "
+          "warm-up completion ...", flush=True)
+    if p.target == "docker":
+        engine = start_engine_compose(options)
+    elif p.target == "local":
+        engine = start_engine(options)
+    else:
+        raise RuntimeError(f"target={p.target!r}: notebook 09 runs on the node (target 'docker') or here "
+                           "(target 'local'), like notebooks 03-07")
+    print(f"$ {_short(engine.command)}")
+    return engine
+
+
+def _short(command: list[str]) -> str:
+    """A command as a student would type it: ``python`` for this interpreter, paths relative to the repo."""
+    return shlex.join(["python" if c == sys.executable else _relative(c) for c in command])
+
+
+def _relative(path: str) -> str:
+    return os.path.relpath(path, REPO_ROOT) if path.startswith(str(REPO_ROOT)) else path
+
+
+def transformers_serve_command(engine: Engine) -> str:
+    """The plain ``transformers serve`` command the lab's engine wraps (same app, no front)."""
+    o = engine.options
+    flags = ["--continuous-batching", "--cb-num-blocks", str(o.cb_num_blocks), "--cb-block-size",
+             str(o.cb_block_size), "--cb-max-batch-tokens", str(o.cb_max_batch_tokens)] \
+        if o.batching == "continuous" else []
+    return shlex.join(["transformers", "serve", _relative(engine.model), *flags,
+                       "--host", "127.0.0.1", "--port", "8000"])
+
+
+def try_request(engine: Engine, prompt: str = "the chef prepares", max_tokens: int = 12) -> None:
+    """One streamed request, shown as the curl command and the server-sent events it answers with."""
+    import httpx
+
+    body = {"model": engine.model, "prompt": prompt, "max_tokens": max_tokens, "stream": True}
+    print(f"$ curl -N {engine.url}/v1/completions -H 'content-type: application/json' "
+          f"-d '{json.dumps(body)}'")
+    text = []
+    with httpx.Client(timeout=60) as client, client.stream("POST", f"{engine.url}/v1/completions",
+                                                            json=body) as response:
+        for i, line in enumerate(ln for ln in response.iter_lines() if ln):
+            if i < 3:
+                print(line)
+            elif i == 3:
+                print("...")
+            if line.startswith("data: {"):
+                text += [c.get("text", "") for c in json.loads(line[6:]).get("choices", [])]
+    print(f"\nprompt: {prompt!r}\nanswer: {''.join(text)!r}")
+
+
+def refused(engine: Engine) -> pd.DataFrame:
+    """What the engine answers to bad requests: an empty prompt, an absurd max_tokens, another model."""
+    from servelab.llm.server import post_json
+
+    cases = {"empty prompt": {"prompt": "", "max_tokens": 4},
+             "max_tokens=10**9": {"prompt": "the chef", "max_tokens": 10**9},
+             "wrong model": {"model": "gpt-4", "prompt": "the chef", "max_tokens": 4}}
+    rows = []
+    for name, body in cases.items():
+        status, answer = post_json(f"{engine.url}/v1/completions", {"model": engine.model, **body}, 30)
+        rows.append({"request": name, "status": status, "message": answer.get("error", {}).get("message")})
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- experiments
+
+def one_request(engine: Engine, p: LabParams) -> pd.DataFrame:
+    """A short and a long prompt, one request at a time: TTFT (prefill) and time per output token (decode)."""
+    rows = []
+    for name, tokens in (("short", p.llm_short_prompt), ("long", p.llm_long_prompt)):
+        prompt = make_prompt(tokens)
+        for i in range(p.llm_single_repeats):
+            r = stream_sync(engine.url, engine.model, prompt, p.llm_single_tokens, tokens)
+            if r.error or len(r.tokens) < 2:
+                raise RuntimeError(f"single request ({name} prompt) failed: HTTP {r.status} {r.error}")
+            rows.append({"step": "single", "batching": engine.options.batching, "prompt": name, "repeat": i,
+                         "prompt_tokens": r.prompt_tokens, "output_tokens": len(r.tokens),
+                         "ttft_ms": round((r.ttft or 0) * 1000, 2),
+                         "tpot_ms": round((r.tokens[-1] - r.tokens[0]) / (len(r.tokens) - 1) * 1000, 2)})
+    df = record(LLM, rows)
+    print(read_single(df))
+    return df
+
+
+def sequential_rate(single: pd.DataFrame, p: LabParams) -> float:
+    """Requests/s the engine serves one at a time with the mixed lengths: 1 / (TTFT + mean length × TPOT)."""
+    short = single[single["prompt"] == "short"]
+    ttft, tpot = num(short, "ttft_ms").median() / 1000, num(short, "tpot_ms").median() / 1000
+    mean_len = sum(p.llm_output_lengths) / 2
+    rate = 1 / (ttft + mean_len * tpot)
+    print(f"one request at a time: ≈{ttft * 1000:.0f} ms to the first token + {mean_len:.0f} tokens × "
+          f"{tpot * 1000:.1f} ms ≈ {rate:.2f} requests/s; the load levels are {p.llm_rate_fractions} × that")
+    return rate
+
+
+def client_command(engine: Engine, rate: float, requests: int, lengths: tuple[int, int], prompt_tokens: int,
+                   out: Path, seed: int = 0) -> list[str]:
+    return [sys.executable, "-m", "servelab.llm.client", "--url", engine.url, "--model", engine.model,
+            "--rate", f"{rate:g}", "--requests", str(requests),
+            "--output-lengths", f"{lengths[0]}-{lengths[1]}", "--prompt-tokens", str(prompt_tokens),
+            "--seed", str(seed), "--out", str(out)]
+
+
+def load_run(engine: Engine, p: LabParams, step: str, rate: float, lengths: tuple[int, int],
+             label: str = "") -> dict[str, Any]:
+    """One load level: the client's command printed, run, and its summary + the engine's stats as a row."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "run.json"
+        argv = client_command(engine, rate, p.llm_requests, lengths, p.llm_short_prompt, out)
+        print(f"$ {_short(argv)}", flush=True)
+        done = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=LOAD_TIMEOUT_S,
+                              check=False)
+        if not out.exists():
+            raise RuntimeError(f"the load client failed (exit {done.returncode}): {done.stderr[-800:]}")
+        result = json.loads(out.read_text())
+    samples = result["stats"]
+    summary = result["summary"]
+    print(f"  {summary['completed']}/{summary['requests']} done, {summary['output_tokens_s']} tokens/s, "
+          f"TTFT p99 {summary['ttft_p99_ms']} ms" + (f"; {done.stderr.strip()}" if done.returncode else ""))
+    o = engine.options
+    return {"step": step, "batching": o.batching, "label": label or f"{o.batching} {rate:.2f}/s",
+            "rate": round(rate, 3), "output_lengths": f"{lengths[0]}-{lengths[1]}",
+            "prompt_tokens": p.llm_short_prompt, **summary,
+            "max_running": max((s.get("running", 0) for s in samples), default=None),
+            "max_waiting": max((s.get("waiting", 0) for s in samples), default=None),
+            "min_kv_free": min((s["kv_free"] for s in samples if s.get("kv_free") is not None), default=None),
+            "kv_blocks": o.cb_num_blocks if o.batching == "continuous" else None,
+            "max_batch": o.max_batch if o.batching == "static" else None,
+            "command": _short(argv), "stats": samples}
+
+
+def rate_sweep(engine: Engine, p: LabParams, rate: float) -> pd.DataFrame:
+    """Poisson arrivals at each ``llm_rate_fractions`` × ``rate``, mixed output lengths."""
+    lengths = (p.llm_output_lengths[0], p.llm_output_lengths[1])
+    return record(LLM, [load_run(engine, p, "mixed", f * rate, lengths) for f in p.llm_rate_fractions])
+
+
+def equal_lengths(engine: Engine, p: LabParams, rate: float) -> pd.DataFrame:
+    """The top rate again, every request asking ``llm_equal_length`` tokens."""
+    top = p.llm_rate_fractions[-1] * rate
+    n = p.llm_equal_length
+    return record(LLM, [load_run(engine, p, "equal", top, (n, n))])
+
+
+def small_cache(engine: Engine, p: LabParams, rate: float) -> pd.DataFrame:
+    """The top rate with mixed lengths on a smaller KV cache (``llm_small_kv_blocks``)."""
+    lengths = (p.llm_output_lengths[0], p.llm_output_lengths[1])
+    top = p.llm_rate_fractions[-1] * rate
+    return record(LLM, [load_run(engine, p, "kv_cache", top, lengths,
+                                 label=f"{engine.options.cb_num_blocks} blocks {top:.2f}/s")])
+
+
+# ----------------------------------------------------------------------------- plots and readings
+
+def show(df: pd.DataFrame) -> pd.DataFrame:
+    cols = [c for c in LLM_COLUMNS if c in df]
+    return df[cols].round(2)
+
+
+def plot_single(df: pd.DataFrame) -> Any:
+    return as_image(fig_single(df))
+
+
+def plot_batching(df: pd.DataFrame) -> Any:
+    print(read_batching(df))
+    return as_image(fig_batching(df))
+
+
+def plot_kv(df: pd.DataFrame) -> Any:
+    print(read_kv(df))
+    return as_image(fig_kv(df))
+
+
+def fig_single(df: pd.DataFrame) -> Figure:
+    """Median TTFT and time per output token, short vs long prompt."""
+    fig, ax = figure(height=3.0)
+    names = [n for n in ("short", "long") if n in set(df.get("prompt", []))]
+    ttft = [num(df[df["prompt"] == n], "ttft_ms").median() for n in names]
+    tpot = [num(df[df["prompt"] == n], "tpot_ms").median() for n in names]
+    xs = range(len(names))
+    ax.bar([x - 0.2 for x in xs], ttft, 0.4, label="time to first token (prefill)", color="tab:orange")
+    ax.bar([x + 0.2 for x in xs], tpot, 0.4, label="time per output token (decode)", color="tab:blue")
+    tokens = [int(num(df[df["prompt"] == n], "prompt_tokens").median()) for n in names]
+    ax.set_xticks(list(xs), [f"{n} prompt ({t} tokens)" for n, t in zip(names, tokens, strict=True)])
+    ax.set_ylabel("ms (median)")
+    ax.legend(fontsize=8)
+    ax.set_title("one request: prefill vs decode", fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def fig_batching(df: pd.DataFrame) -> Figure:
+    """Output tokens/s and TTFT p99 against the arrival rate, static vs continuous batching."""
+    fig, axes = figure(width=9.0, height=3.2, cols=2)
+    for batching, group in df.groupby("batching", sort=True):
+        group = group.sort_values("rate")
+        axes[0].plot(num(group, "rate"), num(group, "output_tokens_s"), "o-", label=str(batching))
+        axes[1].plot(num(group, "rate"), num(group, "ttft_p99_ms"), "s--", label=str(batching))
+    axes[0].set_ylabel("output tokens/s")
+    axes[1].set_ylabel("TTFT p99 (ms)")
+    axes[1].set_yscale("log")
+    for ax in axes:
+        ax.set_xlabel("Poisson arrival rate (requests/s)")
+        ax.legend(fontsize=8)
+    axes[0].set_title("throughput", fontsize=11)
+    axes[1].set_title("time to first token, p99", fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def fig_kv(df: pd.DataFrame) -> Figure:
+    """Sequences running and waiting over one run, per KV cache size (the engine's own statistics)."""
+    fig, ax = figure(height=3.2)
+    for _, r in df.iterrows():
+        samples = r["stats"] if isinstance(r["stats"], list) else json.loads(r["stats"])
+        t = [s["t"] for s in samples]
+        name = f"{int(r['kv_blocks'])} blocks" if pd.notna(r.get("kv_blocks")) else str(r["batching"])
+        line, = ax.plot(t, [s["running"] for s in samples], "-", label=f"{name}: running")
+        ax.plot(t, [s["waiting"] for s in samples], ":", color=line.get_color(), label=f"{name}: waiting")
+    ax.set_xlabel("seconds into the run")
+    ax.set_ylabel("sequences")
+    ax.legend(fontsize=8)
+    ax.set_title("continuous batching: sequences in the KV cache and in the queue", fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def read_single(df: pd.DataFrame) -> str:
+    short, long = df[df["prompt"] == "short"], df[df["prompt"] == "long"]
+    if short.empty or long.empty:
+        return "no single-request measurements"
+    short_n, long_n = int(num(short, "prompt_tokens").median()), int(num(long, "prompt_tokens").median())
+    return (f"short prompt ({short_n} tokens): first token after "
+            f"{num(short, 'ttft_ms').median():.0f} ms; long prompt ({long_n} "
+            f"tokens): {num(long, 'ttft_ms').median():.0f} ms. Each further token: "
+            f"{num(short, 'tpot_ms').median():.1f} vs {num(long, 'tpot_ms').median():.1f} ms")
+
+
+def read_batching(df: pd.DataFrame) -> str:
+    if df.empty:
+        return "no measurements"
+    top = num(df, "rate").max()
+    at = df[num(df, "rate") == top]
+    parts = [f"{r['batching']}: {r['output_tokens_s']:.0f} tokens/s, TTFT p99 {r['ttft_p99_ms']:.0f} ms"
+             for _, r in at.iterrows()]
+    asked = f" ({at['output_lengths'].iloc[0]} tokens asked)" if "output_lengths" in at else ""
+    return f"at {top:.2f} requests/s{asked}: " + "; ".join(parts)
+
+
+def read_kv(df: pd.DataFrame) -> str:
+    parts = [f"{int(r['kv_blocks'])} blocks: at most {int(r['max_running'])} running, "
+             f"{int(r['max_waiting'])} waiting, TTFT p99 {r['ttft_p99_ms']:.0f} ms"
+             for _, r in df.iterrows() if pd.notna(r["kv_blocks"])]
+    return "; ".join(parts) or "no KV cache measurements"
+
+
+# ----------------------------------------------------------------------------- report and rules
+
+def _top(df: pd.DataFrame) -> float | None:
+    return row(df, "rate", "max")
+
+
+def kv_rows(llm: pd.DataFrame) -> pd.DataFrame:
+    """The cache experiment and the same top rate with the larger cache (for the comparison)."""
+    small = _steps(llm, "kv_cache")
+    if small.empty:
+        return small
+    mixed = _steps(llm, "mixed")
+    big = mixed[(mixed["batching"] == "continuous") & (num(mixed, "rate") == num(small, "rate").iloc[-1])]
+    return pd.concat([big, small], ignore_index=True)
+
+
+def _steps(llm: pd.DataFrame, *steps: str) -> pd.DataFrame:
+    if llm.empty or "step" not in llm:
+        return pd.DataFrame()
+    return llm[llm["step"].isin(steps)].copy()
+
+
+def sections(data: RunData) -> list[Section]:
+    """Prefill vs decode, static vs continuous batching (mixed and equal lengths), the KV cache."""
+    out = []
+    single = _steps(data.llm, "single")
+    if not single.empty:
+        out.append(Section("LLM: one request, prefill vs decode", [
+            plot_html(fig_single(single), read_single(single)), table_html(single, SINGLE_COLUMNS)]))
+    mixed = _steps(data.llm, "mixed")
+    if not mixed.empty:
+        out.append(Section("LLM: static vs continuous batching, mixed output lengths", [
+            plot_html(fig_batching(mixed), read_batching(mixed)), table_html(mixed, LLM_COLUMNS)]))
+    equal = _steps(data.llm, "equal")
+    if not equal.empty:
+        out.append(Section("LLM: static vs continuous batching, equal output lengths", [
+            table_html(equal, LLM_COLUMNS), f"<p>{read_batching(equal)}</p>"]))
+    kv = kv_rows(data.llm)
+    if not kv.empty:
+        out.append(Section("LLM: the KV cache decides how many sequences run", [
+            plot_html(fig_kv(kv), read_kv(kv)), table_html(kv, LLM_COLUMNS)]))
+    return out
+
+
+def _ratio(df: pd.DataFrame) -> float | None:
+    top = _top(df)
+    if top is None:
+        return None
+    static = row(df, "output_tokens_s", rate=top, batching="static")
+    cont = row(df, "output_tokens_s", rate=top, batching="continuous")
+    return None if static is None or not cont else static / cont
+
+
+def rules(data: RunData) -> list[Check]:
+    """Prefill grows with the prompt; continuous batching wins with mixed lengths (tokens/s, TTFT p99);
+    static batching closes the gap with equal lengths; a smaller KV cache holds fewer sequences and queues."""
+    single = _steps(data.llm, "single")
+    mixed = _steps(data.llm, "mixed")
+    top = _top(mixed)
+    kv = kv_rows(data.llm)
+    small = _steps(data.llm, "kv_cache")
+
+    def median(prompt: str, column: str) -> float | None:
+        values = num(single[single["prompt"] == prompt], column).dropna().tolist() if not single.empty else []
+        return percentile(values, 50)
+
+    def at_top(column: str, batching: str) -> float | None:
+        return row(mixed, column, rate=top, batching=batching) if top is not None else None
+
+    mixed_ratio, equal_ratio = _ratio(mixed), _ratio(_steps(data.llm, "equal"))
+    return [
+        check("LLM: a long prompt's time to first token exceeds a short one's "
+              "(prefill grows with the prompt)",
+              (median("short", "ttft_ms"), median("long", "ttft_ms")), lambda s, lg: lg > s,
+              lambda s, lg: f"short {s:.0f} ms, long {lg:.0f} ms"),
+        check("LLM, mixed output lengths: continuous batching gives more output tokens/s than static "
+              "at the highest rate",
+              (at_top("output_tokens_s", "static"), at_top("output_tokens_s", "continuous")),
+              lambda s, c: c > s, lambda s, c: f"static {s:.0f}, continuous {c:.0f} tokens/s"),
+        check("LLM, mixed output lengths: continuous batching's TTFT p99 is lower than static's at the "
+              "highest rate",
+              (at_top("ttft_p99_ms", "static"), at_top("ttft_p99_ms", "continuous")),
+              lambda s, c: c < s, lambda s, c: f"static {s:.0f} ms, continuous {c:.0f} ms"),
+        check("LLM: with equal output lengths static batching closes the gap (static/continuous tokens/s "
+              "higher than with mixed lengths)",
+              (mixed_ratio, equal_ratio), lambda m, e: e > m,
+              lambda m, e: f"static/continuous {m:.2f} with mixed lengths, {e:.2f} with equal ones"),
+        check("LLM: a smaller KV cache holds fewer sequences at once, and requests wait for room",
+              (row(kv, "max_running", kv_blocks=num(kv, "kv_blocks").max()) if not kv.empty else None,
+               row(small, "max_running"), row(small, "max_waiting")),
+              lambda big, sm, waiting: sm < big and waiting > 0,
+              lambda big, sm, waiting: f"at most {big:.0f} running with the larger cache, {sm:.0f} with the "
+                                       f"smaller one, where up to {waiting:.0f} waited"),
+    ]

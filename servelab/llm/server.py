@@ -1,0 +1,164 @@
+"""Start and stop the LLM engine: a lab-managed process on 127.0.0.1 (like uvicorn and Triton), or its
+compose stack on a GPU host (:func:`start_engine_compose`, target ``docker``).
+
+:func:`start_engine` runs ``python -m servelab.llm.engine`` (``transformers serve``'s app behind the
+lab's front), waits for ``/health`` and then for one warm-up completion (continuous batching sets
+up its KV cache on the first request), each wait with a timeout that names it, and stops the process
+if either fails. ``HF_HUB_OFFLINE=1`` unless ``SERVELAB_LLM`` names a Hub model: nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from servelab.core.paths import REPO_ROOT
+from servelab.core.procs import ManagedProcess, WaitTimeoutError, free_port
+from servelab.llm.model import LLM_VARIABLE, served_name
+from servelab.results.store import results_dir
+
+
+@dataclass
+class EngineOptions:
+    """How the engine batches: ``continuous`` (KV cache of ``cb_num_blocks`` × ``cb_block_size`` tokens),
+    ``static`` (``max_batch`` requests run to the longest) or ``off`` (one request at a time)."""
+
+    batching: str = "continuous"
+    max_batch: int = 8
+    cb_num_blocks: int | None = 64
+    cb_block_size: int | None = 32
+    cb_max_batch_tokens: int | None = 512
+
+    def argv(self) -> list[str]:
+        args = ["--batching", self.batching]
+        if self.batching == "static":
+            args += ["--max-batch", str(self.max_batch)]
+        if self.batching == "continuous":
+            for flag, value in (("--cb-num-blocks", self.cb_num_blocks),
+                                ("--cb-block-size", self.cb_block_size),
+                                ("--cb-max-batch-tokens", self.cb_max_batch_tokens)):
+                if value is not None:
+                    args += [flag, str(value)]
+        return args
+
+
+@dataclass
+class Engine:
+    """A running engine: where it answers, what it serves, the command that started it."""
+
+    url: str
+    model: str
+    options: EngineOptions
+    command: list[str]
+    process: ManagedProcess | None = field(default=None, repr=False)
+    stop_argv: list[str] | None = field(default=None, repr=False)  # compose: how to bring it down
+    run: Any = field(default=None, repr=False)
+
+    @property
+    def command_line(self) -> str:
+        return shlex.join(self.command)
+
+    def stats(self) -> dict[str, Any]:
+        with urllib.request.urlopen(f"{self.url}/lab/stats", timeout=5) as response:
+            return dict(json.loads(response.read()))
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop()
+        if self.stop_argv is not None:
+            (self.run or subprocess.run)(self.stop_argv, cwd=REPO_ROOT, capture_output=True, text=True,
+                                         timeout=120, check=True)
+            self.stop_argv = None
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _repr_html_(self) -> str:
+        return f"<b>LLM engine ({self.options.batching} batching)</b> at <code>{self.url}</code>"
+
+
+def engine_env() -> dict[str, str]:
+    """Offline unless ``SERVELAB_LLM`` names a Hub id (a path or the built model needs no network)."""
+    source = os.environ.get(LLM_VARIABLE, "")
+    hub = bool(source) and not Path(source).exists()
+    return {} if hub else {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+def post_json(url: str, body: dict[str, Any], timeout: float) -> tuple[int, dict[str, Any]]:
+    """POST ``body``; the status and the JSON answer (errors included, not raised)."""
+    request = urllib.request.Request(url, json.dumps(body).encode(), {"content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, dict(json.loads(response.read()))
+    except urllib.error.HTTPError as error:
+        return error.code, dict(json.loads(error.read() or b"{}"))
+
+
+COMPOSE_FILE = "docker/docker-compose-llm.yaml"
+COMPOSE_PROJECT = "servelab-llm"
+COMPOSE_PORT = 8010  # published on the GPU host (8000 is FastAPI's and Triton's)
+
+
+def compose_argv(options: EngineOptions, *args: str) -> list[str]:
+    """``docker compose`` for the engine's stack on a GPU host, its settings as an ``env`` prefix."""
+    st = os.stat(REPO_ROOT)
+    variables = {"HOST_UID": str(st.st_uid), "HOST_GID": str(st.st_gid), "LLM_BATCHING": options.batching,
+                 "LLM_MAX_BATCH": str(options.max_batch), "LLM_KV_BLOCKS": str(options.cb_num_blocks or 48)}
+    if os.environ.get(LLM_VARIABLE):
+        variables[LLM_VARIABLE] = os.environ[LLM_VARIABLE]
+    prefix = ["env", *(f"{k}={v}" for k, v in sorted(variables.items()))]
+    return [*prefix, "docker", "compose", "-p", COMPOSE_PROJECT, "-f", COMPOSE_FILE, *args]
+
+
+def start_engine_compose(options: EngineOptions | None = None, timeout: float = 600.0,
+                         run: Any = subprocess.run) -> Engine:
+    """The engine in its compose stack on this GPU host (target ``docker``): built, started, healthy
+    (``--wait``), warmed up. ``Engine.stop`` brings the stack down."""
+    options = options or EngineOptions()
+    up = compose_argv(options, "up", "--build", "-d", "--wait", "--wait-timeout", str(int(timeout)))
+    done = run(up, cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout + 1800, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"`{shlex.join(up)}` failed (exit {done.returncode}): {done.stderr[-1500:]}")
+    engine = Engine(f"http://localhost:{COMPOSE_PORT}", served_name(), options, up,
+                    stop_argv=compose_argv(options, "down", "--timeout", "30"), run=run)
+    status, answer = post_json(f"{engine.url}/v1/completions",
+                               {"model": engine.model, "prompt": "warm up", "max_tokens": 2}, timeout)
+    if status != 200:
+        engine.stop()
+        raise RuntimeError(f"the engine's warm-up completion answered HTTP {status}: {answer}")
+    return engine
+
+
+def start_engine(options: EngineOptions | None = None, port: int | None = None, log_dir: Path | None = None,
+                 timeout: float = 180.0) -> Engine:
+    """Start the engine on 127.0.0.1, wait until it answers and has generated once; stop it on failure."""
+    options = options or EngineOptions()
+    port = port or free_port()
+    model = served_name()
+    command = [sys.executable, "-m", "servelab.llm.engine", model, *options.argv(),
+               "--host", "127.0.0.1", "--port", str(port)]
+    log = Path(log_dir or results_dir() / "logs") / f"llm-{options.batching}-{port}.log"
+    process = ManagedProcess(f"llm engine ({options.batching})", command, log, env=engine_env(),
+                             cwd=REPO_ROOT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        process.wait_http(f"{url}/health", timeout)
+        status, answer = post_json(f"{url}/v1/completions",
+                                   {"model": served_name(), "prompt": "warm up", "max_tokens": 2}, timeout)
+        if status != 200:
+            raise WaitTimeoutError(f"the engine's warm-up completion answered HTTP {status}: {answer}")
+    except BaseException:
+        process.stop()
+        raise
+    return Engine(url, served_name(), options, command, process)

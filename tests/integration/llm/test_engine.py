@@ -1,0 +1,106 @@
+"""The real LLM engine on 127.0.0.1: transformers serve's app behind the lab's front, started as the
+notebook starts it. It streams tokens, refuses bad requests with a 4xx (and keeps serving), reports
+its statistics, and batches statically or continuously."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from servelab.llm import model
+from servelab.llm.client import run_load, stream_sync
+from servelab.llm.server import Engine, EngineOptions, post_json, start_engine
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built_model() -> None:
+    if not model.is_built() and not model.os.environ.get(model.LLM_VARIABLE):
+        model.build(quiet=True)
+
+
+@pytest.fixture(scope="module")
+def continuous(built_model: None) -> Iterator[Engine]:
+    with start_engine(EngineOptions("continuous", cb_num_blocks=16)) as engine:
+        yield engine
+
+
+@pytest.fixture(scope="module")
+def static(built_model: None) -> Iterator[Engine]:
+    with start_engine(EngineOptions("static", max_batch=4)) as engine:
+        yield engine
+
+
+def completion(engine: Engine, **body: object) -> tuple[int, dict]:
+    return post_json(f"{engine.url}/v1/completions", {"model": engine.model, **body}, 60)
+
+
+def test_streams_one_token_per_event(continuous: Engine) -> None:
+    events = []
+    body = {"model": continuous.model, "prompt": "the chef prepares", "max_tokens": 9, "stream": True}
+    with httpx.stream("POST", f"{continuous.url}/v1/completions", json=body, timeout=60) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        events = [json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: {")]
+    texts = [e["choices"][0]["text"] for e in events if e["choices"][0].get("text")]
+    assert len(texts) == 9
+    last = events[-1]
+    assert last["usage"]["completion_tokens"] == 9 and last["choices"][0]["finish_reason"] == "length"
+
+
+@pytest.mark.parametrize(("body", "status", "words"), [
+    ({"prompt": ""}, 400, "prompt must be a non-empty string"),
+    ({"prompt": "the chef", "max_tokens": 10**9}, 400, "is outside 1.."),
+    ({"prompt": "the chef", "max_tokens": -1}, 400, "is outside 1.."),
+    ({"prompt": "the chef", "model": "gpt-4"}, 404, "is not served here"),
+])
+def test_bad_requests_get_a_4xx_and_the_engine_keeps_serving(continuous: Engine, body: dict, status: int,
+                                                             words: str) -> None:
+    got, answer = post_json(f"{continuous.url}/v1/completions", {"model": continuous.model, **body}, 30)
+    assert got == status and words in answer["error"]["message"]
+    # an empty prompt used to kill transformers' batching worker: the next request must still work
+    ok, answer = completion(continuous, prompt="the chef", max_tokens=3)
+    assert ok == 200 and answer["usage"]["completion_tokens"] == 3
+    assert httpx.get(f"{continuous.url}/health", timeout=10).status_code == 200
+
+
+def test_chat_and_bad_chat(continuous: Engine) -> None:
+    url = f"{continuous.url}/v1/chat/completions"
+    ok, answer = post_json(url, {"model": continuous.model, "max_tokens": 4,
+                                 "messages": [{"role": "user", "content": "the chef"}]}, 60)
+    assert ok == 200 and answer["choices"][0]["message"]["content"]
+    bad, answer = post_json(url, {"model": continuous.model, "messages": []}, 30)
+    assert bad == 400 and "messages must be" in answer["error"]["message"]
+
+
+def test_timed_request_and_stats(continuous: Engine) -> None:
+    record = stream_sync(continuous.url, continuous.model, "the chef prepares the soup", 12)
+    assert not record.error and len(record.tokens) == 12 and record.prompt_tokens > 0
+    assert 0 < record.ttft < 30
+    assert httpx.get(f"{continuous.url}/docs", timeout=10).status_code == 200  # the engine's Swagger page
+    stats = continuous.stats()
+    assert stats["batching"] == "continuous" and stats["kv_blocks"] == 16 and stats["running"] == 0
+
+
+def test_continuous_batching_runs_sequences_together(continuous: Engine) -> None:
+    n = 6
+    records, samples = asyncio.run(run_load(continuous.url, continuous.model, ["the chef prepares"] * n,
+                                            [3] * n, [40] * n, [0.0] * n, stats_every=0.02))
+    assert all(not r.error and len(r.tokens) == 40 for r in records)
+    assert max(s["running"] for s in samples) > 1
+
+
+def test_static_batches_form_and_each_request_gets_its_own_length(static: Engine) -> None:
+    lengths = [40, 4, 40, 4]  # the first runs alone or with others; those behind it queue into one batch
+    records, _ = asyncio.run(run_load(static.url, static.model, ["the chef"] * 4, [2] * 4, lengths,
+                                      [0.0] * 4))
+    assert [len(r.tokens) for r in records] == lengths
+    batches = static.stats()["batches"]
+    assert any(int(size) > 1 for size in batches), batches
+    bad, _ = completion(static, prompt="")
+    assert bad == 400

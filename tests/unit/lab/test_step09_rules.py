@@ -1,0 +1,83 @@
+"""Notebook 09's expected effects, decided from rows alone (observed, not observed, not measured)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from servelab.lab import step09_llm_serving as step
+from servelab.lab.params import ParameterError, resolve
+from servelab.results.schema import RunData
+
+
+def load_row(step_name: str, batching: str, rate: float, tokens_s: float, ttft_p99: float,
+             running: int = 8, waiting: int = 0, kv_blocks: int | None = 24) -> dict:
+    return {"step": step_name, "batching": batching, "rate": rate, "output_lengths": "8-96",
+            "output_tokens_s": tokens_s,
+            "ttft_p99_ms": ttft_p99, "max_running": running, "max_waiting": waiting,
+            "kv_blocks": kv_blocks if batching == "continuous" else None,
+            "stats": [{"t": 0.0, "running": 0, "waiting": 0},
+                      {"t": 0.1, "running": running, "waiting": waiting}]}
+
+
+def single_rows(short_ttft: float, long_ttft: float) -> list[dict]:
+    return [{"step": "single", "prompt": p, "ttft_ms": t, "tpot_ms": 8.0, "prompt_tokens": n}
+            for p, t, n in (("short", short_ttft, 13), ("long", long_ttft, 459)) for _ in range(3)]
+
+
+def data(rows: list[dict]) -> RunData:
+    return RunData(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pd.DataFrame(rows))
+
+
+def statuses(rows: list[dict]) -> dict[str, str]:
+    return {c.effect.split(":")[1].split("(")[0].strip()[:40]: c.status for c in step.rules(data(rows))}
+
+
+GOOD = [*single_rows(60, 110),
+        load_row("mixed", "continuous", 2, 110, 40), load_row("mixed", "continuous", 8, 400, 60),
+        load_row("mixed", "static", 2, 100, 300), load_row("mixed", "static", 8, 250, 900),
+        load_row("equal", "continuous", 8, 400, 50), load_row("equal", "static", 8, 380, 500),
+        load_row("kv_cache", "continuous", 8, 300, 400, running=3, waiting=5, kv_blocks=4)]
+
+
+def test_every_effect_observed_on_rows_that_show_it() -> None:
+    checks = step.rules(data(GOOD))
+    assert [c.status for c in checks] == ["observed"] * 5, [(c.effect, c.evidence) for c in checks]
+    assert not any(c.gpu_only for c in checks)
+
+
+def test_effects_not_observed_when_the_numbers_say_otherwise() -> None:
+    bad = [*single_rows(110, 60),
+           load_row("mixed", "continuous", 8, 200, 900), load_row("mixed", "static", 8, 250, 300),
+           load_row("equal", "continuous", 8, 400, 50), load_row("equal", "static", 8, 300, 500),
+           load_row("mixed", "continuous", 8, 200, 900),
+           load_row("kv_cache", "continuous", 8, 300, 400, running=8, waiting=0, kv_blocks=4)]
+    assert [c.status for c in step.rules(data(bad))] == ["not observed"] * 5
+
+
+def test_nothing_measured_is_said_so() -> None:
+    assert {c.status for c in step.rules(data([]))} == {"not measured"}
+    assert step.sections(data([])) == []
+
+
+def test_sections_draw_every_part() -> None:
+    titles = [s.title for s in step.sections(data(GOOD))]
+    assert titles == ["LLM: one request, prefill vs decode",
+                      "LLM: static vs continuous batching, mixed output lengths",
+                      "LLM: static vs continuous batching, equal output lengths",
+                      "LLM: the KV cache decides how many sequences run"]
+
+
+def test_presets_and_bad_llm_sizes() -> None:
+    quick = resolve("local", "quick", llm_requests=None, llm_rate_fractions=None, llm_output_lengths=None)
+    full = resolve("local", "full", llm_requests=None, llm_rate_fractions=None, llm_output_lengths=None)
+    assert quick.llm_requests < full.llm_requests
+    assert len(quick.llm_rate_fractions) < len(full.llm_rate_fractions)
+    assert quick.llm_output_lengths == [8, 256]  # the lengths the issue measured: static idles visibly
+    with pytest.raises(ParameterError, match=r"\[shortest, longest\]"):
+        resolve("local", "quick", llm_output_lengths=[8, 16, 32])
+    with pytest.raises(ParameterError, match="must be smaller than llm_kv_blocks"):
+        resolve("local", "quick", llm_kv_blocks=8, llm_small_kv_blocks=8)
+    with pytest.raises(ParameterError, match="less than one request"):
+        resolve("local", "quick", llm_small_kv_blocks=2, llm_kv_blocks=24, llm_short_prompt=16,
+                llm_output_lengths=[8, 96])

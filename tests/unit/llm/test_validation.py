@@ -1,0 +1,51 @@
+"""The engine's front refuses bad requests with a 4xx and a message, and fills in what it may."""
+
+from __future__ import annotations
+
+import pytest
+
+from servelab.llm.engine import DEFAULT_MAX_TOKENS, BadRequest, validate
+
+
+def count(text: str) -> int:
+    return len(text.split())
+
+
+def ok(body: object, path: str = "/v1/completions") -> dict:
+    return validate(path, body, "artifacts/llm", 100, count)
+
+
+@pytest.mark.parametrize(("body", "status", "words"), [
+    ({"prompt": ""}, 400, "prompt must be a non-empty string"),
+    ({"prompt": "   "}, 400, "prompt must be a non-empty string"),
+    ({"prompt": ["a", "b"]}, 400, "prompt must be a non-empty string"),
+    ({}, 400, "prompt must be a non-empty string"),
+    ({"prompt": "hi", "max_tokens": 10**9}, 400, "max_tokens=1000000000 is outside 1..99"),
+    ({"prompt": "hi", "max_tokens": 0}, 400, "outside 1..99"),
+    ({"prompt": "hi", "max_tokens": "5"}, 400, "max_tokens must be a whole number"),
+    ({"prompt": "hi", "max_tokens": True}, 400, "max_tokens must be a whole number"),
+    ({"prompt": "hi", "model": "gpt-4"}, 404, "model 'gpt-4' is not served here"),
+    ({"prompt": "word " * 100}, 400, "the prompt has 100 tokens"),
+    ([1, 2], 400, "must be a JSON object"),
+])
+def test_bad_completions(body: object, status: int, words: str) -> None:
+    with pytest.raises(BadRequest) as info:
+        ok(body)
+    assert info.value.status == status and words in str(info.value)
+
+
+def test_chat_needs_messages_with_content() -> None:
+    for body in ({"messages": []}, {"messages": [{"role": "user", "content": ""}]}, {"messages": "hi"}):
+        with pytest.raises(BadRequest, match="messages must be"):
+            ok(body, "/v1/chat/completions")
+    chat = {"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 5}
+    good = ok(chat, "/v1/chat/completions")
+    assert good["max_completion_tokens"] == 5
+
+
+def test_good_request_gets_the_model_and_a_bounded_default() -> None:
+    assert ok({"prompt": "two words"}) == {"prompt": "two words", "model": "artifacts/llm",
+                                           "max_tokens": DEFAULT_MAX_TOKENS}
+    near_full = ok({"prompt": "w " * 90})
+    assert near_full["max_tokens"] == 10  # never more than the context leaves
+    assert ok({"prompt": "hi", "max_tokens": 99, "model": "artifacts/llm"})["max_tokens"] == 99
