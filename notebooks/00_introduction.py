@@ -28,6 +28,7 @@
 # | 6 | `06_onnx_backend` | an optimised backend (ONNX Runtime) and its scaling |
 # | 7 | `07_dynamic_batching` | bursty arrivals and dynamic batching |
 # | 8 | `08_teardown` | release everything |
+# | 9 | `09_llm_serving` | an LLM: prefill vs decode, static vs continuous batching (before 08) |
 
 # %% [markdown]
 # ## What you need
@@ -39,7 +40,7 @@
 #
 # **Where each notebook runs.** 01, 02 and 08 run here, in Chameleon's Jupyter, with
 # `target="chameleon"`: they reserve, launch and release the node. Notebook 02 ends by starting
-# a second Jupyter server *on the node*; 03–07 run there with `target="docker"`, so every
+# a second Jupyter server *on the node*; 03–07 and 09 run there with `target="docker"`, so every
 # client and every measurement of CPU and GPU use is taken on the machine that runs the
 # servers, not across the network.
 #

@@ -202,8 +202,8 @@ class ComposeStack(Stack):
 
 
 NODE_NOTEBOOKS = ("notebook 01 (reserve), 02 (launch) and 08 (tear down) run with target='chameleon' "
-                  "from Chameleon's Jupyter; notebooks 03-07 run on the node, in the Jupyter server that "
-                  "notebook 02 started and printed the URL of, with target='docker', so that every client "
-                  "and every utilisation sample runs next to the servers (measuring across the network "
-                  "measures the network). The instructor's headless run does both: ./lab run --target "
-                  "chameleon")
+                  "from Chameleon's Jupyter; notebooks 03-07 and 09 run on the node, in the Jupyter server "
+                  "that notebook 02 started and printed the URL of, with target='docker', so that every "
+                  "client and every utilisation sample runs next to the servers (measuring across the "
+                  "network measures the network). The instructor's headless run does both: "
+                  "./lab run --target chameleon")
