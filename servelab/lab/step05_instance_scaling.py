@@ -10,7 +10,8 @@ import pandas as pd
 from servelab.core.cpu import cpu_cores
 from servelab.lab.common import show_columns
 from servelab.lab.params import LabParams
-from servelab.lab.triton_steps import Triton, measure, server_view, set_instances
+from servelab.lab.triton_steps import Triton, measure, set_instances
+from servelab.lab.triton_views import server_view
 from servelab.report.effects import Check, check, row
 from servelab.report.figures import (
     Section,

@@ -223,55 +223,6 @@ def apply_config(triton: Triton, name: str, cfg: Any, quiet: bool = False) -> An
     return live
 
 
-# one line per process on the server's host or container: pid, parent pid, threads, command line
-PROCESS_LIST = ("import os\n"
-                "for pid in filter(str.isdigit, os.listdir('/proc')):\n"
-                "    try:\n"
-                "        stat = open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()\n"
-                "        args = open(f'/proc/{pid}/cmdline', 'rb').read().replace(b'\\0', b' ').decode()\n"
-                "    except (OSError, IndexError):\n"
-                "        continue\n"
-                "    print(pid, stat[1], stat[17], args.strip() or '-')\n")
-
-
-def server_view(triton: Triton, name: str) -> None:
-    """What runs on the server now: the Python backend's stub processes of ``name`` (one per instance,
-    with their thread counts; ONNX Runtime instances are threads) and, on a GPU host, each GPU's memory.
-    Best effort: a failure is printed, never raised (the measurement that follows must run)."""
-    try:
-        _server_view(triton, name)
-    except Exception as exc:  # a view, not a measurement
-        print(f"(could not look at the server's processes: {exc.__class__.__name__}: {str(exc)[:300]})")
-
-
-def _server_view(triton: Triton, name: str) -> None:
-    import shlex
-
-    if triton.stack.has_gpu:
-        argv = ["nvidia-smi", "--query-gpu=index,name,memory.used,utilization.gpu", "--format=csv"]
-        print("$ " + shlex.join(argv))
-        print(triton.stack.run(argv, service="triton_server", timeout=60).check().stdout.rstrip())
-    if live_config(triton, name).backend != "python":
-        print(f"{name} runs on ONNX Runtime inside the tritonserver process: its instances are threads "
-              "there, not processes (the live config above lists them)")
-        return
-    argv = ["python3", "-c", PROCESS_LIST]
-    out = triton.stack.run(argv, service="triton_server", timeout=60).check().stdout
-    rows = [line.split(" ", 3) for line in out.splitlines() if line.count(" ") >= 3]
-    servers = [r for r in rows if r[3].split()[0].endswith("tritonserver")]
-    port = triton.url.rsplit(":", 1)[-1]
-    ours = [r for r in servers if f"--http-port={port}" in r[3].split()]
-    parents = {r[0] for r in ours or (servers if len(servers) == 1 else [])}
-    stubs = [r for r in rows if r[1] in parents and "triton_python_backend_stub" in r[3]
-             and f"/{name}/1/" in r[3]]
-    print(f"$ python3 -c '<list /proc: pid, parent, threads, command>'  # children of tritonserver "
-          f"(pid {', '.join(sorted(parents)) or '?'}) running {name}")
-    print("  pid  threads  command")
-    for pid, _parent, threads, args in stubs:
-        print(f"{pid:>5}  {threads:>7}  {args[:120]}")
-    print(f"-> {len(stubs)} stub process(es): one per instance of {name}")
-
-
 def set_instances(triton: Triton, name: str, count: int, gpus: Sequence[int] = (),
                   threads: str = "auto", quiet: bool = False) -> None:
     """``count`` instances per listed GPU (KIND_GPU) or on the CPU; ``threads`` for food_classifier."""
