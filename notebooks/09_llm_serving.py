@@ -50,7 +50,7 @@ llm_kv_blocks = None  # continuous batching: KV cache blocks (32 tokens each)
 llm_small_kv_blocks = None  # the smaller cache of the last experiment
 
 # %%
-from servelab.lab import common, params
+from servelab.lab import common, params, step09_vllm
 from servelab.lab import step09_llm_serving as step
 
 P = params.resolve(target, preset, llm_single_repeats=llm_single_repeats, llm_short_prompt=llm_short_prompt,
@@ -194,6 +194,26 @@ step.plot_kv(step.kv_rows(common.concat(continuous, small)))
 common.what_this_run_shows(step, "KV cache")
 
 # %% [markdown]
+# ## The same load on vLLM (GPU hosts with compute capability 7.0 or higher)
+# One change: the engine. vLLM serves the same model under the same name with the same
+# OpenAI-compatible API, so the same client command measures it at the top rate with mixed lengths.
+# It runs in the compose stack of a GPU host (`vllm_server` in `docker/docker-compose-llm.yaml`,
+# image `docker/Dockerfile.vllm`). Its CUDA kernels need compute capability 7.0 or higher, so the
+# cell first asks the GPU (`nvidia-smi`); on the lab's P100 node (6.0) and on this CPU it says why
+# it skips vLLM. Its statistics come from its Prometheus `/metrics`.
+#
+# **Predict.** On a GPU, vLLM pages its KV cache in GPU memory and replays decode steps as CUDA
+# graphs. At the same rate, will it give more output tokens/s than the lab's engine? Will it run
+# more sequences at once?
+
+# %%
+vllm_rows = step09_vllm.vllm_run(P, rate)
+step09_vllm.compare(common.concat(continuous, vllm_rows))
+
+# %%
+common.what_this_run_shows(step09_vllm, "vLLM")
+
+# %% [markdown]
 # **Reading it (CPU).** On two cores a decode step for 8 sequences costs several times one
 # sequence's step, so batching adds less than on a GPU; with mixed lengths continuous batching
 # still wins because static batches idle while their longest request finishes. With equal lengths
@@ -203,7 +223,7 @@ common.what_this_run_shows(step, "KV cache")
 # **Reading it (GPU).** A decode step for 32 sequences costs little more than for one, so batching
 # multiplies tokens/s; continuous batching keeps the batch full, and the KV cache (GPU memory) is
 # what limits how many sequences run. On a GPU host, `docker/docker-compose-llm.yaml` runs this
-# engine; vLLM needs compute capability 7.0 or higher, so it does not run on the P100 (6.0).
+# engine, and vLLM beside it where the GPU has compute capability 7.0 or higher (not the P100, 6.0).
 #
 # **The load generator.** The well-known LLM benchmarks do not run in this lab's environment:
 # guidellm needs NumPy 2 (from 0.3 on, and its last older release fails at import through

@@ -31,6 +31,18 @@ def cuda_device_count() -> int:
     return count.value
 
 
+COMPUTE_CAP_QUERY = ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"]
+
+
+def parse_compute_capabilities(text: str) -> list[tuple[int, int]]:
+    """``nvidia-smi --query-gpu=compute_cap --format=csv,noheader`` output → [(major, minor), …]."""
+    caps = []
+    for line in text.split():
+        major, _, minor = line.strip().partition(".")
+        caps.append((int(major), int(minor or 0)))
+    return caps
+
+
 # ----------------------------------------------------------------------------- ONNX Runtime on CUDA
 # Shared by the FastAPI ONNX service (servelab.serving) and the Triton ONNX
 # runner (servelab/triton/onnx_runner_model.py), which must stay free of heavy

@@ -11,6 +11,7 @@ from servelab.lab import (
     step06_onnx_backend,
     step07_dynamic_batching,
     step09_llm_serving,
+    step09_vllm,
 )
 from servelab.report import html
 from servelab.report.effects import Check
@@ -18,7 +19,7 @@ from servelab.results.schema import RunData
 
 # each draws its report sections and checks its expected effects (sections(data), rules(data))
 STEPS = (step03_fastapi, step04_triton_python, step05_instance_scaling, step06_onnx_backend,
-         step07_dynamic_batching, step09_llm_serving)
+         step07_dynamic_batching, step09_llm_serving, step09_vllm)
 
 
 def write_report(run_dir: Path, compare: Path | None = None) -> Path:

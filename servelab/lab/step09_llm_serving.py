@@ -23,10 +23,10 @@ from matplotlib.figure import Figure
 from servelab.core.paths import REPO_ROOT
 from servelab.lab.common import record
 from servelab.lab.params import LabParams
-from servelab.llm.client import make_prompt, percentile, stream_sync
+from servelab.llm.client import STATS_PATH, make_prompt, percentile, stream_sync
 from servelab.llm.server import Engine, EngineOptions, start_engine, start_engine_compose
 from servelab.report.effects import Check, check, row
-from servelab.report.figures import Section, as_image, figure, plot_html, table_html
+from servelab.report.figures import Section, as_image, figure, finish, plot_html, table_html
 from servelab.results.schema import LLM, RunData, num
 
 LLM_COLUMNS = ["step", "batching", "label", "rate", "output_lengths", "requests", "errors", "ttft_p50_ms",
@@ -50,11 +50,11 @@ def engine_up(p: LabParams, batching: str, kv_blocks: int | None = None) -> Engi
     else:
         raise RuntimeError(f"target={p.target!r}: notebook 09 runs on the node (target 'docker') or here "
                            "(target 'local'), like notebooks 03-07")
-    print(f"$ {_short(engine.command)}")
+    print(f"$ {short_command(engine.command)}")
     return engine
 
 
-def _short(command: list[str]) -> str:
+def short_command(command: list[str]) -> str:
     """A command as a student would type it: ``python`` for this interpreter, paths relative to the repo."""
     return shlex.join(["python" if c == sys.executable else _relative(c) for c in command])
 
@@ -143,7 +143,8 @@ def client_command(engine: Engine, rate: float, requests: int, lengths: tuple[in
     return [sys.executable, "-m", "servelab.llm.client", "--url", engine.url, "--model", engine.model,
             "--rate", f"{rate:g}", "--requests", str(requests),
             "--output-lengths", f"{lengths[0]}-{lengths[1]}", "--prompt-tokens", str(prompt_tokens),
-            "--seed", str(seed), "--out", str(out)]
+            "--seed", str(seed), "--out", str(out),
+            *(["--stats-path", engine.stats_path] if engine.stats_path != STATS_PATH else [])]
 
 
 def load_run(engine: Engine, p: LabParams, step: str, rate: float, lengths: tuple[int, int],
@@ -152,7 +153,7 @@ def load_run(engine: Engine, p: LabParams, step: str, rate: float, lengths: tupl
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run.json"
         argv = client_command(engine, rate, p.llm_requests, lengths, p.llm_short_prompt, out)
-        print(f"$ {_short(argv)}", flush=True)
+        print(f"$ {short_command(argv)}", flush=True)
         done = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=LOAD_TIMEOUT_S,
                               check=False)
         if not out.exists():
@@ -163,7 +164,8 @@ def load_run(engine: Engine, p: LabParams, step: str, rate: float, lengths: tupl
     print(f"  {summary['completed']}/{summary['requests']} done, {summary['output_tokens_s']} tokens/s, "
           f"TTFT p99 {summary['ttft_p99_ms']} ms" + (f"; {done.stderr.strip()}" if done.returncode else ""))
     o = engine.options
-    return {"step": step, "batching": o.batching, "label": label or f"{o.batching} {rate:.2f}/s",
+    return {"step": step, "engine": engine.kind, "batching": o.batching,
+            "label": label or f"{o.batching} {rate:.2f}/s",
             "rate": round(rate, 3), "output_lengths": f"{lengths[0]}-{lengths[1]}",
             "prompt_tokens": p.llm_short_prompt, **summary,
             "max_running": max((s.get("running", 0) for s in samples), default=None),
@@ -171,7 +173,7 @@ def load_run(engine: Engine, p: LabParams, step: str, rate: float, lengths: tupl
             "min_kv_free": min((s["kv_free"] for s in samples if s.get("kv_free") is not None), default=None),
             "kv_blocks": o.cb_num_blocks if o.batching == "continuous" else None,
             "max_batch": o.max_batch if o.batching == "static" else None,
-            "command": _short(argv), "stats": samples}
+            "command": short_command(argv), "stats": samples}
 
 
 def rate_sweep(engine: Engine, p: LabParams, rate: float) -> pd.DataFrame:
@@ -227,11 +229,7 @@ def fig_single(df: pd.DataFrame) -> Figure:
     ax.bar([x + 0.2 for x in xs], tpot, 0.4, label="time per output token (decode)", color="tab:blue")
     tokens = [int(num(df[df["prompt"] == n], "prompt_tokens").median()) for n in names]
     ax.set_xticks(list(xs), [f"{n} prompt ({t} tokens)" for n, t in zip(names, tokens, strict=True)])
-    ax.set_ylabel("ms (median)")
-    ax.legend(fontsize=8)
-    ax.set_title("one request: prefill vs decode", fontsize=11)
-    fig.tight_layout()
-    return fig
+    return finish(fig, ax, None, "ms (median)", "one request: prefill vs decode")
 
 
 def fig_batching(df: pd.DataFrame) -> Figure:
@@ -262,12 +260,8 @@ def fig_kv(df: pd.DataFrame) -> Figure:
         name = f"{int(r['kv_blocks'])} blocks" if pd.notna(r.get("kv_blocks")) else str(r["batching"])
         line, = ax.plot(t, [s["running"] for s in samples], "-", label=f"{name}: running")
         ax.plot(t, [s["waiting"] for s in samples], ":", color=line.get_color(), label=f"{name}: waiting")
-    ax.set_xlabel("seconds into the run")
-    ax.set_ylabel("sequences")
-    ax.legend(fontsize=8)
-    ax.set_title("continuous batching: sequences in the KV cache and in the queue", fontsize=11)
-    fig.tight_layout()
-    return fig
+    return finish(fig, ax, "seconds into the run", "sequences",
+                  "continuous batching: sequences in the KV cache and in the queue")
 
 
 def read_single(df: pd.DataFrame) -> str:
@@ -307,15 +301,15 @@ def _top(df: pd.DataFrame) -> float | None:
 
 def kv_rows(llm: pd.DataFrame) -> pd.DataFrame:
     """The cache experiment and the same top rate with the larger cache (for the comparison)."""
-    small = _steps(llm, "kv_cache")
+    small = rows_of(llm, "kv_cache")
     if small.empty:
         return small
-    mixed = _steps(llm, "mixed")
+    mixed = rows_of(llm, "mixed")
     big = mixed[(mixed["batching"] == "continuous") & (num(mixed, "rate") == num(small, "rate").iloc[-1])]
     return pd.concat([big, small], ignore_index=True)
 
 
-def _steps(llm: pd.DataFrame, *steps: str) -> pd.DataFrame:
+def rows_of(llm: pd.DataFrame, *steps: str) -> pd.DataFrame:
     if llm.empty or "step" not in llm:
         return pd.DataFrame()
     return llm[llm["step"].isin(steps)].copy()
@@ -324,15 +318,15 @@ def _steps(llm: pd.DataFrame, *steps: str) -> pd.DataFrame:
 def sections(data: RunData) -> list[Section]:
     """Prefill vs decode, static vs continuous batching (mixed and equal lengths), the KV cache."""
     out = []
-    single = _steps(data.llm, "single")
+    single = rows_of(data.llm, "single")
     if not single.empty:
         out.append(Section("LLM: one request, prefill vs decode", [
             plot_html(fig_single(single), read_single(single)), table_html(single, SINGLE_COLUMNS)]))
-    mixed = _steps(data.llm, "mixed")
+    mixed = rows_of(data.llm, "mixed")
     if not mixed.empty:
         out.append(Section("LLM: static vs continuous batching, mixed output lengths", [
             plot_html(fig_batching(mixed), read_batching(mixed)), table_html(mixed, LLM_COLUMNS)]))
-    equal = _steps(data.llm, "equal")
+    equal = rows_of(data.llm, "equal")
     if not equal.empty:
         out.append(Section("LLM: static vs continuous batching, equal output lengths", [
             table_html(equal, LLM_COLUMNS), f"<p>{read_batching(equal)}</p>"]))
@@ -355,11 +349,11 @@ def _ratio(df: pd.DataFrame) -> float | None:
 def rules(data: RunData) -> list[Check]:
     """Prefill grows with the prompt; continuous batching wins with mixed lengths (tokens/s, TTFT p99);
     static batching closes the gap with equal lengths; a smaller KV cache holds fewer sequences and queues."""
-    single = _steps(data.llm, "single")
-    mixed = _steps(data.llm, "mixed")
+    single = rows_of(data.llm, "single")
+    mixed = rows_of(data.llm, "mixed")
     top = _top(mixed)
     kv = kv_rows(data.llm)
-    small = _steps(data.llm, "kv_cache")
+    small = rows_of(data.llm, "kv_cache")
 
     def median(prompt: str, column: str) -> float | None:
         values = num(single[single["prompt"] == prompt], column).dropna().tolist() if not single.empty else []
@@ -368,7 +362,7 @@ def rules(data: RunData) -> list[Check]:
     def at_top(column: str, batching: str) -> float | None:
         return row(mixed, column, rate=top, batching=batching) if top is not None else None
 
-    mixed_ratio, equal_ratio = _ratio(mixed), _ratio(_steps(data.llm, "equal"))
+    mixed_ratio, equal_ratio = _ratio(mixed), _ratio(rows_of(data.llm, "equal"))
     return [
         check("LLM: a long prompt's time to first token exceeds a short one's "
               "(prefill grows with the prompt)",

@@ -2,7 +2,8 @@
 
 ``python -m servelab.llm.client --url URL --model NAME --rate R --requests N --output-lengths 8-256``
 sends N streamed ``/v1/completions`` requests with exponential gaps (mean 1/R s, seeded), records when
-each was sent and when each token arrived, samples the engine's ``/lab/stats`` meanwhile, and writes
+each was sent and when each token arrived, samples the engine's statistics meanwhile (the lab
+engine's ``/lab/stats``, or vLLM's ``/metrics`` with ``--stats-path /metrics``), and writes
 the records and a summary as JSON. The metrics (:func:`summarise`) follow guidellm's and genai-perf's
 definitions: TTFT = request sent → first token; ITL = gaps between later tokens of one request;
 output tokens/s = all output tokens / (last token - first send). Why not guidellm itself:
@@ -17,6 +18,7 @@ import contextlib
 import json
 import math
 import random
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -25,6 +27,9 @@ from pathlib import Path
 from typing import Any
 
 REQUEST_TIMEOUT_S = 300.0  # one request, start to last token
+STATS_PATH = "/lab/stats"  # the lab engine's statistics (JSON); vLLM's are its Prometheus /metrics
+VLLM_GAUGES = {"vllm:num_requests_running": "running", "vllm:num_requests_waiting": "waiting",
+               "vllm:gpu_cache_usage_perc": "kv_used", "vllm:kv_cache_usage_perc": "kv_used"}
 
 
 @dataclass
@@ -82,6 +87,22 @@ def summarise(records: Sequence[Record]) -> dict[str, Any]:
     }
 
 
+def parse_stats(path: str, text: str) -> dict[str, Any]:
+    """An engine's statistics as ``running``, ``waiting`` (sequences) and ``kv_free`` (share of the KV
+    cache): the lab engine's JSON as it is, or vLLM's Prometheus gauges (summed over its engines)."""
+    if not path.endswith("/metrics"):
+        return dict(json.loads(text))
+    found: dict[str, float] = {}
+    for m in re.finditer(r"^([A-Za-z_:][\w:]*)(?:\{[^}]*\})?\s+(\S+)", text, re.M):
+        key = VLLM_GAUGES.get(m.group(1))
+        if key:
+            found[key] = found.get(key, 0.0) + float(m.group(2))
+    stats: dict[str, Any] = {k: int(found[k]) for k in ("running", "waiting") if k in found}
+    if "kv_used" in found:
+        stats["kv_free"] = round(1.0 - found["kv_used"], 4)
+    return stats
+
+
 def arrival_times(count: int, rate: float, seed: int) -> list[float]:
     """Poisson arrivals: ``count`` send times (s) with exponential gaps of mean 1/``rate``; the first at 0."""
     rng = random.Random(seed)
@@ -123,12 +144,13 @@ async def stream_one(client: Any, url: str, body: dict[str, Any], record: Record
 
 
 async def _sample_stats(client: Any, url: str, start: float, samples: list[dict[str, Any]],
-                        done: asyncio.Event, every: float) -> None:
+                        done: asyncio.Event, every: float, path: str) -> None:
     while not done.is_set():
         try:
-            response = await client.get(f"{url}/lab/stats", timeout=5)
+            response = await client.get(f"{url}{path}", timeout=5)
             if response.status_code == 200:
-                samples.append({"t": round(time.perf_counter() - start, 3), **response.json()})
+                stats = parse_stats(path, response.text)
+                samples.append({"t": round(time.perf_counter() - start, 3), **stats})
         except Exception:  # a missed sample is only a gap in the plot
             pass
         with contextlib.suppress(TimeoutError):
@@ -137,8 +159,10 @@ async def _sample_stats(client: Any, url: str, start: float, samples: list[dict[
 
 async def run_load(url: str, model: str, prompts: Sequence[str], prompt_tokens: Sequence[int],
                    lengths: Sequence[int], send_at: Sequence[float],
-                   stats_every: float = 0.1) -> tuple[list[Record], list[dict[str, Any]]]:
-    """Send ``prompts[i]`` asking ``lengths[i]`` tokens at ``send_at[i]`` s; every request streamed."""
+                   stats_every: float = 0.1, stats_path: str = STATS_PATH,
+                   ) -> tuple[list[Record], list[dict[str, Any]]]:
+    """Send ``prompts[i]`` asking ``lengths[i]`` tokens at ``send_at[i]`` s; every request streamed; the
+    engine's statistics (``stats_path``) sampled every ``stats_every`` s meanwhile."""
     import httpx
 
     limits = httpx.Limits(max_connections=len(prompts) + 2, max_keepalive_connections=len(prompts) + 2)
@@ -146,7 +170,8 @@ async def run_load(url: str, model: str, prompts: Sequence[str], prompt_tokens: 
         start = time.perf_counter()
         samples: list[dict[str, Any]] = []
         done = asyncio.Event()
-        sampler = asyncio.create_task(_sample_stats(client, url, start, samples, done, stats_every))
+        sampler = asyncio.create_task(_sample_stats(client, url, start, samples, done, stats_every,
+                                                     stats_path))
         records = [Record(n, m, at) for n, m, at in zip(prompt_tokens, lengths, send_at, strict=True)]
 
         async def one(i: int) -> None:
@@ -205,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="LOW-HIGH tokens asked per request (uniform)")
     parser.add_argument("--prompt-tokens", type=int, default=16, help="approximate prompt length")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--stats-path", default=STATS_PATH,
+                        help="the engine's statistics: the lab engine's /lab/stats, or vLLM's /metrics")
     parser.add_argument("--out", type=Path, help="write records, stats samples and summary here (JSON)")
     args = parser.parse_args(argv)
     low, _, high = args.output_lengths.partition("-")
@@ -212,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     prompts = [make_prompt(args.prompt_tokens, args.seed + i) for i in range(args.requests)]
     sizes = [args.prompt_tokens] * args.requests
     records, samples = asyncio.run(run_load(args.url, args.model, prompts, sizes, lengths,
-                                            arrival_times(args.requests, args.rate, args.seed)))
+                                            arrival_times(args.requests, args.rate, args.seed),
+                                            stats_path=args.stats_path))
     summary = summarise(records)
     if args.out:
         args.out.write_text(json.dumps({"summary": summary, "records": [asdict(r) for r in records],

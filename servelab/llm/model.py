@@ -23,7 +23,7 @@ from servelab.core.paths import ARTIFACTS_DIR, REPO_ROOT
 
 LLM_DIR = ARTIFACTS_DIR / "llm"
 LLM_VARIABLE = "SERVELAB_LLM"
-BUILD_FORMAT = 1  # bump when the recipe changes, so set-up rebuilds
+BUILD_FORMAT = 2  # bump when the recipe changes, so set-up rebuilds (2: readable by transformers 4)
 SEED = 9
 VOCAB = 512
 HIDDEN = 256
@@ -133,6 +133,7 @@ def build(directory: Path = LLM_DIR, steps: int = TRAIN_STEPS, quiet: bool = Fal
         directory.mkdir(parents=True, exist_ok=True)
         model.save_pretrained(directory)
         tokenizer.save_pretrained(directory)
+        readable_by_transformers_4(directory)
         (directory / "servelab.json").write_text(json.dumps({
             "format": BUILD_FORMAT, "seed": SEED, "train_steps": steps, "final_loss": round(loss.item(), 3),
             "parameters": sum(p.numel() for p in model.parameters()),
@@ -140,6 +141,19 @@ def build(directory: Path = LLM_DIR, steps: int = TRAIN_STEPS, quiet: bool = Fal
     finally:
         torch.set_num_threads(threads)
     return directory
+
+
+def readable_by_transformers_4(directory: Path) -> None:
+    """Let transformers 4 (vLLM's, docs/decisions/2026-11-23-vllm.md) read what transformers 5 saved: the
+    tokenizer under the class name both know, the RoPE base and dtype where 4.x looks for them."""
+    config_path, tokenizer_path = directory / "config.json", directory / "tokenizer_config.json"
+    config = json.loads(config_path.read_text())
+    config.setdefault("rope_theta", (config.get("rope_parameters") or {}).get("rope_theta", 10000.0))
+    config.setdefault("torch_dtype", config.get("dtype", "float32"))
+    config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    tokenizer = json.loads(tokenizer_path.read_text())
+    tokenizer["tokenizer_class"] = "PreTrainedTokenizerFast"
+    tokenizer_path.write_text(json.dumps(tokenizer, indent=2, sort_keys=True) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,6 +22,7 @@ from typing import Any
 
 from servelab.core.paths import REPO_ROOT
 from servelab.core.procs import ManagedProcess, WaitTimeoutError, free_port
+from servelab.llm.client import STATS_PATH, parse_stats
 from servelab.llm.model import LLM_VARIABLE, served_name
 from servelab.results.store import results_dir
 
@@ -61,14 +62,17 @@ class Engine:
     process: ManagedProcess | None = field(default=None, repr=False)
     stop_argv: list[str] | None = field(default=None, repr=False)  # compose: how to bring it down
     run: Any = field(default=None, repr=False)
+    kind: str = "transformers"  # or "vllm" (servelab.llm.vllm)
+    stats_path: str = STATS_PATH  # the lab front's statistics, or vLLM's Prometheus /metrics
 
     @property
     def command_line(self) -> str:
         return shlex.join(self.command)
 
     def stats(self) -> dict[str, Any]:
-        with urllib.request.urlopen(f"{self.url}/lab/stats", timeout=5) as response:
-            return dict(json.loads(response.read()))
+        """Sequences running and waiting, the KV cache's free share (``parse_stats``)."""
+        with urllib.request.urlopen(f"{self.url}{self.stats_path}", timeout=5) as response:
+            return parse_stats(self.stats_path, response.read().decode())
 
     def stop(self) -> None:
         if self.process is not None:
@@ -115,8 +119,8 @@ def compose_argv(options: EngineOptions, *args: str) -> list[str]:
     st = os.stat(REPO_ROOT)
     variables = {"HOST_UID": str(st.st_uid), "HOST_GID": str(st.st_gid), "LLM_BATCHING": options.batching,
                  "LLM_MAX_BATCH": str(options.max_batch), "LLM_KV_BLOCKS": str(options.cb_num_blocks or 48)}
-    if os.environ.get(LLM_VARIABLE):
-        variables[LLM_VARIABLE] = os.environ[LLM_VARIABLE]
+    if os.environ.get(LLM_VARIABLE):  # as the client names it: a Hub id, or a path in the checkout
+        variables[LLM_VARIABLE] = served_name()
     prefix = ["env", *(f"{k}={v}" for k, v in sorted(variables.items()))]
     return [*prefix, "docker", "compose", "-p", COMPOSE_PROJECT, "-f", COMPOSE_FILE, *args]
 
@@ -127,11 +131,19 @@ def start_engine_compose(options: EngineOptions | None = None, timeout: float = 
     (``--wait``), warmed up. ``Engine.stop`` brings the stack down."""
     options = options or EngineOptions()
     up = compose_argv(options, "up", "--build", "-d", "--wait", "--wait-timeout", str(int(timeout)))
-    done = run(up, cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout + 1800, check=False)
+    return compose_up(Engine(f"http://localhost:{COMPOSE_PORT}", served_name(), options, up,
+                             stop_argv=compose_argv(options, "down", "--timeout", "30"), run=run), timeout)
+
+
+def compose_up(engine: Engine, timeout: float) -> Engine:
+    """Run ``engine.command`` (a ``docker compose … up --wait``), then one warm-up completion. A failed
+    command raises an error that names it; a failed warm-up brings the stack down first."""
+    run = engine.run or subprocess.run
+    done = run(engine.command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout + 1800,
+               check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"`{shlex.join(up)}` failed (exit {done.returncode}): {done.stderr[-1500:]}")
-    engine = Engine(f"http://localhost:{COMPOSE_PORT}", served_name(), options, up,
-                    stop_argv=compose_argv(options, "down", "--timeout", "30"), run=run)
+        raise RuntimeError(f"`{shlex.join(engine.command)}` failed (exit {done.returncode}): "
+                           f"{done.stderr[-1500:]}")
     status, answer = post_json(f"{engine.url}/v1/completions",
                                {"model": engine.model, "prompt": "warm up", "max_tokens": 2}, timeout)
     if status != 200:

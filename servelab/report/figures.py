@@ -28,6 +28,17 @@ def figure(width: float = 7.5, height: float = 3.4, cols: int = 1) -> tuple[Figu
     return fig, axes
 
 
+def finish(fig: Figure, ax: Any, xlabel: str | None, ylabel: str, title: str) -> Figure:
+    """One plot's axis labels, legend and title, laid out: the figure, ready to show or save."""
+    if xlabel is not None:
+        ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8)
+    ax.set_title(title, fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
 def _label(row: pd.Series, x: str) -> str:
     value = row.get(x)
     if isinstance(value, float) and value.is_integer():

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from servelab.core.gpu import COMPUTE_CAP_QUERY, parse_compute_capabilities
 from servelab.core.paths import STAGING_DIR
 from servelab.triton.config import (
     ConfigError,
@@ -164,20 +165,11 @@ def experiment_config(experiment: GpuExperiment, staging_dir: Path = STAGING_DIR
     return experiment.apply(read_config(Path(staging_dir) / experiment.model))
 
 
-def parse_compute_capabilities(text: str) -> list[tuple[int, int]]:
-    """``nvidia-smi --query-gpu=compute_cap --format=csv,noheader`` output → [(major, minor), …]."""
-    caps = []
-    for line in text.split():
-        major, _, minor = line.strip().partition(".")
-        caps.append((int(major), int(minor or 0)))
-    return caps
-
-
 def compute_capabilities(stack: Any) -> list[tuple[int, int]]:
     """The GPUs' compute capabilities on the stack's host (empty when it has no GPU)."""
     if not stack.has_gpu:
         return []
-    result = stack.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"], timeout=60)
+    result = stack.run(COMPUTE_CAP_QUERY, timeout=60)
     return parse_compute_capabilities(result.check().stdout)
 
 

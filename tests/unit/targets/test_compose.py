@@ -38,7 +38,8 @@ FASTAPI_APPS = ("fastapi_pt", "fastapi_onnx")
 JUPYTER_FILE = "docker/docker-compose-jupyter.yaml"  # the student's Jupyter server: its own project
 LLM_FILE = "docker/docker-compose-llm.yaml"  # notebook 09's engine (servelab.llm.server.compose_argv)
 ALL_FILES = {**COMPOSE_FILES, "jupyter": JUPYTER_FILE, "llm": LLM_FILE}
-OTHER_PORTS = {"llm_server": {"http": 8000}}  # services outside servelab.targets.base's stacks
+# services outside servelab.targets.base's stacks
+OTHER_PORTS = {"llm_server": {"http": 8000}, "vllm_server": {"http": 8000}}
 VAR = re.compile(r"\$\{(\w+)(?::?([-?])([^}]*))?\}")
 # what ./lab jupyter and ComposeStack pass (the files refuse to start without them)
 REQUIRED = {"HOST_UID": "1000", "HOST_GID": "1000", "DOCKER_GID": "998",

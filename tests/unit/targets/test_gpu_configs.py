@@ -93,10 +93,11 @@ def test_every_experiment_builds_and_steps_are_named() -> None:
 
 
 def test_tensorrt_needs_a_new_enough_gpu() -> None:
+    from servelab.core.gpu import parse_compute_capabilities
     from servelab.targets.base import CommandResult
     from servelab.targets.compose import ComposeStack
     from servelab.targets.local import LocalStack
-    from servelab.triton.gpu_configs import compute_capabilities, parse_compute_capabilities, tensorrt_problem
+    from servelab.triton.gpu_configs import compute_capabilities, tensorrt_problem
 
     assert parse_compute_capabilities("6.0\n6.0\n") == [(6, 0), (6, 0)]
     assert "compute capability 6.0 is below 7.0" in (tensorrt_problem([(6, 0), (6, 0)]) or "")

@@ -45,6 +45,10 @@ DECISION = "docs/decisions/2026-11-22-gpu-image-pins.md"
 NODE_ENGINE_IMAGES = ("docker/Dockerfile.llm", "docker/Dockerfile.triton", "fastapi_onnx/Dockerfile",
                       "fastapi_pt/Dockerfile")
 OTHER_IMAGES = ("docker/Dockerfile.jupyter", "flask_app/Dockerfile")
+# Images for GPU hosts other than the P100 node, each installing from a lock of its own (not
+# constraints.txt): vLLM needs compute capability 7.0 and transformers 4 (docs/decisions/2026-11-23-vllm.md).
+OWN_LOCK_IMAGES = {"docker/Dockerfile.vllm": "constraints-vllm.txt"}
+ALL_IMAGES = NODE_ENGINE_IMAGES + OTHER_IMAGES + tuple(OWN_LOCK_IMAGES)
 
 # Base images whose tag does not say its Python: (Python x.y.z, glibc). tritonserver 24.10:
 # Ubuntu 22.04 with Python 3.10 (NVIDIA's release notes), Ubuntu's python3.10 3.10.12, glibc 2.35.
@@ -439,11 +443,12 @@ def p100_problems(versions: dict[str, str]) -> list[str]:
 
 
 def test_every_dockerfile_is_placed() -> None:
-    assert dockerfiles() == sorted(NODE_ENGINE_IMAGES + OTHER_IMAGES), \
-        "a new Dockerfile: add it to NODE_ENGINE_IMAGES (runs torch/onnxruntime on the node) or OTHER_IMAGES"
+    assert dockerfiles() == sorted(ALL_IMAGES), ("a new Dockerfile: add it to NODE_ENGINE_IMAGES (runs "
+                                                 "torch/onnxruntime on the node), OTHER_IMAGES or "
+                                                 "OWN_LOCK_IMAGES")
 
 
-@pytest.mark.parametrize("dockerfile", NODE_ENGINE_IMAGES + OTHER_IMAGES)
+@pytest.mark.parametrize("dockerfile", ALL_IMAGES)
 def test_base_image_names_its_python_and_every_line_is_read(images: dict[str, Image | Exception],
                                                             dockerfile: str) -> None:
     found = image(images, dockerfile)
@@ -454,7 +459,7 @@ def test_base_image_names_its_python_and_every_line_is_read(images: dict[str, Im
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("dockerfile", NODE_ENGINE_IMAGES + OTHER_IMAGES)
+@pytest.mark.parametrize("dockerfile", ALL_IMAGES)
 def test_every_pip_install_resolves_for_the_image_python(images: dict[str, Image | Exception],
                                                          resolutions: dict[str, list[Resolution]],
                                                          dockerfile: str) -> None:
@@ -502,7 +507,7 @@ def test_the_p100_check_fails_on_constraints_txt_engines() -> None:
     assert "nvidia-cuda-runtime-cu12" not in problems and "nvidia-ml-py" not in problems
 
 
-@pytest.mark.parametrize("dockerfile", NODE_ENGINE_IMAGES + OTHER_IMAGES)
+@pytest.mark.parametrize("dockerfile", ALL_IMAGES)
 def test_versions_live_in_the_constraints_files(images: dict[str, Image | Exception],
                                                 dockerfile: str) -> None:
     """No version in a Dockerfile or requirements file; the node images' GPU pins come from
@@ -515,6 +520,10 @@ def test_versions_live_in_the_constraints_files(images: dict[str, Image | Except
                       if re.search(r"[=<>~!@;]", x)]
         assert not specs, f"{dockerfile}:{line.lineno}: versions outside the constraints files: {specs}"
         pins = [p.read_text() for p in line.pin_files]
+        if dockerfile in OWN_LOCK_IMAGES:
+            assert pins == [(REPO_ROOT / OWN_LOCK_IMAGES[dockerfile]).read_text()], \
+                f"{dockerfile}:{line.lineno}: -c {OWN_LOCK_IMAGES[dockerfile]} alone"
+            continue
         assert (REPO_ROOT / "constraints.txt").read_text() in pins or dockerfile in NODE_ENGINE_IMAGES, \
             f"{dockerfile}:{line.lineno}: -c constraints.txt missing"
         if dockerfile in NODE_ENGINE_IMAGES:
@@ -525,7 +534,7 @@ def test_versions_live_in_the_constraints_files(images: dict[str, Image | Except
             assert len(shared) > 100, "the rest of constraints.txt must come along"
 
 
-@pytest.mark.parametrize("dockerfile", NODE_ENGINE_IMAGES + OTHER_IMAGES)
+@pytest.mark.parametrize("dockerfile", ALL_IMAGES)
 def test_other_indexes_are_named_and_noted(images: dict[str, Image | Exception], dockerfile: str) -> None:
     for line in image(images, dockerfile).pip_lines:
         for index in line.indexes:
@@ -593,3 +602,14 @@ def test_triton_image_points_the_stub_at_servelab(images: dict[str, Image | Exce
                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert done.returncode == 0, done.stderr
     assert Path(done.stdout.strip()).resolve() == (REPO_ROOT / "servelab" / "__init__.py").resolve()
+
+
+@pytest.mark.slow
+def test_vllm_image_gets_transformers_4_and_cuda_12(resolutions: dict[str, list[Resolution]]) -> None:
+    """vLLM 0.10 runs on transformers 4 (the lab model is saved readable by it: servelab.llm.model) and
+    on CUDA 12 builds, which keep the V100's sm_70 kernels (CUDA 13 dropped compute capability 7.0)."""
+    [done] = resolutions["docker/Dockerfile.vllm"]
+    assert done.returncode == 0, done.output[-3000:]
+    versions = done.versions
+    assert versions["vllm"] == "0.10.1.1" and versions["transformers"].startswith("4."), versions
+    assert versions["torch"] == "2.7.1" and "nvidia-cublas-cu12" in versions

@@ -1,0 +1,95 @@
+"""Notebook 09, last part: the same load on vLLM where the GPU host can run it (compute capability 7.0
+or higher: not the lab's P100 node), beside the lab's transformers engine with continuous batching.
+
+Where vLLM cannot run, :func:`vllm_run` prints why and measures nothing; its rows (step ``vllm``,
+engine ``vllm``) join the ``llm`` experiment. Why vLLM 0.10.1.1: docs/decisions/2026-11-23-vllm.md.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from servelab.lab.common import record
+from servelab.lab.params import LabParams
+from servelab.lab.step09_llm_serving import LLM_COLUMNS, load_run, rows_of, short_command
+from servelab.llm.vllm import (
+    capability_argv,
+    gpu_capabilities,
+    serve_command,
+    start_vllm_compose,
+    vllm_problem,
+)
+from servelab.report.effects import Check, check, row
+from servelab.report.figures import Section, table_html
+from servelab.results.schema import LLM, RunData, num
+
+START_TIMEOUT_S = 900  # first start: image build, model load, torch.compile and CUDA graphs
+
+
+def vllm_run(p: LabParams, rate: float) -> pd.DataFrame:
+    """The top rate with mixed lengths on vLLM, its commands printed; or, where vLLM cannot run, why."""
+    capabilities: list[tuple[int, int]] = []
+    error = ""
+    if p.target == "docker":
+        print(f"$ {short_command(capability_argv())}", flush=True)
+        capabilities, error = gpu_capabilities()
+        print(", ".join(f"{a}.{b}" for a, b in capabilities) or error)
+    problem = vllm_problem(p.target, capabilities, error)
+    if problem:
+        print(f"vLLM is not run here. {problem}.")
+        return pd.DataFrame()
+    print("starting vLLM (the first start builds its image and compiles its kernels: up to "
+          f"{START_TIMEOUT_S // 60} min) ...", flush=True)
+    engine = start_vllm_compose(START_TIMEOUT_S)
+    try:
+        print(f"$ {short_command(engine.command)}\n  the service runs: $ {serve_command()}")
+        top = p.llm_rate_fractions[-1] * rate
+        lengths = (p.llm_output_lengths[0], p.llm_output_lengths[1])
+        return record(LLM, [load_run(engine, p, "vllm", top, lengths, label=f"vllm {top:.2f}/s")])
+    finally:
+        engine.stop()
+
+
+def beside(llm: pd.DataFrame) -> pd.DataFrame:
+    """vLLM's rows and the transformers engine's continuous-batching rows at the same rate."""
+    ours = rows_of(llm, "vllm")
+    if ours.empty:
+        return ours
+    mixed = rows_of(llm, "mixed")
+    same = mixed[(mixed["batching"] == "continuous") & (num(mixed, "rate") == num(ours, "rate").iloc[-1])]
+    return pd.concat([same.assign(engine="transformers"), ours], ignore_index=True)
+
+
+def compare(llm: pd.DataFrame) -> pd.DataFrame:
+    """The comparison table, with its reading printed (nothing to compare where vLLM did not run)."""
+    table = beside(llm)
+    print(read(table))
+    return table[[c for c in ["engine", *LLM_COLUMNS] if c in table]].round(2) if not table.empty else table
+
+
+def read(table: pd.DataFrame) -> str:
+    if table.empty:
+        return "no vLLM run: the lab's transformers engine stands alone"
+    parts = [f"{r['engine']}: {r['output_tokens_s']:.0f} tokens/s, TTFT p99 {r['ttft_p99_ms']:.0f} ms, "
+             f"at most {r['max_running']:.0f} running" for _, r in table.iterrows()]
+    return f"at {num(table, 'rate').iloc[-1]:.2f} requests/s, mixed lengths: " + "; ".join(parts)
+
+
+def sections(data: RunData) -> list[Section]:
+    table = beside(data.llm)
+    if table.empty:
+        return []
+    return [Section("LLM: vLLM beside the lab's engine (GPU, compute capability 7.0 or higher)", [
+        f"<p>{read(table)}</p>", table_html(table, ["engine", *LLM_COLUMNS])])]
+
+
+def rules(data: RunData) -> list[Check]:
+    """On a GPU that runs it, vLLM (paged attention, CUDA graphs) serves more tokens/s than the lab's
+    transformers engine at the same rate."""
+    table = beside(data.llm)
+    return [check("LLM on a GPU with compute capability 7.0 or higher: vLLM gives more output tokens/s "
+                  "than the lab's transformers engine (continuous batching) at the same rate",
+                  (row(table, "output_tokens_s", engine="transformers"),
+                   row(table, "output_tokens_s", engine="vllm")),
+                  lambda t, v: v > t, lambda t, v: f"transformers {t:.0f}, vLLM {v:.0f} tokens/s",
+                  gpu_only=True)]
