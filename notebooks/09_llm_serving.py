@@ -210,9 +210,6 @@ common.what_this_run_shows(step, "KV cache")
 vllm_rows = step09_vllm.vllm_run(P, rate)
 step09_vllm.compare(common.concat(continuous, vllm_rows))
 
-# %%
-common.what_this_run_shows(step09_vllm, "vLLM")
-
 # %% [markdown]
 # **Reading it (CPU).** On two cores a decode step for 8 sequences costs several times one
 # sequence's step, so batching adds less than on a GPU; with mixed lengths continuous batching

@@ -7,9 +7,11 @@ engine ``vllm``) join the ``llm`` experiment. Why vLLM 0.10.1.1: docs/decisions/
 
 from __future__ import annotations
 
+import sys
+
 import pandas as pd
 
-from servelab.lab.common import record
+from servelab.lab.common import record, what_this_run_shows
 from servelab.lab.params import LabParams
 from servelab.lab.step09_llm_serving import LLM_COLUMNS, load_run, rows_of, short_command
 from servelab.llm.vllm import (
@@ -36,7 +38,7 @@ def vllm_run(p: LabParams, rate: float) -> pd.DataFrame:
         print(", ".join(f"{a}.{b}" for a, b in capabilities) or error)
     problem = vllm_problem(p.target, capabilities, error)
     if problem:
-        print(f"vLLM is not run here. {problem}.")
+        print(f"vLLM is not run here. {problem}. The transformers engine's results above stand alone.")
         return pd.DataFrame()
     print("starting vLLM (the first start builds its image and compiles its kernels: up to "
           f"{START_TIMEOUT_S // 60} min) ...", flush=True)
@@ -60,11 +62,15 @@ def beside(llm: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([same.assign(engine="transformers"), ours], ignore_index=True)
 
 
-def compare(llm: pd.DataFrame) -> pd.DataFrame:
-    """The comparison table, with its reading printed (nothing to compare where vLLM did not run)."""
+def compare(llm: pd.DataFrame) -> pd.DataFrame | None:
+    """vLLM beside the lab's engine: the reading and what this run shows of the expected effect, printed,
+    and the table; nothing where vLLM did not run (``vllm_run`` said why)."""
     table = beside(llm)
+    if table.empty:
+        return None
     print(read(table))
-    return table[[c for c in ["engine", *LLM_COLUMNS] if c in table]].round(2) if not table.empty else table
+    what_this_run_shows(sys.modules[__name__], "vLLM")
+    return table[[c for c in ["engine", *LLM_COLUMNS] if c in table]].round(2)
 
 
 def read(table: pd.DataFrame) -> str:

@@ -52,9 +52,8 @@ def vllm_problem(target: str, capabilities: Sequence[tuple[int, int]], error: st
     """Why vLLM cannot run for this target and these GPUs, or None when it can."""
     need = ".".join(map(str, VLLM_MIN_CAPABILITY))
     if target != "docker":
-        return (f"target={target!r}: vLLM runs in the compose stack of a GPU host (target 'docker') whose "
-                f"GPU has compute capability {need} or higher; here the lab's transformers engine stands "
-                "alone")
+        return (f"target={target!r}: vLLM runs only in the compose stack of a GPU host (target 'docker') "
+                f"whose GPU has compute capability {need} or higher")
     if error:
         return f"could not read the GPU's compute capability: {error}"
     if not capabilities:
@@ -63,7 +62,7 @@ def vllm_problem(target: str, capabilities: Sequence[tuple[int, int]], error: st
     if old:
         found = ", ".join(f"{a}.{b}" for a, b in old)
         return (f"GPU compute capability {found} is below {need}, the oldest vLLM's CUDA kernels support "
-                "(the lab's P100 node is 6.0): the transformers engine's results stand alone")
+                "(the lab's P100 node is 6.0)")
     return None
 
 

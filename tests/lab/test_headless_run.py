@@ -172,6 +172,7 @@ def test_experiment_notebooks_predict_observe_and_ask(run_dir: Path, notebook: s
         client = r"^\$ python -m servelab\.llm\.client --url \S+ --model \S+ --rate "
         assert re.search(client, printed, re.M), "the load generator's command"
         assert re.search(r"^data: \{.*\"text\"", printed, re.M), "a streamed token"
+        assert "vLLM is not run here. target='local'" in printed, "why this CPU skips vLLM"
     elif notebook != "03_fastapi":
         assert re.search(r"^\$ perf_analyzer -m \S+ -u \S+ ", printed, re.M), "the perf_analyzer command"
 
