@@ -117,15 +117,27 @@ class WorkerRecorder:
 
     calls: list[tuple[str, int, bool]]
 
-    def __init__(self, calls: list[tuple[str, int, bool]], hold: threading.Event | None = None) -> None:
+    def __init__(self, calls: list[tuple[str, int, bool]], hold: threading.Event | None = None,
+                 running: list[int] | None = None, overlapped: list[bool] | None = None) -> None:
         self.calls = calls
         self.hold = hold
+        self.running = running if running is not None else [0]  # batches inside any recorder now
+        self.overlapped = overlapped if overlapped is not None else []  # per call: started beside another
 
     def __call__(self, batch: np.ndarray, alone: bool = True) -> np.ndarray:
+        with LOCK:  # was another batch already running when this one started?
+            self.running[0] += 1
+            overlapped = self.running[0] > 1
         if self.hold is not None:
             self.hold.wait(10)
+        with LOCK:
+            self.running[0] -= 1
         self.calls.append((threading.current_thread().name, len(batch), alone))
+        self.overlapped.append(overlapped)
         return np.zeros((len(batch), NUM_CLASSES), dtype=np.float32)
+
+
+LOCK = threading.Lock()
 
 
 def test_a_lone_request_runs_alone_on_worker_zero() -> None:
@@ -141,14 +153,18 @@ def test_a_lone_request_runs_alone_on_worker_zero() -> None:
 
 def test_a_backlog_is_shared_between_workers_running_single_threaded() -> None:
     calls: list[tuple[str, int, bool]] = []
+    running, overlapped = [0], []
     hold = threading.Event()
-    batcher = MicroBatcher(lambda index: WorkerRecorder(calls, hold), max_batch=8, preprocess_workers=2,
-                           workers=2)
+    batcher = MicroBatcher(lambda index: WorkerRecorder(calls, hold, running, overlapped), max_batch=8,
+                           preprocess_workers=2, workers=2)
     results = _behind_held_batches(batcher, hold, 12)
     assert len(results) == 12 and sum(size for _, size, _ in calls) == 12
     assert {name for name, _, _ in calls} == {"inference-0", "inference-1"}
-    # the very first batch may have been taken before the other requests arrived
-    assert sum(alone for _, _, alone in calls) <= 1
+    # the batches held together were told they share the cores; a batch may be told it runs alone
+    # (the very first, taken before the others arrived, or the last, after the others finished)
+    # only when no other batch was running as it started
+    assert not all(alone for _, _, alone in calls)
+    assert not [c for c, both in zip(calls, overlapped, strict=True) if c[2] and both], (calls, overlapped)
 
 
 def test_gpu_settings_give_one_worker_big_batches_and_every_core_to_decoding() -> None:
