@@ -360,7 +360,11 @@ def pip_env() -> dict[str, str]:
 def resolve(args: list[str], python: str, glibc: tuple[int, int], report: Path,
             index: list[str] | None = None) -> tuple[int, str, list[dict[str, Any]]]:
     major, minor = python.split(".")[:2]
-    command = [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--report", str(report),
+    # fast-deps: pip reads a wheel's METADATA with HTTP range requests where the index serves no
+    # .metadata file (as for torch) instead of downloading the whole wheel for every image. The
+    # same resolution, in half the time: docs/decisions/2026-11-23-suite-time.md
+    command = [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--use-feature=fast-deps",
+               "--report", str(report),
                "--ignore-installed", "--only-binary=:all:", "--python-version", python,
                "--implementation", "cp", "--abi", f"cp{major}{minor}", *platforms(glibc),
                *(index if index is not None else ["--index-url", PYPI]), *args]
