@@ -28,8 +28,9 @@ from typing import Any
 
 REQUEST_TIMEOUT_S = 300.0  # one request, start to last token
 STATS_PATH = "/lab/stats"  # the lab engine's statistics (JSON); vLLM's are its Prometheus /metrics
-VLLM_GAUGES = {"vllm:num_requests_running": "running", "vllm:num_requests_waiting": "waiting",
-               "vllm:gpu_cache_usage_perc": "kv_used", "vllm:kv_cache_usage_perc": "kv_used"}
+VLLM_RUNNING, VLLM_WAITING = "vllm:num_requests_running", "vllm:num_requests_waiting"
+# the KV cache's used share: the newer name first; releases that added it still publish the old one
+VLLM_KV_USED = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
 
 
 @dataclass
@@ -92,14 +93,14 @@ def parse_stats(path: str, text: str) -> dict[str, Any]:
     cache): the lab engine's JSON as it is, or vLLM's Prometheus gauges (summed over its engines)."""
     if not path.endswith("/metrics"):
         return dict(json.loads(text))
-    found: dict[str, float] = {}
+    found: dict[str, float] = {}  # each gauge summed over its label sets (one per engine)
     for m in re.finditer(r"^([A-Za-z_:][\w:]*)(?:\{[^}]*\})?\s+(\S+)", text, re.M):
-        key = VLLM_GAUGES.get(m.group(1))
-        if key:
-            found[key] = found.get(key, 0.0) + float(m.group(2))
-    stats: dict[str, Any] = {k: int(found[k]) for k in ("running", "waiting") if k in found}
-    if "kv_used" in found:
-        stats["kv_free"] = round(1.0 - found["kv_used"], 4)
+        found[m.group(1)] = found.get(m.group(1), 0.0) + float(m.group(2))
+    stats: dict[str, Any] = {key: int(found[name]) for key, name in
+                             (("running", VLLM_RUNNING), ("waiting", VLLM_WAITING)) if name in found}
+    used = next((found[name] for name in VLLM_KV_USED if name in found), None)
+    if used is not None:
+        stats["kv_free"] = round(1.0 - used, 4)
     return stats
 
 

@@ -63,6 +63,8 @@ def served_name() -> str:
     """The model name clients send (and the engine's argument, run from the repository root): the Hub
     id or path when ``SERVELAB_LLM`` is set, else the built model's folder relative to the checkout."""
     source = model_source()
+    if not Path(source).exists():  # a Hub id ("org/model"), not a path to resolve
+        return source
     try:
         return str(Path(source).resolve().relative_to(REPO_ROOT.resolve()))
     except ValueError:

@@ -132,24 +132,32 @@ def start_engine_compose(options: EngineOptions | None = None, timeout: float = 
     options = options or EngineOptions()
     up = compose_argv(options, "up", "--build", "-d", "--wait", "--wait-timeout", str(int(timeout)))
     return compose_up(Engine(f"http://localhost:{COMPOSE_PORT}", served_name(), options, up,
-                             stop_argv=compose_argv(options, "down", "--timeout", "30"), run=run), timeout)
+                             stop_argv=compose_argv(options, "down", "--timeout", "30"), run=run), timeout,
+                      logs_argv=compose_argv(options, "logs", "--tail", "40", "llm_server"))
 
 
-def compose_up(engine: Engine, timeout: float) -> Engine:
-    """Run ``engine.command`` (a ``docker compose … up --wait``), then one warm-up completion. A failed
-    command raises an error that names it; a failed warm-up brings the stack down first."""
+def compose_up(engine: Engine, timeout: float, logs_argv: list[str] | None = None) -> Engine:
+    """Run ``engine.command`` (a ``docker compose … up --wait``), then one warm-up completion. On a
+    failure the stack is brought down (its last log lines, from ``logs_argv``, kept first) and the
+    error names the failed step."""
     run = engine.run or subprocess.run
     done = run(engine.command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout + 1800,
                check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"`{shlex.join(engine.command)}` failed (exit {done.returncode}): "
-                           f"{done.stderr[-1500:]}")
-    status, answer = post_json(f"{engine.url}/v1/completions",
-                               {"model": engine.model, "prompt": "warm up", "max_tokens": 2}, timeout)
-    if status != 200:
-        engine.stop()
-        raise RuntimeError(f"the engine's warm-up completion answered HTTP {status}: {answer}")
-    return engine
+        problem = f"`{shlex.join(engine.command)}` failed (exit {done.returncode}): {done.stderr[-1500:]}"
+    else:
+        status, answer = post_json(f"{engine.url}/v1/completions",
+                                   {"model": engine.model, "prompt": "warm up", "max_tokens": 2}, timeout)
+        if status == 200:
+            return engine
+        problem = f"the engine's warm-up completion answered HTTP {status}: {answer}"
+    if logs_argv is not None:
+        logs = run(logs_argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False)
+        problem += f"\nits log ended with:\n{(logs.stdout + logs.stderr)[-2000:]}"
+    if engine.stop_argv is not None:  # best effort: the error above is what matters
+        run(engine.stop_argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False)
+        engine.stop_argv = None
+    raise RuntimeError(problem)
 
 
 def start_engine(options: EngineOptions | None = None, port: int | None = None, log_dir: Path | None = None,

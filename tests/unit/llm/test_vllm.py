@@ -70,15 +70,23 @@ def test_the_gpu_is_asked_in_a_container_of_the_engine_image() -> None:
     ("docker", [(8, 0), (6, 1)], "", "6.1 is below 7.0"),
     ("docker", [], "", "shows no GPU"),
     ("docker", [], "exit 1: no nvidia runtime", "could not read the GPU's compute capability: exit 1"),
+    ("docker", [(10, 0)], "", "10.0 is newer than the kernels of the vLLM image's torch"),
 ])
 def test_vllm_is_refused_with_the_reason(target: str, caps: list[tuple[int, int]], error: str,
                                          said: str) -> None:
     assert said in (vllm.vllm_problem(target, caps, error) or "")
 
 
-def test_vllm_runs_from_compute_capability_7() -> None:
+def test_vllm_runs_from_compute_capability_7_to_9() -> None:
     assert vllm.vllm_problem("docker", [(7, 0)]) is None
-    assert vllm.vllm_problem("docker", [(9, 0), (9, 0)]) is None
+    assert vllm.vllm_problem("docker", [(8, 9), (9, 0)]) is None
+
+
+def test_a_gpu_that_does_not_answer_is_a_reason_not_a_crash() -> None:
+    def hangs(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        raise subprocess.TimeoutExpired(argv, kwargs["timeout"])
+    caps, error = vllm.gpu_capabilities(run=hangs, timeout=5)
+    assert caps == [] and "did not answer within 5 s" in error
 
 
 def test_up_with_its_profile_then_warm_up_then_down(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -99,13 +107,39 @@ def test_up_with_its_profile_then_warm_up_then_down(monkeypatch: pytest.MonkeyPa
 
 def test_a_failed_warm_up_brings_vllm_down(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(server, "post_json", lambda url, body, timeout: (404, {"error": "no such model"}))
+    monkeypatch.delenv("SERVELAB_LLM", raising=False)
     run = Recorder()
     with pytest.raises(RuntimeError, match="warm-up completion answered HTTP 404"):
         vllm.start_vllm_compose(run=run)
-    assert run.calls[-1][-4:] == ["vllm", "down", "--timeout", "30"]
+    assert run.calls[1:] == [compose("--profile", "vllm", "logs", "--tail", "40", "vllm_server"),
+                             compose("--profile", "vllm", "down", "--timeout", "30")]
 
 
-def test_the_service_serves_the_lab_model_under_its_name_on_8011() -> None:
+def test_a_failed_up_keeps_the_log_and_leaves_nothing_running(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SERVELAB_LLM", raising=False)
+    run = Recorder(fail="container vllm_server is unhealthy")
+    with pytest.raises(RuntimeError) as raised:
+        vllm.start_vllm_compose(run=run)
+    said = str(raised.value)
+    assert "up --build -d --wait" in said and "failed (exit 1): container vllm_server is unhealthy" in said
+    assert "its log ended with:" in said
+    assert [c[-5:] for c in run.calls[1:]] == [["vllm", "logs", "--tail", "40", "vllm_server"],
+                                               ["--profile", "vllm", "down", "--timeout", "30"]]
+
+
+def test_the_notebook_goes_on_when_vllm_does_not_start(monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    def fails(timeout: float) -> server.Engine:
+        raise RuntimeError("`docker compose ... up` failed (exit 1): unhealthy")
+    monkeypatch.setattr(step09_vllm, "gpu_capabilities", lambda: ([(8, 0)], ""))
+    monkeypatch.setattr(step09_vllm, "start_vllm_compose", fails)
+    assert step09_vllm.vllm_run(notebook_params("docker"), 2.0).empty
+    assert "vLLM did not start, so nothing was measured with it" in capsys.readouterr().out
+
+
+def test_the_service_serves_the_lab_model_under_its_name_on_8011(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SERVELAB_LLM", raising=False)
+    monkeypatch.delenv("VLLM_GPU_MEMORY", raising=False)
     services = yaml.safe_load((REPO_ROOT / server.COMPOSE_FILE).read_text())["services"]
     service = services[vllm.VLLM_SERVICE]
     assert service["profiles"] == ["vllm"], "it must not start with the lab engine's `up`"
@@ -123,6 +157,19 @@ def test_vllm_metrics_read_as_the_lab_engine_stats() -> None:
     assert parse_stats("/metrics", METRICS) == {"running": 7, "waiting": 3, "kv_free": 0.75}
     assert parse_stats("/lab/stats", json.dumps({"running": 2, "waiting": 0})) == {"running": 2, "waiting": 0}
     assert parse_stats("/metrics", "vllm:kv_cache_usage_perc 0.5\n") == {"kv_free": 0.5}
+    # a release that added the new name still publishes the old one: read one, never their sum
+    both = 'vllm:kv_cache_usage_perc{engine="0"} 0.4\nvllm:gpu_cache_usage_perc{engine="0"} 0.4\n'
+    assert parse_stats("/metrics", both) == {"kv_free": 0.6}
+
+
+def test_a_hub_id_is_passed_to_compose_as_it_is(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A kernel runs in notebooks/: a Hub id must not become a path under it; a path in the checkout
+    is passed relative to it (compose mounts artifacts/ at the same place)."""
+    monkeypatch.chdir(REPO_ROOT / "notebooks")
+    monkeypatch.setenv("SERVELAB_LLM", "HuggingFaceTB/SmolLM2-135M")
+    assert "SERVELAB_LLM=HuggingFaceTB/SmolLM2-135M" in server.compose_argv(server.EngineOptions())
+    monkeypatch.setenv("SERVELAB_LLM", str(REPO_ROOT / "artifacts" / "llm"))
+    assert "SERVELAB_LLM=artifacts/llm" in server.compose_argv(server.EngineOptions())
 
 
 def test_the_model_is_saved_readable_by_transformers_4(tmp_path: Path) -> None:
@@ -156,6 +203,8 @@ def test_the_notebook_says_why_it_skips_vllm(monkeypatch: pytest.MonkeyPatch,
 
 def test_on_a_newer_gpu_it_measures_the_top_rate_and_stops(monkeypatch: pytest.MonkeyPatch,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("SERVELAB_LLM", raising=False)
+    monkeypatch.delenv("VLLM_GPU_MEMORY", raising=False)
     stopped: list[bool] = []
     engine = server.Engine("http://localhost:8011", "artifacts/llm", server.EngineOptions(), ["docker", "up"],
                            kind="vllm", stats_path="/metrics")

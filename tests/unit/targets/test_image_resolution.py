@@ -482,7 +482,7 @@ def test_every_pip_install_resolves_for_the_image_python(images: dict[str, Image
         floating = sorted(set(result.versions) - pinned_names(line.pin_files) - BOOTSTRAP)
         assert not floating, f"{where}: resolved but pinned by none of its -c files: {floating}"
         assert not [f"{n}=={v}" for n, v in result.versions.items() if cuda13(n, v)], \
-            f"{where}: CUDA 13 packages on a node whose GPUs are P100s"
+            f"{where}: CUDA 13 packages, which have no kernels for the node's P100s (nor for a V100)"
 
 
 @pytest.mark.slow
