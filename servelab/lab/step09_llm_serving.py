@@ -301,12 +301,17 @@ def _top(df: pd.DataFrame) -> float | None:
 
 def kv_rows(llm: pd.DataFrame) -> pd.DataFrame:
     """The cache experiment and the same top rate with the larger cache (for the comparison)."""
-    small = rows_of(llm, "kv_cache")
-    if small.empty:
-        return small
+    return after_continuous(llm, "kv_cache")
+
+
+def after_continuous(llm: pd.DataFrame, step: str) -> pd.DataFrame:
+    """The rows of ``step`` after the continuous-batching, mixed-lengths rows at the same rate."""
+    ours = rows_of(llm, step)
+    if ours.empty:
+        return ours
     mixed = rows_of(llm, "mixed")
-    big = mixed[(mixed["batching"] == "continuous") & (num(mixed, "rate") == num(small, "rate").iloc[-1])]
-    return pd.concat([big, small], ignore_index=True)
+    same = mixed[(mixed["batching"] == "continuous") & (num(mixed, "rate") == num(ours, "rate").iloc[-1])]
+    return pd.concat([same, ours], ignore_index=True)
 
 
 def rows_of(llm: pd.DataFrame, *steps: str) -> pd.DataFrame:

@@ -13,7 +13,7 @@ import pandas as pd
 
 from servelab.lab.common import record, what_this_run_shows
 from servelab.lab.params import LabParams
-from servelab.lab.step09_llm_serving import LLM_COLUMNS, load_run, rows_of, short_command
+from servelab.lab.step09_llm_serving import LLM_COLUMNS, after_continuous, load_run, short_command
 from servelab.llm.vllm import (
     capability_argv,
     gpu_capabilities,
@@ -57,13 +57,12 @@ def vllm_run(p: LabParams, rate: float) -> pd.DataFrame:
 
 
 def beside(llm: pd.DataFrame) -> pd.DataFrame:
-    """vLLM's rows and the transformers engine's continuous-batching rows at the same rate."""
-    ours = rows_of(llm, "vllm")
-    if ours.empty:
-        return ours
-    mixed = rows_of(llm, "mixed")
-    same = mixed[(mixed["batching"] == "continuous") & (num(mixed, "rate") == num(ours, "rate").iloc[-1])]
-    return pd.concat([same.assign(engine="transformers"), ours], ignore_index=True)
+    """vLLM's rows after the transformers engine's continuous-batching rows at the same rate."""
+    table = after_continuous(llm, "vllm")
+    if table.empty:
+        return table
+    engines = table["engine"] if "engine" in table else pd.Series(None, index=table.index, dtype=object)
+    return table.assign(engine=engines.fillna("transformers"))
 
 
 def compare(llm: pd.DataFrame) -> pd.DataFrame | None:
