@@ -32,7 +32,9 @@ def test_series_show_inferences_queue_and_compute(triton, capsys) -> None:
     df = df[df["error"] == ""]
     assert set(df["model"]) == {MODEL}
     busy = df[df["requests_per_s"] > 0]
-    assert len(busy) >= 2, df
+    # how many intervals the load spans depends on the machine's speed (a quiet one served all 32
+    # requests within one 0.25 s interval): the count below is what must hold in every case
+    assert len(busy) >= 1, df
     requests = int(mon.load.argv[mon.load.argv.index("--request-count") + 1])
     assert requests == 32
     seen = (df["requests_per_s"] * df["interval_s"]).sum()
