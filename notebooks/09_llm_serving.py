@@ -198,9 +198,10 @@ common.what_this_run_shows(step, "KV cache")
 # One change: the engine. vLLM serves the same model under the same name with the same
 # OpenAI-compatible API, so the same client command measures it at the top rate with mixed lengths.
 # It runs in the compose stack of a GPU host (`vllm_server` in `docker/docker-compose-llm.yaml`,
-# image `docker/Dockerfile.vllm`). Its CUDA kernels need compute capability 7.0 or higher, so the
-# cell first asks the GPU (`nvidia-smi`); on the lab's P100 node (6.0) and on this CPU it says why
-# it skips vLLM. Its statistics come from its Prometheus `/metrics`.
+# image `docker/Dockerfile.vllm`). Its CUDA kernels need compute capability 7.0 or higher (and the
+# image's torch has none past 9.0), so the cell first asks the GPU (`nvidia-smi`); on the lab's P100
+# node (6.0) and on this CPU it says why it skips vLLM. Its statistics come from its Prometheus
+# `/metrics`.
 #
 # **Predict.** On a GPU, vLLM pages its KV cache in GPU memory and replays decode steps as CUDA
 # graphs. At the same rate, will it give more output tokens/s than the lab's engine? Will it run
