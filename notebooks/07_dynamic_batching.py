@@ -150,9 +150,9 @@ common.what_this_run_shows(step, "dynamic batching")
 # %%
 from servelab.lab import monitoring
 
-metrics_url = stack.url("triton_server", "metrics").rstrip("/") + "/metrics"
-monitoring.show_metrics(metrics_url, ["nv_inference_queue", "nv_inference_count", "nv_inference_exec_count",
-                                      "nv_inference_pending"], contains="food_classifier_onnx")
+monitoring.show_metrics(triton.metrics_url, ["nv_inference_queue", "nv_inference_count",
+                                             "nv_inference_exec_count", "nv_inference_pending"],
+                        contains="food_classifier_onnx")
 
 # %% [markdown]
 # One more load with batching on, scraped every half second: latency per request (queue and

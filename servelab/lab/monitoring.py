@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 
 from servelab.lab.common import Endpoint, hostport
 from servelab.lab.params import LabParams
-from servelab.report.figures import figure, plot_html
+from servelab.report.figures import figure, plot_html, save_figure
 from servelab.results.schema import num
 
 if TYPE_CHECKING:
@@ -267,14 +267,8 @@ class Monitoring:
     figure: Figure = field(init=False)
 
     def __post_init__(self) -> None:
-        import io
-
-        from servelab.report.figures import save_png
-
         self.figure = fig_monitoring(self.frame, self.title)
-        buffer = io.BytesIO()
-        self.figure.savefig(buffer, format="png")
-        print(f"plot saved: {save_png(buffer.getvalue(), 'monitoring ' + self.title)}")
+        save_figure(self.figure, "monitoring " + self.title)
 
     @property
     def reading(self) -> str:
@@ -313,9 +307,8 @@ def monitor_triton(triton: Triton, model: str, p: LabParams, concurrency: int | 
     clients = concurrency or _param(p, ["capacity_concurrency", "scaling_concurrency", "concurrency"], 8)
     requests = max(4 * _param(p, ["window_requests"], 24), 8 * clients)
     inputs = input_data_for(triton, model, workdir=results_dir() / "perf-inputs")
-    url = triton.stack.url("triton_server", "metrics").rstrip("/") + "/metrics"
-    print(f"scraping {url} every {interval_s:g} s")
-    with watch({"triton": url}, interval_s) as w:
+    print(f"scraping {triton.metrics_url} every {interval_s:g} s")
+    with watch({"triton": triton.metrics_url}, interval_s) as w:
         time.sleep(interval_s)
         result = perf(model, hostport(triton.url), "monitoring", concurrency=clients, request_count=requests,
                       timeout=150.0 if p.preset == "quick" else 600.0, **triton.stack.perf_options(inputs))

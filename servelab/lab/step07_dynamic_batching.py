@@ -16,6 +16,7 @@ from servelab.report.figures import (
     as_image,
     fig_breakdown,
     figure,
+    finish,
     first,
     plot_html,
     table_html,
@@ -82,12 +83,8 @@ def fig_rates(df: pd.DataFrame) -> Figure:
         name = "batching on" if bool(enabled) else "batching off"
         ax.plot(num(group, "rate"), num(group, "p50_ms"), "o-", label=f"{name} p50")
         ax.plot(num(group, "rate"), num(group, "p99_ms"), "s--", label=f"{name} p99")
-    ax.set_xlabel("Poisson arrival rate (requests/s)")
-    ax.set_ylabel("latency (ms)")
-    ax.legend(fontsize=8)
-    ax.set_title("dynamic batching across arrival rates", fontsize=11)
-    fig.tight_layout()
-    return fig
+    return finish(fig, ax, "Poisson arrival rate (requests/s)", "latency (ms)",
+                  "dynamic batching across arrival rates")
 
 
 def fig_batch_sizes(counts: dict[int, int], title: str = "") -> Figure:

@@ -27,7 +27,7 @@ from servelab.llm.client import STATS_PATH, make_prompt, percentile, stream_sync
 from servelab.llm.server import Engine, EngineOptions, start_engine, start_engine_compose
 from servelab.report.effects import Check, check, row
 from servelab.report.figures import Section, as_image, figure, finish, plot_html, table_html
-from servelab.results.schema import LLM, RunData, num
+from servelab.results.schema import LLM, RunData, num, step_rows
 
 LLM_COLUMNS = ["step", "batching", "label", "rate", "output_lengths", "requests", "errors", "ttft_p50_ms",
                "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "output_tokens_s", "requests_s", "max_running",
@@ -306,32 +306,26 @@ def kv_rows(llm: pd.DataFrame) -> pd.DataFrame:
 
 def after_continuous(llm: pd.DataFrame, step: str) -> pd.DataFrame:
     """The rows of ``step`` after the continuous-batching, mixed-lengths rows at the same rate."""
-    ours = rows_of(llm, step)
+    ours = step_rows(llm, step)
     if ours.empty:
         return ours
-    mixed = rows_of(llm, "mixed")
+    mixed = step_rows(llm, "mixed")
     same = mixed[(mixed["batching"] == "continuous") & (num(mixed, "rate") == num(ours, "rate").iloc[-1])]
     return pd.concat([same, ours], ignore_index=True)
-
-
-def rows_of(llm: pd.DataFrame, *steps: str) -> pd.DataFrame:
-    if llm.empty or "step" not in llm:
-        return pd.DataFrame()
-    return llm[llm["step"].isin(steps)].copy()
 
 
 def sections(data: RunData) -> list[Section]:
     """Prefill vs decode, static vs continuous batching (mixed and equal lengths), the KV cache."""
     out = []
-    single = rows_of(data.llm, "single")
+    single = step_rows(data.llm, "single")
     if not single.empty:
         out.append(Section("LLM: one request, prefill vs decode", [
             plot_html(fig_single(single), read_single(single)), table_html(single, SINGLE_COLUMNS)]))
-    mixed = rows_of(data.llm, "mixed")
+    mixed = step_rows(data.llm, "mixed")
     if not mixed.empty:
         out.append(Section("LLM: static vs continuous batching, mixed output lengths", [
             plot_html(fig_batching(mixed), read_batching(mixed)), table_html(mixed, LLM_COLUMNS)]))
-    equal = rows_of(data.llm, "equal")
+    equal = step_rows(data.llm, "equal")
     if not equal.empty:
         out.append(Section("LLM: static vs continuous batching, equal output lengths", [
             table_html(equal, LLM_COLUMNS), f"<p>{read_batching(equal)}</p>"]))
@@ -354,11 +348,11 @@ def _ratio(df: pd.DataFrame) -> float | None:
 def rules(data: RunData) -> list[Check]:
     """Prefill grows with the prompt; continuous batching wins with mixed lengths (tokens/s, TTFT p99);
     static batching closes the gap with equal lengths; a smaller KV cache holds fewer sequences and queues."""
-    single = rows_of(data.llm, "single")
-    mixed = rows_of(data.llm, "mixed")
+    single = step_rows(data.llm, "single")
+    mixed = step_rows(data.llm, "mixed")
     top = _top(mixed)
     kv = kv_rows(data.llm)
-    small = rows_of(data.llm, "kv_cache")
+    small = step_rows(data.llm, "kv_cache")
 
     def median(prompt: str, column: str) -> float | None:
         values = num(single[single["prompt"] == prompt], column).dropna().tolist() if not single.empty else []
@@ -367,7 +361,7 @@ def rules(data: RunData) -> list[Check]:
     def at_top(column: str, batching: str) -> float | None:
         return row(mixed, column, rate=top, batching=batching) if top is not None else None
 
-    mixed_ratio, equal_ratio = _ratio(mixed), _ratio(rows_of(data.llm, "equal"))
+    mixed_ratio, equal_ratio = _ratio(mixed), _ratio(step_rows(data.llm, "equal"))
     return [
         check("LLM: a long prompt's time to first token exceeds a short one's "
               "(prefill grows with the prompt)",

@@ -36,6 +36,11 @@ class Triton:
 
         return httpclient.InferenceServerClient(self.url, network_timeout=120.0, connection_timeout=30.0)
 
+    @property
+    def metrics_url(self) -> str:
+        """Triton's Prometheus page (its metrics port), as a scraper or ``curl`` asks for it."""
+        return self.stack.url("triton_server", "metrics").rstrip("/") + "/metrics"
+
     def _repr_html_(self) -> str:
         models = ", ".join(f"{m['name']} ({m.get('state', '?')})"
                            for m in self.client().get_model_repository_index())

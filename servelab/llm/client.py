@@ -94,8 +94,13 @@ def parse_stats(path: str, text: str) -> dict[str, Any]:
     if not path.endswith("/metrics"):
         return dict(json.loads(text))
     found: dict[str, float] = {}  # each gauge summed over its label sets (one per engine)
-    for m in re.finditer(r"^([A-Za-z_:][\w:]*)(?:\{[^}]*\})?\s+(\S+)", text, re.M):
-        found[m.group(1)] = found.get(m.group(1), 0.0) + float(m.group(2))
+    wanted = (VLLM_RUNNING, VLLM_WAITING, *VLLM_KV_USED)
+    for line in text.splitlines():
+        if not line.startswith(wanted):  # histograms and process metrics: most of the page
+            continue
+        m = re.match(r"([A-Za-z_:][\w:]*)(?:\{[^}]*\})?\s+(\S+)", line)
+        if m and m.group(1) in wanted:
+            found[m.group(1)] = found.get(m.group(1), 0.0) + float(m.group(2))
     stats: dict[str, Any] = {key: int(found[name]) for key, name in
                              (("running", VLLM_RUNNING), ("waiting", VLLM_WAITING)) if name in found}
     used = next((found[name] for name in VLLM_KV_USED if name in found), None)

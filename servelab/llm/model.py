@@ -59,11 +59,16 @@ def model_source() -> str:
     return os.environ.get(LLM_VARIABLE) or str(LLM_DIR)
 
 
+def is_hub_id(source: str) -> bool:
+    """``SERVELAB_LLM`` names a Hugging Face Hub model ("org/model"), not a path on this machine."""
+    return bool(source) and not Path(source).exists()
+
+
 def served_name() -> str:
     """The model name clients send (and the engine's argument, run from the repository root): the Hub
     id or path when ``SERVELAB_LLM`` is set, else the built model's folder relative to the checkout."""
     source = model_source()
-    if not Path(source).exists():  # a Hub id ("org/model"), not a path to resolve
+    if is_hub_id(source):  # not a path to resolve
         return source
     try:
         return str(Path(source).resolve().relative_to(REPO_ROOT.resolve()))

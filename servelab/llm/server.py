@@ -23,7 +23,7 @@ from typing import Any
 from servelab.core.paths import REPO_ROOT
 from servelab.core.procs import ManagedProcess, WaitTimeoutError, free_port
 from servelab.llm.client import STATS_PATH, parse_stats
-from servelab.llm.model import LLM_VARIABLE, served_name
+from servelab.llm.model import LLM_VARIABLE, is_hub_id, served_name
 from servelab.results.store import results_dir
 
 
@@ -94,8 +94,7 @@ class Engine:
 
 def engine_env() -> dict[str, str]:
     """Offline unless ``SERVELAB_LLM`` names a Hub id (a path or the built model needs no network)."""
-    source = os.environ.get(LLM_VARIABLE, "")
-    hub = bool(source) and not Path(source).exists()
+    hub = is_hub_id(os.environ.get(LLM_VARIABLE, ""))
     return {} if hub else {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from servelab.core.gpu import COMPUTE_CAP_QUERY, parse_compute_capabilities
 from servelab.core.paths import REPO_ROOT
 from servelab.llm.model import served_name
-from servelab.llm.server import Engine, EngineOptions, compose_argv, compose_up
+from servelab.llm.server import COMPOSE_FILE, Engine, EngineOptions, compose_argv, compose_up
 
 VLLM_MIN_CAPABILITY = (7, 0)
 VLLM_MAX_CAPABILITY = (9, 0)  # torch 2.7.1's CUDA 12.6 build (constraints-vllm.txt) stops at sm_90
@@ -93,7 +93,7 @@ def start_vllm_compose(timeout: float = 900.0, run: Any = subprocess.run) -> Eng
                       logs_argv=compose_argv(options, *profile, "logs", "--tail", "40", VLLM_SERVICE))
 
 
-def serve_command(compose_file: str = "docker/docker-compose-llm.yaml") -> str:
+def serve_command(compose_file: str = COMPOSE_FILE) -> str:
     """The ``vllm serve …`` command the service runs, as its compose file says (variables filled in
     from this process's environment or their defaults; a ``docker/.env`` is not read)."""
     import yaml

@@ -177,26 +177,26 @@ def read_util(df: pd.DataFrame) -> str:
 
 
 def as_image(fig: Figure, name: str | None = None) -> Any:
-    """A figure as an image a notebook shows (and stores) as PNG, whatever matplotlib backend is active.
-
-    Also saved as ``plots/<name>.png`` in the run's results folder (``name``: the figure's title by
-    default; an existing file is never overwritten: ``-2``, ``-3`` … are added), for a lab report.
-    """
-    import io
-
+    """A figure as an image a notebook shows (and stores) as PNG, whatever matplotlib backend is active;
+    also saved for a lab report (:func:`save_figure`)."""
     from IPython.display import Image
+
+    return Image(data=save_figure(fig, name), format="png")
+
+
+def save_figure(fig: Figure, name: str | None = None) -> bytes:
+    """The figure as PNG, saved as ``plots/<name>.png`` in the run's results folder (``name``: the
+    figure's title by default; an existing file is never overwritten: ``-2``, ``-3`` … are added)."""
+    import io
 
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
-    path = save_png(buffer.getvalue(), name or _title(fig))
-    print(f"plot saved: {path}")
-    return Image(data=buffer.getvalue(), format="png")
+    print(f"plot saved: {save_png(buffer.getvalue(), name or _title(fig))}")
+    return buffer.getvalue()
 
 
 def _title(fig: Figure) -> str:
-    suptitle = getattr(fig, "_suptitle", None)
-    titles = [suptitle.get_text()] if suptitle is not None else []
-    titles += [ax.get_title() for ax in fig.axes if ax.get_title()]
+    titles = [fig.get_suptitle(), *(ax.get_title() for ax in fig.axes)]
     return next((t for t in titles if t), "figure")
 
 

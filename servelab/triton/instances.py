@@ -43,6 +43,11 @@ def running_instances(model_file: str) -> int:
     return max(count, 1)
 
 
+def thread_setting(setting: str) -> str:
+    """The ``CPU_THREADS`` in force: env ``SERVELAB_TRITON_THREADS`` over the config's (empty: auto)."""
+    return os.environ.get("SERVELAB_TRITON_THREADS", setting or "auto").strip().lower()
+
+
 def choose_threads(setting: str, instances: int, on_gpu: bool) -> int | None:
     """Intra-op threads for one instance (the config's ``CPU_THREADS``); None leaves torch's default.
 
@@ -52,7 +57,7 @@ def choose_threads(setting: str, instances: int, on_gpu: bool) -> int | None:
     with); a number: that many. Env ``SERVELAB_TRITON_THREADS`` overrides it.
     """
     # why: docs/decisions/2026-11-23-triton-python-model.md
-    setting = os.environ.get("SERVELAB_TRITON_THREADS", setting or "auto").strip().lower()
+    setting = thread_setting(setting)
     if setting == "default":
         return None
     if setting != "auto":
@@ -75,8 +80,7 @@ class CpuThreads:
         parameters = {k: v.get("string_value", "") for k, v in model_config.get("parameters", {}).items()}
         self.torch, self.model_file = torch, model_file
         self.setting = parameters.get("CPU_THREADS", "").strip() or "auto"  # absent or empty: auto
-        chosen = os.environ.get("SERVELAB_TRITON_THREADS", self.setting).strip().lower()
-        self.adapt = not on_gpu and chosen == "auto"
+        self.adapt = not on_gpu and thread_setting(self.setting) == "auto"
         self.next_check = 0.0
         threads = choose_threads(self.setting, cpu_instances(model_config), on_gpu)
         if threads is not None:
