@@ -159,15 +159,17 @@ onnx_conc
 # %%
 from servelab.lab import monitoring
 
-monitoring.show_metrics(f"{api.url}/metrics", ["http_request", "inference_batch"], contains="/predict")
+lines = monitoring.show_metrics(f"{api.url}/metrics", ["http_request", "inference_batch"],
+                                contains="/predict")
 
 # %% [markdown]
-# Now the same load again, with `/metrics` scraped every half second. Each point is computed the
-# way a dashboard's `rate()` panel does, from the change between two scrapes: requests per second,
-# the mean latency of the requests that finished in that interval, and the requests in flight.
+# Now the same clients again, sending about five seconds' worth of requests at the rate just
+# measured, with `/metrics` scraped every half second. Each point is computed the way a
+# dashboard's `rate()` panel does, from the change between two scrapes: requests per second, the
+# mean latency of the requests that finished in that interval, and the requests in flight.
 
 # %%
-monitoring.monitor_fastapi(api, P)
+monitoring.monitor_fastapi(api, P, expected_rate=onnx_conc["throughput_rps"].iloc[0])
 
 # %% [markdown]
 # ## PyTorch vs ONNX Runtime

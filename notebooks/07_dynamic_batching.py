@@ -150,17 +150,18 @@ common.what_this_run_shows(step, "dynamic batching")
 # %%
 from servelab.lab import monitoring
 
-monitoring.show_metrics(triton.metrics_url, ["nv_inference_queue", "nv_inference_count",
-                                             "nv_inference_exec_count", "nv_inference_pending"],
-                        contains="food_classifier_onnx")
+lines = monitoring.show_metrics(triton.metrics_url, ["nv_inference_queue", "nv_inference_count",
+                                                     "nv_inference_exec_count", "nv_inference_pending"],
+                                contains="food_classifier_onnx")
 
 # %% [markdown]
-# One more load with batching on, scraped every half second: latency per request (queue and
-# compute), inferences per second and requests waiting, over time; the reading under the plot
-# gives the mean batch size (Δ`nv_inference_count` / Δ`nv_inference_exec_count`).
+# One more load with batching on, about five seconds at the measured capacity, scraped every half
+# second: latency per request (queue and compute), inferences per second and requests waiting,
+# over time; the reading under the plot gives the mean batch size
+# (Δ`nv_inference_count` / Δ`nv_inference_exec_count`).
 
 # %%
-monitoring.monitor_triton(triton, "food_classifier_onnx", P)
+monitoring.monitor_triton(triton, "food_classifier_onnx", P, expected_rate=capacity)
 
 # %%
 triton_steps.triton_down(stack)

@@ -283,29 +283,38 @@ def _param(p: LabParams, names: Sequence[str], default: Any) -> Any:
     return next((p.values[n] for n in names if n in p.values), default)
 
 
-def monitor_fastapi(api: Endpoint, p: LabParams, interval_s: float = 0.5) -> Monitoring:
-    """``conc_requests`` from ``concurrency`` clients (``servelab.bench.run_concurrent``) while scraping
-    ``<api>/metrics``, with one idle interval before and after. Not recorded."""
+LOAD_SECONDS = 5.0  # a monitored load given its expected rate: about ten scrapes at 0.5 s
+
+
+def monitor_fastapi(api: Endpoint, p: LabParams, interval_s: float = 0.5,
+                    expected_rate: float | None = None) -> Monitoring:
+    """``conc_requests`` (or, with ``expected_rate`` in requests/s, about ``LOAD_SECONDS`` worth) from
+    ``concurrency`` clients (``servelab.bench.run_concurrent``) while scraping ``<api>/metrics``, with one
+    idle interval before and after. Not recorded."""
     from servelab.bench import run_concurrent
 
+    requests = max(_param(p, ["conc_requests"], 96), math.ceil((expected_rate or 0) * LOAD_SECONDS))
     with watch({api.kind: f"{api.url}/metrics"}, interval_s) as w:
         time.sleep(interval_s)
-        load = run_concurrent(api.url, _param(p, ["conc_requests"], 96), _param(p, ["concurrency"], 16))
+        load = run_concurrent(api.url, requests, _param(p, ["concurrency"], 16))
         time.sleep(interval_s)
     return Monitoring(w.frame(), f"{api.kind}: its /metrics scraped every {interval_s:g} s", load)
 
 
 def monitor_triton(triton: Triton, model: str, p: LabParams, concurrency: int | None = None,
-                   interval_s: float = 0.5) -> Monitoring:
+                   interval_s: float = 0.5, expected_rate: float | None = None) -> Monitoring:
     """perf_analyzer (``servelab.triton.perf.perf``, which prints its command) at ``concurrency`` clients
     for a fixed request count while scraping Triton's metrics port; ``triton`` is ``triton_up``'s handle.
-    Shows only ``model``. Not recorded."""
+    With ``expected_rate`` (requests/s, e.g. the measured capacity) the count lasts about
+    ``LOAD_SECONDS``, so the plot has several intervals on a fast machine too. Shows only ``model``.
+    Not recorded."""
     from servelab.results.store import results_dir
     from servelab.triton.experiments import input_data_for
     from servelab.triton.perf import perf
 
     clients = concurrency or _param(p, ["capacity_concurrency", "scaling_concurrency", "concurrency"], 8)
-    requests = max(4 * _param(p, ["window_requests"], 24), 8 * clients)
+    requests = max(4 * _param(p, ["window_requests"], 24), 8 * clients,
+                   math.ceil((expected_rate or 0) * LOAD_SECONDS))
     inputs = input_data_for(triton, model, workdir=results_dir() / "perf-inputs")
     print(f"scraping {triton.metrics_url} every {interval_s:g} s")
     with watch({"triton": triton.metrics_url}, interval_s) as w:

@@ -49,3 +49,17 @@ def test_show_metrics_prints_triton_lines(triton) -> None:
     lines = monitoring.show_metrics(triton.metrics_url, ["nv_inference_queue_duration_us"], contains=MODEL)
     assert "# TYPE nv_inference_queue_duration_us counter" in lines
     assert any(line.startswith(f'nv_inference_queue_duration_us{{model="{MODEL}"') for line in lines)
+
+
+def test_an_expected_rate_sizes_the_load_to_last_several_scrapes(triton, capsys) -> None:
+    """Given the rate it will see, the load is about LOAD_SECONDS long, so a fast machine still gets
+    several intervals (without it, 32 requests fitted in one 0.25 s interval)."""
+    p = resolve("local", "quick", window_requests=8)
+    rate = 40.0
+    mon = monitoring.monitor_triton(Triton(local_stack(triton), triton.url), MODEL, p, concurrency=4,
+                                    interval_s=0.25, expected_rate=rate)
+    requests = int(mon.load.argv[mon.load.argv.index("--request-count") + 1])
+    assert requests == math.ceil(rate * monitoring.LOAD_SECONDS)
+    df = mon.frame[mon.frame["error"] == ""]
+    assert math.isclose((df["requests_per_s"] * df["interval_s"]).sum(), requests, abs_tol=0.5)
+    assert "$ perf_analyzer" in capsys.readouterr().out
