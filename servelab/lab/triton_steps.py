@@ -69,7 +69,8 @@ def deploy(triton: Triton, name: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         said = io.StringIO()
         with contextlib.redirect_stdout(said):  # what the deploy adapts for this target, shown if it deploys
-            folder = deploy_model(name, Path(tmp), gpu=triton.stack.has_gpu)
+            folder = deploy_model(name, Path(tmp), gpu=triton.stack.has_gpu,
+                                  onnx_backend=triton.stack.triton_has_backend("onnxruntime"))
         if _deployed_as(triton, name, folder) and _ready(triton.client(), name):
             return  # the stack deployed and loaded exactly this already
         live = f"{MODEL_REPOSITORY}/{name}"

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from servelab.core.compose import explain_up_failure, file_args, gpu_runtime, up_args
 from servelab.core.paths import REPO_ROOT
 from servelab.core.procs import ManagedProcess, WaitTimeoutError, free_port
 from servelab.llm.client import STATS_PATH, parse_stats
@@ -121,15 +122,16 @@ def compose_argv(options: EngineOptions, *args: str) -> list[str]:
     if os.environ.get(LLM_VARIABLE):  # as the client names it: a Hub id, or a path in the checkout
         variables[LLM_VARIABLE] = served_name()
     prefix = ["env", *(f"{k}={v}" for k, v in sorted(variables.items()))]
-    return [*prefix, "docker", "compose", "-p", COMPOSE_PROJECT, "-f", COMPOSE_FILE, *args]
+    return [*prefix, "docker", "compose", "-p", COMPOSE_PROJECT, *file_args(COMPOSE_FILE, gpu_runtime()),
+            *args]
 
 
 def start_engine_compose(options: EngineOptions | None = None, timeout: float = 600.0,
                          run: Any = subprocess.run) -> Engine:
-    """The engine in its compose stack on this GPU host (target ``docker``): built, started, healthy
-    (``--wait``), warmed up. ``Engine.stop`` brings the stack down."""
+    """The engine in its compose stack on this Docker host (target ``docker``): started from its built
+    image, healthy (``--wait``), warmed up. ``Engine.stop`` brings the stack down."""
     options = options or EngineOptions()
-    up = compose_argv(options, "up", "--build", "-d", "--wait", "--wait-timeout", str(int(timeout)))
+    up = compose_argv(options, *up_args(timeout))
     return compose_up(Engine(f"http://localhost:{COMPOSE_PORT}", served_name(), options, up,
                              stop_argv=compose_argv(options, "down", "--timeout", "30"), run=run), timeout,
                       logs_argv=compose_argv(options, "logs", "--tail", "40", "llm_server"))
@@ -140,10 +142,18 @@ def compose_up(engine: Engine, timeout: float, logs_argv: list[str] | None = Non
     failure the stack is brought down (its last log lines, from ``logs_argv``, kept first) and the
     error names the failed step."""
     run = engine.run or subprocess.run
-    done = run(engine.command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout + 1800,
+    done = run(engine.command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout + 120,
                check=False)
+
+    def said(argv: list[str]) -> tuple[int, str]:
+        more = run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False)
+        return more.returncode, (more.stdout or "") + (more.stderr or "")
+
     if done.returncode != 0:
-        problem = f"`{shlex.join(engine.command)}` failed (exit {done.returncode}): {done.stderr[-1500:]}"
+        compose = engine.command[:engine.command.index("up")]
+        problem = (f"`{shlex.join(engine.command)}` failed (exit {done.returncode}): "
+                   + explain_up_failure("the LLM engine's stack", done.stderr or "", compose, said))
+        logs_argv = None  # the explanation carries the failed services' log lines
     else:
         status, answer = post_json(f"{engine.url}/v1/completions",
                                    {"model": engine.model, "prompt": "warm up", "max_tokens": 2}, timeout)

@@ -19,6 +19,7 @@ import subprocess
 from collections.abc import Sequence
 from typing import Any
 
+from servelab.core.compose import up_args
 from servelab.core.gpu import COMPUTE_CAP_QUERY, parse_compute_capabilities
 from servelab.core.paths import REPO_ROOT
 from servelab.llm.model import served_name
@@ -78,14 +79,14 @@ def vllm_problem(target: str, capabilities: Sequence[tuple[int, int]], error: st
 
 
 def start_vllm_compose(timeout: float = 900.0, run: Any = subprocess.run) -> Engine:
-    """vLLM in the compose stack on this GPU host: built, started, healthy, warmed up; ``Engine.stop``
+    """vLLM in the compose stack on this GPU host: started from its built image (``./lab images`` builds
+    it where the GPU can run it), healthy, warmed up; ``Engine.stop``
     brings the stack down (``--profile vllm``: both services; the lab engine is already stopped). On a
     failure the error carries vLLM's last log lines and nothing is left running."""
     options = EngineOptions(batching="continuous", cb_num_blocks=None, cb_block_size=None,
                             cb_max_batch_tokens=None)
     profile = ("--profile", "vllm")
-    up = compose_argv(options, *profile, "up", "--build", "-d", "--wait", "--wait-timeout", str(int(timeout)),
-                      VLLM_SERVICE)
+    up = compose_argv(options, *profile, *up_args(timeout, VLLM_SERVICE))
     engine = Engine(f"http://localhost:{VLLM_PORT}", served_name(), options, up,
                     stop_argv=compose_argv(options, *profile, "down", "--timeout", "30"), run=run,
                     kind="vllm", stats_path=VLLM_STATS)

@@ -174,6 +174,11 @@ class Stack(ABC):
     def read_file(self, relpath: str) -> bytes:
         """Read a file under the project root on the host."""
 
+    def triton_has_backend(self, backend: str) -> bool:
+        """Does the running Triton server have ``backend`` (e.g. "onnxruntime")? Not the local one:
+        the wheel's Triton has only the Python backend."""
+        return False
+
     @abstractmethod
     def reload_model(self, name: str, config_json: str | None = None) -> None:
         """Ask the live Triton server to (re)load ``name``, optionally with a config override."""

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from servelab.core.compose import explain_up_failure, file_args, gpu_runtime, up_args
 from servelab.core.paths import REPO_ROOT
 from servelab.targets.base import (
     COMPOSE_FILES,
@@ -33,6 +34,8 @@ from servelab.targets.base import (
     run_local,
     safe_relpath,
 )
+
+TRITON_BACKENDS = "/opt/tritonserver/backends"  # where NGC's image keeps them (tritonserver's default)
 
 
 class Transport(Protocol):
@@ -86,17 +89,23 @@ class ComposeStack(Stack):
     Each stack is its own compose project (``servelab-fastapi``,
     ``servelab-triton``); both publish port 8000, so bringing one up first
     brings the other down. The Jupyter server is a third project that neither
-    touches. ``--wait`` makes ``up`` return only when every healthcheck passes.
+    touches. ``--wait`` makes ``up`` return only when every healthcheck passes;
+    ``up`` never builds (``servelab.core.compose``: images are built before the
+    notebooks run). ``gpu``: whether containers get GPUs (default: ask the engine).
     """
 
     target = "docker"
-    has_gpu = True
 
     def __init__(self, transport: Transport | None = None, root: Path = REPO_ROOT,
                  fastapi_app: str | None = None, stack: str | None = None,
-                 env: Mapping[str, str] | None = None, flask_backend: str = "triton") -> None:
+                 env: Mapping[str, str] | None = None, flask_backend: str = "triton",
+                 gpu: bool | None = None) -> None:
         self.root = Path(root)
         self.transport: Transport = transport or LocalTransport(self.root)
+        if gpu is None:
+            gpu = gpu_runtime(lambda argv: self._said(self.transport.run(argv, 30)))
+        self.has_gpu = gpu
+        self._backends: list[str] | None = None  # the Triton image's backends, once asked
         self.choose(flask_backend=flask_backend)  # FLASK_BACKEND in the triton stack
         self.choose(fastapi_app or os.environ.get("FASTAPI_APP", "fastapi_pt"))
         self.env = dict(env or {})
@@ -110,17 +119,43 @@ class ComposeStack(Stack):
                      **owner_ids(self.root), **self.env}
         prefix = ["env", *(f"{key}={value}" for key, value in sorted(variables.items()))]
         return [*prefix, "docker", "compose", "-p", f"servelab-{check_stack(stack)}",
-                "-f", COMPOSE_FILES[stack], *args]
+                *file_args(COMPOSE_FILES[stack], self.has_gpu), *args]
 
     def _run(self, argv: Sequence[str], timeout: float | None) -> CommandResult:
         return self.transport.run(argv, timeout)
 
-    def prepare_models_argv(self) -> list[str]:
-        """The lab's ``cp -r models_staging/x models/``, for models not in the live repository yet."""
-        names = " ".join(LAB_MODELS)
-        script = (f"mkdir -p {MODEL_REPOSITORY} && for m in {names}; do "
-                  f"[ -e {MODEL_REPOSITORY}/$m ] || cp -r models_staging/$m {MODEL_REPOSITORY}/; done")
-        return ["sh", "-c", script]
+    @staticmethod
+    def _said(result: CommandResult) -> tuple[int, str]:
+        return result.returncode, result.stdout + result.stderr
+
+    def prepare_models(self) -> None:
+        """The lab's models in the live repository before Triton starts (it loads them at start): each
+        staged model not there yet is deployed adapted to this host, as the notebooks deploy it
+        (KIND_CPU without GPUs; the Python-backend ONNX runner where the image has no onnxruntime)."""
+        import tempfile
+
+        from servelab.triton.repository import deploy_model
+
+        missing = [name for name in LAB_MODELS if not self._exists(f"{MODEL_REPOSITORY}/{name}/config.pbtxt")]
+        if not missing:
+            return
+        onnx = self.triton_has_backend("onnxruntime")
+        with tempfile.TemporaryDirectory() as tmp:
+            for name in missing:
+                folder = deploy_model(name, Path(tmp), gpu=self.has_gpu, onnx_backend=onnx, quiet=True)
+                print(f"deploying models_staging/{name} -> {MODEL_REPOSITORY}/{name} before Triton starts "
+                      f"({'GPU' if self.has_gpu else 'KIND_CPU: no GPU runtime on this Docker host'}"
+                      f"{'' if onnx else '; no onnxruntime backend in this image: Python-backend runner'})")
+                for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+                    live = f"{MODEL_REPOSITORY}/{name}/{path.relative_to(folder)}"
+                    self.transport.put(live, path.read_bytes())
+
+    def _exists(self, relpath: str) -> bool:
+        try:
+            self.transport.get(relpath)
+        except (OSError, KeyError, RuntimeError):
+            return False
+        return True
 
     def up(self, stack: str, services: Sequence[str] | None = None, timeout: float = 600.0, *,
            fastapi_app: str | None = None, flask_backend: str | None = None) -> None:
@@ -133,12 +168,15 @@ class ComposeStack(Stack):
         for other in STACKS:
             if other != stack:
                 self._run(self.compose(other, "down"), 300).check()
-        if stack == "triton":  # made by this kernel's user (the checkout owner) before Triton mounts it
-            self._run(self.prepare_models_argv(), 60).check()
-        argv = self.compose(stack, "up", "--build", "-d", "--wait", "--wait-timeout", str(int(timeout)),
-                            *(services or ()))
+        if stack == "triton":  # written by this kernel's user (the checkout owner) before Triton mounts it
+            self.prepare_models()
+        argv = self.compose(stack, *up_args(timeout, *(services or ())))
         print("$ " + shlex.join(argv))
-        self._run(argv, timeout + 1800).check()  # the first build downloads images: allow for it
+        done = self._run(argv, timeout + 120)
+        if done.returncode != 0:
+            raise RuntimeError(explain_up_failure(
+                f"the {stack} stack", done.stderr + done.stdout, self.compose(stack),
+                lambda more: self._said(self._run(more, 120))))
         self.current = stack
 
     def down(self, stack: str | None = None, timeout: float = 120.0) -> None:
@@ -184,6 +222,19 @@ class ComposeStack(Stack):
 
     def read_file(self, relpath: str) -> bytes:
         return self.transport.get(safe_relpath(relpath))
+
+    def triton_has_backend(self, backend: str) -> bool:
+        """Asked of the Triton image, in a throw-away container (answered once per stack): NGC's image
+        has onnxruntime; an image without it gets the Python-backend runner."""
+        if self._backends is None:
+            argv = self.compose("triton", "run", "--rm", "--no-deps", "--pull", "never", "--entrypoint", "ls",
+                                "triton_server", TRITON_BACKENDS)
+            done = self._run(argv, 120)
+            if done.returncode != 0:
+                raise RuntimeError(explain_up_failure("the Triton image", done.stderr + done.stdout,
+                                                      self.compose("triton"), lambda more: (0, "")))
+            self._backends = done.stdout.split()
+        return backend in self._backends
 
     def reload_model(self, name: str, config_json: str | None = None) -> None:
         """Load ``name`` again through Triton's model-control API (HTTP, from this kernel)."""

@@ -22,23 +22,26 @@ IDS = [f"HOST_GID={OWNER.st_gid}", f"HOST_UID={OWNER.st_uid}"]
 ENV = ["env", "FASTAPI_APP=fastapi_pt", "FLASK_BACKEND=triton", *IDS, "docker", "compose"]
 FASTAPI = [*ENV, "-p", "servelab-fastapi", "-f", "docker/docker-compose-fastapi.yaml"]
 TRITON = [*ENV, "-p", "servelab-triton", "-f", "docker/docker-compose-triton.yaml"]
-PREPARE = ["sh", "-c", "mkdir -p models && for m in food_classifier food_classifier_onnx; do "
-           "[ -e models/$m ] || cp -r models_staging/$m models/; done"]
+UP = ["up", "-d", "--no-build", "--pull", "never", "--wait", "--wait-timeout"]  # never builds
+# the Triton image asked for its backends (once) before the lab's models are deployed for it
+BACKENDS = [*TRITON, "run", "--rm", "--no-deps", "--pull", "never", "--entrypoint", "ls", "triton_server",
+            "/opt/tritonserver/backends"]
 
 
 class RecordingTransport:
     """Stands in for this host / the node: records commands, keeps files in a dict."""
 
-    def __init__(self, fail: str | None = None) -> None:
+    def __init__(self, fail: str | None = None, stdout: str = "out") -> None:
         self.host = "node.example"
         self.commands: list[list[str]] = []
         self.files: dict[str, bytes] = {}
         self.fail = fail
+        self.stdout = stdout
 
     def run(self, argv: Any, timeout: float | None) -> CommandResult:
         self.commands.append(list(argv))
         code = 1 if self.fail and self.fail in argv else 0
-        return CommandResult(list(argv), code, "out", "boom" if code else "")
+        return CommandResult(list(argv), code, self.stdout, "boom" if code else "")
 
     def put(self, relpath: str, content: bytes) -> None:
         self.files[relpath] = content
@@ -59,13 +62,41 @@ def test_compose_up_down_exact_commands() -> None:
     stack.down()
     assert transport.commands == [
         [*TRITON, "down"],
-        [*FASTAPI, "up", "--build", "-d", "--wait", "--wait-timeout", "300"],
+        [*FASTAPI, *UP, "300"],
         [*FASTAPI, "down"],
-        PREPARE,
-        [*TRITON, "up", "--build", "-d", "--wait", "--wait-timeout", "600"],
+        BACKENDS,
+        [*TRITON, *UP, "600"],
         [*FASTAPI, "down", "--timeout", "60"],
         [*TRITON, "down", "--timeout", "60"],
     ]
+    # the lab's models were written into the live repository before Triton started, adapted to a
+    # host without GPUs whose image (its `ls` said "out") has no onnxruntime backend
+    for name in ("food_classifier", "food_classifier_onnx"):
+        config = transport.files[f"models/{name}/config.pbtxt"].decode()
+        assert "kind: KIND_CPU" in config and 'backend: "python"' in config, name
+        assert f"models/{name}/1/model.py" in transport.files
+    assert "models/food_classifier_onnx/1/model.onnx" in transport.files
+    # models already there are left as they are: no second question to the image, no rewrite
+    transport.commands.clear()
+    transport.files["models/food_classifier/config.pbtxt"] = b"max_batch_size: 4\n"
+    stack.up("triton")
+    assert transport.commands == [[*FASTAPI, "down"], [*TRITON, *UP, "600"]]
+    assert transport.files["models/food_classifier/config.pbtxt"] == b"max_batch_size: 4\n"
+
+
+def test_compose_on_a_gpu_engine_adds_the_override_and_deploys_for_the_gpu() -> None:
+    transport = RecordingTransport(stdout="onnxruntime\npython\npytorch\n")
+    stack = ComposeStack(transport=transport, gpu=True)
+    stack.up("triton", timeout=60)
+    gpu_triton = [*TRITON, "-f", "docker/docker-compose-triton.gpu.yaml"]
+    assert transport.commands == [
+        [*FASTAPI, "-f", "docker/docker-compose-fastapi.gpu.yaml", "down"],
+        [*gpu_triton, *BACKENDS[len(TRITON):]],
+        [*gpu_triton, *UP, "60"],
+    ]
+    config = transport.files["models/food_classifier_onnx/config.pbtxt"].decode()
+    assert "kind: KIND_GPU" in config and 'backend: "onnxruntime"' in config
+    assert "models/food_classifier_onnx/1/model.py" not in transport.files
 
 
 def test_compose_variables_choose_the_fastapi_app() -> None:
@@ -73,8 +104,7 @@ def test_compose_variables_choose_the_fastapi_app() -> None:
     ComposeStack(transport=transport, fastapi_app="fastapi_onnx").up("fastapi", ["fastapi_server"], 60)
     assert transport.commands[-1] == [
         "env", "FASTAPI_APP=fastapi_onnx", "FLASK_BACKEND=triton", *IDS, "docker", "compose", "-p",
-        "servelab-fastapi", "-f", "docker/docker-compose-fastapi.yaml", "up", "--build", "-d", "--wait",
-        "--wait-timeout", "60", "fastapi_server"]
+        "servelab-fastapi", "-f", "docker/docker-compose-fastapi.yaml", *UP, "60", "fastapi_server"]
     with pytest.raises(ValueError, match="FASTAPI_APP='fastapi_tf'"):
         ComposeStack(transport=transport, fastapi_app="fastapi_tf")
     with pytest.raises(ValueError, match="has no service 'triton_server'"):

@@ -17,20 +17,23 @@ from servelab.llm.server import COMPOSE_FILE, EngineOptions, compose_argv, start
 
 
 class Recorder:
-    def __init__(self, fail: bool = False) -> None:
+    def __init__(self, fail: bool = False, error: str = "no GPU here") -> None:
         self.calls: list[list[str]] = []
-        self.fail = fail
+        self.fail, self.error = fail, error
 
     def __call__(self, argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
         self.calls.append(list(argv))
         if self.fail:
-            return subprocess.CompletedProcess(argv, 1, "", "no GPU here")
+            return subprocess.CompletedProcess(argv, 1, "", self.error)
         return subprocess.CompletedProcess(argv, 0, "", "")
 
 
 def owner() -> list[str]:
     st = os.stat(REPO_ROOT)
     return [f"HOST_GID={st.st_gid}", f"HOST_UID={st.st_uid}"]
+
+
+UP = ["up", "-d", "--no-build", "--pull", "never", "--wait", "--wait-timeout"]  # never builds
 
 
 def test_up_then_warm_up_then_down(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -41,7 +44,7 @@ def test_up_then_warm_up_then_down(monkeypatch: pytest.MonkeyPatch) -> None:
     engine = start_engine_compose(EngineOptions("static", max_batch=4, cb_num_blocks=24), run=run)
     prefix = ["env", *owner(), "LLM_BATCHING=static", "LLM_KV_BLOCKS=24", "LLM_MAX_BATCH=4",
               "docker", "compose", "-p", "servelab-llm", "-f", "docker/docker-compose-llm.yaml"]
-    assert run.calls == [[*prefix, "up", "--build", "-d", "--wait", "--wait-timeout", "600"]]
+    assert run.calls == [[*prefix, *UP, "600"]]
     assert posted == ["http://localhost:8010/v1/completions"] and engine.model == "artifacts/llm"
     engine.stop()
     engine.stop()  # once is enough
@@ -49,9 +52,34 @@ def test_up_then_warm_up_then_down(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_failed_up_says_which_command(monkeypatch: pytest.MonkeyPatch) -> None:
-    said = r"docker compose -p servelab-llm .* up .*failed \(exit 1\): no GPU here"
+    said = (r"`env .* docker compose -p servelab-llm -f docker/docker-compose-llm\.yaml up -d --no-build "
+            r"--pull never --wait --wait-timeout 600` failed \(exit 1\): "
+            r"the LLM engine's stack did not come up: no GPU here")
+    run = Recorder(fail=True)
     with pytest.raises(RuntimeError, match=said):
-        start_engine_compose(EngineOptions(), run=Recorder(fail=True))
+        start_engine_compose(EngineOptions(), run=run)
+    compose = ["docker", "compose", "-p", "servelab-llm", "-f", "docker/docker-compose-llm.yaml"]
+    assert [c[c.index("docker"):] for c in run.calls[1:]] == [
+        [*compose, "ps", "-a", "--format", "json"],  # the services' states, for the explanation
+        [*compose, "down", "--timeout", "30"],  # nothing is left running
+    ]
+
+
+def test_a_missing_image_says_how_to_build_it() -> None:
+    run = Recorder(fail=True, error="Error response from daemon: No such image: servelab-llm-llm_server")
+    said = r"the image servelab-llm-llm_server is not built: .*`\./lab images`"
+    with pytest.raises(RuntimeError, match=said):
+        start_engine_compose(EngineOptions(), run=run)
+
+
+def test_the_gpus_come_from_the_override_where_the_engine_has_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SERVELAB_DOCKER_GPU", "1")
+    argv = compose_argv(EngineOptions(), "config")
+    override = "docker/docker-compose-llm.gpu.yaml"
+    assert argv[argv.index("-f"):] == ["-f", COMPOSE_FILE, "-f", override, "config"]
+    assert (REPO_ROOT / override).is_file()
+    monkeypatch.setenv("SERVELAB_DOCKER_GPU", "0")
+    assert override not in compose_argv(EngineOptions(), "config")
 
 
 def test_the_compose_file_runs_what_the_variables_say() -> None:

@@ -96,9 +96,8 @@ def test_up_with_its_profile_then_warm_up_then_down(monkeypatch: pytest.MonkeyPa
     monkeypatch.delenv("SERVELAB_LLM", raising=False)
     run = Recorder()
     engine = vllm.start_vllm_compose(timeout=900, run=run)
-    assert run.calls == [compose("--profile", "vllm", "up", "--build", "-d", "--wait", "--wait-timeout",
-                                 "900",
-                                 "vllm_server")]
+    assert run.calls == [compose("--profile", "vllm", "up", "-d", "--no-build", "--pull", "never", "--wait",
+                                 "--wait-timeout", "900", "vllm_server")]
     assert posted == [("http://localhost:8011/v1/completions", "artifacts/llm")]
     assert engine.kind == "vllm" and engine.stats_path == "/metrics"
     engine.stop()
@@ -117,14 +116,28 @@ def test_a_failed_warm_up_brings_vllm_down(monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_a_failed_up_keeps_the_log_and_leaves_nothing_running(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SERVELAB_LLM", raising=False)
-    run = Recorder(fail="container vllm_server is unhealthy")
+
+    def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        calls.append(list(argv))
+        if "up" in argv:
+            return subprocess.CompletedProcess(argv, 1, "", "container vllm_server is unhealthy")
+        if "ps" in argv:
+            return subprocess.CompletedProcess(argv, 0, json.dumps(
+                {"Service": "vllm_server", "State": "running", "Health": "unhealthy"}) + "\n", "")
+        if "logs" in argv:
+            return subprocess.CompletedProcess(argv, 0, "CUDA out of memory\n", "")
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    calls: list[list[str]] = []
     with pytest.raises(RuntimeError) as raised:
         vllm.start_vllm_compose(run=run)
     said = str(raised.value)
-    assert "up --build -d --wait" in said and "failed (exit 1): container vllm_server is unhealthy" in said
-    assert "its log ended with:" in said
-    assert [c[-5:] for c in run.calls[1:]] == [["vllm", "logs", "--tail", "40", "vllm_server"],
-                                               ["--profile", "vllm", "down", "--timeout", "30"]]
+    assert "up -d --no-build --pull never --wait --wait-timeout 900 vllm_server` failed (exit 1): " in said
+    assert ("the LLM engine's stack did not come up: service vllm_server is running, unhealthy; its last 40 "
+            "log lines:\nCUDA out of memory") in said
+    assert calls[1:] == [compose("--profile", "vllm", "ps", "-a", "--format", "json"),
+                         compose("--profile", "vllm", "logs", "--no-color", "--tail", "40", "vllm_server"),
+                         compose("--profile", "vllm", "down", "--timeout", "30")]
 
 
 def test_the_notebook_goes_on_when_vllm_does_not_start(monkeypatch: pytest.MonkeyPatch,

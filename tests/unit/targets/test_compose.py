@@ -29,6 +29,7 @@ from servelab.targets.base import (
     SERVICE_PORTS,
     STACK_SERVICES,
 )
+from servelab.core.compose import gpu_override
 from servelab.targets.compose import ComposeStack
 
 SCHEMA = json.loads(Path(__file__).with_name("compose_spec.json").read_text())
@@ -111,10 +112,29 @@ def test_no_home_cc_paths() -> None:
         assert "/home/cc" not in path.read_text(), f"{path} hard-codes /home/cc"
 
 
-def test_gpu_reservations() -> None:
-    for stack, name in (("fastapi", "fastapi_server"), ("triton", "triton_server"), ("jupyter", "jupyter")):
-        devices = services(stack)[name]["deploy"]["resources"]["reservations"]["devices"]
-        assert devices == [{"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]
+GPU_SERVICES = {"fastapi": {"fastapi_server": "all"}, "triton": {"triton_server": "all"},
+                "jupyter": {"jupyter": "all"}, "llm": {"llm_server": "all", "vllm_server": 1}}
+
+
+@pytest.mark.parametrize("stack", sorted(GPU_SERVICES))
+def test_gpus_are_asked_for_only_in_the_gpu_override(stack: str) -> None:
+    """A host without the NVIDIA runtime runs the stacks as they are; the override adds the GPUs."""
+    assert all("deploy" not in service for service in services(stack).values()), \
+        f"{ALL_FILES[stack]} asks for devices: a CPU-only Docker host could not start it"
+    override_file = REPO_ROOT / gpu_override(ALL_FILES[stack])
+    override = yaml.safe_load(expand(override_file.read_text()))
+    jsonschema.validate(override, SCHEMA)
+    assert set(override["services"]) == set(GPU_SERVICES[stack]) <= set(services(stack))
+    for name, count in GPU_SERVICES[stack].items():
+        devices = override["services"][name]["deploy"]["resources"]["reservations"]["devices"]
+        assert devices == [{"driver": "nvidia", "count": count, "capabilities": ["gpu"]}]
+
+
+def test_builds_use_the_host_network() -> None:
+    for stack in ALL_FILES:
+        for name, service in services(stack).items():
+            if "build" in service:
+                assert service["build"].get("network") == "host", f"{name}: builds reach PyPI through the host"
 
 
 def test_fastapi_app_is_chosen_by_a_variable() -> None:
@@ -122,7 +142,7 @@ def test_fastapi_app_is_chosen_by_a_variable() -> None:
         build = services("fastapi", {"FASTAPI_APP": app})["fastapi_server"]["build"]
         assert build["dockerfile"] == f"{app}/Dockerfile"
     assert services("fastapi")["fastapi_server"]["build"]["dockerfile"] == "fastapi_pt/Dockerfile"
-    argv = ComposeStack(transport=None, fastapi_app="fastapi_onnx").compose("fastapi", "config")
+    argv = ComposeStack(transport=None, fastapi_app="fastapi_onnx", gpu=False).compose("fastapi", "config")
     assert "FASTAPI_APP=fastapi_onnx" in argv
 
 

@@ -20,11 +20,14 @@ import pytest
 from servelab.core.paths import REPO_ROOT
 
 DOCKER_STUB = """#!/usr/bin/env bash
-printf '%s\\n' "$*" >>"$DOCKER_LOG"
+printf '%s\\n' "${FASTAPI_APP:+FASTAPI_APP=$FASTAPI_APP }$*" >>"$DOCKER_LOG"
 case "$*" in
   "info --format {{.ServerVersion}}") [ -n "${DOCKER_DENIED:-}" ] && {
       echo "permission denied while trying to connect to the Docker daemon socket" >&2; exit 1; }
     echo 27.5.1 ;;
+  "info --format {{json .Runtimes}}") if [ -n "${DOCKER_NVIDIA:-}" ]; then
+      echo '{"nvidia":{"path":"nvidia-container-runtime"},"runc":{"path":"runc"}}'
+    else echo '{"io.containerd.runc.v2":{"path":"runc"},"runc":{"path":"runc"}}'; fi ;;
   "compose version") [ -n "${NO_COMPOSE:-}" ] && exit 1; echo "Docker Compose version v2.32.4" ;;
   *" exec -T jupyter "*) echo "ran the lab"; exit "${LAB_EXIT:-0}" ;;
 esac
@@ -48,7 +51,8 @@ def host(tmp_path: Path) -> dict[str, object]:
     sock = socket.socket(socket.AF_UNIX)
     sock.bind(str(sock_path))
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(tmp_path),
-           "DOCKER_LOG": str(tmp_path / "docker.log"), "DOCKER_SOCKET": str(sock_path)}
+           "DOCKER_LOG": str(tmp_path / "docker.log"), "DOCKER_SOCKET": str(sock_path),
+           "SERVELAB_BUILD_VLLM": "0"}  # not this machine's nvidia-smi: the same commands everywhere
     yield {"checkout": checkout, "env": env, "log": tmp_path / "docker.log", "socket": sock_path}
     sock.close()
 
@@ -78,15 +82,40 @@ def test_lab_jupyter_prepares_the_checkout_builds_the_model_and_prints_the_url(h
     assert calls(host) == [
         "info --format {{.ServerVersion}}",
         "compose version",
-        "compose -p servelab-triton -f docker/docker-compose-triton.yaml run --rm --no-deps --build "
+        "info --format {{json .Runtimes}}",  # no NVIDIA runtime: no GPU override files
+        # every image built first (./lab images), so that nothing after builds
+        "compose -p servelab-jupyter -f docker/docker-compose-jupyter.yaml build",
+        "FASTAPI_APP=fastapi_pt compose -p servelab-fastapi -f docker/docker-compose-fastapi.yaml build",
+        "FASTAPI_APP=fastapi_onnx compose -p servelab-fastapi -f docker/docker-compose-fastapi.yaml build "
+        "fastapi_server",
+        "compose -p servelab-triton -f docker/docker-compose-triton.yaml build triton_server",
+        "compose -p servelab-llm -f docker/docker-compose-llm.yaml build llm_server",
+        "compose -p servelab-triton -f docker/docker-compose-triton.yaml run --rm --no-deps --pull never "
         f"--user {ids} -v {checkout}:{checkout} -w {checkout} -e SERVELAB_ROOT={checkout} -e HOME=/tmp "
         "--entrypoint python3 triton_server -m servelab.core.model build",
-        "compose -p servelab-jupyter -f docker/docker-compose-jupyter.yaml up --build -d --wait "
-        "--wait-timeout 900",
+        "compose -p servelab-jupyter -f docker/docker-compose-jupyter.yaml up -d --no-build --pull never "
+        "--wait --wait-timeout 900",
     ]
     # a second start keeps the token (a student's open browser tab keeps working)
     again = run_lab(host, "jupyter")
     assert again.stdout.splitlines()[-1].endswith(token)
+
+
+def test_an_engine_with_the_nvidia_runtime_gets_the_gpu_overrides_and_vllm(host) -> None:
+    done = run_lab(host, "jupyter", DOCKER_NVIDIA="1", SERVELAB_BUILD_VLLM="1")
+    assert done.returncode == 0, done.stderr
+    composed = [c for c in calls(host) if "compose -p servelab-" in c]
+    assert len(composed) == 8  # 6 image builds (vLLM's too), the model build, the Jupyter server
+    for command in composed:  # each stack's file, then its GPU override
+        stack = command.split("compose -p servelab-")[1].split()[0]
+        assert f"-f docker/docker-compose-{stack}.yaml -f docker/docker-compose-{stack}.gpu.yaml " in command
+    assert ("compose -p servelab-llm -f docker/docker-compose-llm.yaml -f docker/docker-compose-llm.gpu.yaml "
+            "--profile vllm build vllm_server") in composed
+    assert "with the GPUs" in done.stderr
+    cpu = run_lab(host, "jupyter", DOCKER_NVIDIA="1", SERVELAB_DOCKER_GPU="0")
+    assert cpu.returncode == 0 and "CPU only" in cpu.stderr
+    assert calls(host)[-1] == ("compose -p servelab-jupyter -f docker/docker-compose-jupyter.yaml up -d "
+                               "--no-build --pull never --wait --wait-timeout 900")
 
 
 def test_present_artefacts_are_not_rebuilt_and_weights_are_passed(host) -> None:

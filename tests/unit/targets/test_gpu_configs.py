@@ -115,6 +115,9 @@ def test_tensorrt_needs_a_new_enough_gpu() -> None:
             self.commands.append(list(argv))
             return CommandResult(list(argv), 0, "9.0\n", "")
 
-    host = Host()
-    assert compute_capabilities(ComposeStack(transport=host)) == [(9, 0)]
+    host = Host()  # a Docker engine with the NVIDIA runtime: its GPUs are asked
+    assert compute_capabilities(ComposeStack(transport=host, gpu=True)) == [(9, 0)]
     assert host.commands == [["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"]]
+    host = Host()  # one without it (a CPU-only Docker host): no GPU, and nothing is asked
+    assert compute_capabilities(ComposeStack(transport=host, gpu=False)) == []
+    assert host.commands == []

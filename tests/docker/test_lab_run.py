@@ -1,0 +1,30 @@
+"""The lab end to end on a CPU-only Docker host: `./lab run --target docker` runs the node's notebooks
+inside the Jupyter container (quick preset) and writes their report; nothing it writes is root's."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from servelab.core.paths import REPO_ROOT
+from tests.docker.conftest import ARTIFACTS, lab
+from tests.docker.engine import Engine
+from tests.docker.test_stacks import not_owned
+
+NOTEBOOKS = ("03", "04", "05", "06", "07", "09")
+
+
+def test_the_lab_runs_in_the_jupyter_container(engine: Engine, images: dict[str, float]) -> None:
+    results = REPO_ROOT / "test-artifacts" / "docker-results"  # inside the checkout: all the container sees
+    shutil.rmtree(results, ignore_errors=True)
+    lab("run", "--target", "docker", "--preset", "quick", "--only", *NOTEBOOKS, log=ARTIFACTS / "lab-run.log",
+        timeout=3600, env={"SERVELAB_RESULTS": str(results)})
+    runs = sorted(p for p in results.iterdir() if (p / "report.html").is_file())
+    assert runs, f"no report under {results}"
+    run = runs[-1]
+    record = json.loads((run / "run.json").read_text())
+    print(json.dumps(record, indent=1)[:3000])
+    executed = sorted(p.name[:2] for p in run.glob("[0-9][0-9]_*.ipynb"))
+    assert executed == list(NOTEBOOKS), executed
+    assert "CPU" in (run / "report.html").read_text(), "the report does not say the run was on the CPU"
+    assert not_owned(REPO_ROOT) == [], "the run left files in the checkout not owned by its owner"
