@@ -20,6 +20,7 @@ import jsonschema
 import pytest
 import yaml
 
+from servelab.core.compose import gpu_override
 from servelab.core.paths import REPO_ROOT
 from servelab.targets.base import (
     COMPOSE_FILES,
@@ -29,7 +30,6 @@ from servelab.targets.base import (
     SERVICE_PORTS,
     STACK_SERVICES,
 )
-from servelab.core.compose import gpu_override
 from servelab.targets.compose import ComposeStack
 
 SCHEMA = json.loads(Path(__file__).with_name("compose_spec.json").read_text())
