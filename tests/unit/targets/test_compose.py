@@ -134,7 +134,7 @@ def test_builds_use_the_host_network() -> None:
     for stack in ALL_FILES:
         for name, service in services(stack).items():
             if "build" in service:
-                assert service["build"].get("network") == "host", f"{name}: builds reach PyPI through the host"
+                assert service["build"].get("network") == "host", f"{name}: builds use the host network"
 
 
 def test_fastapi_app_is_chosen_by_a_variable() -> None:
