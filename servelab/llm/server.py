@@ -152,7 +152,8 @@ def compose_up(engine: Engine, timeout: float, logs_argv: list[str] | None = Non
     if done.returncode != 0:
         compose = engine.command[:engine.command.index("up")]
         problem = (f"`{shlex.join(engine.command)}` failed (exit {done.returncode}): "
-                   + explain_up_failure("the LLM engine's stack", done.stderr or "", compose, said))
+                   + explain_up_failure("the LLM engine's stack", (done.stderr or "") + (done.stdout or ""),
+                                        compose, said))
         logs_argv = None  # the explanation carries the failed services' log lines
     else:
         status, answer = post_json(f"{engine.url}/v1/completions",
