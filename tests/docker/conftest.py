@@ -28,6 +28,14 @@ IMAGES = ("servelab/jupyter:latest", "servelab/fastapi_pt:latest", "servelab/fas
 VLLM_IMAGE = "servelab/vllm:latest"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each test keeps the suite's 600 s limit for itself; the session's set-up (engine, stand-ins,
+    a cold ``./lab images``: ten minutes and more on 2 cores) has its own limits inside the fixtures."""
+    for item in items:
+        if item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(600, func_only=True))
+
+
 def build_vllm() -> bool:
     """vLLM's image is built too unless SERVELAB_BUILD_VLLM=0 (it runs only on GPUs of 7.0 to 9.0)."""
     return os.environ.get("SERVELAB_BUILD_VLLM", "1") != "0"

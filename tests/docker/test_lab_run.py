@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
 from servelab.core.paths import REPO_ROOT
 from tests.docker.conftest import ARTIFACTS, lab
 from tests.docker.engine import Engine
@@ -14,11 +16,12 @@ from tests.docker.test_stacks import not_owned
 NOTEBOOKS = ("03", "04", "05", "06", "07", "09")
 
 
+@pytest.mark.timeout(2400)  # six notebooks at the quick preset, each under the runner's own limits
 def test_the_lab_runs_in_the_jupyter_container(engine: Engine, images: dict[str, float]) -> None:
     results = REPO_ROOT / "test-artifacts" / "docker-results"  # inside the checkout: all the container sees
     shutil.rmtree(results, ignore_errors=True)
     lab("run", "--target", "docker", "--preset", "quick", "--only", *NOTEBOOKS, log=ARTIFACTS / "lab-run.log",
-        timeout=3600, env={"SERVELAB_RESULTS": str(results)})
+        timeout=2300, env={"SERVELAB_RESULTS": str(results)})
     runs = sorted(p for p in results.iterdir() if (p / "report.html").is_file())
     assert runs, f"no report under {results}"
     run = runs[-1]
