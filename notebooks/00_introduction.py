@@ -50,7 +50,7 @@
 # The `local` target is what CI uses to check the lab.
 
 # %% tags=["parameters"]
-target = "local"  # local | docker | chameleon
+target = None  # local | docker | chameleon; None: $SERVELAB_TARGET (docker in the node's Jupyter) or local
 preset = "quick"  # quick (minutes, CI) | full (the lab's real sizes)
 
 # %%

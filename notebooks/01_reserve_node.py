@@ -18,8 +18,28 @@
 # The original lab makes the lease by hand in the Horizon web interface. Here it is code
 # (python-chi), so it can be repeated and checked.
 
+# %% [markdown]
+# ## The lab's code in this kernel
+# Jupyter starts this kernel in `notebooks/`. The next cell puts the lab's code (the folder above) on
+# the import path and, in Chameleon's Jupyter, installs the python-chi version the lab is tested with:
+# about a minute the first time, later runs only check. There, also set `target = "chameleon"` in the
+# parameters cell: any other target only shows what would be created.
+
+# %%
+import sys
+from pathlib import Path
+
+if (Path.cwd().parent / "servelab").is_dir():  # the kernel starts in notebooks/: the lab is one folder up
+    sys.path.insert(0, str(Path.cwd().parent))
+try:
+    from servelab.lab import bootstrap
+except ModuleNotFoundError:
+    raise ModuleNotFoundError(f"the lab's code is neither installed here nor around {Path.cwd()}: "
+                              "open this notebook in notebooks/ of a copy (git clone) of the lab") from None
+bootstrap.ensure()
+
 # %% tags=["parameters"]
-target = "local"  # local | docker | chameleon
+target = None  # local | docker | chameleon; None: $SERVELAB_TARGET (docker in the node's Jupyter) or local
 preset = "quick"
 project = None  # None: $CHI_PROJECT, e.g. "CHI-123456"
 site = None  # None: CHI@TACC

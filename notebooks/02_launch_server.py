@@ -19,8 +19,26 @@
 #
 # On Chameleon these cells run from Chameleon's own Jupyter environment.
 
+# %% [markdown]
+# ## The lab's code in this kernel
+# As in notebook 01: the lab's code on the import path and, in Chameleon's Jupyter, the python-chi
+# version the lab is tested with (a second run only checks). There, set `target = "chameleon"`.
+
+# %%
+import sys
+from pathlib import Path
+
+if (Path.cwd().parent / "servelab").is_dir():  # the kernel starts in notebooks/: the lab is one folder up
+    sys.path.insert(0, str(Path.cwd().parent))
+try:
+    from servelab.lab import bootstrap
+except ModuleNotFoundError:
+    raise ModuleNotFoundError(f"the lab's code is neither installed here nor around {Path.cwd()}: "
+                              "open this notebook in notebooks/ of a copy (git clone) of the lab") from None
+bootstrap.ensure()
+
 # %% tags=["parameters"]
-target = "local"  # local | docker | chameleon
+target = None  # local | docker | chameleon; None: $SERVELAB_TARGET (docker in the node's Jupyter) or local
 preset = "quick"
 project = None
 site = None
@@ -59,8 +77,8 @@ node
 # ## Next: the node's own Jupyter server
 # The set-up ended by starting a Jupyter server **on the node** (`./lab jupyter`: its own
 # compose project, running as your user, with the GPUs and the Docker socket). Notebooks
-# 03–07 run there, with `target = "docker"`: the benchmarks, perf_analyzer and the
-# utilisation sampler then run on the same machine as the servers. Measured from here,
+# 03–07 run there, with `target = "docker"` (their default there): the benchmarks, perf_analyzer
+# and the utilisation sampler then run on the same machine as the servers. Measured from here,
 # every request would also cross the network, and the GPU figures would be this machine's.
 # Come back here for notebook 08.
 #

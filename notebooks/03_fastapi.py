@@ -21,7 +21,7 @@
 # Jupyter server and the Flask app. On `local` they are plain processes on 127.0.0.1.
 
 # %% tags=["parameters"]
-target = "local"  # local | docker (on the GPU node: in the node's Jupyter, see notebook 02)
+target = None  # local | docker; None: $SERVELAB_TARGET (docker in the node's Jupyter, see 02) or local
 preset = "quick"
 seq_requests = None  # None: preset (full: 100)
 conc_requests = None  # None: preset (full: 1000)

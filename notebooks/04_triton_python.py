@@ -22,7 +22,7 @@
 # the model run, and where.
 
 # %% tags=["parameters"]
-target = "local"  # local | docker (on the GPU node: in the node's Jupyter, see notebook 02)
+target = None  # local | docker; None: $SERVELAB_TARGET (docker in the node's Jupyter, see 02) or local
 preset = "quick"
 concurrency_levels = None  # None: [1, 8, 16]
 client_batch = None  # None: 16

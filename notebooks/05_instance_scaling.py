@@ -21,7 +21,7 @@
 # them.
 
 # %% tags=["parameters"]
-target = "local"  # local | docker (on the GPU node: in the node's Jupyter, see notebook 02)
+target = None  # local | docker; None: $SERVELAB_TARGET (docker in the node's Jupyter, see 02) or local
 preset = "quick"
 instance_counts = None  # None: 1 → 2+2 → 4+4 on two GPUs; scaled to the cores on CPU
 scaling_concurrency = None  # None: 8

