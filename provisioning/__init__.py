@@ -7,12 +7,17 @@ project, site and names as parameters or environment variables (see
 the local target's headless run uses.
 
     from provisioning import from_env, preflight, reserve, launch, teardown
-    config = from_env(project="CHI-123456")
+    config = from_env(project="CHI-123456")   # lease_start="2026-11-24 09:00" reserves ahead
     preflight(config)                  # every check that creates nothing (reserve/launch run it too)
-    reserve(config)                    # the lease, ACTIVE
+    reserve(config)                    # the lease: ACTIVE, or reserved ahead when it starts later
     node = launch(config)              # server, floating IP, SSH, node set-up, the student's Jupyter
     node.jupyter_url                   # http://<floating IP>:8888/lab?token=...
-    teardown(config)                   # server first, then the lease
+    teardown(config)                   # what these calls created; adopted things stay
+
+What each call creates or adopts (finds and reuses) is recorded in a state file
+(``state=``; default ``results/chameleon-state.json``, see ``provisioning.state``);
+``teardown`` deletes exactly what it records as created, and adopted resources
+too only with ``delete_adopted=True``.
 
 Every failure is a ``ProvisioningError`` with one line that says what to do;
 python-chi/keystoneauth exceptions are turned into one (the original is its
@@ -30,22 +35,20 @@ from provisioning.checks import run_preflight, select_context, start_chi
 from provisioning.chi_api import ChiApi
 from provisioning.config import ChameleonConfig, ProvisioningError, from_env
 from provisioning.errors import step
-from provisioning.lease import delete_lease, ensure_lease
+from provisioning.lease import LeaseNotStarted, ensure_lease
 from provisioning.node import run_node_setup
 from provisioning.plan import Step, format_plan, provision_plan, teardown_plan
-from provisioning.server import (
-    delete_server,
-    ensure_floating_ip,
-    ensure_server,
-    find_server,
-    wait_for_ssh,
-)
+from provisioning.server import ensure_floating_ip, ensure_server, find_server, wait_for_ssh
+from provisioning.state import STATE_NAME, State, default_state_path
+from provisioning.teardown import TeardownError, TeardownResult, run_teardown
 from servelab.core.paths import REPO_ROOT
 
 __all__ = [
-    "ChameleonConfig", "Node", "ProvisioningError", "Step", "connect", "from_env", "launch", "preflight",
-    "provision", "provision_plan", "reserve", "teardown", "teardown_plan",
+    "STATE_NAME", "ChameleonConfig", "LeaseNotStarted", "Node", "ProvisioningError", "Step", "TeardownError",
+    "TeardownResult", "connect", "default_state_path", "from_env", "launch", "preflight", "provision",
+    "provision_plan", "reserve", "teardown", "teardown_plan",
 ]
+StatePath = Path | str | None  # the state file; None: default_state_path()
 
 
 @dataclass
@@ -78,32 +81,39 @@ def preflight(config: ChameleonConfig, chi: ChiApi | None = None, *, root: Path 
 
 
 def reserve(config: ChameleonConfig, plan_only: bool = False, chi: ChiApi | None = None, *,
-            root: Path = REPO_ROOT) -> Any:
-    """Create or reuse the lease and return it ACTIVE (None in plan mode)."""
-    steps = [s for s in provision_plan(config) if s.name in ("context", "lease")]
+            root: Path = REPO_ROOT, state: StatePath = None, require_active: bool = False) -> Any:
+    """Adopt or create the lease (recorded in ``state``) and return it (None in plan mode).
+
+    It is returned ACTIVE, or — starting more than ``lease_wait_minutes`` from now — as it is
+    (PENDING, kept reserved; ``require_active=True`` raises ``LeaseNotStarted`` instead).
+    """
+    steps = [s for s in provision_plan(config, state) if s.name in ("context", "lease")]
     _print_plan(steps, plan_only)
     if plan_only:
         return None
     chi = run_preflight(config, chi, root)  # the lease is only worth making if launch can succeed
-    with step(f"creating or reusing lease {config.lease_name}"):
-        return ensure_lease(config, chi)
+    with step(f"creating or reusing lease {config.lease_id or config.lease_name}"):
+        return ensure_lease(config, chi, State(state), require_active)
 
 
 def launch(config: ChameleonConfig, plan_only: bool = False, chi: ChiApi | None = None,
-           setup_node: bool = True, workdir: Path | None = None, *, root: Path = REPO_ROOT) -> Node | None:
-    """Server on the (existing or new) lease, floating IP, SSH, node set-up and the student's Jupyter.
+           setup_node: bool = True, workdir: Path | None = None, *, root: Path = REPO_ROOT,
+           state: StatePath = None) -> Node | None:
+    """Server on the (adopted or new, ACTIVE) lease, floating IP, SSH, node set-up and the student's Jupyter.
 
-    Returns the Node (None in plan mode); its ``jupyter_url`` is set when ``setup_node``.
+    Returns the Node (None in plan mode); its ``jupyter_url`` is set when ``setup_node``. What it
+    creates or adopts is recorded in ``state``. A lease that starts later raises ``LeaseNotStarted``.
     """
-    _print_plan(provision_plan(config), plan_only)
+    _print_plan(provision_plan(config, state), plan_only)
     if plan_only:
         return None
     chi = run_preflight(config, chi, root)
-    with step(f"creating or reusing lease {config.lease_name}"):
-        lease = ensure_lease(config, chi)
+    records = State(state)
+    with step(f"creating or reusing lease {config.lease_id or config.lease_name}"):
+        lease = ensure_lease(config, chi, records, require_active=True)
     with step(f"launching or reusing server {config.server_name}"):
-        server = ensure_server(config, lease, chi)
-    address = ensure_floating_ip(server)
+        server = ensure_server(config, lease, chi, records)
+    address = ensure_floating_ip(server, config, chi, records)
     wait_for_ssh(server, address, config)
     node = Node(server=server, address=address, user=config.ssh_user)
     if setup_node:
@@ -113,9 +123,10 @@ def launch(config: ChameleonConfig, plan_only: bool = False, chi: ChiApi | None 
     return node
 
 
-def provision(config: ChameleonConfig, plan_only: bool = False, chi: ChiApi | None = None) -> Node | None:
+def provision(config: ChameleonConfig, plan_only: bool = False, chi: ChiApi | None = None, *,
+              state: StatePath = None) -> Node | None:
     """The whole sequence in one call: lease, server, floating IP, SSH, node set-up."""
-    return launch(config, plan_only=plan_only, chi=chi)
+    return launch(config, plan_only=plan_only, chi=chi, state=state)
 
 
 def _select(config: ChameleonConfig, chi: ChiApi | None) -> ChiApi:
@@ -141,14 +152,20 @@ def connect(config: ChameleonConfig, chi: ChiApi | None = None) -> Node:
 
 
 def teardown(config: ChameleonConfig, plan_only: bool = False, keep_lease: bool = False,
-             chi: ChiApi | None = None) -> None:
-    """Delete the server (and its floating IP), then the lease unless ``keep_lease``."""
-    _print_plan(teardown_plan(config, keep_lease), plan_only)
+             chi: ChiApi | None = None, *, delete_adopted: bool = False,
+             state: StatePath = None) -> TeardownResult | None:
+    """Delete what ``state`` records as created: server (without python-chi's IP release), the floating
+    IP it allocated (released through python-chi's network API), then the lease unless ``keep_lease``.
+
+    Adopted resources are kept unless ``delete_adopted``. Each is tried whatever happened to the
+    others; when any failed, ``TeardownError`` (a ProvisioningError, with ``.result``) names them
+    all in one line. Returns what was deleted and kept (None in plan mode).
+    """
+    _print_plan(teardown_plan(config, keep_lease, delete_adopted, state), plan_only)
     if plan_only:
-        return
+        return None
     chi = _select(config, chi)
-    with step(f"deleting server {config.server_name}"):
-        delete_server(config, chi)
-    if not keep_lease:
-        with step(f"deleting lease {config.lease_name}"):
-            delete_lease(config, chi)
+    result = run_teardown(config, chi, State(state), keep_lease=keep_lease, delete_adopted=delete_adopted)
+    if result.errors:
+        raise TeardownError(result)
+    return result

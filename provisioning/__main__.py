@@ -1,7 +1,10 @@
 """Command line: ``python -m provisioning plan|check|reserve|launch|teardown [--project P] [--site S] ...``.
 
+reserve and launch record what they create or adopt in a state file (``--state``, default
+results/chameleon-state.json); teardown deletes what it records as created, adopted things too
+with ``--delete-adopted``. ``--lease-start`` reserves ahead; ``--lease-id`` adopts a lease.
 Every failure prints ``error: <one line>`` on stderr and exits 1 (130 when
-interrupted); ``SERVELAB_DEBUG=1`` shows the traceback instead.
+interrupted; SIGTERM/SIGHUP end it like a failure); ``SERVELAB_DEBUG=1`` shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -12,27 +15,31 @@ import sys
 
 from provisioning import from_env, launch, preflight, reserve, teardown
 from provisioning.config import CODE_SOURCES, ProvisioningError
-from provisioning.errors import describe, one_line
+from provisioning.errors import SignalGuard, describe, one_line, signals_raise
 from provisioning.plan import format_plan, provision_plan
 
 DEBUG_VAR = "SERVELAB_DEBUG"
+NOT_SETTINGS = ("action", "minutes", "keep_lease", "delete_adopted", "state")
 
 
-def _run(args: argparse.Namespace) -> None:
-    params = {key: value for key, value in vars(args).items()
-              if key not in ("action", "minutes", "keep_lease")}
+def _run(args: argparse.Namespace, signals: SignalGuard) -> None:
+    params = {key: value for key, value in vars(args).items() if key not in NOT_SETTINGS}
     config = from_env(**params, duration=args.minutes)
     if args.action == "plan":
-        print(format_plan(provision_plan(config)))
+        print(format_plan(provision_plan(config, args.state)))
     elif args.action == "check":
         preflight(config)
         print("All checks passed: nothing was created.")
     elif args.action == "reserve":
-        reserve(config)
+        reserve(config, state=args.state)
     elif args.action == "launch":
-        launch(config)
+        launch(config, state=args.state)
     else:
-        teardown(config, keep_lease=args.keep_lease)
+        with signals.deferred("the teardown"):  # a teardown cut short leaves things held
+            result = teardown(config, keep_lease=args.keep_lease, delete_adopted=args.delete_adopted,
+                              state=args.state)
+        if result is not None:
+            print(f"Teardown: {result.line()}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,14 +50,25 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("project", "site", "lease-name", "server-name", "node-type", "image", "key-name",
                  "repo-url", "repo-ref", "remote-dir"):
         parser.add_argument(f"--{name}")
+    parser.add_argument("--lease-id", help="adopt this lease (e.g. made ahead in the GUI) instead of by name")
+    parser.add_argument("--lease-start",
+                        help="reserve ahead: ISO 8601 (no offset: the site's time zone) or +2h "
+                             "(default: now)")
+    parser.add_argument("--lease-wait-minutes", type=int,
+                        help="wait for a lease starting within this many minutes (default 30), else stop")
+    parser.add_argument("--state", help="the state file (default results/chameleon-state.json)")
     parser.add_argument("--code-source", choices=CODE_SOURCES,
                         help="upload (default): send this checkout; git: clone --repo-url on the node")
     parser.add_argument("--minutes", type=int, help="lease duration in minutes (default 170)")
-    parser.add_argument("--keep-lease", action="store_true", help="teardown: delete only the server")
+    parser.add_argument("--keep-lease", action="store_true", help="teardown: keep the lease")
+    parser.add_argument("--delete-adopted", action="store_true",
+                        help="teardown: also delete what was found and reused (adopted), not only "
+                             "what was created")
     args = parser.parse_args(argv)
     debug = os.environ.get(DEBUG_VAR, "") not in ("", "0")
     try:
-        _run(args)
+        with signals_raise() as signals:
+            _run(args, signals)
     except KeyboardInterrupt:
         if debug:
             raise

@@ -9,11 +9,14 @@ need it (nor its credentials).
 
 What is called, per module (python-chi 1.2.x):
   context  list_sites, use_site, use_project, list_projects, get
-  lease    Lease (add_node_reservation, submit, wait, delete, status, node_reservations), list_leases
-  server   Server (submit, wait, status, get_floating_ip, associate_floating_ip,
-           check_connectivity, upload, execute, ssh_connection, delete),
+  lease    Lease(name, start_date/end_date or duration) (add_node_reservation, submit, delete, and the
+           attributes id, name, status — a Blazar read each time —, start_date, node_reservations),
+           list_leases
+  server   Server (submit, wait, status, id, get_floating_ip, associate_floating_ip(address),
+           check_connectivity, upload, execute, ssh_connection, delete(delete_ips=False)),
            get_server, get_server_id, get_keypair, list_keypair
   image    get_image
+  network  get_or_create_floating_ip, list_floating_ips, deallocate_floating_ip
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ class ChiApi:
     lease: Any
     server: Any
     image: Any
+    network: Any
 
 
 def real_chi() -> ChiApi:
@@ -40,12 +44,14 @@ def real_chi() -> ChiApi:
         import chi.context
         import chi.image
         import chi.lease
+        import chi.network
         import chi.server
     except ImportError as exc:  # e.g. blazarclient missing
         raise ProvisioningError(
             f"python-chi could not be imported ({exc}): pip install python-chi python-blazarclient"
         ) from exc
-    return ChiApi(context=chi.context, lease=chi.lease, server=chi.server, image=chi.image)
+    return ChiApi(context=chi.context, lease=chi.lease, server=chi.server, image=chi.image,
+                  network=chi.network)
 
 
 def use_context(config_project: str, config_site: str, chi: ChiApi) -> None:

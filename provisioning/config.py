@@ -11,7 +11,7 @@ import getpass
 import os
 import re
 from dataclasses import dataclass, field, fields, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 DEFAULT_SITE = "CHI@TACC"
@@ -20,6 +20,7 @@ DEFAULT_IMAGE = "CC-Ubuntu24.04-CUDA"
 DEFAULT_DURATION = timedelta(hours=2, minutes=50)
 DEFAULT_REPO_REF = "main"
 DEFAULT_REMOTE_DIR = "serve-system-lab"
+DEFAULT_LEASE_WAIT_MINUTES = 30
 CODE_SOURCES = ("git", "upload")
 
 # env variable → field; parameters given explicitly win over these
@@ -27,6 +28,9 @@ ENV_VARS = {
     "project": "CHI_PROJECT",
     "site": "CHI_SITE",
     "lease_name": "CHI_LEASE_NAME",
+    "lease_id": "CHI_LEASE_ID",
+    "lease_start": "CHI_LEASE_START",
+    "lease_wait_minutes": "CHI_LEASE_WAIT_MINUTES",
     "server_name": "CHI_SERVER_NAME",
     "node_type": "CHI_NODE_TYPE",
     "image": "CHI_IMAGE",
@@ -60,6 +64,10 @@ class ChameleonConfig:
     project: str = ""
     site: str = DEFAULT_SITE
     lease_name: str = ""
+    lease_id: str = ""  # adopt this lease (made ahead, e.g. in the GUI) instead of looking it up by name
+    # when a new lease starts: None/"" now, else an advance reservation (text is parsed: provisioning.times)
+    lease_start: datetime | str | None = None
+    lease_wait_minutes: int = DEFAULT_LEASE_WAIT_MINUTES  # wait for a lease starting this soon, else stop
     server_name: str = ""
     node_type: str = DEFAULT_NODE_TYPE
     node_count: int = 1
@@ -71,7 +79,7 @@ class ChameleonConfig:
     repo_ref: str = DEFAULT_REPO_REF
     remote_dir: str = DEFAULT_REMOTE_DIR
     ssh_user: str = "cc"
-    lease_timeout_s: int = 600
+    lease_timeout_s: int = 600  # how long after its start time a lease may take to become ACTIVE
     server_timeout_s: int = 20 * 60
     ssh_timeout_s: int = 10 * 60
     node_command_timeout_s: int = 60 * 60  # one node set-up command (apt, image pulls and builds)
@@ -83,6 +91,12 @@ class ChameleonConfig:
             object.__setattr__(self, "lease_name", f"serve_system_{user}")
         if not self.server_name:
             object.__setattr__(self, "server_name", f"node-serve-system-{user}")
+        if self.lease_start is not None:
+            from provisioning.times import parse_start  # times imports this module
+
+            start = self.lease_start  # a naive datetime means the site's time, as in text
+            text = start.isoformat() if isinstance(start, datetime) else str(start)
+            object.__setattr__(self, "lease_start", parse_start(text, self.site))
         self.validate()
 
     def validate(self) -> None:
@@ -96,6 +110,13 @@ class ChameleonConfig:
             raise ProvisioningError(f"duration={self.duration}: a lease needs a positive duration")
         if self.duration > timedelta(days=7):
             raise ProvisioningError(f"duration={self.duration}: Chameleon leases last at most 7 days")
+        if self.lease_wait_minutes < 0:
+            raise ProvisioningError(f"lease_wait_minutes={self.lease_wait_minutes}: give 0 or more minutes")
+
+    @property
+    def start_at(self) -> datetime | None:
+        """The new lease's start (aware UTC, whole minute), None for now."""
+        return self.lease_start if isinstance(self.lease_start, datetime) else None
 
     @property
     def duration_text(self) -> str:
@@ -128,6 +149,7 @@ def from_env(env: dict[str, str] | None = None, **params: object) -> ChameleonCo
     """Settings from ``params`` (non-empty values win), then ``env`` (default os.environ), then defaults.
 
     ``duration`` may be a timedelta or minutes; ``CHI_LEASE_MINUTES`` sets it from the environment.
+    ``lease_start`` (``CHI_LEASE_START``) is ISO 8601 (no offset: the site's time zone) or ``+2h``.
     The project falls back to ``OS_PROJECT_NAME`` (set by an openrc file and on Chameleon's
     Jupyter), which is what python-chi would use by itself.
     """

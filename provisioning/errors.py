@@ -6,12 +6,19 @@ saying which provisioning step was running. ``step(...)`` wraps one step:
 a ``ProvisioningError`` passes through untouched, anything else becomes a
 ``ProvisioningError`` naming the step (the original stays chained as
 ``__cause__`` for ``SERVELAB_DEBUG=1``). Nothing here imports python-chi.
+
+``signals_raise()`` turns SIGTERM and SIGHUP into a ``Terminated`` exception while a
+provisioning sequence runs, so a killed controller takes the same path as a failure
+(teardown of what it created) instead of dying with the lease still held.
 """
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import FrameType
 
 from provisioning.config import ProvisioningError
 
@@ -71,3 +78,51 @@ def step(what: str, hint: str = "") -> Iterator[None]:
         advice = hint_for(exc) or hint
         detail = f"{what} failed ({describe(exc)})" + (f": {advice}" if advice else "")
         raise ProvisioningError(detail) from exc
+
+
+class Terminated(RuntimeError):
+    """SIGTERM or SIGHUP arrived; raised where the program was, so clean-up runs as after any failure."""
+
+
+class SignalGuard:
+    """Installed by ``signals_raise``: raises ``Terminated``, or — inside ``deferred()`` — only notes it."""
+
+    def __init__(self) -> None:
+        self.received: list[str] = []
+        self._defer = ""
+
+    def handle(self, signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        self.received.append(name)
+        if self._defer:
+            print(f"{name} received during {self._defer}: finishing it first", flush=True)
+            return
+        raise Terminated(f"stopped by {name}")
+
+    @contextmanager
+    def deferred(self, what: str) -> Iterator[None]:
+        """Signals only print while ``what`` (a teardown) runs: it must not be cut short."""
+        self._defer = what
+        try:
+            yield
+        finally:
+            self._defer = ""
+
+
+@contextmanager
+def signals_raise() -> Iterator[SignalGuard]:
+    """SIGTERM and SIGHUP raise ``Terminated`` inside; the previous handlers come back after.
+
+    Only the main thread can install handlers; elsewhere nothing changes (the guard records nothing).
+    """
+    guard = SignalGuard()
+    wanted = [sig for sig in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if sig]
+    previous: dict[int, object] = {}
+    try:
+        if threading.current_thread() is threading.main_thread():
+            for sig in wanted:
+                previous[sig] = signal.signal(sig, guard.handle)
+        yield guard
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]  # what signal.signal returned

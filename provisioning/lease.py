@@ -1,24 +1,55 @@
-"""The lease: one gpu_p100 node, named after the student, created once and reused after."""
+"""The lease: one gpu_p100 node, named after the student, created once (now or ahead) and reused after.
+
+A lease is adopted (found and reused, kept at teardown) when one with ``lease_name`` is live,
+or when ``lease_id`` names it; otherwise it is created — starting now, or at ``lease_start``
+(an advance reservation) — and recorded as created in the state file before anything else.
+Waiting follows the lease's start time, not a fixed timeout: a lease starting within
+``lease_wait_minutes`` is waited for until its start plus ``lease_timeout_s``, with the time
+left printed; one starting later is left reserved (nothing deleted) with one line saying when.
+Reasons: docs/decisions/2026-11-23-chameleon-lifecycle.md.
+"""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
+from provisioning import times
 from provisioning.chi_api import ChiApi
 from provisioning.config import ChameleonConfig, ProvisioningError
 from provisioning.errors import describe
+from provisioning.state import ADOPTED, CREATED, State
 
 # a lease in one of these states is gone: a new one with the same name is needed
 ENDED = ("TERMINATED", "DELETED")
+POLL_S = 30.0  # between status reads (each is one Blazar call in python-chi)
+START_NOW_WITHIN = timedelta(minutes=1)  # a start closer than this is sent as "now"
 
 
-def find_lease(config: ChameleonConfig, chi: ChiApi) -> Any | None:
-    """The project's live lease named ``config.lease_name``, or None.
+class LeaseNotStarted(ProvisioningError):
+    """The lease starts later than this call waits for; it is kept."""
 
-    Ended leases are skipped (Blazar keeps them listed); two live leases with
-    one name are refused because every later look-up by name would be ambiguous.
+
+def lease_label(lease: Any) -> str:
+    return f"lease {lease.name}"
+
+
+def find_lease(config: ChameleonConfig, chi: ChiApi, leases: list[Any] | None = None) -> Any | None:
+    """The live lease ``lease_id`` names, else the project's live lease named ``lease_name``; or None.
+
+    Ended leases are skipped (Blazar keeps them listed); two live leases with one name are
+    refused because every later look-up by name would be ambiguous. Status is read only for
+    the matching leases (each read is a Blazar call).
     """
-    matches = [lease for lease in chi.lease.list_leases()
+    leases = list(chi.lease.list_leases()) if leases is None else leases
+    if config.lease_id:
+        by_id = [lease for lease in leases if str(lease.id) == config.lease_id]
+        if by_id and by_id[0].status in ENDED:
+            raise ProvisioningError(
+                f"lease {config.lease_id} ({by_id[0].name}) has ended ({by_id[0].status}): give the id of a "
+                "live lease (GUI: Reservations → Leases) or leave lease_id / CHI_LEASE_ID empty")
+        return by_id[0] if by_id else None
+    matches = [lease for lease in leases
                if lease.name == config.lease_name and lease.status not in ENDED]
     if len(matches) > 1:
         raise ProvisioningError(
@@ -27,56 +58,131 @@ def find_lease(config: ChameleonConfig, chi: ChiApi) -> Any | None:
     return matches[0] if matches else None
 
 
-def create_lease(config: ChameleonConfig, chi: ChiApi) -> Any:
-    """Submit a new lease for ``node_count`` nodes of ``node_type``, starting now."""
+def start_and_end(config: ChameleonConfig) -> tuple[Any, Any]:
+    """The new lease's (start, end) as aware UTC; (None, None) to start now for ``duration``."""
+    start = config.start_at
+    if start is None:
+        return None, None
+    now = times.utcnow()
+    if start <= now + START_NOW_WITHIN:
+        if now - start > timedelta(seconds=config.lease_timeout_s):
+            raise ProvisioningError(
+                f"lease_start {times.show_time(start, config.site)} is in the past: give a later time "
+                "(CHI_LEASE_START) or leave it empty to start now")
+        return None, None
+    return start, start + config.duration
+
+
+def create_lease(config: ChameleonConfig, chi: ChiApi, state: State) -> Any:
+    """Submit a new lease for ``node_count`` nodes of ``node_type``, now or at ``lease_start``; record it.
+
+    python-chi 1.2.10's ``Lease(duration=...)`` ends ``duration`` after *now* even with a
+    ``start_date``, so an advance reservation passes ``end_date`` instead.
+    """
+    start, end = start_and_end(config)
+    when = (f"from {times.show_time(start, config.site)} to {times.show_time(end, config.site)}"
+            if start is not None else f"from now for {config.duration_text}")
     print(f"Creating lease {config.lease_name}: {config.node_count} × {config.node_type} at "
-          f"{config.site} for {config.duration_text}")
-    lease = chi.lease.Lease(config.lease_name, duration=config.duration)
+          f"{config.site}, {when}")
+    if start is None:
+        lease = chi.lease.Lease(config.lease_name, duration=config.duration)
+    else:
+        lease = chi.lease.Lease(config.lease_name, start_date=start, end_date=end)
     lease.add_node_reservation(amount=config.node_count, node_type=config.node_type)
-    # wait ourselves (text progress, our timeout, a status check after it)
+    # wait ourselves (progress with the time left, a deadline from the start time, a status check)
     try:
         lease.submit(wait_for_active=False, show=None, idempotent=False)
     except Exception as exc:  # python-chi raises ResourceError("Unable to make lease") and logs why
         raise ProvisioningError(
             f"could not create lease {config.lease_name} ({describe(exc)}): most often no "
-            f"{config.node_type} node is free at {config.site} for {config.duration_text}; check the host "
+            f"{config.node_type} node is free at {config.site} {when}; check the host "
             "calendar in the GUI (Reservations → Leases → Host Calendar), then try a shorter duration, "
-            "later, or another site"
+            "another start time (lease_start / CHI_LEASE_START), or another site"
         ) from exc
+    state.record("lease", lease.name, lease.id, CREATED, config)
     return lease
 
 
-def wait_lease_active(lease: Any, config: ChameleonConfig) -> Any:
-    """Wait for ACTIVE and check it: python-chi's ``wait`` also returns when the lease hit ERROR."""
-    try:
-        lease.wait(status="active", show="text", timeout=config.lease_timeout_s)
-    except Exception as exc:  # python-chi raises ServiceError when the status never came
-        raise ProvisioningError(
-            f"lease {config.lease_name} did not become ACTIVE within {config.lease_timeout_s} s "
-            f"({describe(exc)}): "
-            "a PENDING lease starts at its start time; run this step again then") from exc
+def _status_line(lease: Any, status: str, start: Any, deadline: Any, config: ChameleonConfig) -> str:
+    now = times.utcnow()
+    if start is not None and start > now:
+        left = times.show_span((start - now).total_seconds())
+        return f"Lease {lease.name} is {status}: starts in {left} ({times.show_time(start, config.site)})"
+    return (f"Lease {lease.name} is {status}, waiting for ACTIVE (up to "
+            f"{times.show_span((deadline - now).total_seconds())} more)")
+
+
+def wait_lease_active(lease: Any, config: ChameleonConfig, state: State, require_active: bool = True) -> Any:
+    """Wait until ACTIVE, up to ``lease_timeout_s`` after its start; return it ACTIVE.
+
+    A lease starting more than ``lease_wait_minutes`` from now is marked kept in the state file
+    (reserved for a later run) and returned as it is, or — ``require_active`` — stops with a
+    ``LeaseNotStarted`` that says when to run again. ERROR is an error (python-chi's own ``wait``
+    returns on ERROR too, so it is never relied on).
+    """
     status = lease.status
-    if status != "ACTIVE":
-        raise ProvisioningError(
-            f"lease {config.lease_name} is {status}, not ACTIVE, after waiting up to "
-            f"{config.lease_timeout_s} s: if it is ERROR, delete it (teardown, or the GUI) and create "
-            "it again, possibly at another time or site; if it is PENDING, its start time is later")
+    start = times.to_utc(getattr(lease, "start_date", None))
+    now = times.utcnow()
+    if status not in ("ACTIVE", "ERROR") and start is not None and \
+            start - now > timedelta(minutes=config.lease_wait_minutes):
+        left = times.show_span((start - now).total_seconds())
+        line = (f"Lease {lease.name} starts {times.show_time(start, config.site)}, in {left}: more than "
+                f"the {config.lease_wait_minutes} min this step waits, so it is kept reserved; run this step "
+                "again after it starts")
+        state.record("lease", lease.name, lease.id, ADOPTED, config,
+                     keep=f"starts {start:%Y-%m-%d %H:%M} UTC")
+        if require_active:
+            raise LeaseNotStarted(line)
+        print(line, flush=True)
+        return lease
+    deadline = max(start or now, now) + timedelta(seconds=config.lease_timeout_s)
+    last_print = None
+    while status != "ACTIVE":
+        if status == "ERROR" or status in ENDED:
+            raise ProvisioningError(
+                f"lease {lease.name} is {status}, not ACTIVE: if it is ERROR, delete it (teardown, or the "
+                "GUI) and create it again, possibly at another time or site")
+        now = times.utcnow()
+        if now >= deadline:
+            raise ProvisioningError(
+                f"{lease_label(lease)} is still {status} after waiting up to "
+                f"{times.show_span(config.lease_timeout_s)} past its start time: check it in the GUI "
+                "(Reservations → Leases; it is kept) and run this step again")
+        remaining = ((start - now) if start is not None and start > now else (deadline - now)).total_seconds()
+        every = 60.0 if remaining <= 600 else 300.0  # the time left: each minute in the last ten
+        if last_print is None or (now - last_print).total_seconds() >= every:
+            print(_status_line(lease, status, start, deadline, config), flush=True)
+            last_print = now
+        times.sleep(min(POLL_S, max(1.0, remaining)))
+        status = lease.status
+    print(f"Lease {lease.name} is ACTIVE", flush=True)
+    state.record("lease", lease.name, lease.id, ADOPTED, config, keep="")  # used now: teardown may delete it
     return lease
 
 
-def ensure_lease(config: ChameleonConfig, chi: ChiApi) -> Any:
-    """Reuse the live lease with this name or create it; return it once ACTIVE."""
+def ensure_lease(config: ChameleonConfig, chi: ChiApi, state: State, require_active: bool = True) -> Any:
+    """Adopt the live lease (``lease_id``, else ``lease_name``) or create it; return it once ACTIVE.
+
+    ``require_active=False`` (``reserve``) returns a lease that starts later as it is.
+    """
     lease = find_lease(config, chi)
     if lease is None:
-        lease = create_lease(config, chi)
+        if config.lease_id:
+            raise ProvisioningError(
+                f"no lease with id {config.lease_id} in project {config.project} at {config.site}: check the "
+                "id (GUI: Reservations → Leases) or leave lease_id / CHI_LEASE_ID empty to create one")
+        lease = create_lease(config, chi, state)
     else:
         status = lease.status
         if status == "ERROR":
             raise ProvisioningError(
-                f"lease {config.lease_name} exists and is in ERROR: delete it (provisioning teardown "
-                "or the GUI) and run this step again, or choose another lease_name / CHI_LEASE_NAME")
-        print(f"Reusing lease {config.lease_name} ({status})")
-    return wait_lease_active(lease, config)
+                f"{lease_label(lease)} exists and is in ERROR: delete it (provisioning teardown "
+                "with delete_adopted, or the GUI) and run this step again, or choose another lease_name / "
+                "CHI_LEASE_NAME")
+        origin = state.record("lease", lease.name, lease.id, ADOPTED, config).origin
+        print(f"Reusing {lease_label(lease)} ({status}; {origin} by this lab"
+              f"{'' if origin == CREATED else ': kept at teardown unless delete_adopted'})")
+    return wait_lease_active(lease, config, state, require_active)
 
 
 def node_reservation_id(lease: Any, config: ChameleonConfig) -> str:
@@ -84,16 +190,5 @@ def node_reservation_id(lease: Any, config: ChameleonConfig) -> str:
     reservations = list(lease.node_reservations)
     if not reservations:
         raise ProvisioningError(
-            f"lease {config.lease_name} has no node reservation: delete it and create it again")
+            f"{lease_label(lease)} has no node reservation: delete it and create it again")
     return str(reservations[0]["id"])
-
-
-def delete_lease(config: ChameleonConfig, chi: ChiApi) -> bool:
-    """Delete the live lease with this name; False when there was none."""
-    lease = find_lease(config, chi)
-    if lease is None:
-        print(f"No live lease named {config.lease_name}")
-        return False
-    lease.delete()
-    print(f"Deleted lease {config.lease_name}")
-    return True

@@ -8,9 +8,12 @@ lease time.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
+from provisioning import times
 from provisioning.config import ChameleonConfig
 from provisioning.node import node_commands
+from provisioning.state import CREATED, State, default_state_path
 
 
 @dataclass(frozen=True)
@@ -21,20 +24,45 @@ class Step:
     detail: str
 
 
-def provision_plan(config: ChameleonConfig) -> list[Step]:
-    """The steps of ``provision`` for ``config``, in order."""
+def lease_times(config: ChameleonConfig) -> str:
+    """When the new lease would start and end, in the site's time zone and this machine's."""
+    start = config.start_at
+    if start is None:
+        return f"starting now, for {config.duration_text}"
+    end = start + config.duration
+    return (f"from {times.show_time(start, config.site)} to {times.show_time(end, config.site)} "
+            f"({config.duration_text}; an advance reservation)")
+
+
+def _lease_step(config: ChameleonConfig) -> Step:
+    wait = (f"wait until ACTIVE, up to {times.show_span(config.lease_timeout_s)} after its start, printing "
+            f"the time left; a lease starting more than {config.lease_wait_minutes} min from now is left "
+            "reserved (nothing deleted)")
+    if config.lease_id:
+        return Step("lease", f"adopt lease {config.lease_id} (by id; kept at teardown unless "
+                             f"delete_adopted); {wait}")
+    return Step("lease", f"adopt the live lease named {config.lease_name} (kept at teardown unless "
+                         f"delete_adopted) or create it: {config.node_count} × {config.node_type} at "
+                         f"{config.site}, {lease_times(config)}; " + wait)
+
+
+def _state_path(state: Path | str | None) -> Path:
+    return Path(state) if state is not None else default_state_path()
+
+
+def provision_plan(config: ChameleonConfig, state: Path | str | None = None) -> list[Step]:
+    """The steps of ``provision`` for ``config``, in order; ``state`` is the state file (default one)."""
     project = config.project or "(CHI_PROJECT, required for a real run)"
     steps = [
         Step("context", f"check credentials, site, project, image, key pair "
                         f"{config.key_name or '(python-chi default)'} and code source "
                         f"({config.code_source}), creating nothing; use project {project}, "
-                        f"site {config.site}"),
-        Step("lease", f"create or reuse lease {config.lease_name}: {config.node_count} × "
-                      f"{config.node_type} at {config.site}, duration {config.duration_text}, "
-                      f"wait until ACTIVE (up to {config.lease_timeout_s} s)"),
+                        f"site {config.site}; record what is created or adopted in {_state_path(state)}"),
+        _lease_step(config),
         Step("server", f"launch or reuse server {config.server_name} with image {config.image} on the "
                        f"lease's node reservation, wait until ACTIVE (up to {config.server_timeout_s} s)"),
-        Step("floating-ip", f"associate a floating IP with {config.server_name} unless it has one"),
+        Step("floating-ip", f"associate a floating IP with {config.server_name} unless it has one: a free "
+                            "one of the project, else a new allocation (recorded with its id)"),
         Step("ssh", f"wait until SSH (port 22) answers (up to {config.ssh_timeout_s} s), user "
                     f"{config.ssh_user}"),
         Step("upload", "node_setup.sh" + (" and this checkout as serve-system-lab.tar.gz"
@@ -49,12 +77,41 @@ def provision_plan(config: ChameleonConfig) -> list[Step]:
                             "artefacts first when none came along)")]
 
 
-def teardown_plan(config: ChameleonConfig, keep_lease: bool = False) -> list[Step]:
-    """The steps of ``teardown``: the server first (with its floating IP), then the lease."""
-    steps = [Step("context", f"use project {config.project or '(CHI_PROJECT)'}, site {config.site}"),
-             Step("server", f"delete server {config.server_name} and its floating IP, wait until gone")]
-    if not keep_lease:
-        steps.append(Step("lease", f"delete lease {config.lease_name}"))
+def teardown_plan(config: ChameleonConfig, keep_lease: bool = False, delete_adopted: bool = False,
+                  state: Path | str | None = None) -> list[Step]:
+    """The steps of ``teardown``: server, the floating IP this lab allocated, then the lease.
+
+    Reads the state file (a local file: no python-chi call) to say what is recorded.
+    """
+    path = _state_path(state)
+    try:
+        records = State(path)
+    except Exception as exc:  # shown in the plan; teardown itself raises it
+        return [Step("state", f"(cannot read {path}: {exc})")]
+
+    def recorded(kind: str) -> str:
+        entries = records.live(kind, config)
+        if not entries:
+            return "none recorded"
+        return ", ".join(f"{e.name} ({'reserved ahead, ' if e.keep else ''}{e.origin})" for e in entries)
+
+    rule = ("also what it adopted (delete_adopted)" if delete_adopted
+            else "adopted ones are kept (delete_adopted=True deletes them too)")
+    steps = [Step("context", f"use project {config.project or '(CHI_PROJECT)'}, site {config.site}; "
+                             f"delete what {path} records as created by this lab, {rule}"),
+             Step("server", f"delete server {config.server_name} if recorded as created (recorded: "
+                            f"{recorded('server')}), without python-chi's floating IP release; wait "
+                            "until gone"),
+             Step("floating-ip", f"release the floating IP this lab allocated, through python-chi's network "
+                                 f"API (recorded: {recorded('floating_ip')})")]
+    if keep_lease:
+        steps.append(Step("lease", "keep the lease (keep_lease)"))
+    else:
+        name = config.lease_id or config.lease_name
+        created = [e for e in records.live("lease", config) if e.origin == CREATED and not e.keep]
+        as_is = "" if created or delete_adopted else "; as it stands: kept"
+        steps.append(Step("lease", f"delete lease {name} if recorded as created (recorded: "
+                                   f"{recorded('lease')}{as_is})"))
     return steps
 
 

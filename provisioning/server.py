@@ -1,4 +1,13 @@
-"""The server on the reserved node: launched once, reused after, reachable by SSH."""
+"""The server on the reserved node: launched once, reused after, reachable by SSH; its floating IP.
+
+A server found by name is adopted (kept at teardown unless ``delete_adopted``); one launched
+here is recorded as created in the state file as soon as it exists. The floating IP comes
+from python-chi's network API (``get_or_create_floating_ip``: a free one of the project,
+adopted, or a new allocation, created) and is recorded — with its id — before it is
+associated, so teardown releases exactly the one this lab allocated. ``Server.delete`` is
+called with ``delete_ips=False``: python-chi 1.2.10's own release does not release anything
+(docs/decisions/2026-11-23-chameleon-lifecycle.md).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +17,7 @@ from provisioning.chi_api import ChiApi
 from provisioning.config import ChameleonConfig, ProvisioningError
 from provisioning.errors import describe, step
 from provisioning.lease import node_reservation_id
+from provisioning.state import ADOPTED, CREATED, State
 from servelab.core.procs import wait_until
 
 FIP_HINT = ("check the project's floating IP quota in the GUI (Network → Floating IPs), release unused "
@@ -21,9 +31,9 @@ def find_server(config: ChameleonConfig, chi: ChiApi) -> Any | None:
     return chi.server.get_server(config.server_name)
 
 
-def create_server(config: ChameleonConfig, lease: Any, chi: ChiApi) -> Any:
-    """Launch the server on the lease's node reservation with the lab's image."""
-    print(f"Launching server {config.server_name} ({config.image}) on lease {config.lease_name}")
+def create_server(config: ChameleonConfig, lease: Any, chi: ChiApi, state: State) -> Any:
+    """Launch the server on the lease's node reservation with the lab's image; record it as created."""
+    print(f"Launching server {config.server_name} ({config.image}) on lease {lease.name}")
     server = chi.server.Server(
         config.server_name,
         reservation_id=node_reservation_id(lease, config),
@@ -31,8 +41,12 @@ def create_server(config: ChameleonConfig, lease: Any, chi: ChiApi) -> Any:
         key_name=config.key_name or None,
     )
     created = server.submit(wait_for_active=False, show=None, idempotent=True)
+    # recorded before anything else can fail; its id once python-chi hands the server back
+    state.record("server", config.server_name, None, CREATED, config)
     # python-chi 1.2 returns a Server only when one existed; on a fresh create it returns None
-    return created if created is not None else chi.server.get_server(config.server_name)
+    created = created if created is not None else chi.server.get_server(config.server_name)
+    state.record("server", config.server_name, created.id, CREATED, config)
+    return created
 
 
 def wait_server_active(server: Any, config: ChameleonConfig) -> Any:
@@ -53,37 +67,45 @@ def wait_server_active(server: Any, config: ChameleonConfig) -> Any:
     return server
 
 
-def ensure_server(config: ChameleonConfig, lease: Any, chi: ChiApi) -> Any:
-    """Reuse the server with this name unless it is in ERROR; otherwise launch it. Return it ACTIVE."""
+def ensure_server(config: ChameleonConfig, lease: Any, chi: ChiApi, state: State) -> Any:
+    """Reuse (adopt) the server with this name unless it is in ERROR, else launch it; return it ACTIVE."""
     server = find_server(config, chi)
     if server is None:
-        server = create_server(config, lease, chi)
+        server = create_server(config, lease, chi, state)
     else:
         status = server.status
         if status == "ERROR":
             raise ProvisioningError(
                 f"server {config.server_name} exists but is in ERROR; it is not reused. Delete it "
-                "(provisioning teardown with keep_lease=True, or the GUI: Compute → Instances → "
-                "Delete) and run this step again")
-        print(f"Reusing server {config.server_name} ({status})")
+                "(the GUI: Compute → Instances → Delete, or provisioning teardown with keep_lease=True, "
+                "and delete_adopted=True when this lab did not create it) and run this step again")
+        origin = state.record("server", config.server_name, server.id, ADOPTED, config).origin
+        print(f"Reusing server {config.server_name} ({status}; {origin} by this lab)")
     return wait_server_active(server, config)
 
 
-def ensure_floating_ip(server: Any) -> str:
-    """The server's floating IP, associating a free one from the project only when it has none.
+def ensure_floating_ip(server: Any, config: ChameleonConfig, chi: ChiApi, state: State) -> str:
+    """The server's floating IP; when it has none, a free one of the project or a new one, associated.
 
-    python-chi's ``associate_floating_ip()`` returns the address it attached (1.2.x: the
-    ``floating_ip_address`` of the updated IP) and raises when no port can take it.
+    The IP is recorded (address, id, allocated here or not) before it is associated, so a failed
+    association still leaves a record for teardown. python-chi's ``associate_floating_ip(fip)``
+    returns the address it attached (1.2.x: the ``floating_ip_address`` of the updated IP) and
+    raises when no port can take it.
     """
     address = server.get_floating_ip()
     if address:
+        state.record("floating_ip", str(address), None, ADOPTED, config)  # created if recorded so
         print(f"Server already has floating IP {address}")
         return str(address)
-    with step(f"associating a floating IP with server {server.name}", FIP_HINT):
-        address = server.associate_floating_ip()
+    with step("finding a free floating IP in the project or allocating one", FIP_HINT):
+        fip, allocated = chi.network.get_or_create_floating_ip()
+    wanted = str(fip["floating_ip_address"])
+    state.record("floating_ip", wanted, str(fip["id"]), CREATED if allocated else ADOPTED, config)
+    with step(f"associating floating IP {wanted} with server {server.name}", FIP_HINT):
+        address = server.associate_floating_ip(wanted)
     if not address:
         raise ProvisioningError(f"no floating IP was attached to server {server.name}: {FIP_HINT}")
-    print(f"Associated floating IP {address}")
+    print(f"Associated floating IP {address} ({'allocated' if allocated else 'a free one of the project'})")
     return str(address)
 
 
@@ -98,14 +120,23 @@ def wait_for_ssh(server: Any, address: str, config: ChameleonConfig) -> None:
         ) from exc
 
 
-def delete_server(config: ChameleonConfig, chi: ChiApi, timeout: float = 600.0) -> bool:
-    """Delete the server (and its floating IP) and wait until it is gone; False when there was none."""
-    server = find_server(config, chi)
-    if server is None:
-        print(f"No server named {config.server_name}")
-        return False
-    server.delete()
+def delete_server(server: Any, config: ChameleonConfig, chi: ChiApi, timeout: float = 600.0) -> None:
+    """Delete the server without python-chi's floating IP release (see the module); wait until it is gone."""
+    server.delete(delete_ips=False)
     wait_until(lambda: chi.server.get_server_id(config.server_name) is None,
                f"server {config.server_name} to be deleted", timeout, interval=5.0)
-    print(f"Deleted server {config.server_name}")
+
+
+def release_floating_ip(address: str, fip_id: str | None, chi: ChiApi) -> bool:
+    """Release (deallocate) the project's floating IP with this id (else address); False when it is gone.
+
+    Through python-chi's network API (neutron ``delete_floatingip`` by the IP's id), never
+    ``Server.delete(delete_ips=True)``.
+    """
+    ips = list(chi.network.list_floating_ips())
+    match = [ip for ip in ips if (fip_id and ip.get("id") == fip_id)
+             or (not fip_id and ip.get("floating_ip_address") == address)]
+    if not match:
+        return False
+    chi.network.deallocate_floating_ip(str(match[0]["floating_ip_address"]))
     return True

@@ -21,8 +21,10 @@ that happens to be first on PATH.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -201,7 +203,34 @@ def run_notebook(path: Path, run_dir: Path, parameters: dict[str, Any], kernel: 
     except Exception as exc:  # kernel died, timeout while starting, ...
         error = f"{path.name}: {_failing_cell(output)} — {type(exc).__name__}: {exc}"
         return NotebookOutcome(path.stem, output, time.monotonic() - start, False, error)
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (`python -m servelab.lab stop`, the chameleon deadline)
+        error = f"{path.name}: {_failing_cell(output)} — stopped from outside (SIGTERM or Ctrl-C)"
+        return NotebookOutcome(path.stem, output, time.monotonic() - start, False, error)
     return NotebookOutcome(path.stem, output, time.monotonic() - start, True)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def stop_runs(proc: Path = Path("/proc"), me: int | None = None) -> list[int]:
+    """SIGTERM every other ``python -m servelab.lab run`` on this machine (or container); their pids.
+
+    Each then ends its notebook as stopped and still writes run.json and its report."""
+    me = os.getpid() if me is None else me
+    stopped = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue  # gone, or not ours to read
+        if b"servelab.lab" in argv and b"run" in argv[argv.index(b"servelab.lab"):]:
+            with contextlib.suppress(OSError):
+                os.kill(int(entry.name), signal.SIGTERM)
+                stopped.append(int(entry.name))
+    return stopped
 
 
 def run(preset: str = "quick", target: str = "local", only: Sequence[str] | None = None,
@@ -305,10 +334,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     run_p.add_argument("--run-dir", type=Path, help="the run's folder (new or empty; default results/<id>)")
     run_p.add_argument("--keep-node", action="store_true",
                        help="chameleon: leave the server and lease running after the run")
+    run_p.add_argument("--delete-adopted", action="store_true",
+                       help="chameleon: also delete the lease/server/floating IP the run found and reused, "
+                            "not only what it created")
+    run_p.add_argument("--lease-start", help="chameleon: reserve ahead from this time (ISO 8601, no offset: "
+                                             "the site's time zone; or +2h); default $CHI_LEASE_START or now")
+    run_p.add_argument("--lease-id",
+                       help="chameleon: use (adopt) this lease; default $CHI_LEASE_ID, else by name")
+    sub.add_parser("stop", help="stop the lab runs here; each still writes run.json and its report")
     rep_p = sub.add_parser("report", help="(re)write report.html for an existing run folder")
     rep_p.add_argument("run_dir", type=Path)
     rep_p.add_argument("--compare", type=Path, help="another run's folder (e.g. a GPU run) to set beside it")
     args = parser.parse_args(argv)
+    if args.command == "stop":
+        pids = stop_runs()
+        print(f"stopped: {', '.join(map(str, pids))}" if pids else "no lab run to stop")
+        return 0
+    signal.signal(signal.SIGTERM, _interrupt)  # a stopped run still writes run.json and its report
     if args.command == "report":
         from servelab.lab.run_report import write_report
 
@@ -317,6 +359,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.target == "chameleon":
             return _main_chameleon(args)
+        chameleon_only = [flag for flag, value in (("--delete-adopted", args.delete_adopted),
+                                                   ("--lease-start", args.lease_start),
+                                                   ("--lease-id", args.lease_id)) if value]
+        if chameleon_only:
+            raise ParameterError(f"{', '.join(chameleon_only)} only apply to --target chameleon")
         outcome = run(args.preset, args.target, args.only, cell_timeout=args.cell_timeout,
                       notebook_timeout=args.notebook_timeout, run_dir=args.run_dir)
     except ParameterError as exc:
@@ -336,7 +383,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main_chameleon(args: argparse.Namespace) -> int:
     if args.run_dir is not None:
         raise ParameterError("--run-dir is for a run on this machine; a chameleon run names its own folder")
-    run_dir, outcome, report_path = run_chameleon(args.preset, args.only, keep_node=args.keep_node)
+    settings = {"lease_start": args.lease_start, "lease_id": args.lease_id}
+    run_dir, outcome, report_path = run_chameleon(args.preset, args.only, keep_node=args.keep_node,
+                                                  delete_adopted=args.delete_adopted, settings=settings)
     minutes, seconds = divmod(outcome.seconds, 60)
     print(f"results: {run_dir}")
     if report_path:

@@ -12,7 +12,10 @@ One command covers the node's whole life, in this order:
    and utilisation sample is taken next to the servers.
 4. ``fetch``: the node's run folder, packed there and unpacked into this run's
    folder, also after a failed node run (what was measured is kept).
-5. ``teardown``: server, then lease, even when a step failed, unless ``keep_node``.
+5. ``teardown``: what this run created (recorded in ``chameleon-state.json`` in the run's
+   folder: server, the floating IP it allocated, lease), even when a step failed or the
+   controller got SIGTERM/SIGHUP, unless ``keep_node``; what it adopted (found and reused)
+   is kept unless ``delete_adopted``.
 
 The run's ``run.json`` lists the steps and the node's notebooks; the exit code
 and the report say which step failed. The SSH side is a ``NodeShell``: Fabric on
@@ -28,10 +31,20 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
+from servelab.targets.detached import NodeUnreachable, RemoteRun, follow
+
 STEPS = ("preflight", "reserve", "launch", "node run", "fetch", "teardown")
+# kept from the lease for packing, fetching and tearing down
+# why: docs/decisions/2026-11-23-chameleon-lifecycle.md
+FETCH_MARGIN_S = 15 * 60.0
+MIN_NODE_RUN_S = 10 * 60.0  # a lease with less left than this (after the margin) cannot run the lab
+# the lab runs inside the node's Jupyter container (scripts/docker_host.sh run): stopping the host's
+# `docker compose exec` would leave it running there, so the deadline stops it there first
+STOP_INNER = "sg docker -c 'docker exec servelab-jupyter python -m servelab.lab stop'"
 
 
 class NodeShell(Protocol):
@@ -39,6 +52,9 @@ class NodeShell(Protocol):
 
     def run(self, command: str, timeout: float) -> int:
         """Run ``command`` with its output streamed here; its exit code."""
+
+    def capture(self, command: str, timeout: float) -> tuple[int, str]:
+        """Run ``command`` quietly; its exit code and stdout. Raises when the node cannot be reached."""
 
     def get(self, remote_path: str, local_path: Path) -> None:
         """Copy a file from the node."""
@@ -54,6 +70,11 @@ class FabricShell:
         result = self.connection.run(command, warn=True, hide=False, pty=False, in_stream=False,
                                      timeout=timeout)
         return int(result.exited)
+
+    def capture(self, command: str, timeout: float) -> tuple[int, str]:
+        result = self.connection.run(command, warn=True, hide=True, pty=False, in_stream=False,
+                                     timeout=timeout)
+        return int(result.exited), str(result.stdout)
 
     def get(self, remote_path: str, local_path: Path) -> None:
         self.connection.get(remote_path, local=str(local_path))
@@ -157,69 +178,157 @@ class _Stop(Exception):
 def run_on_node(run_dir: Path, preset: str = "quick", only: Sequence[str] | None = None,
                 keep_node: bool = False, config: Any = None, chi: Any = None,
                 shell_for: Callable[[Any], NodeShell] | None = None,
-                node_timeout: float | None = None) -> NodeRun:
+                node_timeout: float | None = None, delete_adopted: bool = False,
+                settings: dict[str, Any] | None = None) -> NodeRun:
     """Provision, run the lab on the node, fetch its results, tear down (see the module's text).
 
-    ``config`` is a ``provisioning.ChameleonConfig`` (default: from the environment);
-    ``chi`` replaces the python-chi modules and ``shell_for(node)`` the SSH shell
-    (the tests' recording stand-ins). ``node_timeout`` defaults to the lease's length.
+    ``config`` is a ``provisioning.ChameleonConfig`` (default: from the environment and
+    ``settings``, e.g. ``lease_start``/``lease_id``); ``chi`` replaces the python-chi modules and
+    ``shell_for(node)`` the SSH shell (the tests' recording stand-ins). ``node_timeout`` defaults
+    to the lease's length. What the run creates or adopts is recorded in
+    ``<run_dir>/chameleon-state.json``; teardown deletes what it created, adopted resources too
+    only with ``delete_adopted``. SIGTERM/SIGHUP fail the running step like an exception (the
+    teardown still runs; a signal during the teardown waits for it).
     """
     import provisioning
+    from provisioning.errors import Terminated, signals_raise
 
     run_dir = Path(run_dir)
+    state = run_dir / provisioning.STATE_NAME
     outcome = NodeRun(run_dir)
     step = _Steps(outcome)
     started = time.monotonic()
-    created = False
+    checked = False
+    signals_installed = contextlib.ExitStack()
+    signals = signals_installed.enter_context(signals_raise())  # until the teardown is done
     try:
-        config = step("preflight", lambda: _preflight(provisioning, config, chi))
-        created = True  # from here on something may exist on the testbed: always tear down
-        step("reserve", lambda: provisioning.reserve(config, chi=chi) and f"lease {config.lease_name}")
-        node = step("launch", lambda: provisioning.launch(config, chi=chi))
-        shell = (shell_for or (lambda n: FabricShell(n.ssh_connection())))(node)
+        config = step("preflight", lambda: _preflight(provisioning, config, chi, settings))
+        checked = True  # from here on the state file records what exists because of this run
+        leases: list[Any] = []
+        step("reserve", lambda: _reserve(provisioning, config, chi, state, leases))
+        node = step("launch", lambda: provisioning.launch(config, chi=chi, state=state))
+        connect = partial(shell_for or _fabric_shell, node)
+        remote = RemoteRun(config.remote_dir, run_dir.name)
         command = remote_lab_command(config.remote_dir, run_dir.name, preset, only)
-        limit = node_timeout or config.duration.total_seconds()
         node_failed = False
+        shells: list[NodeShell] = []
         try:
-            step("node run", lambda: _node_run(shell, command, limit))
+            step("node run", lambda: _node_run(connect, remote, command,
+                                               node_timeout or _time_left(leases[0], config), shells))
         except _Stop:
             node_failed = True  # what the node measured before it failed is still fetched
-        step("fetch", lambda: _fetch(shell, config.remote_dir, run_dir, outcome))
+        if signals.received:
+            raise _Stop  # stopped from outside: straight to the teardown
+        step("fetch",
+             lambda: _fetch(shells[-1] if shells else connect(), config.remote_dir, run_dir, outcome))
         if node_failed:
             raise _Stop
     except _Stop:
         pass  # the failed step is recorded in outcome.steps
+    except Terminated as exc:  # a signal between steps
+        outcome.steps.append(StepOutcome("stopped", False, 0.0, str(exc)))
     finally:
-        if created and not keep_node:
-            def teardown() -> str:
-                provisioning.teardown(config, chi=chi)
-                return "server and lease deleted"
-
-            with contextlib.suppress(_Stop):
-                step("teardown", teardown)
-        elif created:
-            print(f"--keep-node: server {config.server_name} and lease {config.lease_name} left running; "
-                  "tear down with: python -m provisioning teardown", flush=True)
+        with signals_installed, signals.deferred("the teardown"):
+            _teardown(provisioning, step, config, chi, state, checked, keep_node, delete_adopted)
         outcome.seconds = time.monotonic() - started
     return outcome
 
 
-def _preflight(provisioning: Any, config: Any, chi: Any) -> Any:
-    config = config if config is not None else provisioning.from_env()
+def _teardown(provisioning: Any, step: _Steps, config: Any, chi: Any, state: Path, checked: bool,
+              keep_node: bool, delete_adopted: bool) -> None:
+    """Delete what the state file records as created (adopted too with ``delete_adopted``)."""
+    if not checked or not state.exists():
+        return  # the preflight failed, or nothing was created or adopted
+    if keep_node:
+        left = ", ".join(f"{r['kind'].replace('_', ' ')} {r['name']}" for r in _resources(state)
+                         if r["fate"] == "live")
+        print(f"--keep-node: left running: {left or 'nothing'}; tear down with: python -m provisioning "
+              f"teardown --state {state}", flush=True)
+        return
+
+    def teardown() -> str:
+        try:
+            result = provisioning.teardown(config, chi=chi, state=state, delete_adopted=delete_adopted)
+        except provisioning.TeardownError as exc:
+            raise RuntimeError(f"{exc.result.line()} — {exc}") from exc
+        return str(result.line())
+
+    with contextlib.suppress(_Stop):
+        step("teardown", teardown)
+
+
+def _resources(state: Path) -> list[dict[str, Any]]:
+    from provisioning.state import load_resources
+
+    return load_resources(state)
+
+
+def _preflight(provisioning: Any, config: Any, chi: Any, settings: dict[str, Any] | None = None) -> Any:
+    config = config if config is not None else provisioning.from_env(**(settings or {}))
     provisioning.preflight(config, chi=chi)
     return config
 
 
-def _node_run(shell: NodeShell, command: str, limit: float) -> str:
-    print(f"$ {command}", flush=True)
-    try:
-        code = shell.run(command, timeout=limit)
-    except Exception as exc:  # Fabric's CommandTimedOut, a dropped connection
-        raise RuntimeError(f"the node's lab run stopped after at most {limit / 60:.0f} min: {exc}") from exc
+def _fabric_shell(node: Any) -> NodeShell:
+    return FabricShell(node.ssh_connection())
+
+
+def _time_left(lease: Any, config: Any) -> float:
+    """Seconds the node run may take: until the lease's end less FETCH_MARGIN (fetch and teardown)."""
+    from provisioning.times import to_utc, utcnow
+
+    end = to_utc(getattr(lease, "end_date", None))
+    left = ((end - utcnow()).total_seconds() if end else config.duration.total_seconds()) - FETCH_MARGIN_S
+    if left < MIN_NODE_RUN_S:
+        raise RuntimeError(f"the lease ends in {(left + FETCH_MARGIN_S) / 60:.0f} min, too soon for the lab "
+                           f"and the fetch ({FETCH_MARGIN_S / 60:.0f} min kept for it): extend the lease "
+                           "(GUI: Reservations → Leases → Update) or reserve a longer one")
+    return left
+
+
+def _reserve(provisioning: Any, config: Any, chi: Any, state: Path, leases: list[Any]) -> str:
+    from provisioning.times import show_time, to_utc
+
+    leases.append(provisioning.reserve(config, chi=chi, state=state, require_active=True))
+    end = to_utc(getattr(leases[0], "end_date", None))
+    return f"lease {config.lease_id or config.lease_name}" + (f", ends {show_time(end, config.site)}"
+                                                              if end else "")
+
+
+def _node_run(connect: Callable[[], NodeShell], remote: RemoteRun, command: str, limit_s: float,
+              shells: list[NodeShell]) -> str:
+    """Start the lab detached on the node (or attach to it), then follow its output for up to ``limit_s``."""
+    deadline = time.monotonic() + limit_s
+    print(f"[node run] {limit_s / 60:.0f} min at most (the lease's end less {FETCH_MARGIN_S / 60:.0f} min "
+          "for the fetch and the teardown)", flush=True)
+    shell = connect()
+    shells.append(shell)
+    start = remote.start_command(command)
+    print(f"$ {command}\n  (detached on the node: its output in ~/{remote.path('log')}, followed here)",
+          flush=True)
+    code, said = shell.capture(start, timeout=120)
     if code != 0:
-        raise RuntimeError(f"./lab run --target docker exited {code} on the node (its output is above; "
-                           "the notebooks that ran are in this run's folder)")
-    return "./lab run --target docker passed on the node"
+        raise RuntimeError(f"could not start the lab on the node (exit {code}): {said.strip()[:200]}")
+    if said.strip().endswith("attached"):
+        print("[node run] the lab already runs on the node for this run folder: following it", flush=True)
+
+    def connected() -> NodeShell:
+        shells.append(connect())
+        return shells[-1]
+
+    try:
+        followed = follow(connected, remote, deadline, inner_stop=STOP_INNER, shell=shell)
+    except NodeUnreachable as exc:
+        raise RuntimeError(str(exc)) from exc
+    again = f" (reconnected {followed.reconnects} times)" if followed.reconnects else ""
+    if followed.stopped_at_deadline:
+        raise RuntimeError(f"the node's lab run was stopped at the lease's end less "
+                           f"{FETCH_MARGIN_S / 60:.0f} min kept for the fetch{again}: what it finished is "
+                           "in this run's folder")
+    if followed.exit_code != 0:
+        raise RuntimeError(f"./lab run --target docker exited {followed.exit_code} on the node{again} (its "
+                           "output is above; the notebooks that ran are in this run's folder)")
+    return f"./lab run --target docker passed on the node{again}"
 
 
 def _fetch(shell: NodeShell, remote_dir: str, run_dir: Path, outcome: NodeRun) -> str:
@@ -241,9 +350,20 @@ def _fetch(shell: NodeShell, remote_dir: str, run_dir: Path, outcome: NodeRun) -
 
 
 def summary(outcome: NodeRun, preset: str) -> dict[str, Any]:
-    """The run's ``run.json`` (read by the report)."""
+    """The run's ``run.json`` (read by the report), with what the run created or adopted on Chameleon
+    and what teardown deleted or left (from ``chameleon-state.json``)."""
+    resources = [{key: r[key] for key in ("kind", "name", "id", "origin", "fate", "keep", "detail")}
+                 for r in _resources(outcome.run_dir / "chameleon-state.json")]
+
+    def names(**match: str) -> list[str]:
+        return [f"{r['kind'].replace('_', ' ')} {r['name']}" for r in resources
+                if all(r[k] == v for k, v in match.items())]
+
     return {"preset": preset, "target": "chameleon", "seconds": round(outcome.seconds, 1), "ok": outcome.ok,
             "error": outcome.error,
             "steps": [{"step": s.step, "ok": s.ok, "seconds": round(s.seconds, 1), "detail": s.detail}
                       for s in outcome.steps],
-            "notebooks": outcome.notebooks}
+            "notebooks": outcome.notebooks,
+            "chameleon": {"created": names(origin="created"), "adopted": names(origin="adopted"),
+                          "deleted": names(fate="deleted"), "already_gone": names(fate="gone"),
+                          "left": names(fate="live"), "resources": resources}}

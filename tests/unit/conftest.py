@@ -1,19 +1,26 @@
 """Fixtures for the GPU-target tests: a recording stand-in of python-chi's API surface.
 
 The stand-in has the same names and signatures that ``provisioning`` calls on
-python-chi 1.2.x (``chi.context``, ``chi.lease``, ``chi.server``, ``chi.image``;
-``test_provisioning`` compares them with the installed library) and records
-every call that would reach Chameleon with its arguments (not ``context.get``,
-which only reads local settings), so the tests assert the exact sequence a real
-run would send. Its behaviour follows python-chi 1.2.10's source:
-``Server.submit`` returns None on a fresh create, ``wait`` returns on ERROR,
-``get_server_id`` returns None for an unknown name, ``get_keypair`` returns a
-key pair without public key for an unknown name, ``get_image`` raises a
-ValueError (CHIValueError) for an unknown name, ``associate_floating_ip``
-returns the address, ``execute`` returns Fabric's ``Result`` (and raises
+python-chi 1.2.x (``chi.context``, ``chi.lease``, ``chi.server``, ``chi.image``,
+``chi.network``; ``test_provisioning`` compares them with the installed library,
+and checks the behaviours below in its source) and records every call that would
+reach Chameleon with its arguments (not ``context.get``, which only reads local
+settings, nor a lease's ``status``, a Blazar read), so the tests assert the exact
+sequence a real run would send. Its behaviour follows python-chi 1.2.10's source:
+``Server.submit`` and ``Lease.submit`` return None (a fresh create), ``wait``
+returns on ERROR, ``get_server_id`` returns None for an unknown name,
+``get_keypair`` returns a key pair without public key for an unknown name,
+``get_image`` raises a ValueError (CHIValueError) for an unknown name,
+``associate_floating_ip`` returns the address it attached, ``Server.delete``
+leaves the server's floating IPs allocated even with ``delete_ips=True``,
+``Lease(start_date=..., duration=...)`` ends *now* + duration, a lease's dates are
+naive UTC datetimes after ``submit``, ``get_or_create_floating_ip`` returns
+``(ip, allocated)``, ``execute`` returns Fabric's ``Result`` (and raises
 ``UnexpectedExit`` on a non-zero exit).
 
 Knobs: ``fake_chi.rec.failures[call_name] = exc`` makes any recorded call raise;
+``fake_chi.clock`` (provisioning's time; ``sleep`` advances it), ``fake_chi.lease.
+status_at_start`` / ``.activation_lag``, ``fake_chi.network.floating_ips``,
 ``fake_chi.context.sites`` / ``.projects`` / ``.settings``, ``fake_chi.image.images``,
 ``fake_chi.server.keypairs``, ``fake_chi.server.outputs`` (command substring →
 stdout) and ``fake_chi.server.exit_codes`` (command substring → exit code).
@@ -22,6 +29,7 @@ stdout) and ``fake_chi.server.exit_codes`` (command substring → exit code).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -32,7 +40,9 @@ from invoke.runners import Result
 
 from provisioning.chi_api import ChiApi
 
-FLOATING_IP = "129.114.108.7"
+FLOATING_IP = "129.114.108.7"  # the first address the stand-in allocates
+START = datetime(2026, 11, 23, 15, 0, tzinfo=timezone.utc)  # the fake clock's start: 09:00 at CHI@TACC
+BLAZAR_FORMAT = "%Y-%m-%d %H:%M"  # python-chi 1.2.10 lease.BLAZAR_TIME_FORMAT
 JUPYTER_TOKEN = "0123abcd"
 JUPYTER_OUTPUT = f"[jupyter] building the model artefacts\njupyter: http://localhost:8888/lab?token={JUPYTER_TOKEN}\n"
 
@@ -51,14 +61,56 @@ class Recorder:
         return [name for name, _, _ in self.calls]
 
 
+class FakeClock:
+    """Provisioning's time (``provisioning.times.utcnow``/``sleep`` are replaced); sleeping advances it."""
+
+    def __init__(self, start: datetime = START) -> None:
+        self.at = start
+        self.slept: list[float] = []
+
+    def now(self) -> datetime:
+        return self.at
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.at += timedelta(seconds=seconds)
+
+
+def _naive_utc(at: datetime) -> datetime:
+    """As python-chi 1.2.10 holds a lease's dates after ``_populate_from_json``: naive, in UTC."""
+    return at.astimezone(timezone.utc).replace(tzinfo=None)
+
+
 class FakeLease:
-    def __init__(self, rec: Recorder, name: str, status: str = "PENDING",
-                 status_after_wait: str = "ACTIVE") -> None:
+    """A python-chi ``Lease``: ``id``/``start_date``/``end_date`` as after ``submit`` (naive UTC datetimes);
+    ``status`` — a Blazar read in python-chi, not recorded here — turns from PENDING to
+    ``status_at_start`` ``activation_lag`` after the start time."""
+
+    def __init__(self, rec: Recorder, module: FakeLeaseModule, name: str, status: str | None = "PENDING",
+                 status_at_start: str = "ACTIVE", start: datetime | None = None,
+                 end: datetime | None = None) -> None:
         self._rec = rec
+        self._module = module
         self.name = name
-        self.status = status
-        self.status_after_wait = status_after_wait
+        self.id: str | None = None
+        self._status = status
+        self.status_at_start = status_at_start
+        now = module.clock.now()
+        self.start_date: Any = _naive_utc(start or now)
+        self.end_date: Any = _naive_utc(end or (start or now) + timedelta(hours=3))
         self.node_reservations: list[dict[str, str]] = []
+
+    @property
+    def status(self) -> str | None:
+        start = self.start_date if isinstance(self.start_date, datetime) else None
+        if self._status == "PENDING" and start is not None and \
+                _naive_utc(self._module.clock.now()) >= start + self._module.activation_lag:
+            self._status = self.status_at_start
+        return self._status
+
+    @status.setter
+    def status(self, value: str | None) -> None:
+        self._status = value
 
     def add_node_reservation(self, amount: int | None = None, node_type: str | None = None,
                              node_name: str | None = None, nodes: Any = None) -> None:
@@ -68,50 +120,125 @@ class FakeLease:
     def submit(self, wait_for_active: bool = True, wait_timeout: int = 300, show: str | None = None,
                idempotent: bool = False, retry_on_error: bool = False) -> None:
         self._rec("Lease.submit", wait_for_active=wait_for_active, show=show, idempotent=idempotent)
-        return None
-
-    def wait(self, status: str = "active", show: str = "widget", timeout: int = 500) -> None:
-        self._rec("Lease.wait", status=status, show=show, timeout=timeout)
-        self.status = self.status_after_wait
+        now = _naive_utc(self._module.clock.now())
+        start = self.start_date
+        self.start_date = now if start == "now" else datetime.strptime(start, BLAZAR_FORMAT)
+        self.end_date = datetime.strptime(self.end_date, BLAZAR_FORMAT)
+        self.id = self._module.new_id()
+        self._status = "PENDING"
+        self._module.leases.append(self)
+        return None  # python-chi 1.2.10: always None
 
     def delete(self) -> None:
         self._rec("Lease.delete", self.name)
-        self.status = "DELETED"
+        self.id = None
+        self._status = "DELETED"
 
 
 class FakeLeaseModule:
-    def __init__(self, rec: Recorder, status_after_wait: str = "ACTIVE") -> None:
+    def __init__(self, rec: Recorder, clock: FakeClock) -> None:
         self._rec = rec
+        self.clock = clock
         self.leases: list[FakeLease] = []
-        self.status_after_wait = status_after_wait
+        self.status_at_start = "ACTIVE"
+        self.activation_lag = timedelta(seconds=60)  # Blazar starts a lease within about a minute
+        self._ids = 0
+
+    def new_id(self) -> str:
+        self._ids += 1
+        return f"lease-{self._ids}"
 
     def Lease(self, name: str | None = None, start_date: Any = None, end_date: Any = None,  # noqa: N802
               duration: Any = None, lease_json: Any = None) -> FakeLease:
-        self._rec("lease.Lease", name, duration=duration)
-        lease = FakeLease(self._rec, name or "", status_after_wait=self.status_after_wait)
-        self.leases.append(lease)
+        """python-chi 1.2.10's constructor: dates formatted as given (no time zone conversion); with
+        ``duration`` the end is *now* + duration even when ``start_date`` is given."""
+        given = {k: v for k, v in (("start_date", start_date), ("end_date", end_date), ("duration", duration))
+                 if v is not None}
+        self._rec("lease.Lease", name, **given)
+        if end_date and duration:
+            raise ValueError("Specify either end_date or duration, not both")
+        if not (end_date or duration):
+            raise ValueError("Either end_date or duration must be specified")
+        lease = FakeLease(self._rec, self, name or "", status=None, status_at_start=self.status_at_start)
+        lease.start_date = start_date.strftime(BLAZAR_FORMAT) if start_date else "now"
+        lease.end_date = (end_date or self.clock.now() + duration).strftime(BLAZAR_FORMAT)
         return lease
 
     def list_leases(self) -> list[FakeLease]:
         self._rec("lease.list_leases")
         return list(self.leases)
 
-    def add_existing(self, name: str, status: str, status_after_wait: str = "ACTIVE") -> FakeLease:
-        lease = FakeLease(self._rec, name, status=status, status_after_wait=status_after_wait)
+    def add_existing(self, name: str, status: str, status_at_start: str = "ACTIVE",
+                     starts_in: timedelta | None = None) -> FakeLease:
+        """A lease made before this run (e.g. in the GUI); ``starts_in`` from now (default: started)."""
+        start = self.clock.now() + (starts_in if starts_in is not None else timedelta(hours=-1))
+        lease = FakeLease(self._rec, self, name, status=status, status_at_start=status_at_start, start=start)
+        lease.id = self.new_id()
         lease.node_reservations.append({"id": f"res-{name}"})
         self.leases.append(lease)
         return lease
 
 
+class FakeNetworkModule:
+    """python-chi's ``chi.network`` floating IP functions over a list of the project's floating IPs."""
+
+    def __init__(self, rec: Recorder) -> None:
+        self._rec = rec
+        self.floating_ips: list[dict[str, Any]] = []
+        self._next = 7  # the first allocation is FLOATING_IP
+
+    def allocate(self, port_id: str | None = None) -> dict[str, Any]:
+        address = f"129.114.108.{self._next}"
+        self._next += 1
+        fip = {"id": f"fip-{address}", "floating_ip_address": address, "port_id": port_id,
+               "fixed_ip_address": None, "tags": []}
+        self.floating_ips.append(fip)
+        return fip
+
+    def free(self) -> dict[str, Any] | None:
+        return next((ip for ip in self.floating_ips if ip["port_id"] is None), None)
+
+    def get_or_create_floating_ip(self) -> tuple[dict[str, Any], bool]:
+        self._rec("network.get_or_create_floating_ip")
+        fip = self.free()
+        return (fip, False) if fip is not None else (self.allocate(), True)
+
+    def list_floating_ips(self) -> list[dict[str, Any]]:
+        self._rec("network.list_floating_ips")
+        return [dict(ip) for ip in self.floating_ips]
+
+    def get_floating_ip(self, ip_address: str) -> dict[str, Any]:
+        self._rec("network.get_floating_ip", ip_address)
+        for ip in self.floating_ips:
+            if ip["floating_ip_address"] == ip_address:
+                return ip
+        raise ValueError(f"Floating IP {ip_address} not found")  # python-chi: CHIValueError
+
+    def deallocate_floating_ip(self, address: str) -> None:
+        self._rec("network.deallocate_floating_ip", address)
+        fip = next((ip for ip in self.floating_ips if ip["floating_ip_address"] == address), None)
+        if fip is None:
+            raise ValueError(f"Floating IP {address} not found")  # python-chi's get_floating_ip
+        self.floating_ips.remove(fip)
+
+    def add_existing(self, port_id: str | None = None) -> dict[str, Any]:
+        """A floating IP already in the project (bound to ``port_id``, or free)."""
+        return self.allocate(port_id)
+
+
 class FakeServer:
     def __init__(self, rec: Recorder, module: FakeServerModule, name: str, status: str = "BUILD",
-                 status_after_wait: str = "ACTIVE", fip: str | None = None) -> None:
+                 status_after_wait: str = "ACTIVE") -> None:
         self._rec = rec
         self._module = module
         self.name = name
+        self.id = module.new_id()
         self.status = status
         self.status_after_wait = status_after_wait
-        self.fip = fip
+
+    @property
+    def _port(self) -> str:  # the port its floating IPs are bound to
+        return f"port-{self.id}"
 
     def submit(self, wait_for_active: bool = True, show: str = "widget", idempotent: bool = False,
                retry_on_error: bool = False, wait_timeout: int = 1200, **kwargs: Any) -> None:
@@ -125,12 +252,18 @@ class FakeServer:
 
     def get_floating_ip(self) -> str | None:
         self._rec("Server.get_floating_ip")
-        return self.fip
+        bound = [ip for ip in self._module.network.floating_ips if ip["port_id"] == self._port]
+        return str(bound[0]["floating_ip_address"]) if bound else None
 
     def associate_floating_ip(self, fip: str | None = None, port_id: str | None = None) -> str:
-        self._rec("Server.associate_floating_ip")
-        self.fip = FLOATING_IP
-        return self.fip  # python-chi 1.2: the address it attached
+        """python-chi 1.2.10: the given address (else a free one, else a new allocation) bound to the
+        server's port; returns the address it attached."""
+        self._rec("Server.associate_floating_ip", *([fip] if fip else []))
+        network = self._module.network
+        ip = (next(i for i in network.floating_ips if i["floating_ip_address"] == fip) if fip
+              else network.free() or network.allocate())
+        ip["port_id"] = self._port
+        return str(ip["floating_ip_address"])
 
     def check_connectivity(self, wait: bool = True, host: str | None = None, port: int = 22,
                            timeout: int = 500, show: str = "widget") -> None:
@@ -157,16 +290,22 @@ class FakeServer:
 
     def ssh_connection(self, user: str = "cc", **kwargs: Any) -> Any:
         self._rec("Server.ssh_connection", user=user)
-        return SimpleNamespace(host=self.fip, user=user)
+        return SimpleNamespace(host=self.get_floating_ip(), user=user)
 
     def delete(self, idempotent: bool = False, delete_ips: bool = True) -> None:
-        self._rec("Server.delete", self.name)
+        """python-chi 1.2.10: the server goes and its floating IPs come off its port, but stay
+        allocated to the project even with ``delete_ips=True`` (its release sends a DELETE that 404s)."""
+        self._rec("Server.delete", self.name, delete_ips=delete_ips)
         self._module.servers.pop(self.name, None)
+        for ip in self._module.network.floating_ips:
+            if ip["port_id"] == self._port:
+                ip["port_id"] = None
 
 
 class FakeServerModule:
-    def __init__(self, rec: Recorder) -> None:
+    def __init__(self, rec: Recorder, network: FakeNetworkModule) -> None:
         self._rec = rec
+        self.network = network
         self.servers: dict[str, FakeServer] = {}
         self.ssh_fails = False
         self.keypairs: dict[str, str] = {"alice-key": "ssh-ed25519 AAAAC3Nza alice"}
@@ -174,6 +313,11 @@ class FakeServerModule:
         self.exit_codes: dict[str, int] = {}
         self.hangs: set[str] = set()  # command substrings that run past the command timeout
         self.execute_kwargs: list[dict[str, Any]] = []
+        self._ids = 0
+
+    def new_id(self) -> str:
+        self._ids += 1
+        return f"server-{self._ids}"
 
     def Server(self, name: str, reservation_id: str | None = None,  # noqa: N802
                image_name: str | None = "CC-Ubuntu22.04", image: Any = None,
@@ -185,7 +329,7 @@ class FakeServerModule:
 
     def get_server_id(self, name: str) -> str | None:
         self._rec("server.get_server_id", name)
-        return f"id-{name}" if name in self.servers else None
+        return self.servers[name].id if name in self.servers else None
 
     def get_server(self, name: str) -> FakeServer:
         self._rec("server.get_server", name)
@@ -199,9 +343,12 @@ class FakeServerModule:
         self._rec("server.list_keypair")
         return [SimpleNamespace(name=name, public_key=key) for name, key in self.keypairs.items()]
 
-    def add_existing(self, name: str, status: str, fip: str | None = None) -> FakeServer:
-        server = FakeServer(self._rec, self, name, status=status, status_after_wait=status, fip=fip)
+    def add_existing(self, name: str, status: str, fip: bool = False) -> FakeServer:
+        """A server made before this run; ``fip``: with a floating IP of the project bound to it."""
+        server = FakeServer(self._rec, self, name, status=status, status_after_wait=status)
         self.servers[name] = server
+        if fip:
+            self.network.add_existing(port_id=server._port)
         return server
 
 
@@ -265,26 +412,39 @@ class FakeChi:
     server: FakeServerModule
     context: FakeContext
     image: FakeImageModule
+    network: FakeNetworkModule
+    clock: FakeClock
 
 
 @pytest.fixture
-def fake_chi(tmp_path: Path) -> FakeChi:
-    rec = Recorder()
+def fake_chi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeChi:
+    """The stand-in, with provisioning's clock replaced (waits take no time) and Berlin as the local zone."""
+    from zoneinfo import ZoneInfo
+
+    from provisioning import times
+
+    rec, clock = Recorder(), FakeClock()
+    monkeypatch.setattr(times, "utcnow", clock.now)
+    monkeypatch.setattr(times, "sleep", clock.sleep)
+    monkeypatch.setattr(times, "local_zone", lambda: ZoneInfo("Europe/Berlin"))
     public_key = tmp_path / "id_rsa.pub"  # Chameleon's Jupyter: OS_KEYPAIR_PUBLIC_KEY
     public_key.write_text("ssh-rsa AAAAB3Nza alice@jupyter\n")
-    leases, servers = FakeLeaseModule(rec), FakeServerModule(rec)
+    network = FakeNetworkModule(rec)
+    leases, servers = FakeLeaseModule(rec, clock), FakeServerModule(rec, network)
     context, images = FakeContext(rec, public_key), FakeImageModule(rec)
-    api = ChiApi(context=context, lease=leases, server=servers, image=images)
-    return FakeChi(rec, api, leases, servers, context, images)
+    api = ChiApi(context=context, lease=leases, server=servers, image=images, network=network)
+    return FakeChi(rec, api, leases, servers, context, images, network, clock)
 
 
 @pytest.fixture
-def student(monkeypatch: pytest.MonkeyPatch) -> str:
-    """A fixed user id and no stray CHI_*/OS_* settings (credentials) from the machine running the tests."""
+def student(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    """A fixed user id, no stray CHI_*/OS_* settings (credentials) from the machine running the tests,
+    and results (the default state file) under the test's folder."""
     import os
 
     for var in list(os.environ):
         if var.startswith(("CHI_", "OS_", "SERVELAB_REPO", "SERVELAB_CODE", "SERVELAB_REMOTE")):
             monkeypatch.delenv(var)
     monkeypatch.setenv("USER", "alice")
+    monkeypatch.setenv("SERVELAB_RESULTS", str(tmp_path / "results"))
     return "alice"

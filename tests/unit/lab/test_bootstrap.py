@@ -58,6 +58,7 @@ def world(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     monkeypatch.setattr(bootstrap, "installed", lambda names: {n: state.have.get(n) for n in names})
     monkeypatch.setattr(bootstrap, "lab_installed", lambda root, environ: state.lab_installed)
     monkeypatch.delitem(sys.modules, "chi", raising=False)
+    monkeypatch.delitem(sys.modules, "blazarclient", raising=False)
     return state
 
 

@@ -54,7 +54,8 @@ CONNECT_AND_SETUP = [
     call("Server.execute", JUPYTER_CMD),
 ]
 # calls that create, change or delete something on Chameleon (or run on the node)
-CREATING = ("lease.Lease", "Lease.", "server.Server", "Server.")
+CREATING = ("lease.Lease", "Lease.", "server.Server", "Server.", "network.get_or_create",
+            "network.deallocate")
 
 
 def creating(calls: list[tuple[str, tuple[object, ...], dict[str, object]]]) -> list[str]:
@@ -69,7 +70,7 @@ def test_fresh_create_makes_exactly_these_calls(fake_chi, student) -> None:
         call("lease.Lease", LEASE, duration=timedelta(hours=2, minutes=50)),
         call("Lease.add_node_reservation", amount=1, node_type="gpu_p100"),
         call("Lease.submit", wait_for_active=False, show=None, idempotent=False),
-        call("Lease.wait", status="active", show="text", timeout=600),
+        # waited for by reading its status (a Blazar read, not recorded) — not python-chi's wait()
         call("server.get_server_id", SERVER),
         call("server.Server", SERVER, reservation_id=f"res-{LEASE}", image_name="CC-Ubuntu24.04-CUDA",
              key_name=None),
@@ -77,7 +78,8 @@ def test_fresh_create_makes_exactly_these_calls(fake_chi, student) -> None:
         call("server.get_server", SERVER),  # submit() gave None: fetched again by name
         call("Server.wait", status="ACTIVE", show="text", timeout=1200),
         call("Server.get_floating_ip"),
-        call("Server.associate_floating_ip"),  # its return value is the address: not read again
+        call("network.get_or_create_floating_ip"),  # recorded (with its id) before it is associated
+        call("Server.associate_floating_ip", FLOATING_IP),  # returns the address: not read again
         *CONNECT_AND_SETUP,
     ]
     assert node is not None and node.address == FLOATING_IP
@@ -102,12 +104,11 @@ def test_parameters_reach_the_calls(fake_chi, student) -> None:
 def test_existing_lease_and_server_are_reused(fake_chi, student) -> None:
     fake_chi.lease.add_existing(LEASE, "ACTIVE")
     fake_chi.lease.add_existing(LEASE, "TERMINATED")  # an old one with the same name is ignored
-    fake_chi.server.add_existing(SERVER, "ACTIVE", fip=FLOATING_IP)
+    fake_chi.server.add_existing(SERVER, "ACTIVE", fip=True)
     provisioning.launch(config(), chi=fake_chi.api)
     assert fake_chi.rec.calls == [
         *PREFLIGHT,
         call("lease.list_leases"),
-        call("Lease.wait", status="active", show="text", timeout=600),
         call("server.get_server_id", SERVER),
         call("server.get_server", SERVER),
         call("Server.wait", status="ACTIVE", show="text", timeout=1200),
@@ -136,10 +137,10 @@ def test_server_reaching_error_while_waited_for_is_an_error(fake_chi, student) -
 
 
 def test_lease_in_error_after_wait_is_an_error(fake_chi, student) -> None:
-    fake_chi.lease.status_after_wait = "ERROR"
+    fake_chi.lease.status_at_start = "ERROR"
     with pytest.raises(ProvisioningError, match=f"lease {LEASE} is ERROR, not ACTIVE"):
         provisioning.reserve(config(), chi=fake_chi.api)
-    assert fake_chi.rec.names()[-1] == "Lease.wait"
+    assert fake_chi.rec.names()[-1] == "Lease.submit"
 
 
 def test_existing_lease_in_error_is_reported_before_waiting(fake_chi, student) -> None:
@@ -163,19 +164,24 @@ def test_ssh_timeout_names_what_to_check(fake_chi, student) -> None:
     assert "Server.upload" not in fake_chi.rec.names()
 
 
-def test_teardown_deletes_server_then_lease(fake_chi, student) -> None:
-    fake_chi.lease.add_existing(LEASE, "ACTIVE")
-    fake_chi.server.add_existing(SERVER, "ACTIVE", fip=FLOATING_IP)
-    provisioning.teardown(config(), chi=fake_chi.api)
+def test_teardown_deletes_what_launch_created(fake_chi, student) -> None:
+    provisioning.launch(config(), chi=fake_chi.api)
+    fake_chi.rec.calls.clear()
+    result = provisioning.teardown(config(), chi=fake_chi.api)
     assert fake_chi.rec.calls == [
         *CONTEXT,
         call("server.get_server_id", SERVER),
         call("server.get_server", SERVER),
-        call("Server.delete", SERVER),
+        call("Server.delete", SERVER, delete_ips=False),  # python-chi's own IP release does nothing
         call("server.get_server_id", SERVER),  # waited until gone
+        call("network.list_floating_ips"),
+        call("network.deallocate_floating_ip", FLOATING_IP),  # the one it allocated, by its id
         call("lease.list_leases"),
         call("Lease.delete", LEASE),
     ]
+    assert result is not None and result.errors == [] and result.kept == []
+    assert result.deleted == [f"server {SERVER}", f"floating IP {FLOATING_IP}", f"lease {LEASE}"]
+    assert fake_chi.network.floating_ips == []
 
 
 def test_teardown_keep_lease_and_nothing_there(fake_chi, student) -> None:
@@ -241,7 +247,7 @@ def test_upload_mode_sends_the_checkout(fake_chi, student, tmp_path: Path) -> No
 
     cfg = from_env(env={}, project="CHI-231095")  # upload: the default
     fake_chi.lease.add_existing(LEASE, "ACTIVE")
-    fake_chi.server.add_existing(SERVER, "ACTIVE", fip=FLOATING_IP)
+    fake_chi.server.add_existing(SERVER, "ACTIVE", fip=True)
     node = provisioning.launch(cfg, chi=fake_chi.api, workdir=tmp_path / "work", root=root)
     assert fake_chi.rec.calls[-4:] == [
         call("Server.upload", str(NODE_SETUP_SCRIPT), "node_setup.sh"),
@@ -260,7 +266,7 @@ def test_upload_mode_sends_the_checkout(fake_chi, student, tmp_path: Path) -> No
 def test_connect_finds_the_provisioned_node(fake_chi, student) -> None:
     with pytest.raises(ProvisioningError, match="run the server set-up step"):
         provisioning.connect(config(), chi=fake_chi.api)
-    fake_chi.server.add_existing(SERVER, "ACTIVE", fip=FLOATING_IP)
+    fake_chi.server.add_existing(SERVER, "ACTIVE", fip=True)
     node = provisioning.connect(config(), chi=fake_chi.api)
     assert node.address == FLOATING_IP and node.jupyter_url == ""
     assert node.ssh_connection().user == "cc"
@@ -377,11 +383,17 @@ def test_a_python_chi_failure_while_creating_is_one_line(fake_chi, student) -> N
     assert isinstance(caught.value.__cause__, RuntimeError)  # the original, for SERVELAB_DEBUG=1
 
 
-def test_floating_ip_failure_names_the_quota(fake_chi, student) -> None:
+@pytest.mark.parametrize(("failing", "message"), [
+    ("network.get_or_create_floating_ip", r"finding a free floating IP in the project or allocating one "
+                                          r"failed \(RuntimeError: Quota exceeded.*quota"),
+    ("Server.associate_floating_ip", r"associating floating IP 129\.114\.108\.7 with server "
+                                     r".* Quota exceeded.*quota"),
+])
+def test_floating_ip_failure_names_the_quota(fake_chi, student, failing, message) -> None:
     fake_chi.lease.add_existing(LEASE, "ACTIVE")
     fake_chi.server.add_existing(SERVER, "ACTIVE")
-    fake_chi.rec.failures["Server.associate_floating_ip"] = RuntimeError("Quota exceeded for resources")
-    with pytest.raises(ProvisioningError, match=r"associating a floating IP .* Quota exceeded.*quota"):
+    fake_chi.rec.failures[failing] = RuntimeError("Quota exceeded for resources")
+    with pytest.raises(ProvisioningError, match=message):
         provisioning.launch(config(), chi=fake_chi.api)
     assert "Server.check_connectivity" not in fake_chi.rec.names()
 
@@ -455,31 +467,40 @@ def _shape(func: object) -> list[tuple[str, object, object]]:
     return [(p.name, p.kind, p.default) for p in params]
 
 
-STANDIN_ONLY = {"add_existing"}
+STANDIN_ONLY = {"add_existing", "new_id", "allocate", "free"}  # the stand-in's own knobs
 
 
 def test_standin_signatures_match_the_installed_python_chi(fake_chi) -> None:
     """Every method of the stand-in matches the real python-chi's name and signature (an upgrade that
-    changes one fails here, not on the testbed)."""
+    changes one fails here, not on the testbed). What python-chi *does* behind them is checked in
+    test_python_chi_contract.py."""
     import chi.context
     import chi.image
     import chi.lease
+    import chi.network
     import chi.server
 
     lease = fake_chi.lease.Lease("x", duration=timedelta(hours=1))
     server = fake_chi.server.Server("x")
     pairs = {type(fake_chi.context): chi.context, type(fake_chi.lease): chi.lease,
              type(lease): chi.lease.Lease, type(fake_chi.server): chi.server, type(server): chi.server.Server,
-             type(fake_chi.image): chi.image}
+             type(fake_chi.image): chi.image, type(fake_chi.network): chi.network}
     compared = []
     for fake, real in pairs.items():
         for name, member in vars(fake).items():
-            if name.startswith("_") or name in STANDIN_ONLY or not callable(member):
+            if name.startswith("_") or name in STANDIN_ONLY:
+                continue
+            if isinstance(member, property):  # attributes read by provisioning: python-chi has them too
+                assert isinstance(getattr(real, name, None), property), f"{real.__name__}.{name}"
+                continue
+            if not callable(member):
                 continue
             assert hasattr(real, name), f"python-chi has no {real.__name__}.{name}"
             assert _shape(member) == _shape(getattr(real, name)), f"{real.__name__}.{name} differs"
             compared.append(f"{real.__name__}.{name}")
-    assert len(compared) >= 25, compared
+    assert len(compared) >= 28, compared
+    for name in ("get_or_create_floating_ip", "list_floating_ips", "deallocate_floating_ip"):
+        assert f"chi.network.{name}" in compared  # every network function provisioning calls
 
 
 def test_cli_turns_real_python_chi_failures_into_one_line(tmp_path: Path) -> None:

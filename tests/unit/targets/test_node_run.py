@@ -8,6 +8,7 @@ preflight fails.
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import tarfile
@@ -19,6 +20,7 @@ import provisioning
 from provisioning.config import from_env
 from servelab.lab.runner import run_chameleon
 from servelab.targets.chameleon import pack_command, remote_lab_command
+from servelab.targets.detached import RemoteRun
 
 REPO = "https://git.example.org/serve-lab.git"
 REMOTE_LAB = ("cd serve-system-lab && sg docker -c "
@@ -51,20 +53,34 @@ def node_run_folder(name: str, ok: bool = True) -> bytes:
 
 
 class RecordingShell:
-    """The node over SSH: records each command; the lab run exits ``lab_exit``; the pack makes a tarball."""
+    """The node over SSH: records each command; the detached lab run prints a line and exits
+    ``lab_exit`` (after ``drop`` polls that fail like a dropped connection); the pack makes a tarball."""
 
-    def __init__(self, lab_exit: int = 0, node_ok: bool = True, made_results: bool = True) -> None:
+    def __init__(self, lab_exit: int = 0, node_ok: bool = True, made_results: bool = True,
+                 drop: int = 0) -> None:
         self.calls: list[tuple[str, str]] = []
         self.lab_exit = lab_exit
         self.node_ok = node_ok
         self.made_results = made_results
+        self.drop = drop
         self.files: dict[str, bytes] = {}
+
+    def capture(self, command: str, timeout: float) -> tuple[int, str]:
+        if "setsid nohup" in command:  # RemoteRun.start_command around the lab's command
+            self.calls.append(("start", command))
+            return 0, "started\n"
+        if "base64" in command:  # RemoteRun.poll_command
+            self.calls.append(("poll", command.split("tail -c +", 1)[1].split(" ", 1)[0]))
+            if self.drop:
+                self.drop -= 1
+                raise OSError("Socket is closed")
+            offset = int(self.calls[-1][1]) - 1
+            log = b"lab: 03_fastapi ok\n"[offset:]
+            return 0, base64.b64encode(log).decode() + f"\n{self.lab_exit}\n"
+        raise AssertionError(f"unexpected command on the node: {command}")
 
     def run(self, command: str, timeout: float) -> int:
         self.calls.append(("run", command))
-        if "./lab run" in command:
-            assert timeout == 170 * 60  # the lease's length
-            return self.lab_exit
         if "tar -czf" in command:
             if not self.made_results:
                 return 1
@@ -111,7 +127,9 @@ def test_the_whole_node_lifecycle_in_order(tmp_path: Path, fake_chi, student) ->
     executed = [args[0] for n, args, _ in fake_chi.rec.calls if n == "Server.execute"]
     assert executed[-1] == "cd serve-system-lab && sg docker -c './lab jupyter'"
     # SSH: the lab on the node as the docker target, then the results fetched
-    assert shell.calls == [("run", REMOTE_LAB.format(name=name)),
+    start = RemoteRun("serve-system-lab", name).start_command(REMOTE_LAB.format(name=name))
+    assert shell.calls == [("start", start),
+                           ("poll", "1"),
                            ("run", PACK.format(name=name)),
                            ("get", f"serve-system-lab/results/{name}.tar.gz")]
     assert shells[0].jupyter_url.startswith("http://129.114.108.7:8888/lab?token=")
@@ -131,7 +149,7 @@ def test_a_failing_node_run_is_fetched_reported_and_torn_down(tmp_path: Path, fa
     steps = {s.step: s.ok for s in outcome.steps}
     assert steps == {"preflight": True, "reserve": True, "launch": True, "node run": False, "fetch": True,
                      "teardown": True}
-    assert [c for c, _ in shell.calls] == ["run", "run", "get"]  # measured data is still fetched
+    assert [c for c, _ in shell.calls] == ["start", "poll", "run", "get"]  # measured data is still fetched
     assert names(fake_chi)[-1] == "Lease.delete"
     summary = json.loads((run_dir / "run.json").read_text())
     assert summary["ok"] is False and "node run" in summary["error"]

@@ -1,0 +1,139 @@
+"""What the lab relies on in the installed python-chi (1.2.10), read from its source: an upgrade that
+changes one of these fails here, with what to re-check, instead of on the testbed.
+
+The stand-in (tests/unit/conftest.py) copies these behaviours; test_provisioning compares its
+signatures. Checks read the source through ``ast`` (statements, not formatting) or with its
+whitespace collapsed, and look for the one expression that carries the behaviour, so a reformatted
+or reordered python-chi still passes and a changed behaviour does not.
+Background: docs/decisions/2026-11-23-chameleon-lifecycle.md.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from typing import Any
+
+import pytest
+
+chi_lease = pytest.importorskip("chi.lease")
+chi_network = pytest.importorskip("chi.network")
+chi_server = pytest.importorskip("chi.server")
+
+
+def flat(func: Any) -> str:
+    """The function's source with all whitespace collapsed (formatting changes do not matter)."""
+    return " ".join(inspect.getsource(func).split())
+
+
+def tree(func: Any) -> ast.FunctionDef:
+    node = ast.parse(textwrap.dedent(inspect.getsource(func))).body[0]
+    assert isinstance(node, ast.FunctionDef)
+    return node
+
+
+def returns(node: ast.AST) -> list[ast.Return]:
+    """The return statements of this function (not of functions defined inside it)."""
+    found: list[ast.Return] = []
+
+    def visit(item: ast.AST) -> None:
+        for child in ast.iter_child_nodes(item):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                continue
+            if isinstance(child, ast.Return):
+                found.append(child)
+            visit(child)
+
+    visit(node)
+    return found
+
+
+def idempotent_branch_returns(func: Any) -> tuple[list[ast.Return], list[ast.Return]]:
+    """(returns inside ``if idempotent:``, all returns) of a python-chi ``submit``."""
+    node = tree(func)
+    inside = [r for branch in ast.walk(node) if isinstance(branch, ast.If)
+              and isinstance(branch.test, ast.Name) and branch.test.id == "idempotent"
+              for r in returns(branch)]
+    return inside, returns(node)
+
+
+def test_server_delete_with_delete_ips_does_not_release_the_floating_ip() -> None:
+    """``Server.delete(delete_ips=True)`` passes the IP's id to openstacksdk's network proxy as a raw
+    adapter ``delete(url)``: the URL is just the id (``DELETE /v2.0/<id>``, not ``/v2.0/floatingips/<id>``),
+    Neutron answers 404 and ``openstack.proxy.Proxy.request`` does not raise (``raise_exc=False``), so
+    the IP stays allocated to the project. provisioning calls ``delete(delete_ips=False)`` and releases
+    the IP itself (``chi.network.deallocate_floating_ip``). If this fails, python-chi changed the
+    release: check whether it now works, then update provisioning.server and the decision note."""
+    import keystoneauth1.adapter
+    import openstack.network.v2._proxy
+    import openstack.proxy
+
+    source = flat(chi_server.Server.delete)
+    assert 'conn.network.delete(floating_ip_obj["id"])' in source
+    assert source.index("conn.network.delete(") < source.index("delete_server(self.id)")  # IPs first
+    assert issubclass(openstack.network.v2._proxy.Proxy, keystoneauth1.adapter.Adapter)
+    assert "delete" not in vars(openstack.network.v2._proxy.Proxy)  # Adapter.delete(url): a raw request
+    assert inspect.signature(openstack.proxy.Proxy.request).parameters["raise_exc"].default is False
+
+
+def test_associate_floating_ip_returns_the_address_it_attached() -> None:
+    """provisioning uses the return value as the node's address (no second look-up)."""
+    subscripts = [r.value for r in returns(tree(chi_server.associate_floating_ip))
+                  if isinstance(r.value, ast.Subscript)]
+    assert any(isinstance(v.slice, ast.Constant) and v.slice.value == "floating_ip_address"
+               for v in subscripts), "chi.server.associate_floating_ip no longer returns the address"
+    method = flat(chi_server.Server.associate_floating_ip)
+    assert "fip = associate_floating_ip(self.id, fip, port_id)" in method and "return fip" in method
+
+
+def test_server_submit_returns_none_on_a_fresh_create() -> None:
+    """``submit(idempotent=True)`` returns a Server only for an existing one: provisioning fetches a
+    fresh one by name (``get_server``). Every return must sit in the ``if idempotent:`` branch."""
+    inside, everywhere = idempotent_branch_returns(chi_server.Server.submit)
+    assert inside and inside == everywhere
+
+
+def test_lease_submit_returns_nothing_and_waits_only_when_asked() -> None:
+    """``Lease.submit(wait_for_active=False, idempotent=False)``: no value (the Lease object itself is
+    filled in), no wait; provisioning waits itself, following the start time."""
+    inside, everywhere = idempotent_branch_returns(chi_lease.Lease.submit)
+    assert all(r.value is None for r in everywhere) and inside == everywhere
+    assert "if wait_for_active: self.wait(" in flat(chi_lease.Lease.submit)
+
+
+def test_lease_dates_are_utc_minutes_and_duration_counts_from_now() -> None:
+    """Blazar's format is UTC to the minute; ``Lease`` formats the datetime it gets as it is (so
+    provisioning passes UTC) and, given ``duration``, ends it *now* + duration even with a
+    ``start_date`` (so an advance reservation passes ``end_date``). Dates read back from Blazar are
+    naive datetimes (UTC)."""
+    assert chi_lease.BLAZAR_TIME_FORMAT == "%Y-%m-%d %H:%M"
+    init = flat(chi_lease.Lease.__init__)
+    assert "self.start_date = start_date.strftime(BLAZAR_TIME_FORMAT)" in init
+    assert "self.end_date = (utcnow() + duration).strftime(BLAZAR_TIME_FORMAT)" in init
+    assert 'datetime.strptime( lease_json.get("start_date"), "%Y-%m-%dT%H:%M:%S.%f" )' in \
+        flat(chi_lease.Lease._populate_from_json)
+
+
+def test_lease_status_is_read_from_blazar_each_time() -> None:
+    """provisioning polls ``lease.status`` while it waits: the property must refresh the lease."""
+    status = inspect.getattr_static(chi_lease.Lease, "status")
+    assert isinstance(status, property) and status.fget is not None
+    assert "self.refresh()" in flat(status.fget)
+
+
+def test_network_floating_ip_functions() -> None:
+    """``get_or_create_floating_ip`` returns (ip, allocated here); ``deallocate_floating_ip`` deletes by
+    the IP's id through neutron's ``/floatingips/<id>`` (neutronclient raises on 404, unlike the raw
+    adapter call above); ``list_floating_ips`` lists the project's IPs as dicts with id and address."""
+    assert any(isinstance(r.value, ast.Tuple) and [getattr(e, "id", None) for e in r.value.elts]
+               == ["fip", "created"] for r in returns(tree(chi_network.get_or_create_floating_ip)))
+    assert "get_free_floating_ip(allocate=False)" in flat(chi_network.get_or_create_floating_ip)
+    assert '_neutron.delete_floatingip(get_floating_ip(address)["id"])' in \
+        flat(chi_network.deallocate_floating_ip)
+    assert 'return neutron().list_floatingips()["floatingips"]' in flat(chi_network.list_floating_ips)
+
+
+def test_get_server_id_returns_none_for_an_unknown_name() -> None:
+    """provisioning's ``find_server`` and the wait after a delete rely on None, not an exception."""
+    assert "if not servers: return None" in flat(chi_server.get_server_id)
