@@ -83,12 +83,16 @@ def _machine_section(run_dir: Path, *frames: pd.DataFrame) -> Section:
                           f"on {run.get('cpu_count')} cores"})
         timings = pd.DataFrame(run.get("notebooks", []))
         steps = pd.DataFrame(run.get("steps", []))  # a chameleon run: provisioning, the node's run, teardown
+        # a chameleon run: what it created or adopted on the testbed, and whether teardown deleted it
+        resources = pd.DataFrame(run.get("chameleon", {}).get("resources", []))
     else:
-        timings = steps = pd.DataFrame()
+        timings = steps = resources = pd.DataFrame()
     parts = [pd.DataFrame({"fact": list(facts), "value": [str(v) for v in facts.values()]})
              .to_html(index=False, border=0, classes="data")]
     if not steps.empty:
         parts.append(table_html(steps, ["step", "seconds", "ok", "detail"]))
+    if not resources.empty:
+        parts.append(table_html(resources, ["kind", "name", "origin", "fate", "detail"]))
     if not timings.empty:
         parts.append(table_html(timings, ["name", "seconds", "ok", "error"]))
     return Section("Machine and run", parts)

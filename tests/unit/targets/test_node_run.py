@@ -139,6 +139,7 @@ def test_the_whole_node_lifecycle_in_order(tmp_path: Path, fake_chi, student) ->
     assert summary["target"] == "chameleon" and summary["ok"] is True
     assert [n["name"] for n in summary["notebooks"]] == ["03_fastapi", "04_triton_python"]
     assert report is not None and "teardown" in report.read_text()
+    assert "<th>origin</th>" in report.read_text()  # what the run created or adopted, and its fate
 
 
 def test_a_failing_node_run_is_fetched_reported_and_torn_down(tmp_path: Path, fake_chi, student) -> None:
