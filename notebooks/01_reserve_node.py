@@ -17,6 +17,13 @@
 #
 # The original lab makes the lease by hand in the Horizon web interface. Here it is code
 # (python-chi), so it can be repeated and checked.
+#
+# Three ways to get your lease:
+# - **Now** (the default): a lease that starts at once.
+# - **For the class slot**: set `lease_start`, e.g. `"2026-12-01 09:00"` in the site's time zone
+#   (US Central for CHI@TACC), or `"+2h"` from now.
+# - **Reserved ahead in the GUI**: a lease with your `lease_name` is found and used (adopted);
+#   or give its id as `lease_id` (GUI: Reservations → Leases). Notebook 08 keeps such a lease.
 
 # %% [markdown]
 # ## The lab's code in this kernel
@@ -46,13 +53,16 @@ site = None  # None: CHI@TACC
 node_type = None  # None: gpu_p100
 lease_name = None  # None: serve_system_<your user name>
 lease_minutes = None  # None: 170 (2 h 50 min)
+lease_start = None  # e.g. "2026-12-01 09:00" (the site's time zone) or "+2h"; None: $CHI_LEASE_START or now
+lease_id = None  # adopt a lease reserved ahead in the GUI; None: $CHI_LEASE_ID, else found by lease_name
 
 # %%
 import provisioning
 from servelab.lab import params
 
 P = params.resolve(target, preset, project=project, site=site, node_type=node_type,
-                   lease_name=lease_name, lease_minutes=lease_minutes)
+                   lease_name=lease_name, lease_minutes=lease_minutes, lease_start=lease_start,
+                   lease_id=lease_id)
 P
 
 # %% [markdown]
@@ -62,7 +72,8 @@ P
 
 # %%
 config = provisioning.from_env(project=P.project, site=P.site, node_type=P.node_type,
-                               lease_name=P.lease_name, duration=P.lease_minutes)
+                               lease_name=P.lease_name, duration=P.lease_minutes,
+                               lease_start=P.lease_start, lease_id=P.lease_id)
 config
 
 # %% [markdown]
@@ -76,7 +87,14 @@ P.plan
 # %% [markdown]
 # ## Create (or reuse) the lease and wait until it is active
 # A new lease starts *Pending* and becomes *Active* at its start time. A lease with the same
-# name is reused, not duplicated.
+# name (or the id in `lease_id`) is reused, not duplicated.
+#
+# If the lease starts within 30 minutes (`CHI_LEASE_WAIT_MINUTES`), the cell waits for it. If it
+# starts later, the cell says when (the site's time and yours) and stops waiting: the lease stays
+# reserved and nothing is deleted. Run this cell again after it starts, then go on to notebook 02.
+#
+# What the lab creates or reuses is written to `results/chameleon-state.json`: notebook 08 reads
+# it to delete only what the lab created.
 
 # %%
 lease = provisioning.reserve(config, plan_only=P.plan)

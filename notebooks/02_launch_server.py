@@ -43,22 +43,25 @@ preset = "quick"
 project = None
 site = None
 lease_name = None
+lease_id = None  # the lease to use, as in notebook 01; None: $CHI_LEASE_ID, else found by lease_name
 
 # %%
 import provisioning
 from servelab.lab import common, params
 
-P = params.resolve(target, preset, project=project, site=site, lease_name=lease_name)
-config = provisioning.from_env(project=P.project, site=P.site, lease_name=P.lease_name)
+P = params.resolve(target, preset, project=project, site=site, lease_name=lease_name, lease_id=lease_id)
+config = provisioning.from_env(project=P.project, site=P.site, lease_name=P.lease_name, lease_id=P.lease_id)
 config
 
 # %% [markdown]
 # ## The set-up script
-# One idempotent script does the node's set-up over SSH: it installs Docker (the convenience
-# script) and adds the user to the `docker` group, installs the NVIDIA container toolkit and
-# points Docker's runtime at it, sets Docker's cgroup driver to `cgroupfs` when `exec-opts` is
-# not set (a workaround for nvidia-container-toolkit issue 48), restarts Docker and installs
-# `nvtop`. Running it twice changes nothing the second time. Its first lines:
+# One idempotent script does the node's set-up over SSH: it installs Docker Engine 27.5.1 with the
+# convenience script (the version of the docker CLI in the node's Jupyter image; a Docker already on
+# the node is kept if it can serve that CLI) and adds the user to the `docker` group, installs the
+# NVIDIA container toolkit and points Docker's runtime at it, sets Docker's cgroup driver to
+# `cgroupfs` when `exec-opts` is not set (a workaround for nvidia-container-toolkit issue 48),
+# restarts Docker and installs `nvtop`. Running it twice changes nothing the second time. Its
+# first lines:
 
 # %%
 common.show_file("provisioning/node_setup.sh", lines=40)

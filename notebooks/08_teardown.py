@@ -14,6 +14,10 @@
 # Stop every stack this lab started, then — on Chameleon — delete the server and the lease.
 # (The original lab leaves that to the lease's end; giving the node back early frees it for
 # someone else.) On `local` and `docker` the Chameleon part runs in plan mode.
+#
+# Only what the lab **created** is deleted: notebooks 01 and 02 recorded it in
+# `results/chameleon-state.json`. What they found and reused (adopted), such as a lease you
+# reserved ahead in the GUI, is kept; set `delete_adopted = True` to delete it too.
 
 # %% [markdown]
 # ## The lab's code in this kernel
@@ -39,20 +43,23 @@ preset = "quick"
 project = None
 site = None
 lease_name = None
+lease_id = None  # the lease used in notebooks 01 and 02; None: $CHI_LEASE_ID, else found by lease_name
+delete_adopted = False  # True: also delete what the lab adopted (a lease reserved ahead in the GUI)
 
 # %%
 import provisioning
 from servelab.lab import common, params
 
-P = params.resolve(target, preset, project=project, site=site, lease_name=lease_name)
+P = params.resolve(target, preset, project=project, site=site, lease_name=lease_name, lease_id=lease_id,
+                   delete_adopted=delete_adopted)
 P
 
 # %%
 common.stop_stacks(P)
 
 # %%
-config = provisioning.from_env(project=P.project, site=P.site, lease_name=P.lease_name)
-provisioning.teardown(config, plan_only=P.plan)
+config = provisioning.from_env(project=P.project, site=P.site, lease_name=P.lease_name, lease_id=P.lease_id)
+provisioning.teardown(config, plan_only=P.plan, delete_adopted=P.delete_adopted)
 
 # %% [markdown]
 # ## What this run measured

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from provisioning import times  # times.sleep is looked up at call time (the tests' fake clock)
 from provisioning.config import ChameleonConfig, ProvisioningError
 from provisioning.errors import describe
 from servelab.core.paths import REPO_ROOT
@@ -37,6 +38,11 @@ ARTIFACT_GLOBS = ("artifacts/food11.*", "fastapi_pt/food11.pth", "fastapi_onnx/f
 JUPYTER_COMMAND = "sg docker -c './lab jupyter'"
 JUPYTER_LINE = re.compile(r"^jupyter: (https?://\S+)$")
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "0.0.0.0")
+# an upload is the first SSH login: sshd may accept TCP before cloud-init has installed the key
+UPLOAD_ATTEMPTS = 5
+UPLOAD_RETRY_S = 15.0
+TRANSIENT_SSH_ERRORS = ("SSHException", "AuthenticationException", "NoValidConnectionsError")  # paramiko's
+PERMANENT_OS_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
 
 
 def node_setup_env(config: ChameleonConfig) -> dict[str, str]:
@@ -103,11 +109,32 @@ def checkout_tarball(dest: Path, root: Path = REPO_ROOT) -> Path:
     return dest
 
 
+def _transient(exc: BaseException) -> bool:
+    """A failure that may pass: a connection dropped or refused, or SSH refusing the key (cloud-init may
+    not have installed it yet although sshd already answers). A missing or unwritable file does not
+    pass; nor does ``Terminated`` (SIGTERM), which must reach the teardown."""
+    if isinstance(exc, PERMANENT_OS_ERRORS):
+        return False
+    if isinstance(exc, OSError | EOFError):  # socket errors, timeouts, paramiko's NoValidConnectionsError
+        return True
+    return any(cls.__name__ in TRANSIENT_SSH_ERRORS for cls in type(exc).__mro__)
+
+
 def _upload(server: Any, config: ChameleonConfig, local: str, remote: str) -> None:
-    try:
-        server.upload(local, remote, user=config.ssh_user)
-    except Exception as exc:
-        raise ProvisioningError(f"uploading {Path(local).name} to the node failed ({describe(exc)})") from exc
+    """``server.upload`` (a new SSH connection each time), tried again on transient failures."""
+    name = Path(local).name
+    for attempt in range(1, UPLOAD_ATTEMPTS + 1):
+        try:
+            server.upload(local, remote, user=config.ssh_user)
+            return
+        except Exception as exc:
+            if attempt == UPLOAD_ATTEMPTS or not _transient(exc):
+                tries = f" after {attempt} attempts" if attempt > 1 else ""
+                raise ProvisioningError(
+                    f"uploading {name} to the node failed{tries} ({describe(exc)})") from exc
+            print(f"[upload] {name}: attempt {attempt} of {UPLOAD_ATTEMPTS} failed ({describe(exc)}); trying "
+                  f"again in {UPLOAD_RETRY_S:.0f} s (the node may still be setting up SSH)", flush=True)
+            times.sleep(UPLOAD_RETRY_S)
 
 
 def run_on_node(server: Any, config: ChameleonConfig, command: str) -> str:

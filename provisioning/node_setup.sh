@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up the GPU node for the serving lab: a check of the GPU and its driver,
-# Docker (with its compose plugin), the NVIDIA container toolkit, Docker's
-# cgroup driver work-around, nvtop, and the lab's code.
+# Docker (Engine 27.5.1, the Jupyter image's CLI version, with its compose plugin;
+# an engine already there is kept if it serves that CLI), the NVIDIA container
+# toolkit, Docker's cgroup driver work-around, nvtop, and the lab's code.
 #
 # Idempotent: every step checks first and acts only when something is missing,
 # so running it again changes nothing (Docker is restarted only when its
@@ -19,7 +20,8 @@
 #   LAB_PORTS           opened in firewalld when it runs (default: 8888 Jupyter, 80 Flask, 8000 FastAPI)
 #
 # Exit codes: 2 no code source, 3 the GPU or its driver does not suit the images,
-# 4 Docker's compose plugin missing, 5 the apt/dpkg lock stayed taken; others: the failed command's.
+# 4 Docker's compose plugin missing, 5 the apt/dpkg lock stayed taken, 6 a Docker engine already
+# on the node refuses the API of the Jupyter image's docker CLI; others: the failed command's.
 set -euo pipefail
 
 # ---- what the lab's images need from the GPU and its driver ---------------------------------
@@ -42,6 +44,14 @@ DATACENTER_GPU_REGEX='^(Tesla |NVIDIA [ABHL][0-9]+|Quadro RTX [68]000|Quadro GV1
 LEGACY_BELOW_COMPUTE_CAP="7.5"   # Maxwell, Pascal, Volta ...
 LEGACY_MAX_DRIVER_BRANCH=580     # ... end with this branch
 GPU_IMAGE="CC-Ubuntu24.04-CUDA"
+
+# ---- the Docker engine the lab's Jupyter image drives -----------------------------------------
+# The Jupyter image carries docker CLI 27.5.1 (docker/Dockerfile.jupyter: FROM docker:27.5.1-cli),
+# which speaks Engine API 1.47; an engine serves a client only down to its MinAPIVersion. The
+# convenience script installs this engine version (its --version option); an engine already on the
+# node is kept when it still accepts API 1.47.
+DOCKER_VERSION="27.5.1"
+DOCKER_CLI_API="1.47"
 
 NODE_ROOT="${NODE_ROOT:-}"
 NODE_USER="${NODE_USER:-${SUDO_USER:-$(id -un)}}"
@@ -197,17 +207,42 @@ apt_update_once() {
   fi
 }
 
-install_docker() {
-  if command -v docker >/dev/null 2>&1; then
-    say "docker: present"
+api_number() {  # "1.47" -> 1047
+  echo $((10#${1%%.*} * 1000 + 10#${1#*.}))
+}
+
+check_docker_engine() {  # a Docker already on the node (an image may ship one): can it serve the CLI?
+  local out version min_api
+  if ! out="$("${SUDO[@]}" docker version --format '{{.Server.Version}} {{.Server.MinAPIVersion}}' 2>&1)"; then
+    say "docker: present; its engine did not answer (${out%%$'\n'*}), so its version is not checked"
     return
   fi
-  say "docker: installing with the convenience script"
+  read -r version min_api <<<"$out"
+  if ! [[ "${min_api:-}" =~ ^[0-9]+\.[0-9]+$ ]]; then
+    say "docker: present, engine ${version:-unknown}; its lowest API version is unknown ('$out'), not checked"
+    return
+  fi
+  if [ "$(api_number "$min_api")" -gt "$(api_number "$DOCKER_CLI_API")" ]; then
+    fail 6 "docker: the engine on this node ($version) accepts API $min_api and newer only, but the lab's \
+Jupyter image drives it with docker CLI $DOCKER_VERSION (API $DOCKER_CLI_API): uninstall that engine \
+(https://docs.docker.com/engine/install/ubuntu/#uninstall-docker-engine) and run the set-up again, which then \
+installs Docker Engine $DOCKER_VERSION"
+  fi
+  say "docker: present, engine $version (serves API $min_api and newer; the Jupyter image's CLI uses \
+$DOCKER_CLI_API): OK"
+}
+
+install_docker() {
+  if command -v docker >/dev/null 2>&1; then
+    check_docker_engine
+    return
+  fi
+  say "docker: installing Docker Engine $DOCKER_VERSION with the convenience script"
   wait_for_apt  # the script runs apt-get itself
   local script
   script="$(mktemp)"
   curl -fsSL https://get.docker.com -o "$script"
-  "${SUDO[@]}" "${QUIET_APT[@]}" sh "$script"
+  "${SUDO[@]}" "${QUIET_APT[@]}" sh "$script" --version "$DOCKER_VERSION"
   rm -f "$script"
   DOCKER_CHANGED=1
 }

@@ -99,6 +99,18 @@ def _text(pattern: str, example: str) -> Callable[[str, Any], None]:
     return check
 
 
+def _flag(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ParameterError(f"{name}={value!r} is not True or False: set {name} to one of them "
+                             "in the parameters cell")
+
+
+# a lease's start: an ISO date and time (provisioning.times parses it: no offset means the site's time
+# zone), "+30m" / "+2h" / "+1d" from now, or "now"; a Blazar lease id is a UUID
+LEASE_START = r"now|\+\s*\d+\s*(m|min|h|d)|\d{4}-\d{2}-\d{2}([ T]\S.*)?"
+LEASE_ID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+
+
 # The seed lab's sizes are the full preset; quick keeps every step but shrinks the work.
 SPECS: dict[str, Spec] = {
     # 03 FastAPI
@@ -160,6 +172,14 @@ SPECS: dict[str, Spec] = {
     "node_type": Spec("gpu_p100", "gpu_p100", _text(r"[a-z0-9_]+", "gpu_p100"), "node type to reserve"),
     "lease_minutes": Spec(170, 170, _int(1, 7 * 24 * 60), "lease duration in minutes (2 h 50 min)"),
     "project": Spec(None, None, _optional(_text(r"\S+", "CHI-251409")), "Chameleon project (None: from env)"),
+    "lease_start": Spec(None, None, _optional(_text(LEASE_START, "2026-12-01 09:00")),
+                        "when a new lease starts: a time in the site's time zone, or +2h "
+                        "(None: $CHI_LEASE_START, else now)"),
+    "lease_id": Spec(None, None, _optional(_text(LEASE_ID, "0f6b8a3e-5d2c-4b7a-9e1f-2a3b4c5d6e7f")),
+                     "adopt this lease, e.g. one reserved ahead in the GUI (None: $CHI_LEASE_ID, else by "
+                     "lease_name)"),
+    "delete_adopted": Spec(False, False, _flag,
+                           "teardown also deletes what the lab adopted (a lease reserved ahead)"),
 }
 
 

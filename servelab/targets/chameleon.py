@@ -25,6 +25,7 @@ a real run, a recording stand-in in the tests.
 from __future__ import annotations
 
 import contextlib
+import os
 import shlex
 import tarfile
 import tempfile
@@ -134,7 +135,12 @@ def pack_command(remote_dir: str, run_name: str) -> str:
 
 
 def unpack(tarball: Path, run_name: str, run_dir: Path) -> list[str]:
-    """The node's run folder's files into ``run_dir`` (its top folder dropped); the names unpacked."""
+    """The node's run folder's files into ``run_dir`` (its top folder dropped); the names unpacked.
+
+    tarfile's ``data`` filter refuses absolute paths, ``..`` and links out of ``run_dir``. Python
+    releases without it (3.11.2, Debian 12's own python3) get ``_check_members`` instead: regular
+    files and folders only, inside ``run_dir``; anything else refuses the whole tarball.
+    """
     names = []
     with tarfile.open(tarball, "r:gz") as tar:
         members = []
@@ -145,8 +151,32 @@ def unpack(tarball: Path, run_name: str, run_dir: Path) -> list[str]:
             member.name = str(Path(*parts[1:]))
             members.append(member)
             names.append(member.name)
-        tar.extractall(run_dir, members=members, filter="data")  # refuses absolute paths and ..
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(run_dir, members=members, filter="data")
+        else:
+            tar.extractall(run_dir, members=_check_members(members, tarball))
     return names
+
+
+def _check_members(members: list[tarfile.TarInfo], tarball: Path) -> list[tarfile.TarInfo]:
+    """``members`` when every one is a regular file or folder with a relative path and no ``..``, with
+    the ``data`` filter's modes (no setuid/setgid/sticky bits, no write for group and others) and
+    owned by whoever unpacks; else a ``tarfile.TarError`` naming the first bad one."""
+    for member in members:
+        path = Path(member.name)
+        if not (member.isreg() or member.isdir()):
+            why = "a link" if member.issym() or member.islnk() else "not a regular file or folder"
+        elif path.is_absolute() or member.name.startswith(("/", "\\")):
+            why = "an absolute path"
+        elif ".." in path.parts:
+            why = "a path with .."
+        else:
+            member.mode &= 0o755
+            member.uid, member.gid, member.uname, member.gname = os.getuid(), os.getgid(), "", ""
+            continue
+        raise tarfile.TarError(f"{tarball.name}: {member.name!r} is {why}, which could land outside the "
+                               "run's folder: nothing unpacked")
+    return members
 
 
 class _Steps:

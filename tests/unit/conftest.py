@@ -23,7 +23,8 @@ Knobs: ``fake_chi.rec.failures[call_name] = exc`` makes any recorded call raise;
 status_at_start`` / ``.activation_lag``, ``fake_chi.network.floating_ips``,
 ``fake_chi.context.sites`` / ``.projects`` / ``.settings``, ``fake_chi.image.images``,
 ``fake_chi.server.keypairs``, ``fake_chi.server.outputs`` (command substring →
-stdout) and ``fake_chi.server.exit_codes`` (command substring → exit code).
+stdout), ``fake_chi.server.exit_codes`` (command substring → exit code) and
+``fake_chi.server.upload_failures`` (exceptions the next uploads raise, one each).
 """
 
 from __future__ import annotations
@@ -273,6 +274,8 @@ class FakeServer:
 
     def upload(self, file: str, remote_path: str = "", **kwargs: Any) -> None:
         self._rec("Server.upload", file, remote_path)
+        if self._module.upload_failures:
+            raise self._module.upload_failures.pop(0)
 
     def execute(self, command: str, **kwargs: Any) -> Result:
         self._rec("Server.execute", command)
@@ -312,6 +315,7 @@ class FakeServerModule:
         self.outputs: dict[str, str] = {"./lab jupyter": JUPYTER_OUTPUT}
         self.exit_codes: dict[str, int] = {}
         self.hangs: set[str] = set()  # command substrings that run past the command timeout
+        self.upload_failures: list[BaseException] = []  # raised by the next uploads, one each
         self.execute_kwargs: list[dict[str, Any]] = []
         self._ids = 0
 

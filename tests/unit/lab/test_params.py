@@ -16,6 +16,16 @@ def test_presets_fill_in_sizes() -> None:
     assert resolve("local", "quick", seq_requests=7).seq_requests == 7
 
 
+def test_lease_parameters_pass_as_given() -> None:
+    """The notebooks' lease parameters: None leaves them to the environment (provisioning.from_env)."""
+    left = resolve("chameleon", lease_start=None, lease_id=None, delete_adopted=None)
+    assert (left.lease_start, left.lease_id, left.delete_adopted) == (None, None, False)
+    lease_id = "0f6b8a3e-5d2c-4b7a-9e1f-2a3b4c5d6e7f"
+    for start in ("2026-12-01 09:00", "2026-12-01T15:00Z", "2026-12-01T09:00-06:00", "+2h", "+30m", "now"):
+        given = resolve("chameleon", lease_start=start, lease_id=lease_id, delete_adopted=True)
+        assert (given.lease_start, given.lease_id, given.delete_adopted) == (start, lease_id, True)
+
+
 def test_plan_mode_everywhere_but_chameleon() -> None:
     assert resolve("local").plan and resolve("docker").plan and not resolve("chameleon").plan
 
@@ -32,6 +42,10 @@ def test_plan_mode_everywhere_but_chameleon() -> None:
     ({"conc_requests": 4, "concurrency": 16}, "raise conc_requests or lower concurrency"),
     ({"settle": "maybe"}, "settle='maybe' is not one of 'fixed', 'stable'"),
     ({"windows": 3}, "unknown parameter 'windows'"),
+    ({"lease_start": "tomorrow 9am"}, "lease_start='tomorrow 9am' is not valid: set it to text like "
+                                      "'2026-12-01 09:00'"),
+    ({"lease_id": "my-lease"}, "lease_id='my-lease' is not valid"),
+    ({"delete_adopted": "yes"}, "delete_adopted='yes' is not True or False"),
 ])
 def test_bad_values_say_what_to_fix(given: dict, hint: str) -> None:
     target = given.pop("target", "local")

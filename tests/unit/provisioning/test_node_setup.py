@@ -17,9 +17,11 @@ import subprocess
 import sys
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from provisioning.errors import Terminated
 from provisioning.node import NODE_SETUP_SCRIPT
 from servelab.core.paths import REPO_ROOT
 
@@ -27,7 +29,9 @@ STUBS = Path(__file__).with_name("node_stubs")
 REAL_TOOLS = ("bash", "sh", "python3", "sha256sum", "cut", "tar", "gzip", "mkdir", "rm", "cp", "cat",
               "tr", "tee", "grep", "dirname", "basename", "sed", "mktemp", "chmod", "env", "printf", "sort")
 # calls that only read; anything else in a second run means it changed something
-READ_ONLY = ("id ", "nvidia-smi --query-gpu=", "docker compose version", "lslocks ", "sudo lslocks ",
+ENGINE_QUERY = "docker version --format {{.Server.Version}} {{.Server.MinAPIVersion}}"
+READ_ONLY = ("id ", "nvidia-smi --query-gpu=", "docker compose version", ENGINE_QUERY, f"sudo {ENGINE_QUERY}",
+             "lslocks ", "sudo lslocks ",
              "firewall-cmd --state", "sudo firewall-cmd --state", "firewall-cmd --query-port=",
              "sudo firewall-cmd --query-port=", "firewall-cmd --permanent --query-port=",
              "sudo firewall-cmd --permanent --query-port=")
@@ -119,7 +123,8 @@ def test_first_run_sets_up_everything_second_changes_nothing(node: Node) -> None
     keyring = f"{node.root}/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
     expected = [
         "curl -fsSL https://get.docker.com -o " + next(c.split()[-1] for c in first if "get.docker" in c),
-        f"sudo {QUIET}sh " + next(c.split()[-1] for c in first if c.startswith(f"sudo {QUIET}sh ")),
+        f"sudo {QUIET}sh {next(c.split()[-3] for c in first if c.startswith(f'sudo {QUIET}sh '))} "
+        "--version 27.5.1",  # the engine the Jupyter image's docker CLI is made for
         "sudo groupadd -f docker", "groupadd -f docker",
         "sudo usermod -aG docker cc", "usermod -aG docker cc",
         f"sudo mkdir -p {node.root}/usr/share/keyrings",
@@ -154,6 +159,7 @@ def test_first_run_sets_up_everything_second_changes_nothing(node: Node) -> None
     assert first.index("docker compose version") == first.index(changed[1]) + 1
     assert f"gpu: {P100}, driver 570.124.06, compute capability 6.0: OK" in node.output
     assert "docker compose: Docker Compose version v2.29.7" in node.output
+    assert "docker: installing Docker Engine 27.5.1 with the convenience script" in node.output
     assert json.loads(node.daemon_json.read_text()) == {
         "runtimes": {"nvidia": {"args": [], "path": "nvidia-container-runtime"}},
         "exec-opts": ["native.cgroupdriver=cgroupfs"],
@@ -167,6 +173,9 @@ def test_first_run_sets_up_everything_second_changes_nothing(node: Node) -> None
     second = node.run()
     assert state_changing(second) == []
     assert node.tree_hash() == before
+    assert f"sudo {ENGINE_QUERY}" in second  # the engine installed the first time is checked
+    assert ("docker: present, engine 27.5.1 (serves API 1.24 and newer; the Jupyter image's CLI uses 1.47): "
+            "OK") in node.output
 
 
 def test_existing_exec_opts_and_other_keys_are_kept(node: Node) -> None:
@@ -262,6 +271,49 @@ def test_docker_without_compose_plugin_stops_with_the_fix(node: Node) -> None:
     assert "docker-compose-plugin" in done.stderr
 
 
+# ----------------------------------------------------------------------------- an engine already there
+def test_pinned_engine_is_the_jupyter_images_cli() -> None:
+    """The engine the script installs is the docker CLI version the Jupyter image carries."""
+    script = NODE_SETUP_SCRIPT.read_text()
+    dockerfile = (REPO_ROOT / "docker" / "Dockerfile.jupyter").read_text()
+    assert 'DOCKER_VERSION="27.5.1"' in script and 'DOCKER_CLI_API="1.47"' in script
+    assert "FROM docker:27.5.1-cli " in dockerfile, "the Jupyter image's CLI changed: change the script's pin"
+
+
+@pytest.mark.parametrize(("engine", "shown"), [
+    ("24.0.7 1.12", "engine 24.0.7 (serves API 1.12 and newer"),  # older engine: the CLI negotiates down
+    ("29.1.3 1.44", "engine 29.1.3 (serves API 1.44 and newer"),  # newer engine, still serves 1.47
+    ("30.0.0 1.47", "engine 30.0.0 (serves API 1.47 and newer"),
+])
+def test_docker_already_there_is_kept_when_it_serves_the_cli(node: Node, engine: str, shown: str) -> None:
+    shutil.copy(STUBS / "_docker", node.installed / "docker")  # shipped with the image
+    (node.state / "engine").write_text(engine + "\n")
+    calls = node.run()
+    assert f"docker: present, {shown}; the Jupyter image's CLI uses 1.47): OK" in node.output
+    assert not any("get.docker.com" in c for c in calls)
+
+
+def test_docker_engine_too_new_for_the_cli_stops_with_the_fix(node: Node) -> None:
+    shutil.copy(STUBS / "_docker", node.installed / "docker")
+    (node.state / "engine").write_text("31.0.0 1.48\n")
+    done = node.attempt()
+    assert done.returncode == 6, done.stdout + done.stderr
+    assert ("[node-setup] ERROR: docker: the engine on this node (31.0.0) accepts API 1.48 and newer only, "
+            "but the lab's Jupyter image drives it with docker CLI 27.5.1 (API 1.47): uninstall that engine "
+            "(https://docs.docker.com/engine/install/ubuntu/#uninstall-docker-engine) and run the set-up "
+            "again, which then installs Docker Engine 27.5.1") in done.stderr
+    assert state_changing(node.calls()) == []  # stopped before it changed anything
+
+
+def test_docker_engine_that_does_not_answer_is_not_checked(node: Node) -> None:
+    shutil.copy(STUBS / "_docker", node.installed / "docker")
+    (node.state / "engine-down").touch()
+    node.run()
+    assert ("docker: present; its engine did not answer (Cannot connect to the Docker daemon at "
+            "unix:///var/run/docker.sock. Is the docker daemon running?), so its version is not checked"
+            ) in node.output
+
+
 # ----------------------------------------------------------------------------- the apt lock
 def hold_apt_lock(node: Node, calls: int | None = None) -> str:
     lock = f"{node.root}/var/lib/dpkg/lock-frontend"
@@ -308,3 +360,66 @@ def test_lab_ports_are_opened_once_in_firewalld(node: Node) -> None:
     assert state_changing(node.run()) == []
     assert "firewall: 8888/tcp 80/tcp 8000/tcp open already" in node.output
     assert node.tree_hash() == before
+
+
+# ----------------------------------------------------------------------------- the first upload
+# The upload is the first SSH login to a new server: sshd may take the TCP connection (the readiness
+# probe) before cloud-init has installed the key, so SSH refuses it for a while.
+UPLOAD = ("Server.upload", (str(NODE_SETUP_SCRIPT), "node_setup.sh"), {})
+
+
+def _launch_on_ready_node(fake_chi: Any) -> Any:
+    from provisioning import from_env, launch
+
+    fake_chi.lease.add_existing("serve_system_alice", "ACTIVE")
+    fake_chi.server.add_existing("node-serve-system-alice", "ACTIVE", fip=True)
+    config = from_env(env={}, project="CHI-231095", code_source="git", repo_url="https://git.example.org/l.git")
+    return launch(config, chi=fake_chi.api)
+
+
+def _refused() -> list[BaseException]:
+    from paramiko.ssh_exception import AuthenticationException, NoValidConnectionsError
+
+    refused = ConnectionRefusedError(111, "Connection refused")
+    return [AuthenticationException("Authentication failed."),
+            NoValidConnectionsError({("129.114.108.7", 22): refused})]
+
+
+def test_upload_is_tried_again_while_the_node_refuses_ssh(fake_chi: Any, student: str,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    fake_chi.server.upload_failures = _refused()
+    node = _launch_on_ready_node(fake_chi)
+    assert node is not None and node.jupyter_url.startswith("http://")
+    assert fake_chi.rec.calls.count(UPLOAD) == 3  # two refused, the third went through
+    assert fake_chi.clock.slept == [15.0, 15.0]  # the fake clock: no real waiting
+    out = capsys.readouterr().out
+    assert ("[upload] node_setup.sh: attempt 1 of 5 failed (AuthenticationException: Authentication "
+            "failed.); trying again in 15 s (the node may still be setting up SSH)") in out
+    assert ("[upload] node_setup.sh: attempt 2 of 5 failed (NoValidConnectionsError: [Errno None] Unable to "
+            "connect to port 22 on 129.114.108.7)") in out
+    assert "Server.execute" in fake_chi.rec.names()  # the set-up went on
+
+
+def test_upload_gives_up_after_five_attempts_in_one_line(fake_chi: Any, student: str) -> None:
+    from provisioning import ProvisioningError
+
+    fake_chi.server.upload_failures = _refused()[:1] * 5
+    with pytest.raises(ProvisioningError) as info:
+        _launch_on_ready_node(fake_chi)
+    assert str(info.value) == ("uploading node_setup.sh to the node failed after 5 attempts "
+                               "(AuthenticationException: Authentication failed.)")
+    assert fake_chi.rec.calls.count(UPLOAD) == 5 and fake_chi.clock.slept == [15.0] * 4
+    assert "Server.execute" not in fake_chi.rec.names()
+
+
+@pytest.mark.parametrize("failure", [FileNotFoundError(2, "No such file", "node_setup.sh"),
+                                     Terminated("stopped by SIGTERM")])  # SIGTERM goes on to the teardown
+def test_upload_failures_that_cannot_pass_are_not_tried_again(fake_chi: Any, student: str,
+                                                              failure: BaseException) -> None:
+    from provisioning import ProvisioningError
+
+    fake_chi.server.upload_failures = [failure]
+    with pytest.raises(ProvisioningError, match=r"^uploading node_setup.sh to the node failed \(") as info:
+        _launch_on_ready_node(fake_chi)
+    assert info.value.__cause__ is failure
+    assert fake_chi.rec.calls.count(UPLOAD) == 1 and fake_chi.clock.slept == []

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import re
 import tarfile
 from pathlib import Path
 
@@ -226,3 +227,53 @@ def test_unpack_keeps_to_the_run_folder(tmp_path: Path) -> None:
     assert sorted(p.name for p in out.iterdir()) == ["a.csv"]
     with pytest.raises(tarfile.TarError):  # tarfile's data filter: nothing lands outside the run
         unpack(pack("run/../../evil"), "run", out)
+
+
+Member = tuple[str, bytes | tuple[str, str] | None]  # (name, content)
+FIFO = ("fifo", "")  # content of a named pipe
+
+
+def _tarball(path: Path, *members: Member) -> Path:
+    """A .tar.gz of ``(name, content)``: bytes a file, None a folder, ``("symlink" | "hardlink", target)``
+    a link, FIFO a named pipe."""
+    kinds = {"symlink": tarfile.SYMTYPE, "hardlink": tarfile.LNKTYPE, "fifo": tarfile.FIFOTYPE}
+    with tarfile.open(path, "w:gz") as tar:
+        for name, content in members:
+            info = tarfile.TarInfo(name)
+            if isinstance(content, bytes):
+                info.size, info.mode = len(content), 0o4777  # setuid, writable by all: cleared
+                tar.addfile(info, io.BytesIO(content))
+                continue
+            if content is None:
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+            else:
+                info.type, info.linkname = kinds[content[0]], content[1]
+            tar.addfile(info)
+    return path
+
+
+def test_unpack_checks_members_itself_where_tarfile_has_no_data_filter(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Python 3.11.2 (Debian 12's python3) has no ``filter=``: unpack checks every member itself."""
+    from servelab.targets.chameleon import unpack
+
+    monkeypatch.delattr(tarfile, "data_filter")
+    out = tmp_path / "out"
+    good = _tarball(tmp_path / "good.tar.gz", ("run", None), ("run/sub", None), ("run/sub/a.csv", b"1,2\n"),
+                    ("run/report.html", b"<p>"), ("other/b.csv", b"x"))
+    assert unpack(good, "run", out) == ["sub", "sub/a.csv", "report.html"]
+    assert (out / "sub" / "a.csv").read_bytes() == b"1,2\n" and (out / "report.html").read_bytes() == b"<p>"
+    assert (out / "report.html").stat().st_mode & 0o7777 == 0o755  # as the data filter leaves it
+    assert sorted(p.name for p in out.iterdir()) == ["report.html", "sub"]
+    cases: list[tuple[str, list[Member], str]] = [
+        ("dotdot", [("run/a.csv", b"x"), ("run/../../evil", b"x")], "'../../evil' is a path with .."),
+        ("symlink", [("run/a.csv", b"x"), ("run/passwd", ("symlink", "/etc/passwd"))], "'passwd' is a link"),
+        ("hardlink", [("run/a.csv", b"x"), ("run/b", ("hardlink", "run/a.csv"))], "'b' is a link"),
+        ("fifo", [("run/pipe", FIFO)], "'pipe' is not a regular file or folder"),
+    ]
+    for name, members, why in cases:
+        target = tmp_path / f"out-{name}"
+        with pytest.raises(tarfile.TarError, match=re.escape(why)) as info:
+            unpack(_tarball(tmp_path / f"{name}.tar.gz", *members), "run", target)
+        assert "nothing unpacked" in str(info.value)
+        assert not target.exists(), "a refused tarball unpacks nothing, not even its good members"
