@@ -154,6 +154,13 @@ class Endpoint:
 MARKS = {"observed": "observed", "not observed": "NOT observed", "not measured": "not measured yet"}
 
 
+class Printed(list[str]):
+    """Lines already printed: a notebook cell ending in a call that returns them shows nothing more."""
+
+    def _ipython_display_(self) -> None:
+        """IPython calls this instead of showing the value's repr (an empty execute_result is not sent)."""
+
+
 def what_this_run_shows(step: Any, *effects: str) -> list[str]:
     """The step's expected effects whose text contains one of ``effects`` (all when none), checked on
     this run's data (``step.rules``): observed or not on this machine, with the numbers. A GPU effect
@@ -168,4 +175,4 @@ def what_this_run_shows(step: Any, *effects: str) -> list[str]:
             else ""
         lines.append(f"{MARKS[check.status]} in this run: {check.effect} — {check.evidence}{gpu}")
     print("\n".join(lines) or f"no expected effect matches {effects}")
-    return lines
+    return Printed(lines)

@@ -165,6 +165,9 @@ def test_experiment_notebooks_predict_observe_and_ask(run_dir: Path, notebook: s
     observations = re.findall(r"^(observed|NOT observed|not measured yet) in this run: (.+)$", printed, re.M)
     assert observations, "no 'what this run shows' line"
     assert not [o for o in observations if o[0] == "not measured yet"], "an observation before its data"
+    shown_twice = [c.source for c in nb.cells if c.cell_type == "code" and "what_this_run_shows" in c.source
+                   and any(o.output_type == "execute_result" for o in c.outputs)]
+    assert not shown_twice, f"printed, then shown again as the cell's value: {shown_twice}"
     if notebook == "09_llm_serving":
         assert re.search(r"^\$ python -m servelab\.llm\.engine \S+ --batching continuous ", printed, re.M)
         assert re.search(r"^\$ python -m servelab\.llm\.engine \S+ --batching static ", printed, re.M)
