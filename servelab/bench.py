@@ -36,8 +36,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
-from tqdm import tqdm
 
+from servelab.core.progress import bar as tqdm
 from servelab.core.samples import sample_paths
 
 DEFAULT_SEQUENTIAL = 100

@@ -10,8 +10,8 @@ import time
 from typing import Any
 
 import pandas as pd
-from tqdm import tqdm  # text bars: they stay readable in executed notebooks
 
+from servelab.core.progress import bar as tqdm  # text on stdout: plain output in executed notebooks
 from servelab.lab.common import Endpoint, record, show_columns
 from servelab.lab.params import LabParams
 from servelab.results.schema import FLASK, load

@@ -21,7 +21,6 @@ that happens to be first on PATH.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import signal
@@ -34,6 +33,7 @@ from typing import Any
 
 from servelab.core.cpu import cpu_cores
 from servelab.core.paths import REPO_ROOT
+from servelab.lab import stopping
 from servelab.lab.params import ParameterError, check_preset, check_target
 from servelab.results.store import RESULTS_VARIABLE, results_dir
 
@@ -209,30 +209,6 @@ def run_notebook(path: Path, run_dir: Path, parameters: dict[str, Any], kernel: 
     return NotebookOutcome(path.stem, output, time.monotonic() - start, True)
 
 
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
-def stop_runs(proc: Path = Path("/proc"), me: int | None = None) -> list[int]:
-    """SIGTERM every other ``python -m servelab.lab run`` on this machine (or container); their pids.
-
-    Each then ends its notebook as stopped and still writes run.json and its report."""
-    me = os.getpid() if me is None else me
-    stopped = []
-    for entry in proc.iterdir():
-        if not entry.name.isdigit() or int(entry.name) == me:
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue  # gone, or not ours to read
-        if b"servelab.lab" in argv and b"run" in argv[argv.index(b"servelab.lab"):]:
-            with contextlib.suppress(OSError):
-                os.kill(int(entry.name), signal.SIGTERM)
-                stopped.append(int(entry.name))
-    return stopped
-
-
 def run(preset: str = "quick", target: str = "local", only: Sequence[str] | None = None,
         results_base: Path | None = None, cell_timeout: float | None = None,
         notebook_timeout: float | None = None, extra: dict[str, Any] | None = None,
@@ -347,10 +323,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     rep_p.add_argument("--compare", type=Path, help="another run's folder (e.g. a GPU run) to set beside it")
     args = parser.parse_args(argv)
     if args.command == "stop":
-        pids = stop_runs()
+        pids = stopping.stop_runs()
         print(f"stopped: {', '.join(map(str, pids))}" if pids else "no lab run to stop")
         return 0
-    signal.signal(signal.SIGTERM, _interrupt)  # a stopped run still writes run.json and its report
+    signal.signal(signal.SIGTERM, stopping.interrupt)  # a stopped run still writes run.json and its report
     if args.command == "report":
         from servelab.lab.run_report import write_report
 

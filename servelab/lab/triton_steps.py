@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from tqdm import tqdm  # text bars: they stay readable in executed notebooks
 
+from servelab.core.progress import bar as tqdm  # text on stdout: plain output in executed notebooks
 from servelab.lab.common import concat, hostport, show_code, show_columns
 from servelab.lab.params import LabParams
 from servelab.report.figures import as_image, fig_breakdown, read_breakdown

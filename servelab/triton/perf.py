@@ -200,7 +200,7 @@ def local_runner(progress: bool = True, levels: int | None = None) -> Runner:
     """Run perf_analyzer here, streaming its output into a tqdm bar (one step per load level)."""
 
     def run(argv: list[str], csv_path: str, timeout: float) -> RunOutput:
-        from tqdm.auto import tqdm
+        from servelab.core.progress import bar as tqdm
 
         Path(csv_path).unlink(missing_ok=True)
         started = time.monotonic()

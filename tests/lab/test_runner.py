@@ -95,7 +95,9 @@ def test_stop_signals_only_lab_runs(tmp_path: Path) -> None:
             (proc / str(child.pid)).mkdir(parents=True)
             argv = b"\0".join(str(a).encode() for a in child.args)
             (proc / str(child.pid) / "cmdline").write_bytes(argv + b"\0")
-        assert lab.stop_runs(proc) == [run_like.pid]
+        from servelab.lab.stopping import stop_runs
+
+        assert stop_runs(proc) == [run_like.pid]
         assert run_like.wait(timeout=10) == -signal.SIGTERM
         assert other.poll() is None
     finally:
