@@ -165,6 +165,9 @@ def test_experiment_notebooks_predict_observe_and_ask(run_dir: Path, notebook: s
     observations = re.findall(r"^(observed|NOT observed|not measured yet) in this run: (.+)$", printed, re.M)
     assert observations, "no 'what this run shows' line"
     assert not [o for o in observations if o[0] == "not measured yet"], "an observation before its data"
+    boxes = [o.text[:80] for c in nb.cells if c.cell_type == "code" for o in c.outputs
+             if o.get("name") == "stderr" and "%|" in o.text]
+    assert not boxes, f"progress bars on stderr (a red box each in Jupyter): {boxes[:3]}"
     shown_twice = [c.source for c in nb.cells if c.cell_type == "code" and "what_this_run_shows" in c.source
                    and any(o.output_type == "execute_result" for o in c.outputs)]
     assert not shown_twice, f"printed, then shown again as the cell's value: {shown_twice}"
