@@ -241,18 +241,22 @@ def _run_all(paths: list[Path], run_dir: Path, preset: str, target: str, kernel:
     outcome.load_before = _load_average()
     start = time.monotonic()
     bar = tqdm(paths, desc="lab", unit="notebook", position=0)
-    for path in bar:
-        bar.set_postfix_str(path.stem)
+    try:
+        for path in bar:
+            bar.set_postfix_str(path.stem)
 
-        def show(cell: Any, stem: str = path.stem) -> None:
-            bar.set_postfix_str(f"{stem}: {_first_line(cell)[:60]}")
+            def show(cell: Any, stem: str = path.stem) -> None:
+                bar.set_postfix_str(f"{stem}: {_first_line(cell)[:60]}")
 
-        parameters = {"target": target, "preset": preset, **(extra or {})}
-        result = run_notebook(path, run_dir, parameters, kernel, cell_timeout, notebook_timeout, show)
-        outcome.notebooks.append(result)
-        tqdm.write(f"{'ok  ' if result.ok else 'FAIL'} {path.stem:<28} {result.seconds:6.1f} s")
-        if not result.ok:
-            break
+            parameters = {"target": target, "preset": preset, **(extra or {})}
+            result = run_notebook(path, run_dir, parameters, kernel, cell_timeout, notebook_timeout, show)
+            outcome.notebooks.append(result)
+            tqdm.write(f"{'ok  ' if result.ok else 'FAIL'} {path.stem:<28} {result.seconds:6.1f} s")
+            if not result.ok:
+                break
+    except KeyboardInterrupt:  # stopped between notebooks: what ran is still recorded and reported
+        outcome.notebooks.append(NotebookOutcome("(between notebooks)", run_dir, 0.0, False,
+                                                 "stopped from outside (SIGTERM or Ctrl-C)"))
     bar.close()
     outcome.seconds = time.monotonic() - start
     (run_dir / "run.json").write_text(json.dumps(_summary(outcome, preset, target), indent=1))
@@ -317,13 +321,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                                              "the site's time zone; or +2h); default $CHI_LEASE_START or now")
     run_p.add_argument("--lease-id",
                        help="chameleon: use (adopt) this lease; default $CHI_LEASE_ID, else by name")
-    sub.add_parser("stop", help="stop the lab runs here; each still writes run.json and its report")
+    sub.add_parser("stop", help="stop the lab runs here and wait (2 min at most) while each writes run.json "
+                                "and its report")
     rep_p = sub.add_parser("report", help="(re)write report.html for an existing run folder")
     rep_p.add_argument("run_dir", type=Path)
     rep_p.add_argument("--compare", type=Path, help="another run's folder (e.g. a GPU run) to set beside it")
     args = parser.parse_args(argv)
     if args.command == "stop":
-        pids = stopping.stop_runs()
+        pids = stopping.stop_runs(wait=120)
         print(f"stopped: {', '.join(map(str, pids))}" if pids else "no lab run to stop")
         return 0
     signal.signal(signal.SIGTERM, stopping.interrupt)  # a stopped run still writes run.json and its report
@@ -345,6 +350,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ParameterError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # before the first notebook (the kernel's set-up) or after the last
+        print("error: stopped from outside (SIGTERM or Ctrl-C)", file=sys.stderr)
+        return 130
     minutes, seconds = divmod(outcome.seconds, 60)
     print(f"results: {outcome.run_dir}")
     if outcome.report:

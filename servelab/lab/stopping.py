@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,11 @@ def interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def stop_runs(proc: Path = Path("/proc"), me: int | None = None) -> list[int]:
+def stop_runs(proc: Path = Path("/proc"), me: int | None = None, wait: float = 0.0) -> list[int]:
     """SIGTERM every other ``python -m servelab.lab run`` on this machine (or container); their pids.
 
-    Each then ends its notebook as stopped and still writes run.json and its report."""
+    Each then ends its notebook as stopped and still writes run.json and its report; ``wait`` seconds
+    at most are waited for them to finish that (so that a fetch right after finds it written)."""
     me = os.getpid() if me is None else me
     stopped = []
     for entry in proc.iterdir():
@@ -35,4 +37,7 @@ def stop_runs(proc: Path = Path("/proc"), me: int | None = None) -> list[int]:
             with contextlib.suppress(OSError):
                 os.kill(int(entry.name), signal.SIGTERM)
                 stopped.append(int(entry.name))
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline and any((proc / str(pid)).exists() for pid in stopped):
+        time.sleep(0.5)
     return stopped

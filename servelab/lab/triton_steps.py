@@ -15,7 +15,6 @@ from typing import Any
 
 import pandas as pd
 
-from servelab.core.progress import bar as tqdm  # text on stdout: plain output in executed notebooks
 from servelab.lab.common import concat, hostport, show_code, show_columns
 from servelab.lab.params import LabParams
 from servelab.report.figures import as_image, fig_breakdown, read_breakdown
@@ -342,8 +341,9 @@ def _perf_timeout(p: LabParams) -> float:
 
 def measure_all(triton: Triton, name: str, p: LabParams, step: str,
                  runs: Sequence[dict[str, Any]]) -> pd.DataFrame:
-    """Several measurements of one step, with a bar; stored under ``triton``."""
-    frames = [measure(triton, name, p, step, **run) for run in tqdm(runs, desc=step, unit="run")]
+    """Several measurements of one step, each printing its command and its own bar; stored under ``triton``.
+    (No bar around them: a command printed while a bar is open on stdout lands on the bar's line.)"""
+    frames = [measure(triton, name, p, step, **run) for run in runs]
     return show_columns(concat(*frames), TRITON_COLUMNS)
 
 

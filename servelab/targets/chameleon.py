@@ -128,14 +128,23 @@ def remote_lab_command(remote_dir: str, run_name: str, preset: str, only: Sequen
     return f"cd {shlex.quote(remote_dir)} && sg docker -c {shlex.quote(shlex.join(lab))}"
 
 
+NO_RUN_FOLDER = 3  # pack_command's exit code when the node's run never made its folder
+
+
 def pack_command(remote_dir: str, run_name: str) -> str:
-    """Pack the node's run folder (nothing when the run never made one: the fetch then says so)."""
-    return (f"cd {shlex.quote(remote_dir)}/results && test -d {shlex.quote(run_name)} && "
-            f"tar -czf {shlex.quote(run_name + '.tar.gz')} {shlex.quote(run_name)}")
+    """Pack the node's run folder and its log (``<run>.log``, when there is one).
+
+    Exits NO_RUN_FOLDER when the run never made its folder; tar's 1 (a file changed while it was
+    read: a stopped run still writing its report) counts as packed."""
+    name = shlex.quote(run_name)
+    return (f"cd {shlex.quote(remote_dir)}/results && {{ test -d {name} || exit {NO_RUN_FOLDER}; }}; "
+            f"tar -czf {shlex.quote(run_name + '.tar.gz')} --warning=no-file-changed {name} "
+            f"$(ls {shlex.quote(run_name + '.log')} 2>/dev/null); [ $? -le 1 ]")
 
 
 def unpack(tarball: Path, run_name: str, run_dir: Path) -> list[str]:
-    """The node's run folder's files into ``run_dir`` (its top folder dropped); the names unpacked.
+    """The node's run folder's files into ``run_dir`` (its top folder dropped), and its log as
+    ``node-run.log``; the names unpacked.
 
     tarfile's ``data`` filter refuses absolute paths, ``..`` and links out of ``run_dir``. Python
     releases without it (3.11.2, Debian 12's own python3) get ``_check_members`` instead: regular
@@ -146,6 +155,8 @@ def unpack(tarball: Path, run_name: str, run_dir: Path) -> list[str]:
         members = []
         for member in tar.getmembers():
             parts = Path(member.name).parts
+            if member.name == f"{run_name}.log" and member.isfile():
+                parts = (run_name, "node-run.log")  # the node run's whole output
             if len(parts) < 2 or parts[0] != run_name:
                 continue  # only the run folder's content
             member.name = str(Path(*parts[1:]))
@@ -351,6 +362,9 @@ def _node_run(connect: Callable[[], NodeShell], remote: RemoteRun, command: str,
     except NodeUnreachable as exc:
         raise RuntimeError(str(exc)) from exc
     again = f" (reconnected {followed.reconnects} times)" if followed.reconnects else ""
+    if followed.vanished:
+        raise RuntimeError(f"the node's lab run ended without an exit code{again}: the node rebooted or the "
+                           "run was killed there; what it finished is in this run's folder")
     if followed.stopped_at_deadline:
         raise RuntimeError(f"the node's lab run was stopped at the lease's end less "
                            f"{FETCH_MARGIN_S / 60:.0f} min kept for the fetch{again}: what it finished is "
@@ -365,8 +379,11 @@ def _fetch(shell: NodeShell, remote_dir: str, run_dir: Path, outcome: NodeRun) -
     import json
 
     name = run_dir.name
-    if shell.run(pack_command(remote_dir, name), timeout=600) != 0:
+    packed = shell.run(pack_command(remote_dir, name), timeout=600)
+    if packed == NO_RUN_FOLDER:
         raise RuntimeError(f"the node has no results/{name} to fetch (the node's run did not start)")
+    if packed != 0:
+        raise RuntimeError(f"packing results/{name} on the node failed (exit {packed}; its output is above)")
     with tempfile.TemporaryDirectory() as tmp:
         tarball = Path(tmp) / f"{name}.tar.gz"
         shell.get(f"{remote_dir}/results/{name}.tar.gz", tarball)

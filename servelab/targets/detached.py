@@ -43,34 +43,51 @@ class RemoteRun:
     def start_command(self, command: str) -> str:
         """Start ``command`` detached in the code directory, or attach when it already runs.
 
-        Prints ``started`` or ``attached``; the exit code is written only when the command ends."""
+        Prints ``started`` or ``attached`` (errors on stdout too); the exit code is written only when
+        the command ends."""
         log, pid, code = (shlex.quote(self.path(s)) for s in ("log", "pid", "exit"))
         body = f"({command}); echo $? > {code}"  # the subshell keeps any cd away from the exit file's path
-        return (f"mkdir -p {shlex.quote(self.code_dir + '/results')} && "
+        return (f"{{ mkdir -p {shlex.quote(self.code_dir + '/results')} && "
                 f"if [ -f {pid} ] && kill -0 -- \"-$(cat {pid})\" 2>/dev/null; then echo attached; "
                 f"else rm -f {code} && (setsid nohup sh -c {shlex.quote(body)} > {log} 2>&1 < /dev/null & "
-                f"echo $! > {pid}) && echo started; fi")
+                f"echo $! > {pid}) && echo started; fi; }} 2>&1")
 
     def poll_command(self, offset: int) -> str:
-        """The log from byte ``offset`` (base64, at most CHUNK bytes), then the exit code or ``running``."""
-        log, code = shlex.quote(self.path("log")), shlex.quote(self.path("exit"))
-        return (f"tail -c +{offset + 1} {log} 2>/dev/null | head -c {CHUNK} | base64 -w0; echo; "
-                f"cat {code} 2>/dev/null || echo running")
+        """First line: the exit code, ``running``, or ``gone`` (no exit code and no process left: the node
+        rebooted, the run was killed); then the log from byte ``offset`` (base64, at most CHUNK bytes).
+        The status is read first, so a finished run's log is complete when it is read."""
+        log, code, pid = (shlex.quote(self.path(s)) for s in ("log", "exit", "pid"))
+        return (f"cat {code} 2>/dev/null || {{ kill -0 -- \"-$(cat {pid} 2>/dev/null)\" 2>/dev/null "
+                f"&& echo running; }} || cat {code} 2>/dev/null || echo gone; "
+                f"tail -c +{offset + 1} {log} 2>/dev/null | head -c {CHUNK} | base64 -w0; echo")
 
     def stop_command(self, inner: str = "") -> str:
-        """Stop the run's process group (``inner`` first: what stops the work it handed on)."""
+        """Stop the run's process group (``inner`` first: what stops the work it handed on), then wait
+        up to a minute for it to end, so that what it writes on its way out is there to fetch."""
         pid = shlex.quote(self.path("pid"))
         first = f"{inner}; " if inner else ""
-        return f"{first}kill -TERM -- \"-$(cat {pid})\" 2>/dev/null; sleep 5; true"
+        group = f"\"-$(cat {pid})\""
+        return (f"{first}kill -TERM -- {group} 2>/dev/null; "
+                f"for _ in $(seq 60); do kill -0 -- {group} 2>/dev/null || break; sleep 1; done; true")
+
+
+CONNECTION_ERRORS = ("OSError", "EOFError", "TimeoutError", "SSHException", "CommandTimedOut")
+
+
+def lost_connection(exc: BaseException) -> bool:
+    """A poll that failed because the node could not be reached (socket, SSH, a timed-out command);
+    anything else (a signal's exception, a bug) is not retried."""
+    return any(cls.__name__ in CONNECTION_ERRORS for cls in type(exc).__mro__)
 
 
 @dataclass
 class Followed:
-    """How following ended: the command's exit code (None when stopped at the deadline)."""
+    """How following ended: the command's exit code (None when stopped at the deadline or vanished)."""
 
     exit_code: int | None
     reconnects: int = 0
     stopped_at_deadline: bool = False
+    vanished: bool = False  # no exit code and no process left: the node rebooted or the run was killed
 
 
 def _print(text: str) -> None:
@@ -109,6 +126,8 @@ def follow(connect: Callable[[], Shell], run: RemoteRun, deadline: float, *, inn
                 write(f"\n[node run] reconnected after {clock() - lost_since:.0f} s; following again\n")
             lost_since = None
         except Exception as exc:  # a dropped connection, a refused login, a timed-out poll
+            if not lost_connection(exc):
+                raise  # e.g. SIGTERM's exception on the controller: the caller's teardown path
             current = None
             now = clock()
             if lost_since is None:
@@ -118,17 +137,21 @@ def follow(connect: Callable[[], Shell], run: RemoteRun, deadline: float, *, inn
             if now - lost_since > reconnect_for:
                 raise NodeUnreachable(
                     f"the node did not answer for {reconnect_for / 60:.0f} min ({exc}); its run may still "
-                    f"go on: its output is in ~/{run.path('log')} on the node") from exc
+                    f"go on there (its output so far is above)") from exc
             sleep(min(poll_s, 30.0))
             continue
-        encoded, _, status = text.partition("\n")  # the first line may be empty: no new output
-        chunk = base64.b64decode(encoded) if encoded.strip() else b""
+        status, _, encoded = text.partition("\n")  # the log's line is empty when there is no new output
+        chunk = base64.b64decode(encoded.strip()) if encoded.strip() else b""
         offset += len(chunk)
         if chunk:
             write(decoder.decode(chunk))
         status = status.strip()
         if len(chunk) >= CHUNK:
-            continue  # more log waiting: read it before looking at the status
+            continue  # more log waiting: read it before acting on the status
+        if status == "gone":
+            write(decoder.decode(b"", final=True))
+            result.vanished = True
+            return result
         if status and status != "running":
             write(decoder.decode(b"", final=True))
             result.exit_code = int(status) if status.lstrip("-").isdigit() else 1

@@ -217,7 +217,7 @@ def local_runner(progress: bool = True, levels: int | None = None) -> Runner:
         timer.start()
         lines: list[str] = []
         bar = tqdm(total=levels, desc=f"perf_analyzer {argv[argv.index('-m') + 1]}", unit="level",
-                   disable=not progress, leave=False)
+                   disable=not progress)  # left on its line: the next command starts a new one
         try:
             assert proc.stdout is not None
             for line in proc.stdout:

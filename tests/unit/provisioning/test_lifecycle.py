@@ -264,7 +264,7 @@ class Shell:
             if self.on_run:
                 self.on_run()
             return 0, "started\n"
-        return 0, f"\n{self.code}\n"  # a poll: no output, the exit code
+        return 0, f"{self.code}\n\n"  # a poll: the exit code, no output
 
     def run(self, command: str, timeout: float) -> int:
         self.calls.append(command)

@@ -9,6 +9,7 @@ shell whose polls raise.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -98,7 +99,7 @@ def test_a_node_gone_for_longer_than_the_window_is_one_clear_error(tmp_path: Pat
     def sleep(seconds: float) -> None:
         now[0] += seconds
 
-    with pytest.raises(NodeUnreachable, match=r"did not answer for 10 min .* ~/lab/results/r5.log"):
+    with pytest.raises(NodeUnreachable, match=r"did not answer for 10 min .*its output so far is above"):
         follow(lambda: shell, run, 10**9, poll_s=5, reconnect_for=600, clock=lambda: now[0], sleep=sleep,
                out=lambda _: None, shell=shell)
     assert now[0] > 600
@@ -108,3 +109,46 @@ def test_paths_are_quoted() -> None:
     run = RemoteRun("my lab", "x")
     assert "'my lab/results/x.pid'" in run.start_command("true")
     assert "'my lab/results/x.log'" in run.poll_command(0)
+
+
+def test_a_run_that_vanished_is_not_followed_until_the_deadline(tmp_path: Path) -> None:
+    """No exit code and no process left (a reboot, a killed wrapper): said at once, not polled for hours."""
+    shell, run = LocalShell(tmp_path), RemoteRun("lab", "r6")
+    start(shell, run, "sleep 300")
+    pgid = int((tmp_path / "lab/results/r6.pid").read_text())
+    for _ in range(100):  # the group exists once the background child has become setsid's session
+        try:
+            os.killpg(pgid, signal.SIGKILL)  # the wrapper dies too: no exit file is written
+            break
+        except ProcessLookupError:
+            time.sleep(0.05)
+    time.sleep(0.5)
+    followed = follow(lambda: shell, run, time.monotonic() + 3600, poll_s=0.1, out=lambda _: None,
+                      shell=shell)
+    assert followed.vanished and followed.exit_code is None
+
+
+def test_a_signal_on_the_controller_is_not_a_lost_connection(tmp_path: Path) -> None:
+    """SIGTERM's exception during a poll goes to the caller (its teardown), it is not retried."""
+
+    class Terminated(RuntimeError):
+        pass
+
+    class Stopping(LocalShell):
+        def capture(self, command: str, timeout: float) -> tuple[int, str]:
+            if "base64" in command:
+                raise Terminated("stopped by SIGTERM")
+            return super().capture(command, timeout)
+
+    shell, run = Stopping(tmp_path), RemoteRun("lab", "r7")
+    start(shell, run, "sleep 1")
+    with pytest.raises(Terminated):
+        follow(lambda: shell, run, time.monotonic() + 60, poll_s=0.1, out=lambda _: None, shell=shell)
+
+
+def test_the_last_lines_are_read_with_the_exit_code(tmp_path: Path) -> None:
+    """The poll reads the status before the log: a run that ends between the two loses no output."""
+    shell, run, seen = LocalShell(tmp_path), RemoteRun("lab", "r8"), []
+    start(shell, run, "echo first; sleep 0.3; echo FAILED: the last line; exit 1")
+    followed = follow(lambda: shell, run, time.monotonic() + 60, poll_s=0.05, out=seen.append, shell=shell)
+    assert followed.exit_code == 1 and "".join(seen).endswith("FAILED: the last line\n")

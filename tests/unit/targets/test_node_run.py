@@ -26,7 +26,8 @@ from servelab.targets.detached import RemoteRun
 REPO = "https://git.example.org/serve-lab.git"
 REMOTE_LAB = ("cd serve-system-lab && sg docker -c "
               "'./lab run --target docker --preset quick --run-dir results/{name}'")
-PACK = "cd serve-system-lab/results && test -d {name} && tar -czf {name}.tar.gz {name}"
+PACK = ("cd serve-system-lab/results && {{ test -d {name} || exit 3; }}; tar -czf {name}.tar.gz "
+        "--warning=no-file-changed {name} $(ls {name}.log 2>/dev/null); [ $? -le 1 ]")
 
 
 def config(**changes: object) -> provisioning.ChameleonConfig:
@@ -77,14 +78,14 @@ class RecordingShell:
                 raise OSError("Socket is closed")
             offset = int(self.calls[-1][1]) - 1
             log = b"lab: 03_fastapi ok\n"[offset:]
-            return 0, base64.b64encode(log).decode() + f"\n{self.lab_exit}\n"
+            return 0, f"{self.lab_exit}\n" + base64.b64encode(log).decode() + "\n"
         raise AssertionError(f"unexpected command on the node: {command}")
 
     def run(self, command: str, timeout: float) -> int:
         self.calls.append(("run", command))
         if "tar -czf" in command:
             if not self.made_results:
-                return 1
+                return 3
             name = command.split("test -d ", 1)[1].split()[0]
             self.files[f"serve-system-lab/results/{name}.tar.gz"] = node_run_folder(name, self.node_ok)
             return 0
@@ -200,7 +201,25 @@ def test_remote_commands_quote_their_arguments() -> None:
     command = remote_lab_command("my lab", "20261122-120000-quick", "full", ["04", "05"])
     assert command == ("cd 'my lab' && sg docker -c './lab run --target docker --preset full --run-dir "
                        "results/20261122-120000-quick --only 04 05'")
-    assert pack_command("my lab", "x") == "cd 'my lab'/results && test -d x && tar -czf x.tar.gz x"
+    assert pack_command("my lab", "x").startswith("cd 'my lab'/results && { test -d x || exit 3; }; ")
+
+
+def test_the_pack_takes_the_folder_and_its_log_and_unpack_keeps_the_log(tmp_path: Path) -> None:
+    """pack_command run for real: the run folder and results/<run>.log; no folder is exit 3."""
+    import subprocess
+
+    from servelab.targets.chameleon import NO_RUN_FOLDER, unpack
+
+    results = tmp_path / "lab" / "results"
+    (results / "run1").mkdir(parents=True)
+    (results / "run1" / "run.json").write_text("{}")
+    (results / "run1.log").write_text("lab: 03_fastapi ok\n")
+    assert subprocess.run(["bash", "-c", pack_command("lab", "run1")], cwd=tmp_path).returncode == 0
+    out = tmp_path / "out"
+    assert sorted(unpack(results / "run1.tar.gz", "run1", out)) == ["node-run.log", "run.json"]
+    assert (out / "node-run.log").read_text() == "lab: 03_fastapi ok\n"
+    missing = subprocess.run(["bash", "-c", pack_command("lab", "run2")], cwd=tmp_path)
+    assert missing.returncode == NO_RUN_FOLDER
 
 
 def test_the_cli_refuses_a_run_dir_for_chameleon(capsys) -> None:
