@@ -34,7 +34,7 @@ from typing import Any
 from provisioning.checks import run_preflight, select_context, start_chi
 from provisioning.chi_api import ChiApi
 from provisioning.config import ChameleonConfig, ProvisioningError, from_env
-from provisioning.errors import step
+from provisioning.errors import SignalGuard, step
 from provisioning.lease import LeaseNotStarted, ensure_lease
 from provisioning.node import run_node_setup
 from provisioning.plan import Step, format_plan, provision_plan, teardown_plan
@@ -165,7 +165,9 @@ def teardown(config: ChameleonConfig, plan_only: bool = False, keep_lease: bool 
     if plan_only:
         return None
     chi = _select(config, chi)
-    result = run_teardown(config, chi, State(state), keep_lease=keep_lease, delete_adopted=delete_adopted)
+    with SignalGuard().deferred("the teardown"):  # Ctrl-C (a kernel interrupt in 08) waits for it
+        result = run_teardown(config, chi, State(state), keep_lease=keep_lease,
+                              delete_adopted=delete_adopted)
     if result.errors:
         raise TeardownError(result)
     return result

@@ -101,12 +101,18 @@ class SignalGuard:
 
     @contextmanager
     def deferred(self, what: str) -> Iterator[None]:
-        """Signals only print while ``what`` (a teardown) runs: it must not be cut short."""
+        """Signals only print while ``what`` (a teardown) runs: it must not be cut short. Ctrl-C
+        (SIGINT) too: pressed twice during a long server delete, it would skip the lease's."""
         self._defer = what
+        previous = None
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.signal(signal.SIGINT, self.handle)
         try:
             yield
         finally:
             self._defer = ""
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
 
 
 @contextmanager

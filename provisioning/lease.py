@@ -179,7 +179,12 @@ def ensure_lease(config: ChameleonConfig, chi: ChiApi, state: State, require_act
                 f"{lease_label(lease)} exists and is in ERROR: delete it (provisioning teardown "
                 "with delete_adopted, or the GUI) and run this step again, or choose another lease_name / "
                 "CHI_LEASE_NAME")
-        origin = state.record("lease", lease.name, lease.id, ADOPTED, config).origin
+        earlier = state.reserved_earlier("lease", config, lease.id)
+        if earlier is not None:
+            print(f"{lease_label(lease)} was created by the lab for a later run ({earlier}): this run's "
+                  "teardown deletes it")
+        origin = state.record("lease", lease.name, lease.id, CREATED if earlier else ADOPTED, config,
+                              keep="" if earlier else None).origin
         print(f"Reusing {lease_label(lease)} ({status}; {origin} by this lab"
               f"{'' if origin == CREATED else ': kept at teardown unless delete_adopted'})")
     return wait_lease_active(lease, config, state, require_active)

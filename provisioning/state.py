@@ -105,6 +105,25 @@ class State:
         entry = self.find(kind, config, rid, name)
         return entry.origin if entry is not None else ADOPTED
 
+    def reserved_earlier(self, kind: str, config: ChameleonConfig, rid: str | None) -> Path | None:
+        """The state file of an earlier run that created this resource and kept it for a later one
+        (a lease reserved ahead that had not started): this run takes it over as created, so that
+        its teardown deletes it. Looked for beside this file and its folder's siblings."""
+        if not rid:
+            return None
+        near = {*self.path.parent.glob(f"*/{STATE_NAME}"), *self.path.parent.parent.glob(f"*/{STATE_NAME}"),
+                self.path.parent.parent / STATE_NAME, default_state_path()}
+        for other in sorted(p for p in near if p.is_file() and p.resolve() != self.path.resolve()):
+            try:
+                earlier = State(other)
+            except ProvisioningError:
+                continue  # not ours to read: that file's own teardown says so
+            entry = earlier.find(kind, config, rid)
+            if entry is not None and entry.origin == CREATED and entry.keep:
+                earlier.set_fate(entry, entry.fate, f"handed on to {self.path}")
+                return other
+        return None
+
     def set_fate(self, entry: Resource, fate: str, detail: str = "") -> None:
         entry.fate, entry.detail = fate, detail
         self.save()

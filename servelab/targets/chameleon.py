@@ -266,8 +266,8 @@ def run_on_node(run_dir: Path, preset: str = "quick", only: Sequence[str] | None
             raise _Stop
     except _Stop:
         pass  # the failed step is recorded in outcome.steps
-    except Terminated as exc:  # a signal between steps
-        outcome.steps.append(StepOutcome("stopped", False, 0.0, str(exc)))
+    except (Terminated, KeyboardInterrupt) as exc:  # SIGTERM/SIGHUP between steps, or Ctrl-C anywhere
+        outcome.steps.append(StepOutcome("stopped", False, 0.0, str(exc) or "stopped by Ctrl-C"))
     finally:
         with signals_installed, signals.deferred("the teardown"):
             _teardown(provisioning, step, config, chi, state, checked, keep_node, delete_adopted)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -317,6 +318,21 @@ def test_a_run_with_a_far_start_reserves_and_stops(fake_chi, student, tmp_path: 
     assert summary["chameleon"]["created"] == [f"lease {LEASE}"] == summary["chameleon"]["left"]
 
 
+def test_the_run_after_a_far_start_deletes_the_lease_the_lab_reserved(fake_chi, student,
+                                                                      tmp_path: Path) -> None:
+    """README: "run it again after the start". That later run (a new folder, a new state file) takes
+    the lease the first run created over as created, and its teardown deletes it."""
+    first, _, _ = run(tmp_path, fake_chi, Shell(), cfg=config(lease_start="+3h"))
+    fake_chi.clock.at += timedelta(hours=3, minutes=1)
+    time.sleep(1.1)  # the run folder's name has a one-second resolution
+    second, outcome, summary = run(tmp_path, fake_chi, Shell())
+    assert second != first and [s.step for s in outcome.steps][-1] == "teardown"
+    assert f"lease {LEASE}" in summary["chameleon"]["created"] and summary["chameleon"]["adopted"] == []
+    assert f"lease {LEASE}" in summary["chameleon"]["deleted"] and names(fake_chi)[-1] == "Lease.delete"
+    handed = [r for r in json.loads((first / "chameleon-state.json").read_text())["resources"]]
+    assert handed[0]["detail"].startswith("handed on to ")
+
+
 def test_delete_adopted_deletes_the_lease_made_ahead(fake_chi, student, tmp_path: Path) -> None:
     fake_chi.lease.add_existing(LEASE, "ACTIVE")
     _, outcome, summary = run(tmp_path, fake_chi, Shell(), delete_adopted=True)
@@ -361,6 +377,26 @@ def test_sighup_during_the_teardown_waits_for_it(fake_chi, student, tmp_path: Pa
     assert outcome.steps[-1].step == "teardown" and outcome.steps[-1].ok
     assert names(fake_chi)[-1] == "Lease.delete"
     assert "SIGHUP received during the teardown: finishing it first" in capsys.readouterr().out
+
+
+def test_ctrl_c_during_notebook_08s_teardown_still_deletes_the_lease(fake_chi, student, tmp_path: Path,
+                                                                     capsys, monkeypatch) -> None:
+    """A kernel interrupt (SIGINT) while the server is deleted: the floating IP and lease still go."""
+    state = tmp_path / "state.json"
+    provisioning.launch(config(), chi=fake_chi.api, state=state)
+    fake_server = type(fake_chi.server.Server("probe"))
+    original = fake_server.delete
+
+    def delete_and_interrupt(self, idempotent: bool = False, delete_ips: bool = True) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+        original(self, idempotent=idempotent, delete_ips=delete_ips)
+
+    monkeypatch.setattr(fake_server, "delete", delete_and_interrupt)
+    before = signal.getsignal(signal.SIGINT)
+    provisioning.teardown(config(), chi=fake_chi.api, state=state)
+    assert names(fake_chi)[-1] == "Lease.delete"
+    assert "SIGINT received during the teardown: finishing it first" in capsys.readouterr().out
+    assert signal.getsignal(signal.SIGINT) is before
 
 
 def test_the_lab_cli_passes_the_lifecycle_flags(monkeypatch) -> None:
