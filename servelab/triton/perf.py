@@ -306,6 +306,25 @@ def run_perf_analyzer(argv: list[str], label: str, model: str, config: Mapping[s
     return PerfResult(frame, list(argv), out.stdout, out.csv_text, out.returncode, out.wall_s, notes)
 
 
+WARM_UP_FLAGS = ("-b", "--concurrency-range", "--request-rate-range", "--request-count")
+
+
+def shown_command(argv: Sequence[str], warm_up: bool = False) -> str:
+    """The command as a student would type it in the checkout: ``perf_analyzer`` (on PATH in the venv
+    and the images) and paths relative to the working directory. A warm-up is one short line."""
+    if warm_up:
+        load = [f"{flag} {argv[i + 1]}" for i, flag in enumerate(argv[:-1]) if flag in WARM_UP_FLAGS]
+        return f"# warm-up first, not recorded: the same command with {' '.join(load)}"
+    cwd = Path.cwd()
+    words = []
+    for word in argv[1:]:
+        path = Path(word)
+        if path.is_absolute() and path.is_relative_to(cwd):
+            word = str(path.relative_to(cwd))
+        words.append(word)
+    return "$ " + shlex.join(["perf_analyzer", *words])
+
+
 def perf(model: str, url: str, label: str, *, config: Mapping[str, Any] | str | None = None,
          runner: Runner | None = None, timeout: float = 600.0, workdir: Path | None = None,
          **options: Any) -> PerfResult:
@@ -316,9 +335,7 @@ def perf(model: str, url: str, label: str, *, config: Mapping[str, Any] | str | 
     Path(csv_path).parent.mkdir(parents=True, exist_ok=True)  # perf_analyzer does not make it
     options.setdefault("binary", perf_analyzer_binary())
     argv = perf_analyzer_argv(model, url, csv_path=csv_path, **options)
-    # the exact command, as a student would type it (perf_analyzer is on PATH in the venv and images)
-    note = "  # warm-up, not recorded" if label == "warm-up" else ""
-    print("$ " + shlex.join(["perf_analyzer", *argv[1:]]) + note, flush=True)
+    print(shown_command(argv, warm_up=label == "warm-up"), flush=True)
     load = {"batch_size": options.get("batch", 1),
             "distribution": options.get("distribution", "constant") if options.get("request_rate") else None,
             "protocol": options.get("protocol", "http")}
