@@ -151,7 +151,8 @@ class Endpoint:
         return f"<b>{self.kind}</b> at <code>{self.url}</code>"
 
 
-MARKS = {"observed": "observed", "not observed": "NOT observed", "not measured": "not measured yet"}
+MARKS = {"observed": "observed", "within noise": "within noise", "not observed": "NOT observed",
+         "not measured": "not measured yet"}
 
 
 class Printed(list[str]):

@@ -1,8 +1,10 @@
 """An expected effect of the lab, checked on a run's numbers: the pieces every step's rules are made of.
 
 A rule is a pure function of a run's tables: it picks numbers with ``row`` and returns a ``Check``
-that says observed, not observed, or not measured (a number it needs is missing). Each step
-module holds its own rules (``rules(data: RunData)``); ``servelab.lab.run_report`` lists them in order.
+that says observed, within noise (the gap it tests is no larger than the measurement's own spread,
+``noise=``), not observed, or not measured (a number it needs is missing). Each step module holds
+its own rules (``rules(data: RunData)``); ``servelab.lab.run_report`` lists them in order.
+Why the noise rule reads as it does: docs/decisions/2026-11-24-noise-aware-verdicts.md.
 """
 
 from __future__ import annotations
@@ -19,22 +21,54 @@ NOISE_NOTE = ("Runs on a shared or small CPU are noisy, and several of the lab's
               "a 'not observed' here is a fact about this run on this machine, not a hidden failure.")
 
 
+STATUSES = ("observed", "within noise", "not observed", "not measured")
+
+
 @dataclass
 class Check:
     """One of the lab's expected effects, tested on this run's numbers."""
 
     effect: str
-    status: str  # observed | not observed | not measured
+    status: str  # one of STATUSES
     evidence: str
     gpu_only: bool = False
 
 
 def check(effect: str, values: tuple[float | None, ...], test: Callable[..., bool],
-           evidence: Callable[..., str], gpu_only: bool = False) -> Check:
+           evidence: Callable[..., str], gpu_only: bool = False,
+           noise: tuple[float | None, ...] | None = None) -> Check:
+    """``test(*values)`` decides observed or not; with ``noise`` (the relative spread of ``values[0]``
+    and ``values[1]``, e.g. 0.12 for windows 12 % apart) a gap between the two no larger than
+    ``within_noise`` allows reads "within noise" instead, whatever the test says."""
     if any(v is None for v in values):
         return Check(effect, "not measured", "this run has no numbers for it", gpu_only)
-    ok = bool(test(*values))
-    return Check(effect, "observed" if ok else "not observed", evidence(*values), gpu_only)
+    said = evidence(*values)
+    if noise is not None and len(values) >= 2:
+        band = noise_band(values[0], values[1], *noise[:2])
+        if band is not None:
+            said += f" (spread ±{band:.3g})"
+            if abs(float(values[1]) - float(values[0])) <= band:  # type: ignore[arg-type]
+                return Check(effect, "within noise", said, gpu_only)
+    return Check(effect, "observed" if test(*values) else "not observed", said, gpu_only)
+
+
+def noise_band(a: float | None, b: float | None, spread_a: float | None = None,
+               spread_b: float | None = None) -> float | None:
+    """The largest gap between ``a`` and ``b`` their own noise explains: the larger of the two
+    levels' spreads (max − min over their windows or repeats), in the values' unit. None when
+    neither spread was measured."""
+    widths = [abs(float(v)) * float(s) for v, s in ((a, spread_a), (b, spread_b))
+              if v is not None and s is not None and s == s]
+    return max(widths) if widths else None
+
+
+def relative_spread(values: Any) -> float | None:
+    """(max − min) / mean of repeated measurements of one level; None for fewer than two."""
+    figures = [float(v) for v in values if v is not None and v == v]
+    if len(figures) < 2:
+        return None
+    mean = sum(figures) / len(figures)
+    return (max(figures) - min(figures)) / mean if mean else None
 
 
 def row(df: pd.DataFrame, column: str, pick: str = "last", **where: Any) -> float | None:
