@@ -111,10 +111,13 @@ def _timed_post(client: Connection, body: bytes) -> tuple[float, int]:
 
 def summarise(latencies_s: Sequence[float], wall_s: float, errors: int = 0,
               **extra: Any) -> dict[str, Any]:
-    """Latencies of the successful requests + the wall time → the figures the lab reports."""
+    """Latencies of the successful requests (in the order they finished) + the wall time → the figures
+    the lab reports. ``median_spread`` is the noise of the median: (max − min) / mean of the medians of
+    the run's first, second and last third (None below 9 requests)."""
     if not latencies_s:
         raise BenchError(f"every request failed ({errors} errors): is the service up and healthy?")
     ms = np.asarray(latencies_s) * 1000.0
+    thirds = [float(np.median(part)) for part in np.array_split(ms, 3)] if len(ms) >= 9 else []
     return {
         **extra,
         "requests": len(ms) + errors,
@@ -122,6 +125,7 @@ def summarise(latencies_s: Sequence[float], wall_s: float, errors: int = 0,
         "median_ms": float(np.percentile(ms, 50)),
         "p95_ms": float(np.percentile(ms, 95)),
         "p99_ms": float(np.percentile(ms, 99)),
+        "median_spread": round((max(thirds) - min(thirds)) / float(np.mean(thirds)), 4) if thirds else None,
         "mean_ms": float(ms.mean()),
         "throughput_rps": len(ms) / wall_s if wall_s > 0 else float("nan"),
         "wall_s": wall_s,

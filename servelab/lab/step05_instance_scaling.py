@@ -12,7 +12,7 @@ from servelab.lab.common import show_columns
 from servelab.lab.params import LabParams
 from servelab.lab.triton_steps import Triton, measure, set_instances
 from servelab.lab.triton_views import server_view
-from servelab.report.effects import Check, check, row
+from servelab.report.effects import Check, check, row, spread
 from servelab.report.figures import (
     Section,
     as_image,
@@ -103,15 +103,18 @@ def rules(data: RunData) -> list[Check]:
     checks: list[Check] = []
     if not scaling.empty:
         tput = num(scaling, "throughput").reset_index(drop=True)
+        noise = num(scaling, "throughput_spread").reset_index(drop=True)
         first_count, best = float(tput.iloc[0]), float(tput.max())
         checks.append(check(
             "More instances raise throughput at concurrency 8 (best vs one instance)", (first_count, best),
-            lambda a, b: b > 1.1 * a, lambda a, b: f"{a:.1f} → best {b:.1f} inferences/s", gpu_only=True))
+            lambda a, b: b > 1.1 * a, lambda a, b: f"{a:.1f} → best {b:.1f} inferences/s", gpu_only=True,
+            noise=(noise.iloc[0], noise.iloc[int(tput.idxmax())])))
         if len(tput) >= 3:
             checks.append(check(
                 "The largest instance count is no better than the middle one (4+4 vs 2+2)",
                 (float(tput.iloc[-2]), float(tput.iloc[-1])), lambda mid, top: top <= 1.05 * mid,
-                lambda mid, top: f"{mid:.1f} vs {top:.1f} inferences/s"))
+                lambda mid, top: f"{mid:.1f} vs {top:.1f} inferences/s",
+                noise=(noise.iloc[-2], noise.iloc[-1])))
     else:
         checks.append(Check("More instances raise throughput at concurrency 8", "not measured",
                             "this run has no numbers for it", True))
@@ -119,5 +122,7 @@ def rules(data: RunData) -> list[Check]:
     checks.append(check(
         "Several instances: one thread each beats the framework's default threads",
         (row(threads, "throughput", threads="default"), row(threads, "throughput", threads="split")),
-        lambda d, s: s > d, lambda d, s: f"default threads {d:.1f}/s, split {s:.1f}/s"))
+        lambda d, s: s > d, lambda d, s: f"default threads {d:.1f}/s, split {s:.1f}/s",
+        noise=(spread(threads, "throughput", threads="default"),
+               spread(threads, "throughput", threads="split"))))
     return checks

@@ -15,7 +15,9 @@ from typing import Any
 
 import pandas as pd
 
-from servelab.results.schema import num
+from servelab.results.schema import num, relative_spread
+
+__all__ = ["STATUSES", "Check", "check", "noise_band", "relative_spread", "row", "spread"]
 
 NOISE_NOTE = ("Runs on a shared or small CPU are noisy, and several of the lab's effects belong to a GPU: "
               "a 'not observed' here is a fact about this run on this machine, not a hidden failure.")
@@ -46,7 +48,7 @@ def check(effect: str, values: tuple[float | None, ...], test: Callable[..., boo
     if noise is not None and len(values) >= 2:
         band = noise_band(values[0], values[1], *noise[:2])
         if band is not None:
-            said += f" (spread ±{band:.3g})"
+            said += f" (spread {band:.3g})"
             if abs(float(values[1]) - float(values[0])) <= band:  # type: ignore[arg-type]
                 return Check(effect, "within noise", said, gpu_only)
     return Check(effect, "observed" if test(*values) else "not observed", said, gpu_only)
@@ -62,15 +64,6 @@ def noise_band(a: float | None, b: float | None, spread_a: float | None = None,
     return max(widths) if widths else None
 
 
-def relative_spread(values: Any) -> float | None:
-    """(max − min) / mean of repeated measurements of one level; None for fewer than two."""
-    figures = [float(v) for v in values if v is not None and v == v]
-    if len(figures) < 2:
-        return None
-    mean = sum(figures) / len(figures)
-    return (max(figures) - min(figures)) / mean if mean else None
-
-
 def row(df: pd.DataFrame, column: str, pick: str = "last", **where: Any) -> float | None:
     sel = df
     for key, value in where.items():
@@ -81,3 +74,13 @@ def row(df: pd.DataFrame, column: str, pick: str = "last", **where: Any) -> floa
     if not len(values):
         return None
     return float(values.max() if pick == "max" else values.min() if pick == "min" else values.iloc[-1])
+
+
+# the spread column that holds a measured column's noise (others ending in _ms: perf_analyzer's latency)
+SPREAD_OF = {"throughput": "throughput_spread", "median_ms": "median_spread"}
+
+
+def spread(df: pd.DataFrame, column: str, **where: Any) -> float | None:
+    """The relative spread recorded with ``column``'s level (picked like ``row``), for ``check(noise=)``."""
+    name = SPREAD_OF.get(column, "latency_spread" if column.endswith("_ms") else f"{column}_spread")
+    return row(df, name, **where)

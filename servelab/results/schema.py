@@ -12,6 +12,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -74,6 +75,16 @@ def step_rows(df: pd.DataFrame, *steps: str) -> pd.DataFrame:
 def num(df: pd.DataFrame, column: str) -> pd.Series:
     """``df[column]`` as numbers (NaN where missing, and all NaN when the column is absent)."""
     return pd.to_numeric(df[column], errors="coerce") if column in df else pd.Series(math.nan, index=df.index)
+
+
+def relative_spread(values: Any) -> float | None:
+    """(max − min) / mean of repeated measurements of one level (windows, repeats); None for fewer
+    than two. The noise the verdicts compare gaps with (``servelab.report.effects.check``)."""
+    figures = [float(v) for v in values if v is not None and v == v]
+    if len(figures) < 2:
+        return None
+    mean = sum(figures) / len(figures)
+    return round((max(figures) - min(figures)) / mean, 4) if mean else None
 
 
 def batch_size_counts(df: pd.DataFrame) -> dict[int, int]:

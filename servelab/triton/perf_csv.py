@@ -15,6 +15,8 @@ from typing import Any, cast
 
 import pandas as pd
 
+from servelab.results.schema import relative_spread
+
 # perf_analyzer's stdout: a level's header, and each measurement pass under it
 LEVEL_RE = re.compile(r"^\s*(Request concurrency|Request Rate):\s*([\d.]+)\s*(?:$|inference requests)")
 PASS_RE = re.compile(r"Pass \[(\d+)\] throughput: ([\d.]+) infer/sec\. Avg latency: (\d+) usec")
@@ -42,7 +44,8 @@ LOAD_COLUMNS = {"Concurrency": "concurrency", "Request Rate": "request_rate"}
 RESULT_COLUMNS = ["label", "model", "load_mode", "load_value", "distribution", "batch_size",
                   "throughput_infer_s", "latency_p50_ms", "latency_p90_ms", "latency_p95_ms",
                   "latency_p99_ms", "latency_avg_ms", "server_queue_ms", "server_compute_input_ms",
-                  "server_compute_infer_ms", "server_compute_output_ms", "settled", "config"]
+                  "server_compute_infer_ms", "server_compute_output_ms", "settled", "throughput_spread",
+                  "latency_spread", "config"]
 
 
 # With --collect-metrics --verbose-csv perf_analyzer (2.51: report_writer.cc WriteGpuMetrics,
@@ -66,19 +69,31 @@ class UnsettledWarning(UserWarning):
     """A load level did not give a stable measurement."""
 
 
+# perf_analyzer judges stability on its last three windows and reports their average
+STABILITY_WINDOWS = 3
+
+
 def parse_levels(stdout: str) -> list[dict[str, Any]]:
-    """Per load level in perf_analyzer's -v output: settled?, last pass throughput and mean latency."""
+    """Per load level in perf_analyzer's -v output: settled?, last pass throughput and mean latency,
+    and the spread of the last windows (``throughput_spread``/``latency_spread``: (max − min) / mean,
+    None with a single window, as with ``--request-count``)."""
     levels: list[dict[str, Any]] = []
     for line in stdout.splitlines():
         if (m := LEVEL_RE.match(line)):
             mode = "concurrency" if m.group(1) == "Request concurrency" else "request_rate"
             levels.append({"load_mode": mode, "load_value": float(m.group(2)), "settled": True,
-                           "passes": 0, "throughput": math.nan, "avg_latency_us": math.nan})
+                           "passes": 0, "throughput": math.nan, "avg_latency_us": math.nan,
+                           "windows": []})
         elif levels and (m := PASS_RE.search(line)):
             levels[-1].update(passes=int(m.group(1)), throughput=float(m.group(2)),
                               avg_latency_us=float(m.group(3)))
+            levels[-1]["windows"].append((float(m.group(2)), float(m.group(3))))
         elif levels and line.startswith("Failed to obtain stable measurement"):
             levels[-1]["settled"] = False
+    for level in levels:
+        last = level.pop("windows")[-STABILITY_WINDOWS:]
+        level["throughput_spread"] = relative_spread(t for t, _ in last)
+        level["latency_spread"] = relative_spread(lat for _, lat in last)
     return levels
 
 
@@ -187,12 +202,18 @@ def parse_perf_csv(text: str, label: str, model: str, config: Mapping[str, Any] 
         row.update(perf_gpu_columns(record))  # --collect-metrics: per GPU, in our units
         rows.append(row)
     seen = {(r["load_mode"], r["load_value"]) for r in rows}
-    for level in parse_levels(stdout):
+    levels = parse_levels(stdout)
+    for level in levels:
         if level["settled"] or (level["load_mode"], level["load_value"]) in seen:
             continue
         rows.append({"load_mode": level["load_mode"], "load_value": level["load_value"],
                      "throughput_infer_s": level["throughput"],
                      "latency_avg_ms": _ms(level["avg_latency_us"]), "settled": False})
+    for row in rows:  # each level's window-to-window spread, the noise its verdicts allow for
+        same = [lv for lv in levels if lv["load_mode"] == row["load_mode"]
+                and abs(lv["load_value"] - row["load_value"]) < 1e-6]
+        row["throughput_spread"] = same[-1]["throughput_spread"] if same else None
+        row["latency_spread"] = same[-1]["latency_spread"] if same else None
     config_text = config if isinstance(config, str) else json.dumps(config or {}, sort_keys=True, default=str)
     for row in rows:
         row.update({"label": label, "model": model, "config": config_text,

@@ -122,23 +122,52 @@ def test_onnx_backend_rules() -> None:
 
 
 # ----------------------------------------------------------------------------- 07 dynamic batching
-def batching(constant: float, poisson: float, off: float, on: float, counts: dict[int, int]) -> list[dict]:
-    return [{"step": "arrivals", "distribution": "constant", "p99_ms": constant, "rate": 30},
-            {"step": "arrivals", "distribution": "poisson", "p99_ms": poisson, "rate": 30},
+def batching(constant: float, poisson: float, off: float, on: float, counts: dict[int, int],
+             low: tuple[float, float] = (20, 30), spread: float | None = None) -> list[dict]:
+    """Arrivals at rate 30, then batching off/on at rates 20 (p99 ``low``) and 60 (p99 ``off``/``on``)."""
+    noise = {"latency_spread": spread}
+    return [{"step": "arrivals", "distribution": "constant", "p99_ms": constant, "rate": 30, **noise},
+            {"step": "arrivals", "distribution": "poisson", "p99_ms": poisson, "rate": 30, **noise},
+            {"step": "dynamic_batching", "dynamic_batching": False, "rate": 20, "p99_ms": low[0], **noise},
             {"step": "dynamic_batching", "dynamic_batching": False, "rate": 60, "p99_ms": off,
-             "batch_counts": json.dumps({"1": 100})},
+             "batch_counts": json.dumps({"1": 100}), **noise},
+            {"step": "dynamic_batching", "dynamic_batching": True, "rate": 20, "p99_ms": low[1], **noise},
             {"step": "dynamic_batching", "dynamic_batching": True, "rate": 60, "p99_ms": on,
-             "batch_counts": json.dumps({str(k): v for k, v in counts.items()})}]
+             "batch_counts": json.dumps({str(k): v for k, v in counts.items()}), **noise}]
 
 
 def test_batching_rules() -> None:
     checks = step07_dynamic_batching.rules(data(triton=batching(10, 40, 120, 90, {1: 50, 3: 10})))
     assert status(checks, "Poisson arrivals queue more") == "observed"
     assert status(checks, "some executions carry more than one") == "observed"
+    assert status(checks, "At the lowest rate, dynamic batching costs latency") == "observed"  # 20 → 30 ms
     assert status(checks, "p99 with dynamic batching ≤") == "observed"
-    none = step07_dynamic_batching.rules(data(triton=batching(40, 10, 90, 120, {1: 60})))
-    assert [c.status for c in none] == ["not observed", "not observed", "not observed"]
+    none = step07_dynamic_batching.rules(data(triton=batching(40, 10, 90, 120, {1: 60}, low=(30, 20))))
+    assert [c.status for c in none] == ["not observed"] * 4
     assert {c.status for c in step07_dynamic_batching.rules(data())} == {"not measured"}
+
+
+def test_a_gap_inside_the_spread_is_within_noise() -> None:
+    """Windows 50 % apart cannot tell 10 ms from 40 ms... (band 0.5 × 40 = 20 < 30: still observed);
+    but they cannot tell 90 ms from 120 ms (band 60 ≥ 30): neither observed nor not observed."""
+    checks = step07_dynamic_batching.rules(data(triton=batching(10, 40, 120, 90, {1: 50, 3: 10}, spread=0.5)))
+    assert status(checks, "Poisson arrivals queue more") == "observed"
+    assert status(checks, "p99 with dynamic batching ≤") == "within noise"
+    assert status(checks, "some executions carry more than one") == "observed"  # a count, no spread
+    [lowest] = [c for c in checks if "lowest rate" in c.effect]
+    assert lowest.status == "within noise" and "(spread 15)" in lowest.evidence
+
+
+def test_noise_band_and_relative_spread() -> None:
+    from servelab.report.effects import check, noise_band, relative_spread
+
+    assert relative_spread([90, 100, 110]) == 0.2 and relative_spread([5]) is None
+    assert relative_spread([1, None, float("nan")]) is None
+    assert noise_band(100, 50, 0.1, 0.4) == 20.0 and noise_band(100, 50, None, None) is None
+    same = check("x", (100.0, 104.0), lambda a, b: b > a, lambda a, b: f"{a} {b}", noise=(0.05, None))
+    apart = check("x", (100.0, 106.0), lambda a, b: b > a, lambda a, b: f"{a} {b}", noise=(0.05, None))
+    unknown = check("x", (100.0, 101.0), lambda a, b: b > a, lambda a, b: f"{a} {b}", noise=(None, None))
+    assert (same.status, apart.status, unknown.status) == ("within noise", "observed", "observed")
 
 
 # ----------------------------------------------------------------------------- the report's table

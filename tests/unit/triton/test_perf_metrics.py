@@ -154,3 +154,18 @@ def test_a_cpu_run_reports_no_gpu_utilisation() -> None:
     assert not [c for c in merged if c.startswith(("perf_gpu", "gpu0"))]
     value = normalise_triton(merged).iloc[0]["gpu_util_pct"]
     assert _nan_or_none(value)  # absent, never 0
+
+
+def test_each_level_records_the_spread_of_its_last_three_windows() -> None:
+    """perf_analyzer judges stability on its last three windows: their spread is the level's noise;
+    a level measured in one window (--request-count) has none."""
+    stdout = ("Request concurrency: 4\n"
+              "  Pass [1] throughput: 300 infer/sec. Avg latency: 20000 usec (std 1 usec). \n"
+              "  Pass [2] throughput: 400 infer/sec. Avg latency: 10000 usec (std 1 usec). \n"
+              "  Pass [3] throughput: 440 infer/sec. Avg latency: 9000 usec (std 1 usec). \n"
+              "  Pass [4] throughput: 360 infer/sec. Avg latency: 11000 usec (std 1 usec). \n")
+    row = parse_perf_csv(_csv(",,,"), "x", "m", stdout=stdout).iloc[0]
+    assert row["throughput_spread"] == pytest.approx((440 - 360) / 400)  # passes 2-4, not the cold first
+    assert row["latency_spread"] == pytest.approx((11000 - 9000) / 10000)
+    one = parse_perf_csv(_csv(",,,"), "x", "m", stdout=stdout.split("  Pass [2]")[0]).iloc[0]
+    assert one["throughput_spread"] is None or math.isnan(one["throughput_spread"])
