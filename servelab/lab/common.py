@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 
@@ -57,8 +57,14 @@ def record(experiment: str, rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
 
 
 def concat(*frames: pd.DataFrame) -> pd.DataFrame:
-    """Several measurement tables as one (for a combined plot)."""
-    return pd.concat(frames, ignore_index=True)
+    """Several measurement tables as one (for a combined plot), shown short if they were."""
+    joined = pd.concat(frames, ignore_index=True)
+    kind = next((f.shown_as for f in frames if isinstance(f, Measured) and f.shown_as), None)
+    if kind is None:
+        return joined
+    shown = Measured(joined)
+    shown.shown_as = kind
+    return shown
 
 
 def results_overview() -> pd.DataFrame:
@@ -136,8 +142,45 @@ def util_columns(util: dict[str, Any]) -> dict[str, Any]:
 
 
 def show_columns(df: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    """``df``'s ``columns`` (those present), shown in a notebook as the report's short view (at most
+    eight columns: ``servelab.report.figures.short_view``); every column stays in the frame and the CSVs."""
     present = [c for c in columns if c in df]
-    return df[present].round(2) if present else df
+    if not present:
+        return df
+    shown = Measured(df[present].round(2))
+    shown.shown_as = list(columns)
+    return shown
+
+
+class Measured(pd.DataFrame):
+    """A measurement table whose notebook display is the short view; its data is all there
+    (``frame.columns``, plots, the run's CSV). Frames derived from it (a selection, a concat) keep it."""
+
+    _metadata: ClassVar[list[str]] = ["shown_as"]
+    shown_as: list[str] | None = None
+
+    @property
+    def _constructor(self) -> Any:
+        return Measured
+
+    def _short(self) -> pd.DataFrame | None:
+        from servelab.report.figures import short_view
+
+        if not self.shown_as or self.empty:
+            return None
+        return short_view(pd.DataFrame(self), self.shown_as)
+
+    def _repr_html_(self) -> str | None:
+        short = self._short()
+        if short is None:
+            return pd.DataFrame(self).to_html()
+        hidden = len(self.columns) - len(short.columns)
+        note = f"<p><small>{hidden} more columns in this frame and the run's CSV</small></p>" * bool(hidden)
+        return short.to_html(index=False, border=0, na_rep="") + note
+
+    def __repr__(self) -> str:
+        short = self._short()
+        return repr(pd.DataFrame(self)) if short is None else short.to_string(index=False, na_rep="")
 
 
 @dataclass

@@ -75,8 +75,14 @@ def docs_page(api: Endpoint) -> pd.DataFrame:
 
 
 def _fastapi_row(api: Endpoint, result: dict[str, Any], util: dict[str, Any]) -> dict[str, Any]:
+    """One measurement's row, with the service's own settings from /health: its ``max_batch``
+    differs per engine on purpose (docs/decisions/2026-11-22-fastapi-max-batch-per-device.md)."""
+    import httpx
+
     backend = api.kind.removeprefix("fastapi_")
-    return {"step": api.kind, "backend": backend, **{k: v for k, v in result.items() if k != "url"},
+    health = httpx.get(f"{api.url}/health", timeout=30.0).json()
+    return {"step": api.kind, "backend": backend, "device": health.get("device"),
+            "max_batch": health.get("max_batch"), **{k: v for k, v in result.items() if k != "url"},
             **util_columns(util)}
 
 

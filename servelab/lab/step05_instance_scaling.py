@@ -54,7 +54,7 @@ def instance_step(triton: Triton, name: str, plan: pd.DataFrame, index: int, p: 
     set_instances(triton, name, int(step["count"]), list(step["gpus"]))
     server_view(triton, name)
     rows = measure(triton, name, p, "instance_scaling", str(step["label"]),
-                   concurrency=p.scaling_concurrency, extra={"threads": "split"})
+                   concurrency=p.scaling_concurrency)
     return show_columns(rows, TRITON_COLUMNS)
 
 
@@ -72,7 +72,7 @@ def threads_step(triton: Triton, name: str, p: LabParams, threads: str, count: i
     set_instances(triton, name, count, [0] if triton.stack.has_gpu else (), threads=setting)
     server_view(triton, name)
     rows = measure(triton, name, p, "threads_lesson", f"{count} instances, {threads} threads",
-                   concurrency=p.scaling_concurrency, extra={"threads": threads})
+                   concurrency=p.scaling_concurrency, extra={"thread_setting": threads})
     return show_columns(rows, TRITON_COLUMNS)
 
 
@@ -121,8 +121,9 @@ def rules(data: RunData) -> list[Check]:
     threads = step_rows(data.triton, "threads_lesson")
     checks.append(check(
         "Several instances: one thread each beats the framework's default threads",
-        (row(threads, "throughput", threads="default"), row(threads, "throughput", threads="split")),
+        (row(threads, "throughput", thread_setting="default"),
+         row(threads, "throughput", thread_setting="split")),
         lambda d, s: s > d, lambda d, s: f"default threads {d:.1f}/s, split {s:.1f}/s",
-        noise=(spread(threads, "throughput", threads="default"),
-               spread(threads, "throughput", threads="split"))))
+        noise=(spread(threads, "throughput", thread_setting="default"),
+               spread(threads, "throughput", thread_setting="split"))))
     return checks

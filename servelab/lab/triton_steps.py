@@ -239,7 +239,30 @@ def set_instances(triton: Triton, name: str, count: int, gpus: Sequence[int] = (
     cfg = set_count(cfg, count, kind, gpus if triton.stack.has_gpu else ())
     if "CPU_THREADS" in cfg.parameters:
         cfg = set_parameter(cfg, "CPU_THREADS", threads)
+    elif cfg.backend == "onnxruntime" and kind == "KIND_CPU":  # the Python backend's thread rule
+        cfg = set_parameter(cfg, "intra_op_thread_count", str(ort_threads(threads, count)))
     apply_config(triton, name, cfg, quiet)
+
+
+def ort_threads(threads: str, count: int) -> int:
+    """Triton's onnxruntime backend on a CPU: ``intra_op_thread_count`` by the Python backend's
+    ``CPU_THREADS`` rule (0, its own default, for ``default``)."""
+    from servelab.triton.instances import choose_threads
+
+    return choose_threads(threads, count, on_gpu=False) or 0
+
+
+def instance_threads(triton: Triton, name: str) -> int:
+    """The intra-op threads each instance of ``name`` runs with now (the tables' ``threads``)."""
+    from servelab.core.cpu import cpu_cores
+    from servelab.triton.config import mc
+    from servelab.triton.instances import instance_threads as threads_of
+
+    cfg = live_config(triton, name)
+    cpu = sum(g.count for g in cfg.instance_group if g.kind != mc.ModelInstanceGroup.KIND_GPU) or 1
+    on_gpu = any(g.kind == mc.ModelInstanceGroup.KIND_GPU for g in cfg.instance_group)
+    parameters = {key: value.string_value for key, value in cfg.parameters.items()}
+    return threads_of(cfg.backend, parameters, cpu, on_gpu, cpu_cores())
 
 
 def set_dynamic_batching(triton: Triton, name: str, p: LabParams | None = None, enabled: bool = True,
@@ -310,7 +333,7 @@ def measure(triton: Triton, name: str, p: LabParams, step: str, label: str = "",
                   "stability_percentage": p.stability_pct, "max_trials": p.max_trials}
     load: dict[str, Any] = ({"concurrency": concurrency} if concurrency is not None
                             else {"request_rate": round(float(rate or 0), 1), "distribution": distribution})
-    columns = {"step": step, "threads": "split", **(extra or {})}
+    columns = {"step": step, "threads": instance_threads(triton, name), **(extra or {})}
     inputs = experiments.input_data_for(triton, name, workdir=results_dir() / "perf-inputs")
     where = triton.stack.perf_options(inputs)
     def once(retried: str) -> pd.DataFrame:

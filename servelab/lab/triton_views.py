@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from servelab.lab.triton_steps import Triton, live_config
 
 # one line per process on the server's host or container: pid, parent pid, threads, command line
@@ -15,9 +17,26 @@ PROCESS_LIST = ("import os\n"
                 "    print(pid, stat[1], stat[17], args.strip() or '-')\n")
 
 
+STUB_WAIT_S = 60.0  # the longest the view waits for a reload's old stubs to exit before measuring
+
+
+def _stubs(triton: Triton, name: str) -> tuple[set[str], list[list[str]]]:
+    """tritonserver's pid(s) on this port, and its Python-backend stub processes serving ``name``."""
+    argv = ["python3", "-c", PROCESS_LIST]
+    out = triton.stack.run(argv, service="triton_server", timeout=60).check().stdout
+    rows = [line.split(" ", 3) for line in out.splitlines() if line.count(" ") >= 3]
+    servers = [r for r in rows if r[3].split()[0].endswith("tritonserver")]
+    port = triton.url.rsplit(":", 1)[-1]
+    ours = [r for r in servers if f"--http-port={port}" in r[3].split()]
+    parents = {r[0] for r in ours or (servers if len(servers) == 1 else [])}
+    return parents, [r for r in rows if r[1] in parents and "triton_python_backend_stub" in r[3]
+                     and f"/{name}/1/" in r[3]]
+
+
 def server_view(triton: Triton, name: str) -> None:
     """What runs on the server now: the Python backend's stub processes of ``name`` (one per instance,
     with their thread counts; ONNX Runtime instances are threads) and, on a GPU host, each GPU's memory.
+    Waits (up to ``STUB_WAIT_S``) until the stubs match the config, so what follows measures only them.
     Best effort: a failure is printed, never raised (the measurement that follows must run)."""
     try:
         _server_view(triton, name)
@@ -36,15 +55,18 @@ def _server_view(triton: Triton, name: str) -> None:
         print(f"{name} runs on ONNX Runtime inside the tritonserver process: its instances are threads "
               "there, not processes (the live config above lists them)")
         return
-    argv = ["python3", "-c", PROCESS_LIST]
-    out = triton.stack.run(argv, service="triton_server", timeout=60).check().stdout
-    rows = [line.split(" ", 3) for line in out.splitlines() if line.count(" ") >= 3]
-    servers = [r for r in rows if r[3].split()[0].endswith("tritonserver")]
-    port = triton.url.rsplit(":", 1)[-1]
-    ours = [r for r in servers if f"--http-port={port}" in r[3].split()]
-    parents = {r[0] for r in ours or (servers if len(servers) == 1 else [])}
-    stubs = [r for r in rows if r[1] in parents and "triton_python_backend_stub" in r[3]
-             and f"/{name}/1/" in r[3]]
+    expected = sum(g.count for g in live_config(triton, name).instance_group) or 1
+    started = time.monotonic()
+    parents, stubs = _stubs(triton, name)
+    while len(stubs) != expected and time.monotonic() - started < STUB_WAIT_S:
+        time.sleep(0.5)  # a reload's old instances exit after the new ones are ready
+        parents, stubs = _stubs(triton, name)
+    waited = time.monotonic() - started
+    if len(stubs) != expected:
+        print(f"warning: {len(stubs)} stub processes of {name} after {STUB_WAIT_S:.0f} s, the config asks "
+              f"for {expected}: old ones are still exiting and share the CPU with the measurement below")
+    elif waited >= 1:
+        print(f"(waited {waited:.0f} s for the previous instances' stub processes to exit)")
     print(f"$ python3 -c '<list /proc: pid, parent, threads, command>'  # children of tritonserver "
           f"(pid {', '.join(sorted(parents)) or '?'}) running {name}")
     print("  pid  threads  command")

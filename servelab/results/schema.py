@@ -104,7 +104,8 @@ TRITON_COLUMNS = ["step", "model", "label", "instances", "threads", "dynamic_bat
                   "mean_batch_size", "batch_counts", "settled"]
 
 
-FASTAPI_COLUMNS = ["backend", "mode", "concurrency", "requests", "errors", "median_ms", "p95_ms", "p99_ms",
+FASTAPI_COLUMNS = ["backend", "device", "max_batch", "mode", "concurrency", "requests", "errors", "median_ms",
+                   "p95_ms", "p99_ms",
                    "throughput_rps", "cpu_util_pct", "gpu_util_pct"]
 
 

@@ -48,7 +48,7 @@ def thread_setting(setting: str) -> str:
     return os.environ.get("SERVELAB_TRITON_THREADS", setting or "auto").strip().lower()
 
 
-def choose_threads(setting: str, instances: int, on_gpu: bool) -> int | None:
+def choose_threads(setting: str, instances: int, on_gpu: bool, cores: int | None = None) -> int | None:
     """Intra-op threads for one instance (the config's ``CPU_THREADS``); None leaves torch's default.
 
     ``auto``: the cores but one divided among the CPU instances (one core stays
@@ -64,9 +64,23 @@ def choose_threads(setting: str, instances: int, on_gpu: bool) -> int | None:
         return max(1, int(setting))
     if on_gpu:
         return 1  # the CPU only decodes images; the GPU does the maths
-    from servelab.core.cpu import cpu_cores
+    if cores is None:
+        from servelab.core.cpu import cpu_cores
 
-    return max(1, (cpu_cores() - 1) // max(1, instances))
+        cores = cpu_cores()
+    return max(1, (cores - 1) // max(1, instances))
+
+
+def instance_threads(backend: str, parameters: dict[str, str], cpu_instances: int, on_gpu: bool,
+                     cores: int) -> int:
+    """Intra-op threads one instance runs with, as the tables show it: the Python backend's (and the
+    local ONNX runner's) ``CPU_THREADS`` rule; Triton's onnxruntime backend takes its
+    ``intra_op_thread_count`` (absent or 0: every core, its default)."""
+    if backend == "onnxruntime":
+        figure = int(parameters.get("intra_op_thread_count", "0") or 0)
+        return figure if figure > 0 else cores
+    threads = choose_threads(parameters.get("CPU_THREADS", ""), cpu_instances, on_gpu, cores)
+    return threads if threads is not None else cores
 
 
 class CpuThreads:

@@ -27,9 +27,8 @@ from typing import Any
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
-from servelab.core.cpu import cpu_cores
 from servelab.core.gpu import ort_providers, pad_rows
-from servelab.triton.instances import cpu_instances, running_instances
+from servelab.triton.instances import choose_threads, cpu_instances, running_instances
 
 
 def _setting() -> str:
@@ -37,12 +36,9 @@ def _setting() -> str:
 
 
 def _threads(instances: int) -> int:
-    setting = _setting()
-    if setting == "default":
-        return 0  # onnxruntime's own choice
-    if setting != "auto":
-        return max(1, int(setting))
-    return max(1, cpu_cores() // max(1, instances))
+    """The Python backend's rule (``choose_threads``), so 06 compares backends, not core counts;
+    0 is onnxruntime's own choice (``default``)."""
+    return choose_threads(_setting(), instances, on_gpu=False) or 0
 
 
 def _providers(args: dict[str, Any]) -> list[Any]:

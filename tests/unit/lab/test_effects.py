@@ -87,7 +87,7 @@ def scaling(throughputs: list[float], threads: tuple[float, float] | None = None
     rows = [{"step": "instance_scaling", "label": f"{i} instances", "throughput": t, "p50_ms": 10,
              "p99_ms": 20} for i, t in enumerate(throughputs, 1)]
     if threads:
-        rows += [{"step": "threads_lesson", "threads": name, "throughput": t}
+        rows += [{"step": "threads_lesson", "thread_setting": name, "throughput": t}
                  for name, t in zip(("default", "split"), threads, strict=True)]
     return rows
 

@@ -1,0 +1,68 @@
+"""What a notebook shows of a measurement table: at most eight columns, every column still in the frame;
+the thread count each instance runs with, as a number, by one rule for both Triton runners."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from servelab.lab.common import Measured, concat, show_columns
+from servelab.results.schema import FASTAPI_COLUMNS, TRITON_COLUMNS
+from servelab.triton.instances import instance_threads
+
+
+def triton_rows(label: str, threads: int) -> pd.DataFrame:
+    row = {c: 1.0 for c in TRITON_COLUMNS}
+    row.update(step="s", model="m", label=label, threads=threads, batch_counts="{}", settled=True)
+    return pd.DataFrame([row])
+
+
+def test_a_triton_table_shows_eight_columns_and_keeps_all() -> None:
+    table = concat(show_columns(triton_rows("one", 1), TRITON_COLUMNS),
+                   show_columns(triton_rows("two", 2), TRITON_COLUMNS))
+    assert isinstance(table, Measured) and list(table.columns) == TRITON_COLUMNS
+    html = table._repr_html_() or ""
+    assert html.count("<th>") <= 8 and "threads" in html and "more columns" in html
+    assert "compute_output_ms" not in repr(table) and "p99 (ms)" in repr(table)
+    assert isinstance(table[table["threads"] > 1], Measured)  # a selection keeps the short display
+    assert "dynamic_batching" in table.columns  # the data is all there
+
+
+def test_a_fastapi_table_shows_max_batch_when_the_services_differ() -> None:
+    rows = pd.DataFrame([{"backend": "pt", "device": "cpu", "max_batch": 2, "mode": "sequential",
+                          "concurrency": 1, "requests": 10, "errors": 0, "median_ms": 30.0, "p95_ms": 31.0,
+                          "p99_ms": 32.0, "throughput_rps": 30.0, "cpu_util_pct": 50.0, "gpu_util_pct": None},
+                         {"backend": "onnx", "device": "cpu", "max_batch": 1, "mode": "sequential",
+                          "concurrency": 1, "requests": 10, "errors": 0, "median_ms": 20.0, "p95_ms": 21.0,
+                          "p99_ms": 22.0, "throughput_rps": 45.0, "cpu_util_pct": 50.0, "gpu_util_pct": None}])
+    html = show_columns(rows, FASTAPI_COLUMNS)._repr_html_() or ""
+    assert html.count("<th>") <= 8 and "max batch" in html.lower()
+
+
+def test_one_thread_rule_for_both_runners() -> None:
+    """2 cores: the Python backend's auto rule leaves one core free and splits the rest; Triton's
+    onnxruntime backend takes intra_op_thread_count, and its own default (every core) without it."""
+    assert instance_threads("python", {"CPU_THREADS": "auto"}, 1, False, 2) == 1
+    assert instance_threads("python", {"CPU_THREADS": "default"}, 2, False, 2) == 2
+    assert instance_threads("python", {}, 1, False, 8) == 7  # the local ONNX runner has no parameter
+    assert instance_threads("onnxruntime", {"intra_op_thread_count": "3"}, 1, False, 8) == 3
+    assert instance_threads("onnxruntime", {}, 1, True, 8) == 8
+
+
+def test_the_onnxruntime_backend_on_a_cpu_follows_the_same_rule(tmp_path, monkeypatch) -> None:
+    """Deployed to a CPU host whose Triton has the onnxruntime backend (docker without a GPU), the ONNX
+    model gets intra_op_thread_count by the CPU_THREADS=auto rule instead of every core."""
+    import shutil
+
+    from servelab.core.paths import REPO_ROOT
+    from servelab.triton.config import read_config
+    from servelab.triton.repository import deploy_model
+
+    staged = tmp_path / "staging" / "food_classifier_onnx"
+    (staged / "1").mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "models_staging/food_classifier_onnx/config.pbtxt", staged)
+    (staged / "1" / "model.onnx").write_bytes(b"onnx")
+    monkeypatch.setattr("servelab.core.cpu.cpu_cores", lambda: 4)
+    folder = deploy_model("food_classifier_onnx", tmp_path / "models", gpu=False,
+                          staging_dir=tmp_path / "staging", onnx_backend=True, quiet=True)
+    cfg = read_config(folder)
+    assert cfg.backend == "onnxruntime" and cfg.parameters["intra_op_thread_count"].string_value == "3"
