@@ -64,7 +64,24 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 
 
 def summarise(records: Sequence[Record]) -> dict[str, Any]:
-    """TTFT and ITL percentiles (ms), TPOT, output tokens/s and requests/s over the run's span."""
+    """TTFT and ITL percentiles (ms), TPOT, output tokens/s and requests/s over the run's span; with
+    the noise of TTFT p99 and tokens/s: the relative gap between the run's two interleaved halves
+    (requests 1, 3, 5, … and 2, 4, 6, …), each summarised alone (:func:`split_half_spread`)."""
+    summary = _summarise(records)
+    halves = [_summarise(records[0::2]), _summarise(records[1::2])]
+    for column in ("ttft_p99_ms", "output_tokens_s"):
+        summary[f"{column.removesuffix('_ms')}_spread"] = split_half_spread(*(h[column] for h in halves))
+    return summary
+
+
+def split_half_spread(a: float | None, b: float | None) -> float | None:
+    """(max − min) / mean of two halves' figures; None when either is missing."""
+    if a is None or b is None or not a + b:
+        return None
+    return round(abs(a - b) / ((a + b) / 2), 4)
+
+
+def _summarise(records: Sequence[Record]) -> dict[str, Any]:
     ok = [r for r in records if r.tokens and not r.error]
     ttfts = [r.ttft * 1000 for r in ok if r.ttft is not None]
     gaps = [g * 1000 for r in ok for g in r.gaps]

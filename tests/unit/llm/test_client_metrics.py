@@ -55,3 +55,14 @@ def test_output_lengths_within_bounds_and_equal_when_asked() -> None:
     lengths = output_lengths(200, 8, 256, seed=1)
     assert min(lengths) >= 8 and max(lengths) <= 256 and len(set(lengths)) > 50
     assert set(output_lengths(5, 64, 64, seed=1)) == {64}
+
+
+def test_the_noise_is_the_gap_between_the_runs_interleaved_halves() -> None:
+    """Requests 1, 3, … and 2, 4, … summarised alone: their TTFT p99s 100 and 300 ms are 1.0 apart
+    relative to their mean; equal halves have no spread; a half with nothing has none to give."""
+    records = [Record(8, 2, 0.0, [0.1, 0.2]), Record(8, 2, 0.0, [0.3, 0.4])]
+    s = summarise(records)
+    assert s["ttft_p99_spread"] == pytest.approx(1.0)
+    assert s["output_tokens_s_spread"] == pytest.approx((10 - 5) / 7.5, abs=1e-3)  # 10 and 5 tokens/s
+    assert summarise([Record(8, 2, 0.0, [0.1, 0.2])] * 4)["ttft_p99_spread"] == 0
+    assert summarise([Record(8, 2, 0.0, [0.1, 0.2])])["ttft_p99_spread"] is None
