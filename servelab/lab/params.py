@@ -147,9 +147,11 @@ SPECS: dict[str, Spec] = {
                                   "dynamic batching: preferred batch sizes"),
     "max_queue_delay_us": Spec(100, 100, _int(0, 10_000_000), "dynamic batching: max queue delay (µs)"),
     # 09 LLM serving (rates are fractions of what the engine serves one request at a time)
-    "llm_single_repeats": Spec(3, 10, _int(1, 1000), "single requests per prompt length (TTFT vs decode)"),
+    "llm_single_repeats": Spec(5, 10, _int(1, 1000),
+                               "timed single requests per prompt length (TTFT vs decode), after one warm-up"),
     "llm_short_prompt": Spec(16, 16, _int(1, 100_000), "tokens in the short prompt"),
-    "llm_long_prompt": Spec(512, 768, _int(1, 100_000), "tokens in the long prompt"),
+    "llm_long_prompt": Spec(900, 900, _int(1, 100_000),
+                            "tokens in the long prompt (with the output tokens, within the model's context)"),
     "llm_single_tokens": Spec(32, 64, _int(2, 100_000), "output tokens asked by each single request"),
     "llm_requests": Spec(16, 48, _int(2, 100_000), "requests per load level (Poisson arrivals)"),
     "llm_output_lengths": Spec([8, 256], [8, 256], _list_of(_int(1, 100_000), min_len=2, increasing=True),

@@ -9,8 +9,6 @@ docs/decisions/2026-11-23-llm-serving.md.
 from __future__ import annotations
 
 import json
-import os
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -23,16 +21,19 @@ from matplotlib.figure import Figure
 from servelab.core.paths import REPO_ROOT
 from servelab.lab.common import record
 from servelab.lab.params import LabParams
-from servelab.llm.client import STATS_PATH, make_prompt, percentile, stream_sync
-from servelab.llm.server import Engine, EngineOptions, start_engine, start_engine_compose
-from servelab.report.effects import Check, check, row
+from servelab.llm.client import STATS_PATH, Record, make_prompt, percentile, split_half_spread, stream_sync
+from servelab.llm.server import Engine, EngineOptions, short_command, start_engine, start_engine_compose
+from servelab.llm.server import refused as refused  # re-exported: the notebook calls them as step.…
+from servelab.llm.server import transformers_serve_command as transformers_serve_command
+from servelab.llm.server import try_request as try_request
+from servelab.report.effects import Check, check, relative_spread, row
 from servelab.report.figures import Section, as_image, figure, finish, plot_html, table_html
 from servelab.results.schema import LLM, RunData, num, step_rows
 
 LLM_COLUMNS = ["step", "batching", "label", "rate", "output_lengths", "requests", "errors", "ttft_p50_ms",
-               "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "output_tokens_s", "requests_s", "max_running",
-               "max_waiting", "kv_blocks"]
-SINGLE_COLUMNS = ["step", "prompt", "prompt_tokens", "output_tokens", "ttft_ms", "tpot_ms"]
+               "ttft_p99_ms", "ttft_p99_spread", "itl_p50_ms", "itl_p99_ms", "output_tokens_s",
+               "output_tokens_s_spread", "requests_s", "max_running", "max_waiting", "kv_blocks"]
+SINGLE_COLUMNS = ["step", "prompt", "repeat", "prompt_tokens", "output_tokens", "ttft_ms", "tpot_ms"]
 LOAD_TIMEOUT_S = 300  # one load run, the client's whole command
 
 
@@ -54,76 +55,40 @@ def engine_up(p: LabParams, batching: str, kv_blocks: int | None = None) -> Engi
     return engine
 
 
-def short_command(command: list[str]) -> str:
-    """A command as a student would type it: ``python`` for this interpreter, paths relative to the repo."""
-    return shlex.join(["python" if c == sys.executable else _relative(c) for c in command])
-
-
-def _relative(path: str) -> str:
-    return os.path.relpath(path, REPO_ROOT) if path.startswith(str(REPO_ROOT)) else path
-
-
-def transformers_serve_command(engine: Engine) -> str:
-    """The plain ``transformers serve`` command the lab's engine wraps (same app, no front)."""
-    o = engine.options
-    flags = ["--continuous-batching", "--cb-num-blocks", str(o.cb_num_blocks), "--cb-block-size",
-             str(o.cb_block_size), "--cb-max-batch-tokens", str(o.cb_max_batch_tokens)] \
-        if o.batching == "continuous" else []
-    return shlex.join(["transformers", "serve", _relative(engine.model), *flags,
-                       "--host", "127.0.0.1", "--port", "8000"])
-
-
-def try_request(engine: Engine, prompt: str = "the chef prepares", max_tokens: int = 12) -> None:
-    """One streamed request, shown as the curl command and the server-sent events it answers with."""
-    import httpx
-
-    body = {"model": engine.model, "prompt": prompt, "max_tokens": max_tokens, "stream": True}
-    print(f"$ curl -N {engine.url}/v1/completions -H 'content-type: application/json' "
-          f"-d '{json.dumps(body)}'")
-    text = []
-    with httpx.Client(timeout=60) as client, client.stream("POST", f"{engine.url}/v1/completions",
-                                                            json=body) as response:
-        for i, line in enumerate(ln for ln in response.iter_lines() if ln):
-            if i < 3:
-                print(line)
-            elif i == 3:
-                print("...")
-            if line.startswith("data: {"):
-                text += [c.get("text", "") for c in json.loads(line[6:]).get("choices", [])]
-    print(f"\nprompt: {prompt!r}\nanswer: {''.join(text)!r}")
-
-
-def refused(engine: Engine) -> pd.DataFrame:
-    """What the engine answers to bad requests: an empty prompt, an absurd max_tokens, another model."""
-    from servelab.llm.server import post_json
-
-    cases = {"empty prompt": {"prompt": "", "max_tokens": 4},
-             "max_tokens=10**9": {"prompt": "the chef", "max_tokens": 10**9},
-             "wrong model": {"model": "gpt-4", "prompt": "the chef", "max_tokens": 4}}
-    rows = []
-    for name, body in cases.items():
-        status, answer = post_json(f"{engine.url}/v1/completions", {"model": engine.model, **body}, 30)
-        rows.append({"request": name, "status": status, "message": answer.get("error", {}).get("message")})
-    return pd.DataFrame(rows)
-
-
 # ----------------------------------------------------------------------------- experiments
 
 def one_request(engine: Engine, p: LabParams) -> pd.DataFrame:
-    """A short and a long prompt, one request at a time: TTFT (prefill) and time per output token (decode)."""
-    rows = []
+    """A short and a long prompt, one request at a time: TTFT (prefill) and time per output token (decode).
+
+    Per length, one untimed warm-up request, then ``llm_single_repeats`` timed ones, each with a prompt
+    the engine has not seen (it keeps the KV blocks of earlier prompts: a repeated prompt could skip its
+    prefill). Finally the last long prompt once more, printed beside the rest, not recorded."""
+    rows, warm, seeds = [], [], iter(range(1000, 100_000))
+
+    def one(name: str, prompt: str, tokens: int) -> Record:
+        r = stream_sync(engine.url, engine.model, prompt, p.llm_single_tokens, tokens)
+        if r.error or len(r.tokens) < 2:
+            raise RuntimeError(f"single request ({name} prompt) failed: HTTP {r.status} {r.error}")
+        return r
+
     for name, tokens in (("short", p.llm_short_prompt), ("long", p.llm_long_prompt)):
-        prompt = make_prompt(tokens)
+        warm.append(f"{name} {(one(name, make_prompt(tokens, next(seeds)), tokens).ttft or 0) * 1000:.0f} ms")
         for i in range(p.llm_single_repeats):
-            r = stream_sync(engine.url, engine.model, prompt, p.llm_single_tokens, tokens)
-            if r.error or len(r.tokens) < 2:
-                raise RuntimeError(f"single request ({name} prompt) failed: HTTP {r.status} {r.error}")
+            prompt = make_prompt(tokens, next(seeds))
+            r = one(name, prompt, tokens)
             rows.append({"step": "single", "batching": engine.options.batching, "prompt": name, "repeat": i,
                          "prompt_tokens": r.prompt_tokens, "output_tokens": len(r.tokens),
                          "ttft_ms": round((r.ttft or 0) * 1000, 2),
                          "tpot_ms": round((r.tokens[-1] - r.tokens[0]) / (len(r.tokens) - 1) * 1000, 2)})
+    again = (one("long", prompt, p.llm_long_prompt).ttft or 0) * 1000
     df = record(LLM, rows)
+    print(f"untimed warm-up, first token after: {', '.join(warm)}")
     print(read_single(df))
+    new = num(df[df["prompt"] == "long"], "ttft_ms")
+    print(f"the last long prompt sent again: first token after {again:.0f} ms, "
+          + ("sooner than every new long prompt's (the engine reused the KV blocks it kept for that prompt: "
+             "prefix caching)" if again < new.min() else f"not sooner than new long prompts' ({new.min():.0f}"
+             f"-{new.max():.0f} ms)"))
     return df
 
 
@@ -164,11 +129,13 @@ def load_run(engine: Engine, p: LabParams, step: str, rate: float, lengths: tupl
     print(f"  {summary['completed']}/{summary['requests']} done, {summary['output_tokens_s']} tokens/s, "
           f"TTFT p99 {summary['ttft_p99_ms']} ms" + (f"; {done.stderr.strip()}" if done.returncode else ""))
     o = engine.options
+    halves = [max((s.get("running", 0) for s in samples[i::2]), default=None) for i in (0, 1)]
     return {"step": step, "engine": engine.kind, "batching": o.batching,
             "label": label or f"{o.batching} {rate:.2f}/s",
             "rate": round(rate, 3), "output_lengths": f"{lengths[0]}-{lengths[1]}",
             "prompt_tokens": p.llm_short_prompt, **summary,
             "max_running": max((s.get("running", 0) for s in samples), default=None),
+            "max_running_spread": split_half_spread(*halves),  # the stats samples' interleaved halves
             "max_waiting": max((s.get("waiting", 0) for s in samples), default=None),
             "min_kv_free": min((s["kv_free"] for s in samples if s.get("kv_free") is not None), default=None),
             "kv_blocks": o.cb_num_blocks if o.batching == "continuous" else None,
@@ -222,14 +189,18 @@ def fig_single(df: pd.DataFrame) -> Figure:
     """Median TTFT and time per output token, short vs long prompt."""
     fig, ax = figure(height=3.0)
     names = [n for n in ("short", "long") if n in set(df.get("prompt", []))]
-    ttft = [num(df[df["prompt"] == n], "ttft_ms").median() for n in names]
-    tpot = [num(df[df["prompt"] == n], "tpot_ms").median() for n in names]
     xs = range(len(names))
-    ax.bar([x - 0.2 for x in xs], ttft, 0.4, label="time to first token (prefill)", color="tab:orange")
-    ax.bar([x + 0.2 for x in xs], tpot, 0.4, label="time per output token (decode)", color="tab:blue")
+    for shift, column, label, color in ((-0.2, "ttft_ms", "time to first token (prefill)", "tab:orange"),
+                                        (0.2, "tpot_ms", "time per output token (decode)", "tab:blue")):
+        values = [num(df[df["prompt"] == n], column) for n in names]
+        mid = [v.median() for v in values]
+        ax.bar([x + shift for x in xs], mid, 0.4, label=label, color=color,
+               yerr=[[m - v.min() for m, v in zip(mid, values, strict=True)],
+                     [v.max() - m for m, v in zip(mid, values, strict=True)]], capsize=3)
     tokens = [int(num(df[df["prompt"] == n], "prompt_tokens").median()) for n in names]
     ax.set_xticks(list(xs), [f"{n} prompt ({t} tokens)" for n, t in zip(names, tokens, strict=True)])
-    return finish(fig, ax, None, "ms (median)", "one request: prefill vs decode")
+    return finish(fig, ax, None, "ms (median; bars: fastest to slowest repeat)",
+                  "one request: prefill vs decode")
 
 
 def fig_batching(df: pd.DataFrame) -> Figure:
@@ -268,10 +239,11 @@ def read_single(df: pd.DataFrame) -> str:
     short, long = df[df["prompt"] == "short"], df[df["prompt"] == "long"]
     if short.empty or long.empty:
         return "no single-request measurements"
-    short_n, long_n = int(num(short, "prompt_tokens").median()), int(num(long, "prompt_tokens").median())
-    return (f"short prompt ({short_n} tokens): first token after "
-            f"{num(short, 'ttft_ms').median():.0f} ms; long prompt ({long_n} "
-            f"tokens): {num(long, 'ttft_ms').median():.0f} ms. Each further token: "
+    def ttft(df: pd.DataFrame) -> str:
+        t = num(df, "ttft_ms")
+        return (f"({int(num(df, 'prompt_tokens').median())} tokens): first token after {t.median():.0f} ms "
+                f"(median of {len(t)}, {t.min():.0f}-{t.max():.0f})")
+    return (f"short prompt {ttft(short)}; long prompt {ttft(long)}. Each further token: "
             f"{num(short, 'tpot_ms').median():.1f} vs {num(long, 'tpot_ms').median():.1f} ms")
 
 
@@ -336,53 +308,66 @@ def sections(data: RunData) -> list[Section]:
     return out
 
 
-def _ratio(df: pd.DataFrame) -> float | None:
+def _ratio(df: pd.DataFrame) -> tuple[float | None, float | None]:
+    """Static/continuous tokens/s at the top rate, and its noise: the sum of the two levels' spreads."""
     top = _top(df)
     if top is None:
-        return None
-    static = row(df, "output_tokens_s", rate=top, batching="static")
-    cont = row(df, "output_tokens_s", rate=top, batching="continuous")
-    return None if static is None or not cont else static / cont
+        return None, None
+    static, cont = (row(df, "output_tokens_s", rate=top, batching=b) for b in ("static", "continuous"))
+    spreads = [row(df, "output_tokens_s_spread", rate=top, batching=b) for b in ("static", "continuous")]
+    noise = None if None in spreads else sum(s for s in spreads if s is not None)
+    return (None if static is None or not cont else static / cont), noise
 
 
 def rules(data: RunData) -> list[Check]:
     """Prefill grows with the prompt; continuous batching wins with mixed lengths (tokens/s, TTFT p99);
-    static batching closes the gap with equal lengths; a smaller KV cache holds fewer sequences and queues."""
+    static batching closes the gap with equal lengths; a smaller KV cache holds fewer sequences and queues.
+    Each gap is weighed against its levels' spread: the single requests' repeats, the load runs' halves."""
     single = step_rows(data.llm, "single")
     mixed = step_rows(data.llm, "mixed")
     top = _top(mixed)
     kv = kv_rows(data.llm)
     small = step_rows(data.llm, "kv_cache")
+    big_blocks = num(kv, "kv_blocks").max() if not kv.empty else None
 
-    def median(prompt: str, column: str) -> float | None:
-        values = num(single[single["prompt"] == prompt], column).dropna().tolist() if not single.empty else []
-        return percentile(values, 50)
+    def ttfts(prompt: str) -> list[float]:
+        return [] if single.empty else num(single[single["prompt"] == prompt], "ttft_ms").dropna().tolist()
 
     def at_top(column: str, batching: str) -> float | None:
         return row(mixed, column, rate=top, batching=batching) if top is not None else None
 
-    mixed_ratio, equal_ratio = _ratio(mixed), _ratio(step_rows(data.llm, "equal"))
+    def both(column: str) -> tuple[float | None, float | None]:
+        return at_top(column, "static"), at_top(column, "continuous")
+
+    mixed_ratio, mixed_noise = _ratio(mixed)
+    equal_ratio, equal_noise = _ratio(step_rows(data.llm, "equal"))
     return [
         check("LLM: a long prompt's time to first token exceeds a short one's "
               "(prefill grows with the prompt)",
-              (median("short", "ttft_ms"), median("long", "ttft_ms")), lambda s, lg: lg > s,
-              lambda s, lg: f"short {s:.0f} ms, long {lg:.0f} ms"),
+              (percentile(ttfts("short"), 50), percentile(ttfts("long"), 50)), lambda s, lg: lg > s,
+              lambda s, lg: f"short {s:.0f} ms, long {lg:.0f} ms (medians)",
+              noise=(relative_spread(ttfts("short")), relative_spread(ttfts("long")))),
         check("LLM, mixed output lengths: continuous batching gives more output tokens/s than static "
               "at the highest rate",
-              (at_top("output_tokens_s", "static"), at_top("output_tokens_s", "continuous")),
-              lambda s, c: c > s, lambda s, c: f"static {s:.0f}, continuous {c:.0f} tokens/s"),
+              both("output_tokens_s"), lambda s, c: c > s,
+              lambda s, c: f"static {s:.0f}, continuous {c:.0f} tokens/s",
+              noise=both("output_tokens_s_spread")),
         check("LLM, mixed output lengths: continuous batching's TTFT p99 is lower than static's at the "
               "highest rate",
-              (at_top("ttft_p99_ms", "static"), at_top("ttft_p99_ms", "continuous")),
-              lambda s, c: c < s, lambda s, c: f"static {s:.0f} ms, continuous {c:.0f} ms"),
+              both("ttft_p99_ms"), lambda s, c: c < s,
+              lambda s, c: f"static {s:.0f} ms, continuous {c:.0f} ms",
+              noise=both("ttft_p99_spread")),
         check("LLM: with equal output lengths static batching closes the gap (static/continuous tokens/s "
               "higher than with mixed lengths)",
               (mixed_ratio, equal_ratio), lambda m, e: e > m,
-              lambda m, e: f"static/continuous {m:.2f} with mixed lengths, {e:.2f} with equal ones"),
+              lambda m, e: f"static/continuous {m:.2f} with mixed lengths, {e:.2f} with equal ones",
+              noise=(mixed_noise, equal_noise)),
         check("LLM: a smaller KV cache holds fewer sequences at once, and requests wait for room",
-              (row(kv, "max_running", kv_blocks=num(kv, "kv_blocks").max()) if not kv.empty else None,
+              (row(kv, "max_running", kv_blocks=big_blocks) if not kv.empty else None,
                row(small, "max_running"), row(small, "max_waiting")),
               lambda big, sm, waiting: sm < big and waiting > 0,
               lambda big, sm, waiting: f"at most {big:.0f} running with the larger cache, {sm:.0f} with the "
-                                       f"smaller one, where up to {waiting:.0f} waited"),
+                                       f"smaller one, where up to {waiting:.0f} waited",
+              noise=(row(kv, "max_running_spread", kv_blocks=big_blocks) if not kv.empty else None,
+                     row(small, "max_running_spread"))),
     ]

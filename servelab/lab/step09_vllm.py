@@ -94,11 +94,12 @@ def sections(data: RunData) -> list[Section]:
 
 def rules(data: RunData) -> list[Check]:
     """On a GPU that runs it, vLLM (paged attention, CUDA graphs) serves more tokens/s than the lab's
-    transformers engine at the same rate."""
+    transformers engine at the same rate (the gap weighed against each run's split-half spread)."""
     table = beside(data.llm)
+    engines = ("transformers", "vllm")
     return [check("LLM on a GPU with compute capability 7.0 or higher: vLLM gives more output tokens/s "
                   "than the lab's transformers engine (continuous batching) at the same rate",
-                  (row(table, "output_tokens_s", engine="transformers"),
-                   row(table, "output_tokens_s", engine="vllm")),
+                  tuple(row(table, "output_tokens_s", engine=e) for e in engines),
                   lambda t, v: v > t, lambda t, v: f"transformers {t:.0f}, vLLM {v:.0f} tokens/s",
-                  gpu_only=True)]
+                  gpu_only=True,
+                  noise=tuple(row(table, "output_tokens_s_spread", engine=e) for e in engines))]

@@ -192,3 +192,59 @@ def start_engine(options: EngineOptions | None = None, port: int | None = None, 
         process.stop()
         raise
     return Engine(url, served_name(), options, command, process)
+
+
+# ----------------------------------------------------------------------------- shown in notebook 09
+
+def short_command(command: list[str]) -> str:
+    """A command as a student would type it: ``python`` for this interpreter, paths relative to the repo."""
+    return shlex.join(["python" if c == sys.executable else _relative(c) for c in command])
+
+
+def _relative(path: str) -> str:
+    return os.path.relpath(path, REPO_ROOT) if path.startswith(str(REPO_ROOT)) else path
+
+
+def transformers_serve_command(engine: Engine) -> str:
+    """The plain ``transformers serve`` command the lab's engine wraps (same app, no front)."""
+    o = engine.options
+    flags = ["--continuous-batching", "--cb-num-blocks", str(o.cb_num_blocks), "--cb-block-size",
+             str(o.cb_block_size), "--cb-max-batch-tokens", str(o.cb_max_batch_tokens)] \
+        if o.batching == "continuous" else []
+    return shlex.join(["transformers", "serve", _relative(engine.model), *flags,
+                       "--host", "127.0.0.1", "--port", "8000"])
+
+
+def try_request(engine: Engine, prompt: str = "the chef prepares", max_tokens: int = 12) -> None:
+    """One streamed request, shown as the curl command and the server-sent events it answers with."""
+    import httpx
+
+    body = {"model": engine.model, "prompt": prompt, "max_tokens": max_tokens, "stream": True}
+    print(f"$ curl -N {engine.url}/v1/completions -H 'content-type: application/json' "
+          f"-d '{json.dumps(body)}'")
+    text = []
+    with httpx.Client(timeout=60) as client, client.stream("POST", f"{engine.url}/v1/completions",
+                                                            json=body) as response:
+        for i, line in enumerate(ln for ln in response.iter_lines() if ln):
+            if i < 3:
+                print(line)
+            elif i == 3:
+                print("...")
+            if line.startswith("data: {"):
+                text += [c.get("text", "") for c in json.loads(line[6:]).get("choices", [])]
+    print(f"\nprompt: {prompt!r}\nanswer: {''.join(text)!r}")
+
+
+def refused(engine: Engine) -> Any:
+    """What the engine answers to bad requests: an empty prompt, an absurd max_tokens, another model
+    (a DataFrame)."""
+    import pandas as pd
+
+    cases = {"empty prompt": {"prompt": "", "max_tokens": 4},
+             "max_tokens=10**9": {"prompt": "the chef", "max_tokens": 10**9},
+             "wrong model": {"model": "gpt-4", "prompt": "the chef", "max_tokens": 4}}
+    rows = []
+    for name, body in cases.items():
+        status, answer = post_json(f"{engine.url}/v1/completions", {"model": engine.model, **body}, 30)
+        rows.append({"request": name, "status": status, "message": answer.get("error", {}).get("message")})
+    return pd.DataFrame(rows)

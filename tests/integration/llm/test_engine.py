@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import statistics
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
 from servelab.llm import model
-from servelab.llm.client import run_load, stream_sync
+from servelab.llm.client import make_prompt, run_load, stream_sync
 from servelab.llm.server import Engine, EngineOptions, post_json, start_engine
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -85,6 +86,20 @@ def test_timed_request_and_stats(continuous: Engine) -> None:
     assert httpx.get(f"{continuous.url}/docs", timeout=10).status_code == 200  # the engine's Swagger page
     stats = continuous.stats()
     assert stats["batching"] == "continuous" and stats["kv_blocks"] == 16 and stats["running"] == 0
+
+
+def test_a_repeated_prompt_reuses_its_cached_prefix(continuous: Engine) -> None:
+    """Why notebook 09 sends every timed request a new prompt: the engine keeps the KV blocks of a
+    prompt it has seen (prefix caching), so the same long prompt again reaches its first token sooner."""
+    def ttft(prompt: str) -> float:
+        record = stream_sync(continuous.url, continuous.model, prompt, 4)
+        assert not record.error and record.ttft is not None
+        return record.ttft
+
+    prompts = [make_prompt(400, seed) for seed in range(500, 504)]
+    new = [ttft(p) for p in prompts]
+    again = [ttft(prompts[-1]) for _ in range(3)]
+    assert statistics.median(again) < statistics.median(new), (new, again)
 
 
 def test_continuous_batching_runs_sequences_together(continuous: Engine) -> None:

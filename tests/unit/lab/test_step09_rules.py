@@ -1,4 +1,5 @@
-"""Notebook 09's expected effects, decided from rows alone (observed, not observed, not measured)."""
+"""Notebook 09's expected effects, decided from rows alone (observed, within noise, not observed, not
+measured)."""
 
 from __future__ import annotations
 
@@ -11,18 +12,20 @@ from servelab.results.schema import RunData
 
 
 def load_row(step_name: str, batching: str, rate: float, tokens_s: float, ttft_p99: float,
-             running: int = 8, waiting: int = 0, kv_blocks: int | None = 24) -> dict:
+             running: int = 8, waiting: int = 0, kv_blocks: int | None = 24, **spreads: float) -> dict:
     return {"step": step_name, "batching": batching, "rate": rate, "output_lengths": "8-96",
-            "output_tokens_s": tokens_s,
+            "output_tokens_s": tokens_s, **spreads,
             "ttft_p99_ms": ttft_p99, "max_running": running, "max_waiting": waiting,
             "kv_blocks": kv_blocks if batching == "continuous" else None,
             "stats": [{"t": 0.0, "running": 0, "waiting": 0},
                       {"t": 0.1, "running": running, "waiting": waiting}]}
 
 
-def single_rows(short_ttft: float, long_ttft: float) -> list[dict]:
-    return [{"step": "single", "prompt": p, "ttft_ms": t, "tpot_ms": 8.0, "prompt_tokens": n}
-            for p, t, n in (("short", short_ttft, 13), ("long", long_ttft, 459)) for _ in range(3)]
+def single_rows(short_ttft: float, long_ttft: float, jitter: float = 0.0) -> list[dict]:
+    """Three repeats per prompt length: ``ttft`` - ``jitter``, ``ttft``, ``ttft`` + ``jitter`` ms."""
+    return [{"step": "single", "prompt": p, "ttft_ms": t + d, "tpot_ms": 8.0, "prompt_tokens": n}
+            for p, t, n in (("short", short_ttft, 13), ("long", long_ttft, 810))
+            for d in (-jitter, 0, jitter)]
 
 
 def data(rows: list[dict]) -> RunData:
@@ -53,6 +56,24 @@ def test_effects_not_observed_when_the_numbers_say_otherwise() -> None:
            load_row("mixed", "continuous", 8, 200, 900),
            load_row("kv_cache", "continuous", 8, 300, 400, running=8, waiting=0, kv_blocks=4)]
     assert [c.status for c in step.rules(data(bad))] == ["not observed"] * 5
+
+
+def test_gaps_inside_the_levels_spread_read_within_noise() -> None:
+    """Each rule weighs its gap against the spread of the levels it compares: the single requests'
+    repeats, the load runs' halves (``*_spread`` columns); a wide gap stays observed."""
+    noisy = [*single_rows(60, 70, jitter=15),  # medians 60 vs 70 ms, each level ±15 ms
+             load_row("mixed", "continuous", 8, 400, 60, output_tokens_s_spread=0.3, ttft_p99_spread=0.2),
+             load_row("mixed", "static", 8, 350, 900, output_tokens_s_spread=0.1, ttft_p99_spread=0.1),
+             load_row("equal", "continuous", 8, 400, 50, output_tokens_s_spread=0.3),
+             load_row("equal", "static", 8, 380, 500, output_tokens_s_spread=0.3),
+             load_row("kv_cache", "continuous", 8, 300, 400, running=3, waiting=5, kv_blocks=4,
+                      max_running_spread=0.0)]
+    checks = step.rules(data(noisy))
+    assert [c.status for c in checks] == ["within noise", "within noise", "observed", "within noise",
+                                          "observed"], [(c.effect, c.evidence) for c in checks]
+    assert all("spread" in c.evidence for c in checks)
+    wide = step.rules(data([*single_rows(30, 130, jitter=10)]))[0]
+    assert wide.status == "observed", wide.evidence
 
 
 def test_nothing_measured_is_said_so() -> None:

@@ -251,3 +251,12 @@ def test_the_rule_compares_vllm_with_the_continuous_engine_at_its_rate() -> None
     assert rule.evidence == "transformers 300, vLLM 2000 tokens/s"
     assert "vllm: 2000 tokens/s" in step09_vllm.read(step09_vllm.beside(data.llm))
     assert step09_vllm.sections(data)
+
+
+def test_a_gap_inside_the_runs_spread_is_within_noise() -> None:
+    rows = [{"step": "mixed", "batching": "continuous", "rate": 4.0, "output_tokens_s": 300.0,
+             "output_tokens_s_spread": 0.2, "ttft_p99_ms": 80, "max_running": 8},
+            {"step": "vllm", "engine": "vllm", "batching": "continuous", "rate": 4.0,
+             "output_tokens_s": 330.0, "output_tokens_s_spread": 0.1, "ttft_p99_ms": 20, "max_running": 16}]
+    [rule] = step09_vllm.rules(RunData(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pd.DataFrame(rows)))
+    assert rule.status == "within noise", rule.evidence  # 30 tokens/s apart, each run ±60 or ±33
