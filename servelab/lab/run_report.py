@@ -1,4 +1,4 @@
-"""The lab's report: its steps in the notebooks' order, drawn by ``servelab.report``."""
+"""The lab's report: its notebooks in order, each with the steps that report on it (``servelab.report``)."""
 
 from __future__ import annotations
 
@@ -15,16 +15,25 @@ from servelab.lab import (
 )
 from servelab.report import html
 from servelab.report.effects import Check
+from servelab.report.html import Notebook
 from servelab.results.schema import RunData
 
-# each draws its report sections and checks its expected effects (sections(data), rules(data))
-STEPS = (step03_fastapi, step04_triton_python, step05_instance_scaling, step06_onnx_backend,
-         step07_dynamic_batching, step09_llm_serving, step09_vllm)
+# each notebook's steps draw its report sections and check its expected effects (sections, rules); its
+# rows are the `step` values of the Triton rows it measures (the verdict counts their warnings, recoveries)
+NOTEBOOKS = (
+    Notebook("03_fastapi", (step03_fastapi,)),
+    Notebook("04_triton_python", (step04_triton_python,), ("python_concurrency", "python_client_batch")),
+    Notebook("05_instance_scaling", (step05_instance_scaling,), ("instance_scaling", "threads_lesson")),
+    Notebook("06_onnx_backend", (step06_onnx_backend,), ("onnx_backend", "python_vs_onnx", "onnx_scaling")),
+    Notebook("07_dynamic_batching", (step07_dynamic_batching,), ("capacity", "arrivals", "dynamic_batching")),
+    Notebook("09_llm_serving", (step09_llm_serving, step09_vllm)),
+)
+STEPS = tuple(step for notebook in NOTEBOOKS for step in notebook.steps)
 
 
 def write_report(run_dir: Path, compare: Path | None = None) -> Path:
     """``run_dir/report.html`` for this run (``compare``: another run's folder beside it)."""
-    return html.write_report(run_dir, STEPS, compare)
+    return html.write_report(run_dir, NOTEBOOKS, compare)
 
 
 def expected_effects(data: RunData) -> list[Check]:

@@ -18,7 +18,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from servelab.results.schema import COMPUTE_PARTS, QUEUE, num
+from servelab.results.schema import COMPUTE_PARTS, FASTAPI_COLUMNS, QUEUE, TRITON_COLUMNS, num
 
 
 def figure(width: float = 7.5, height: float = 3.4, cols: int = 1) -> tuple[Figure, Any]:
@@ -99,21 +99,32 @@ def fig_scaling(df: pd.DataFrame, title: str = "") -> Figure:
 
 
 def fig_utilisation(df: pd.DataFrame) -> Figure:
-    """Mean CPU (and GPU) utilisation during each measurement."""
-    fig, ax = figure(width=9, height=3.4)
-    labels = [f"{_text(r.get('step'))}\n{_text(r.get('label')) or _text(r.get('mode'))}"
+    """Mean CPU (and GPU) utilisation during each measurement: one horizontal bar per row, its step and
+    label written level beside it, so the figure grows with the rows and every name stays readable."""
+    rows = max(len(df), 1)
+    fig, ax = figure(width=9, height=1.2 + 0.24 * rows)
+    labels = [_util_label(_text(r.get("step")), _text(r.get("label")) or _text(r.get("mode")))
               for _, r in df.iterrows()]
     positions = list(range(len(df)))
-    ax.bar([p - 0.2 for p in positions], num(df, "cpu_util_pct"), 0.4, label="CPU %")
-    if "gpu_util_pct" in df and num(df, "gpu_util_pct").notna().any():
-        ax.bar([p + 0.2 for p in positions], num(df, "gpu_util_pct"), 0.4, label="GPU %")
-    ax.set_xticks(positions, labels, fontsize=6, rotation=60, ha="right")
-    ax.set_ylabel("utilisation (%)")
-    ax.set_ylim(0, 105)
-    ax.legend(fontsize=8)
+    has_gpu = "gpu_util_pct" in df and num(df, "gpu_util_pct").notna().any()
+    width = 0.4 if has_gpu else 0.7
+    ax.barh([p - width / 2 if has_gpu else p for p in positions], num(df, "cpu_util_pct"), width,
+            label="CPU %")
+    if has_gpu:
+        ax.barh([p + width / 2 for p in positions], num(df, "gpu_util_pct"), width, label="GPU %")
+    ax.set_yticks(positions, labels, fontsize=8)
+    ax.invert_yaxis()  # the run's order, top to bottom
+    ax.set_xlabel("mean utilisation during the measurement (%)")
+    ax.set_xlim(0, 105)
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
     ax.set_title("utilisation during each measurement", fontsize=11)
     fig.tight_layout()
     return fig
+
+
+def _util_label(step: str, label: str) -> str:
+    return " · ".join(dict.fromkeys(part for part in (step, label) if part))  # once when they are the same
 
 
 def _text(value: Any) -> str:
@@ -220,11 +231,50 @@ def save_png(data: bytes, name: str) -> Path:
     raise FileExistsError(f"{folder}: 999 plots named {slug} already")
 
 
+# The report's tables of Triton and FastAPI measurements show a short set of columns under plain headings
+# (the CSVs keep every column): what was run, throughput, p50, p99, queue, compute, utilisation and the
+# one setting the table varies (threads or batch), when it varies. ``short_view`` is the one place.
+MAX_COLUMNS = 8
+HEADINGS = {"label": "measurement", "throughput": "throughput (/s)", "throughput_rps": "throughput (/s)",
+            "p50_ms": "p50 (ms)", "median_ms": "p50 (ms)", "p99_ms": "p99 (ms)", "queue_ms": "queue (ms)",
+            "compute_infer_ms": "compute (ms)", "cpu_util_pct": "CPU %", "gpu_util_pct": "GPU %",
+            "threads": "threads", "batch": "client batch", "mean_batch_size": "mean batch",
+            "max_batch": "max batch"}
+LESSONS = ("threads", "batch", "mean_batch_size", "max_batch")  # the first that varies is the table's lesson
+
+
+def short_view(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame | None:
+    """The report's short form (at most ``MAX_COLUMNS`` columns, plain headings) of a table drawn with
+    ``TRITON_COLUMNS`` or ``FASTAPI_COLUMNS``; None for any other table."""
+    if list(columns) == TRITON_COLUMNS:
+        frame = df if "label" in df else df.assign(label=df.get("model", ""))
+        picked = ["label", "throughput", "p50_ms", "p99_ms", QUEUE, "compute_infer_ms"]
+    elif list(columns) == FASTAPI_COLUMNS:
+        frame = df.assign(label=[" ".join(_text(r.get(c)) for c in ("backend", "mode")) +
+                                 (f" c={_label(r, 'concurrency')}" if _text(r.get("concurrency")) else "")
+                                 for _, r in df.iterrows()])
+        picked = ["label", "throughput_rps", "median_ms", "p99_ms"]
+        if num(df, "errors").fillna(0).gt(0).any():
+            picked.append("errors")
+    else:
+        return None
+    util = [c for c in ("gpu_util_pct", "cpu_util_pct") if num(frame, c).notna().any()]
+    lesson = [c for c in LESSONS if c in frame and frame[c].dropna().astype(str).nunique() > 1][:1]
+    picked += util[:1]
+    if len(util) > 1 and len(picked) + len(lesson) < MAX_COLUMNS:
+        picked.append(util[1])
+    picked = [c for c in picked + lesson if c in frame][:MAX_COLUMNS]
+    return frame[picked].round(1).rename(columns=HEADINGS)
+
+
 def table_html(df: pd.DataFrame, columns: list[str]) -> str:
-    present = [c for c in columns if c in df]
-    if df.empty or not present:
+    """``df``'s ``columns`` (those present; the short view for Triton and FastAPI tables) as an HTML table
+    that scrolls inside its own box rather than widening the page."""
+    short = None if df.empty else short_view(df, columns)
+    frame = short if short is not None else df[[c for c in columns if c in df]].round(2)
+    if df.empty or frame.columns.empty:
         return "<p><em>no rows</em></p>"
-    return df[present].round(2).to_html(index=False, border=0, classes="data", na_rep="")
+    return f'<div class="table">{frame.to_html(index=False, border=0, classes="data", na_rep="")}</div>'
 
 
 @dataclass
@@ -233,6 +283,7 @@ class Section:
 
     title: str
     parts: list[str]
+    anchor: str = ""  # the section's id in the page, for links to it
 
 
 def plot_html(fig: Figure, reading: str) -> str:

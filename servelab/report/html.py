@@ -1,8 +1,9 @@
 """The run's report: one self-contained HTML page drawn from the results data only.
 
-``write_report(run_dir, steps)`` reads the measurements the notebooks stored under ``run_dir``,
-lets each lab step it is given draw its sections (``servelab.lab.stepNN_*.sections``: plots
-embedded as PNG with a one-line reading computed from the numbers) and states which expected
+``write_report(run_dir, notebooks)`` reads the measurements the notebooks stored under ``run_dir``,
+leads with the verdict (one row per notebook: whether it ran, its time, its expected effects by status,
+its warnings and recoveries), lets each lab step draw its sections (``servelab.lab.stepNN_*.sections``:
+plots embedded as PNG with a one-line reading computed from the numbers) and states which expected
 effects this run observed (each step's ``rules``); ``servelab.lab.run_report`` passes the lab's.
 Nothing is copied from the notebooks' outputs, so the report can be redrawn for any
 results folder (``python -m servelab.lab report results/<run> [--compare results/<other>]``).
@@ -13,12 +14,13 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import pandas as pd
 
-from servelab.report.effects import NOISE_NOTE, Check
+from servelab.report.effects import NOISE_NOTE, STATUSES, Check
 from servelab.report.figures import Section, fig_utilisation, plot_html, read_util, table_html
 from servelab.results.schema import FASTAPI, RunData, load
 
@@ -30,15 +32,27 @@ class ReportStep(Protocol):
     def rules(self, data: RunData) -> list[Check]: ...
 
 
+@dataclass(frozen=True)
+class Notebook:
+    """A notebook as the report sees it: the lab steps that draw its sections and check its effects, and
+    the ``step`` values of the Triton rows it measured (its warnings and recoveries are counted)."""
+
+    name: str
+    steps: tuple[ReportStep, ...] = ()
+    rows: tuple[str, ...] = ()
+
+
 def expected_effects(steps: Sequence[ReportStep], data: RunData) -> list[Check]:
     """Every step's expected effects, checked on ``data``, in the steps' order."""
     return [c for step in steps for c in step.rules(data)]
 
 
-def sections(run_dir: Path, steps: Sequence[ReportStep], compare: Path | None = None) -> list[Section]:
-    """Every section of the report, in the steps' order."""
+def sections(run_dir: Path, notebooks: Sequence[Notebook], compare: Path | None = None) -> list[Section]:
+    """Every section of the report: the verdict first, then the machine, the steps' in order, the details."""
     data = RunData.load(run_dir)
-    out: list[Section] = [_machine_section(run_dir, data.fastapi, data.triton)]
+    steps = [step for notebook in notebooks for step in notebook.steps]
+    out: list[Section] = [verdict_section(run_dir, notebooks, data),
+                          _machine_section(run_dir, data.fastapi, data.triton)]
     for step in steps:
         out += step.sections(data)
     fastapi = data.fastapi
@@ -52,19 +66,39 @@ def sections(run_dir: Path, steps: Sequence[ReportStep], compare: Path | None = 
         out.append(Section("What the runner recovered from", [
             f"<p>{len(recovered)} measurement(s) needed a second perf_analyzer run or went without their "
             "warm-up; their numbers are kept, and this says which.</p>",
-            table_html(recovered, ["step", "label", "retried", "warmup", "throughput", "p99_ms"])]))
+            table_html(recovered, ["step", "label", "retried", "warmup", "throughput", "p99_ms"])],
+            "recovered"))
+    warned = _warned(data.triton)
+    if not warned.empty:
+        out.append(Section("perf_analyzer's warnings", [
+            f"<p>{len(warned)} measurement(s) came with a warning from perf_analyzer (an unsettled "
+            "window, say); their numbers are kept.</p>",
+            table_html(warned, ["step", "label", "warnings", "throughput", "p99_ms"])], "warnings"))
     out.append(_effects_section(steps, data, compare))
     return out
+
+
+def _text(df: pd.DataFrame, column: str) -> pd.Series:
+    """A column as text, '' where missing (and everywhere when ``df`` lacks it)."""
+    return df[column].fillna("").astype(str) if column in df else pd.Series("", df.index)
 
 
 def _recoveries(triton: pd.DataFrame) -> pd.DataFrame:
     """The Triton rows whose perf_analyzer run was retried or whose warm-up was skipped."""
     if triton.empty:
         return triton
-    def text(column: str) -> pd.Series:
-        return triton[column].fillna("").astype(str) if column in triton else pd.Series("", triton.index)
+    retried, warmup = _text(triton, "retried"), _text(triton, "warmup")
+    return triton[(retried.str.len() > 0) | warmup.str.startswith("skipped")]
 
-    return triton[(text("retried").str.len() > 0) | text("warmup").str.startswith("skipped")]
+
+def _warned(triton: pd.DataFrame) -> pd.DataFrame:
+    """The Triton rows that carry a warning from perf_analyzer."""
+    return triton if triton.empty else triton[_text(triton, "warnings").str.strip().str.len() > 0]
+
+
+def _run_json(run_dir: Path) -> dict[str, Any]:
+    run_file = Path(run_dir) / "run.json"
+    return dict(json.loads(run_file.read_text())) if run_file.exists() else {}
 
 
 def _machine_section(run_dir: Path, *frames: pd.DataFrame) -> Section:
@@ -73,29 +107,84 @@ def _machine_section(run_dir: Path, *frames: pd.DataFrame) -> Section:
         if not df.empty:
             facts = {k: df.iloc[0][k] for k in ("host", "cpu_count", "gpu", "platform", "python") if k in df}
             break
-    run_file = Path(run_dir) / "run.json"
-    if run_file.exists():
-        run = json.loads(run_file.read_text())
+    run = _run_json(run_dir)
+    if run:
         facts.update({"preset": run.get("preset"), "target": run.get("target"),
                       "total time (s)": run.get("seconds"), "all notebooks passed": run.get("ok"),
                       "1-min load average before / after the run (contention)":
                           f"{run.get('load_average_before')} / {run.get('load_average_after')} "
                           f"on {run.get('cpu_count')} cores"})
-        timings = pd.DataFrame(run.get("notebooks", []))
         steps = pd.DataFrame(run.get("steps", []))  # a chameleon run: provisioning, the node's run, teardown
         # a chameleon run: what it created or adopted on the testbed, and whether teardown deleted it
         resources = pd.DataFrame(run.get("chameleon", {}).get("resources", []))
     else:
-        timings = steps = resources = pd.DataFrame()
+        steps = resources = pd.DataFrame()
     parts = [pd.DataFrame({"fact": list(facts), "value": [str(v) for v in facts.values()]})
              .to_html(index=False, border=0, classes="data")]
     if not steps.empty:
         parts.append(table_html(steps, ["step", "seconds", "ok", "detail"]))
     if not resources.empty:
         parts.append(table_html(resources, ["kind", "name", "origin", "fate", "detail"]))
-    if not timings.empty:
-        parts.append(table_html(timings, ["name", "seconds", "ok", "error"]))
     return Section("Machine and run", parts)
+
+
+def _count(checks: Sequence[Check]) -> dict[str, int]:
+    return {status: sum(c.status == status for c in checks) for status in STATUSES}
+
+
+def effects_summary(checks: Sequence[Check]) -> str:
+    """One sentence: how many expected effects were observed, and how many fell in each other status."""
+    counts = _count(checks)
+    rest = ", ".join(f"{counts[s]} {s}" for s in STATUSES[1:])
+    return f"{counts['observed']} of {len(checks)} expected effects observed in this run ({rest})"
+
+
+def verdict_section(run_dir: Path, notebooks: Sequence[Notebook], data: RunData) -> Section:
+    """The report's first screen: one row per notebook (whether it ran, its time, its expected effects by
+    status, its warnings and recoveries), then the whole run's row."""
+    run = _run_json(run_dir)
+    ran = {str(n.get("name")): n for n in run.get("notebooks", [])}
+    lab = {n.name: n for n in notebooks}
+    names = [*ran, *(name for name in lab if name not in ran)]
+    recovered, warned = _recoveries(data.triton), _warned(data.triton)
+    head = "".join(f"<th>{h}</th>" for h in ("notebook", "ran", "seconds", *STATUSES,
+                                             "warnings and recoveries"))
+    rows, every = [], []
+    for name in names:
+        notebook, timing = lab.get(name, Notebook(name)), ran.get(name, {})
+        checks = expected_effects(notebook.steps, data)
+        every += checks
+        status = ("ok" if timing.get("ok") else "FAILED") if timing else ("not run" if run else "")
+        notes = [html.escape(str(timing["error"]))] if timing.get("error") else []
+        for rows_of, what, anchor in ((warned, "with a perf_analyzer warning", "warnings"),
+                                      (recovered, "recovered", "recovered")):
+            n = int(rows_of["step"].isin(notebook.rows).sum()) if notebook.rows and "step" in rows_of else 0
+            if n:
+                notes.append(f'<a href="#{anchor}">{n} measurement(s) {what}</a>')
+        rows.append(_verdict_row(name, status, timing.get("seconds"), checks if notebook.steps else None,
+                                 "; ".join(notes) or ("none" if status == "ok" else "")))
+    total = "ok" if run.get("ok") else ("FAILED" if run else "")
+    rows.append(_verdict_row("the whole run", total, run.get("seconds"), every, "", "total"))
+    failed = [n for n in names if ran.get(n, {}).get("ok") is False]
+    passed = (f"Notebook {', '.join(failed)} FAILED." if failed else "Every notebook ran." if run.get("ok")
+              else "The run FAILED." if run else "")
+    if run.get("error"):  # a chameleon run's own failure (provisioning, the node, teardown)
+        passed += f" {run['error']}"
+    summary = (f"<p><strong>{html.escape(passed)} {html.escape(effects_summary(every))}.</strong> "
+               f'<a href="#effects">Each effect and its numbers</a> are at the end. '
+               f"{html.escape(NOISE_NOTE)}</p>")
+    table = f'<table class="data verdict"><tr>{head}</tr>{"".join(rows)}</table>'
+    return Section("Verdict", [summary, table], "verdict")
+
+
+def _verdict_row(name: str, status: str, seconds: Any, checks: Sequence[Check] | None, notes: str,
+                 css: str = "") -> str:
+    counts = _count(checks) if checks is not None else {}
+    cells = "".join(f'<td class="{s.replace(" ", "-") if counts.get(s) else ""}">{counts.get(s, "")}</td>'
+                    for s in STATUSES)
+    return (f'<tr class="{css}"><td>{html.escape(name)}</td>'
+            f'<td class="{status.replace(" ", "-")}">{status}</td>'
+            f"<td>{'' if seconds is None else seconds}</td>{cells}<td>{notes}</td></tr>")
 
 
 def _effects_section(steps: Sequence[ReportStep], data: RunData, compare: Path | None = None) -> Section:
@@ -113,13 +202,13 @@ def _effects_section(steps: Sequence[ReportStep], data: RunData, compare: Path |
         f"<td>{c.status}</td><td>{html.escape(c.evidence)}</td>"
         + (f"<td>{o.status}: {html.escape(o.evidence)}</td>" if o is not None else "")
         + "</tr>" for c, o in zip(checks, others, strict=True))
-    seen = sum(c.status == "observed" for c in checks)
-    summary = (f"<p>{seen} of {len(checks)} expected effects observed in this run. "
-               f"{html.escape(NOISE_NOTE)}</p>")
+    summary = (f"<p>{html.escape(effects_summary(checks))}. 'within noise': the gap the effect needs is no "
+               "larger than the spread of the measurement's own windows or repeats (the numbers end with "
+               f"it). {html.escape(NOISE_NOTE)}</p>")
     head = ("<tr><th>expected effect</th><th>this run</th><th>numbers</th>"
             + (f"<th>compared run {html.escape(other_name)}</th>" if other else "") + "</tr>")
     table = f'<table class="data effects">{head}{rows}</table>'
-    return Section("The lab's expected effects: observed in this run?", [summary, table])
+    return Section("The lab's expected effects: observed in this run?", [summary, table], "effects")
 
 
 STYLE = """
@@ -127,27 +216,39 @@ body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;padding:0
 h1{font-size:1.5em}h2{font-size:1.15em;border-bottom:1px solid #ccc;margin-top:2em}
 table.data{border-collapse:collapse;font-size:.8em;margin:.5em 0}
 table.data td,table.data th{border:1px solid #ddd;padding:2px 6px;text-align:right}
+table.data td:first-child,table.data th:first-child{text-align:left}
 figure{margin:1em 0}img{max-width:100%}figcaption{font-style:italic;font-size:.9em}
+div.table{max-width:100%;overflow-x:auto}
 tr.observed td:nth-child(2){color:#070}tr.not-observed td:nth-child(2){color:#a00}
+tr.within-noise td:nth-child(2){color:#a60}
 tr.not-measured td:nth-child(2){color:#777}.effects td{text-align:left}
+table.verdict{font-size:.9em}table.verdict td:last-child,table.verdict th:last-child{text-align:left}
+table.verdict td.observed,table.verdict td.ok{color:#070;font-weight:bold}
+table.verdict td.not-observed,table.verdict td.FAILED{color:#a00;font-weight:bold}
+table.verdict td.within-noise{color:#a60;font-weight:bold}table.verdict td.not-measured{color:#777}
+table.verdict tr.total td{border-top:2px solid #999;font-weight:bold}
 """
 
 
-def render(run_dir: Path, steps: Sequence[ReportStep], compare: Path | None = None) -> str:
+def render(run_dir: Path, notebooks: Sequence[Notebook], compare: Path | None = None) -> str:
     """The whole report as one HTML string (plots embedded); ``compare``: another run (e.g. on a GPU)."""
-    body = "".join(f"<section><h2>{html.escape(s.title)}</h2>{''.join(s.parts)}</section>"
-                   for s in sections(run_dir, steps, compare))
+    body = "".join(_section_html(s) for s in sections(run_dir, notebooks, compare))
     title = f"serve-system lab — results of {Path(run_dir).name}"
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
             f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>{body}</body></html>")
 
 
-def write_report(run_dir: Path, steps: Sequence[ReportStep], compare: Path | None = None) -> Path:
+def _section_html(section: Section) -> str:
+    anchor = f' id="{html.escape(section.anchor)}"' if section.anchor else ""
+    return f"<section{anchor}><h2>{html.escape(section.title)}</h2>{''.join(section.parts)}</section>"
+
+
+def write_report(run_dir: Path, notebooks: Sequence[Notebook], compare: Path | None = None) -> Path:
     """Write ``run_dir/report.html`` from the results in ``run_dir``; returns its path.
 
     ``compare`` names another run's folder (a GPU run, say) whose expected-effect
     checks are shown next to this run's.
     """
     path = Path(run_dir) / "report.html"
-    path.write_text(render(Path(run_dir), steps, Path(compare) if compare else None))
+    path.write_text(render(Path(run_dir), notebooks, Path(compare) if compare else None))
     return path
