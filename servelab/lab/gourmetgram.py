@@ -1,7 +1,8 @@
 """GourmetGram, the lab's web app, pointed at whichever server a notebook runs (03, 04, 06).
 
 ``flask_up`` starts (or reconfigures) the app in front of a FastAPI or Triton server and
-``flask_uploads`` sends sample photos through it as a browser would, recording one row.
+``flask_uploads`` sends sample photos through it as a browser would, recording one row: the first
+(cold) upload apart, the median and the slowest of the others, and their p95 only from enough of them.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from servelab.lab.params import LabParams
 from servelab.results.schema import FLASK, load
 from servelab.results.store import results_dir
 from servelab.targets.base import Stack
+
+MIN_FOR_P95 = 20  # warm uploads needed before a p95 means anything (fewer: median and max only)
 
 
 def flask_up(stack: Stack, backend: str) -> Endpoint:
@@ -55,14 +58,38 @@ def flask_uploads(flask: Endpoint, p: LabParams, step: str) -> pd.DataFrame:
             replies.append({"image": path.name, "ms": round(times[-1], 1), **response.json()})
     if not replies:
         raise RuntimeError(f"every upload to {flask.url} failed ({errors} errors): see the app's log")
-    ms = pd.Series(times, dtype="float64")  # float64 anyway; unsaid, pandas-stubs type it Series[bool]
     row = {"step": step, "backend": flask.kind, "requests": len(times), "errors": errors,
-           "median_ms": float(ms.median()), "p95_ms": float(ms.quantile(0.95))}
+           **upload_times(times)}
     record(FLASK, [row])
+    print(read_uploads(row))
     return pd.DataFrame(replies)
 
 
-FLASK_COLUMNS = ["step", "backend", "requests", "errors", "median_ms", "p95_ms", "labels_agree"]
+def upload_times(times: list[float]) -> dict[str, float | None]:
+    """The first upload's time (cold: the app's and the server's first request) and the others' median
+    and maximum; their p95 only from ``MIN_FOR_P95`` or more of them (None otherwise)."""
+    warm = pd.Series(times[1:], dtype="float64")  # unsaid, pandas-stubs type it Series[bool]
+    return {"cold_ms": float(times[0]) if times else None,
+            "median_ms": float(warm.median()) if len(warm) else None,
+            "max_ms": float(warm.max()) if len(warm) else None,
+            "p95_ms": float(warm.quantile(0.95)) if len(warm) >= MIN_FOR_P95 else None}
+
+
+def read_uploads(row: dict[str, Any]) -> str:
+    """One line on a ``flask_uploads`` row: the cold upload apart, then the warm ones."""
+    def ms(key: str) -> str:
+        return f"{row[key]:.1f} ms" if row.get(key) is not None else "—"
+
+    warm = int(row["requests"]) - 1
+    p95 = (f", p95 {ms('p95_ms')}" if row.get("p95_ms") is not None
+           else f" (no p95 from fewer than {MIN_FOR_P95})")
+    return (f"{row['backend']}: first upload {ms('cold_ms')} (cold: the first request through the app and "
+            f"the server, kept out of the rest); the other {warm}: median {ms('median_ms')}, "
+            f"max {ms('max_ms')}{p95}")
+
+
+# cold_ms: the first upload; median_ms, max_ms, p95_ms: the others (p95 from MIN_FOR_P95 of them or more)
+FLASK_COLUMNS = ["step", "backend", "requests", "errors", "cold_ms", "median_ms", "max_ms", "p95_ms"]
 
 
 def flask_summary() -> pd.DataFrame:

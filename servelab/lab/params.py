@@ -216,9 +216,11 @@ class LabParams:
         return rows
 
     def _repr_html_(self) -> str:
+        """The rows as a table; an unset value (None) reads "not set", never NaN or None."""
         import pandas as pd
 
-        return pd.DataFrame(self.rows()).to_html(index=False)
+        rows = [{**r, "value": "not set" if r["value"] is None else r["value"]} for r in self.rows()]
+        return pd.DataFrame(rows, dtype=object).to_html(index=False)
 
 
 def _one_of(name: str, value: Any, allowed: Iterable[str]) -> str:
