@@ -108,7 +108,7 @@ def rules(data: RunData) -> list[Check]:
         checks.append(check(
             "More instances raise throughput at concurrency 8 (best vs one instance)", (first_count, best),
             lambda a, b: b > 1.1 * a, lambda a, b: f"{a:.1f} → best {b:.1f} inferences/s", gpu_only=True,
-            noise=(noise.iloc[0], noise.iloc[int(tput.idxmax())])))
+            noise=(noise.iloc[0], noise.iloc[int(tput.to_numpy().argmax())])))
         if len(tput) >= 3:
             checks.append(check(
                 "The largest instance count is no better than the middle one (4+4 vs 2+2)",

@@ -4,7 +4,7 @@ A rule is a pure function of a run's tables: it picks numbers with ``row`` and r
 that says observed, within noise (the gap it tests is no larger than the measurement's own spread,
 ``noise=``), not observed, or not measured (a number it needs is missing). Each step module holds
 its own rules (``rules(data: RunData)``); ``servelab.lab.run_report`` lists them in order.
-Why the noise rule reads as it does: docs/decisions/2026-11-24-noise-aware-verdicts.md.
+Why the noise rule reads as it does: docs/decisions/2026-11-23-noise-aware-verdicts.md.
 """
 
 from __future__ import annotations

@@ -260,6 +260,8 @@ def short_view(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame | None:
         return None
     util = [c for c in ("gpu_util_pct", "cpu_util_pct") if num(frame, c).notna().any()]
     lesson = [c for c in LESSONS if c in frame and frame[c].dropna().astype(str).nunique() > 1][:1]
+    if not lesson and num(frame, "threads").notna().any():  # the thread count is always worth seeing
+        lesson = ["threads"]
     picked += util[:1]
     if len(util) > 1 and len(picked) + len(lesson) < MAX_COLUMNS:
         picked.append(util[1])
