@@ -11,8 +11,8 @@
 # %% [markdown]
 # # 9. Serving a language model: prefill, decode, static and continuous batching
 #
-# Notebook 07 batched image requests: every request costs about the same. A language model is
-# different. A request is **one prefill** (the whole prompt in one forward pass, which produces
+# Notebook 07 batched image requests, each the same work: one image in, one label out. A language
+# model is different. A request is **one prefill** (the whole prompt in one forward pass, which produces
 # the first token) and then **many decode steps** (one forward pass per further token, each
 # reading the KV cache of everything before it). Requests ask for very different numbers of
 # tokens, so how an engine batches them matters:
@@ -65,13 +65,10 @@ P
 # ## The engine
 # `transformers serve MODEL --continuous-batching` builds a FastAPI app with `/v1/completions`,
 # `/v1/chat/completions` and `/docs`. The lab starts that same app with a thin front of its own in
-# the same process (`servelab/llm/engine.py`): `transformers serve` 5.23 lets an empty prompt kill
-# its batching worker and accepts any `max_tokens`, so the front refuses such requests with a 4xx;
-# it also reports the engine's own statistics at `/lab/stats` (sequences running, waiting, KV cache
-# free) and adds static batching, which `transformers serve` does not have.
-
-# %%
-common.show_file("servelab/llm/engine.py", lines=30, start="def validate(")
+# the same process (`servelab/llm/engine.py`): the front refuses bad requests with a 4xx and a
+# message, reports the engine's own statistics at `/lab/stats` (sequences running, waiting, KV
+# cache free) and adds static batching, which `transformers serve` does not have. The front's code
+# is in the appendix at the end.
 
 # %%
 engine = step.engine_up(P, "continuous")
@@ -89,10 +86,15 @@ step.try_request(engine)
 step.refused(engine)
 
 # %% [markdown]
-# **Predict.** The long prompt is about 30 times longer than the short one. Will its first token
-# take 30 times longer? Will each *later* token take longer too?
-#
 # ## One request: prefill vs decode
+# One request at a time, first with a short prompt (`llm_short_prompt` tokens), then with a long one
+# (`llm_long_prompt`), each asking for `llm_single_tokens` tokens. Per length, one untimed request
+# warms the engine up, then `llm_single_repeats` timed ones follow, each with a prompt the engine has
+# not seen: the engine keeps the KV blocks of earlier prompts (prefix caching), and a prompt it has
+# seen may skip its prefill. At the end the last long prompt is sent again: compare its first token.
+#
+# **Predict.** How many times longer is the long prompt than the short one? Will its first token take
+# that many times longer? Will each *later* token take longer too?
 
 # %%
 single = step.one_request(engine, P)
@@ -106,7 +108,7 @@ common.what_this_run_shows(step, "prefill")
 
 # %% [markdown]
 # ## Many requests: Poisson arrivals, mixed output lengths
-# Requests arrive at random (Poisson) at rising rates, each asking for between
+# Requests arrive at random (Poisson) at `llm_rate_fractions` load levels, each asking for between
 # `llm_output_lengths[0]` and `llm_output_lengths[1]` tokens. The rates are multiples of what the
 # engine serves one request at a time, measured above, so the experiment means the same on a GPU.
 # The load generator is the lab's streaming client; its command is printed before each run.
@@ -139,7 +141,7 @@ engine.stop()
 # together until the longest is done (`servelab/llm/engine.py`, `StaticBatcher`).
 
 # %%
-common.show_file("servelab/llm/engine.py", lines=22, start="class StaticBatcher")
+common.show_code("servelab/llm/engine.py", "StaticBatcher")
 
 # %%
 engine = step.engine_up(P, "static")
@@ -174,8 +176,8 @@ engine.stop()
 
 # %% [markdown]
 # ## The KV cache decides how many sequences run
-# One change: continuous batching again, with a smaller KV cache (`llm_small_kv_blocks` blocks of
-# 32 tokens instead of `llm_kv_blocks`). The engine's own statistics, sampled every 0.1 s during
+# One change: continuous batching again, with a KV cache of `llm_small_kv_blocks` blocks of 32
+# tokens instead of `llm_kv_blocks`. The engine's own statistics, sampled every 0.1 s during
 # the run, say how many sequences were running and how many were waiting for cache room.
 #
 # **Predict.** At the top rate, how many sequences will the smaller cache hold at once? What
@@ -197,11 +199,10 @@ common.what_this_run_shows(step, "KV cache")
 # ## The same load on vLLM (GPU hosts with compute capability 7.0 or higher)
 # One change: the engine. vLLM serves the same model under the same name with the same
 # OpenAI-compatible API, so the same client command measures it at the top rate with mixed lengths.
-# It runs in the compose stack of a GPU host (`vllm_server` in `docker/docker-compose-llm.yaml`,
-# image `docker/Dockerfile.vllm`). Its CUDA kernels need compute capability 7.0 or higher (and the
-# image's torch has none past 9.0), so the cell first asks the GPU (`nvidia-smi`); on the lab's P100
-# node (6.0) and on this CPU it says why it skips vLLM. Its statistics come from its Prometheus
-# `/metrics`.
+# It runs in the compose stack of a GPU host (`vllm_server` in `docker/docker-compose-llm.yaml`).
+# Its CUDA kernels need compute capability 7.0 or higher, so the cell first asks the GPU
+# (`nvidia-smi`); on the lab's P100 node (6.0) and on a CPU it says why it skips vLLM. Its
+# statistics come from its Prometheus `/metrics`.
 #
 # **Predict.** On a GPU, vLLM pages its KV cache in GPU memory and replays decode steps as CUDA
 # graphs. At the same rate, will it give more output tokens/s than the lab's engine? Will it run
@@ -212,29 +213,47 @@ vllm_rows = step09_vllm.vllm_run(P, rate)
 step09_vllm.compare(common.concat(continuous, vllm_rows))
 
 # %% [markdown]
-# **Reading it (CPU).** On two cores a decode step for 8 sequences costs several times one
-# sequence's step, so batching adds less than on a GPU; with mixed lengths continuous batching
-# still wins because static batches idle while their longest request finishes. With equal lengths
-# a static batch wastes nothing and its plain `generate` loop is cheaper per step than the paged
-# engine's bookkeeping, so it closes the gap or wins.
-#
-# **Reading it (GPU).** A decode step for 32 sequences costs little more than for one, so batching
-# multiplies tokens/s; continuous batching keeps the batch full, and the KV cache (GPU memory) is
-# what limits how many sequences run. On a GPU host, `docker/docker-compose-llm.yaml` runs this
-# engine, and vLLM beside it where the GPU has compute capability 7.0 or higher (not the P100, 6.0).
-#
-# **The load generator.** The well-known LLM benchmarks do not run in this lab's environment:
-# guidellm needs NumPy 2 (from 0.3 on, and its last older release fails at import through
-# pyarrow), while the lab keeps NumPy 1.26 for Triton's Python backend; genai-perf needs a
-# perf_analyzer whose binary needs a newer glibc than Debian 12's. The lab's client
-# (`servelab/llm/client.py`) uses their definitions: TTFT = request sent → first token, ITL = the
-# gaps between later tokens, output tokens/s over the run's span.
+# **Expected on a GPU** (sources: Yu et al., "Orca: A Distributed Serving System for Transformer-Based
+# Generative Models", OSDI 2022; Kwon et al., "Efficient Memory Management for Large Language Model
+# Serving with PagedAttention", SOSP 2023; docs/decisions/2026-11-23-llm-serving.md): a decode step
+# for many sequences costs little more than for one, so batching multiplies output tokens/s;
+# continuous batching keeps the batch full while static batches idle behind their longest request,
+# and the KV cache in GPU memory limits how many sequences run at once. On a GPU host,
+# `docker/docker-compose-llm.yaml` runs this engine, and vLLM beside it where the GPU has compute
+# capability 7.0 or higher.
+
+# %% [markdown]
+# **Try:** set `llm_small_kv_blocks` (the parameters cell) to 24, halfway to `llm_kv_blocks`, and
+# run the notebook again: in the KV cache plot, how many sequences now run at once with the smaller
+# cache, how many wait, and where does its TTFT p99 land?
 
 # %% [markdown]
 # ## Questions
-# 1. Why does a long prompt delay the first token much more than it delays later tokens?
-# 2. With mixed output lengths, where does static batching lose its throughput? Use the TTFT p99
-#    and tokens/s of this run.
-# 3. Why does static batching hold up when every request asks for the same number of tokens?
+# 1. Did the long prompt's first token come later than the short one's, and by more or less than the
+#    prompts' length ratio? If it did, which did the prompt's length delay more in this run, the first
+#    token or each later token, and why? If it did not, what hid the prefill (look at the repeated
+#    prompt)?
+# 2. With mixed output lengths, compare the two batchings' TTFT p99 and tokens/s at the top rate in
+#    this run. Where does a static batch lose time, and did that show here?
+# 3. With equal output lengths, did static batching's tokens/s move closer to continuous batching's
+#    than with mixed lengths? What does a static batch waste when lengths differ, and what when they
+#    are equal?
 # 4. With the smaller KV cache, how many sequences ran at once, and what happened to the others?
 #    What would you change on a GPU with more memory?
+
+# %% [markdown]
+# ## Appendix: the engine's front and the load generator
+# Plumbing the measurements rely on, for the curious. The front checks every generation request
+# before `transformers serve`'s handlers see it, and answers the statistics the plots use:
+
+# %%
+common.show_code("servelab/llm/engine.py", "validate", "Front.__call__")
+
+# %% [markdown]
+# The load generator is the lab's own streaming client (`python -m servelab.llm.client`). It uses the
+# definitions of the common LLM benchmarks: TTFT = request sent → first token, ITL = the gaps between
+# a request's later tokens, output tokens/s = all output tokens over the run's span. Each request is
+# one streamed completion, each token's arrival timed:
+
+# %%
+common.show_code("servelab/llm/client.py", "stream_one")

@@ -65,8 +65,8 @@ def one_request(engine: Engine, p: LabParams) -> pd.DataFrame:
     prefill). Finally the last long prompt once more, printed beside the rest, not recorded."""
     rows, warm, seeds = [], [], iter(range(1000, 100_000))
 
-    def one(name: str, prompt: str, tokens: int) -> Record:
-        r = stream_sync(engine.url, engine.model, prompt, p.llm_single_tokens, tokens)
+    def one(name: str, prompt: str, tokens: int, asked: int = 2) -> Record:  # untimed ones: the TTFT only
+        r = stream_sync(engine.url, engine.model, prompt, asked, tokens)
         if r.error or len(r.tokens) < 2:
             raise RuntimeError(f"single request ({name} prompt) failed: HTTP {r.status} {r.error}")
         return r
@@ -75,7 +75,7 @@ def one_request(engine: Engine, p: LabParams) -> pd.DataFrame:
         warm.append(f"{name} {(one(name, make_prompt(tokens, next(seeds)), tokens).ttft or 0) * 1000:.0f} ms")
         for i in range(p.llm_single_repeats):
             prompt = make_prompt(tokens, next(seeds))
-            r = one(name, prompt, tokens)
+            r = one(name, prompt, tokens, p.llm_single_tokens)
             rows.append({"step": "single", "batching": engine.options.batching, "prompt": name, "repeat": i,
                          "prompt_tokens": r.prompt_tokens, "output_tokens": len(r.tokens),
                          "ttft_ms": round((r.ttft or 0) * 1000, 2),
