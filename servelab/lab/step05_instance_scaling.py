@@ -10,9 +10,9 @@ import pandas as pd
 from servelab.core.cpu import cpu_cores
 from servelab.lab.common import show_columns
 from servelab.lab.params import LabParams
-from servelab.lab.triton_steps import Triton, measure, set_instances
-from servelab.lab.triton_views import server_view
-from servelab.report.effects import Check, check, row, spread
+from servelab.lab.triton_steps import Triton, live_config, measure, set_instances
+from servelab.lab.triton_views import live_instances, server_view
+from servelab.report.effects import Check, check, row, spread, usable
 from servelab.report.figures import (
     Section,
     as_image,
@@ -26,52 +26,53 @@ from servelab.targets.base import Stack
 
 
 def instance_plan(stack: Stack, p: LabParams) -> pd.DataFrame:
-    """The instance steps: 1 on GPU 0 → 2+2 → 4+4 on two GPUs; on CPU 1 → cores → 2 × cores."""
+    """The instance steps the notebook's cells apply, one row each: 1 on GPU 0 → 2 on each of GPUs 0 and 1
+    → 4 on each; on a CPU 1 → the cores → twice the cores (at least 2 and 4). ``count`` is per listed GPU,
+    as in config.pbtxt's instance_group."""
     if p.instance_counts:
         counts = list(p.instance_counts)
     elif stack.has_gpu:
         counts = [1, 2, 4]
     else:
-        cores = cpu_cores()
-        counts = sorted({1, cores, 2 * cores})
+        cores = max(2, cpu_cores())
+        counts = [1, cores, 2 * cores]
     rows = []
     for i, count in enumerate(counts):
         gpus = ([0] if i == 0 else [0, 1]) if stack.has_gpu else []
         total = count * max(1, len(gpus))
         where = f"{'+'.join([str(count)] * len(gpus))} on GPUs {gpus}" if gpus else f"{count} on the CPU"
-        rows.append({"count": count, "gpus": gpus, "instances": total, "label": where})
+        rows.append({"count": count, "kind": "KIND_GPU" if gpus else "KIND_CPU", "gpus": gpus,
+                     "instances": total, "label": where})
     return pd.DataFrame(rows)
 
 
-def instance_step(triton: Triton, name: str, plan: pd.DataFrame, index: int, p: LabParams) -> pd.DataFrame:
-    """Step ``index`` of the plan, one change: the instance_group diff, the reload (timed), the server's
-    view (its stub processes, or ``nvidia-smi``), then a measurement at ``scaling_concurrency``."""
-    if index >= len(plan):
-        print(f"the plan has {len(plan)} step(s): nothing to do for step {index + 1}")
-        return pd.DataFrame()
-    step = plan.iloc[index]
-    print(f"step {index + 1} of {len(plan)}: {step['label']}")
-    set_instances(triton, name, int(step["count"]), list(step["gpus"]))
+def measure_instances(triton: Triton, name: str, p: LabParams) -> pd.DataFrame:
+    """The server's view of the instances now live (their stub processes, or ``nvidia-smi``), then one
+    measurement at ``scaling_concurrency``, labelled with the live instance_group."""
     server_view(triton, name)
-    rows = measure(triton, name, p, "instance_scaling", str(step["label"]),
+    rows = measure(triton, name, p, "instance_scaling", live_instances(triton, name),
                    concurrency=p.scaling_concurrency)
     return show_columns(rows, TRITON_COLUMNS)
 
 
-def two_instances(triton: Triton, name: str, count: int = 2) -> None:
-    """``count`` instances (on GPU 0 on a GPU host), threads split: where the threads lesson starts."""
-    set_instances(triton, name, count, [0] if triton.stack.has_gpu else (), threads="auto")
-    server_view(triton, name)
+def further_steps(triton: Triton, name: str, plan: pd.DataFrame, p: LabParams, first: int = 3,
+                  ) -> list[pd.DataFrame]:
+    """The plan's rows from ``first`` on (a longer ``instance_counts``), each applied and measured as the
+    notebook's two cells per step do."""
+    out = []
+    for _, step in plan.iloc[first:].iterrows():
+        set_instances(triton, name, count=int(step["count"]), kind=str(step["kind"]), gpus=list(step["gpus"]))
+        out.append(measure_instances(triton, name, p))
+    return out
 
 
-def threads_step(triton: Triton, name: str, p: LabParams, threads: str, count: int = 2) -> pd.DataFrame:
-    """``count`` instances with ``threads`` "default" (the framework's: every core each) or "split"
-    (the cores shared out, ``CPU_THREADS=auto``): the config diff, reload, the stubs' thread counts,
-    measurement."""
-    setting = {"default": "default", "split": "auto"}[threads]
-    set_instances(triton, name, count, [0] if triton.stack.has_gpu else (), threads=setting)
+def measure_threads(triton: Triton, name: str, p: LabParams) -> pd.DataFrame:
+    """The threads lesson's measurement with the live CPU_THREADS: "default" (the framework's: every core
+    each) or "split" (``auto``: the cores shared out); the server's view of the stubs' threads first."""
+    setting = live_config(triton, name).parameters["CPU_THREADS"].string_value
+    threads = {"default": "default", "auto": "split"}.get(setting, f"{setting} each")
     server_view(triton, name)
-    rows = measure(triton, name, p, "threads_lesson", f"{count} instances, {threads} threads",
+    rows = measure(triton, name, p, "threads_lesson", f"{live_instances(triton, name)}, {threads} threads",
                    concurrency=p.scaling_concurrency, extra={"thread_setting": threads})
     return show_columns(rows, TRITON_COLUMNS)
 
@@ -99,7 +100,7 @@ def sections(data: RunData) -> list[Section]:
 def rules(data: RunData) -> list[Check]:
     """More instances raise throughput (a GPU effect); the largest count no better than the middle one;
     one thread per instance beats the framework's default threads."""
-    scaling = step_rows(data.triton, "instance_scaling")
+    scaling = usable(step_rows(data.triton, "instance_scaling"))
     checks: list[Check] = []
     if not scaling.empty:
         tput = num(scaling, "throughput").reset_index(drop=True)

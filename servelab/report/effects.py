@@ -17,7 +17,7 @@ import pandas as pd
 
 from servelab.results.schema import num, relative_spread
 
-__all__ = ["STATUSES", "Check", "check", "noise_band", "relative_spread", "row", "spread"]
+__all__ = ["STATUSES", "Check", "check", "noise_band", "relative_spread", "row", "spread", "usable"]
 
 NOISE_NOTE = ("Runs on a shared or small CPU are noisy, and several of the lab's effects belong to a GPU: "
               "a 'not observed' here is a fact about this run on this machine, not a hidden failure.")
@@ -64,8 +64,16 @@ def noise_band(a: float | None, b: float | None, spread_a: float | None = None,
     return max(widths) if widths else None
 
 
+def usable(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows a rule may count: not those measured after a skipped warm-up (column ``warmup``)."""
+    if df.empty or "warmup" not in df:
+        return df
+    return df[[not str(value).startswith("skipped") for value in df["warmup"]]]
+
+
 def row(df: pd.DataFrame, column: str, pick: str = "last", **where: Any) -> float | None:
-    sel = df
+    """``column`` of the ``usable`` rows matching ``where``: the last one, or the ``max``/``min``."""
+    sel = usable(df)
     for key, value in where.items():
         if sel.empty or key not in sel:
             return None

@@ -248,6 +248,10 @@ def short_view(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame | None:
     ``TRITON_COLUMNS`` or ``FASTAPI_COLUMNS``; None for any other table."""
     if list(columns) == TRITON_COLUMNS:
         frame = df if "label" in df else df.assign(label=df.get("model", ""))
+        if "warmup" in frame:  # a level measured after a skipped warm-up says so (no rule counts it)
+            marks = [" (no warm-up)" * str(value).startswith("skipped") for value in frame["warmup"]]
+            labels = [f"{label}{mark}" for label, mark in zip(frame["label"], marks, strict=True)]
+            frame = frame.assign(label=labels)
         picked = ["label", "throughput", "p50_ms", "p99_ms", QUEUE, "compute_infer_ms"]
     elif list(columns) == FASTAPI_COLUMNS:
         frame = df.assign(label=[" ".join(_text(r.get(c)) for c in ("backend", "mode")) +

@@ -101,7 +101,7 @@ def batch_size_counts(df: pd.DataFrame) -> dict[int, int]:
 TRITON_COLUMNS = ["step", "model", "label", "instances", "threads", "dynamic_batching", "concurrency",
                   "batch", "distribution", "rate", "throughput", "p50_ms", "p99_ms", "queue_ms",
                   "compute_input_ms", "compute_infer_ms", "compute_output_ms", "cpu_util_pct", "gpu_util_pct",
-                  "mean_batch_size", "batch_counts", "settled"]
+                  "mean_batch_size", "batch_counts", "settled", "warmup"]
 
 
 FASTAPI_COLUMNS = ["backend", "device", "max_batch", "mode", "concurrency", "requests", "errors", "median_ms",

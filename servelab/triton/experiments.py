@@ -96,10 +96,11 @@ def warm_up(server: TritonEndpoint, model: str, options: dict[str, Any], runner:
              requests: int, timeout: float, perf_url: str | None = None) -> str:
     """A short unrecorded run at the same load: first requests pay for lazy initialisation.
 
-    It only warms the server, so it never costs a measurement: perf_analyzer 2.51
-    was seen to hang on a warm-up whose request count equalled its concurrency
-    (16 at 16), hence at least two requests per client, a short timeout, and a
-    warning instead of a failure. Returns "" or why the warm-up was skipped (the row's ``warmup``).
+    One count window of at least two requests per client, not ``--request-count``: perf_analyzer
+    2.51 hangs now and then in request-count mode at concurrency 16
+    (docs/decisions/2026-11-23-perf-analyzer-warm-up-hang.md). It only warms the server, so it never
+    costs a measurement: a short timeout, and a warning instead of a failure.
+    Returns "" or why the warm-up was skipped (the row's ``warmup``).
     """
     warm = {k: v for k, v in options.items() if k not in
             ("measurement_mode", "measurement_request_count", "stability_percentage", "max_trials",
@@ -107,7 +108,8 @@ def warm_up(server: TritonEndpoint, model: str, options: dict[str, Any], runner:
     rate = warm.get("request_rate")
     clients = int(warm.get("concurrency") or 1)
     count = max(requests, 2 * clients)
-    warm["request_count"] = max(count, math.ceil(float(rate))) if rate else count
+    warm.update(measurement_mode="count_windows", max_trials=1,
+                measurement_request_count=max(count, math.ceil(float(rate))) if rate else count)
     import warnings
 
     try:

@@ -224,3 +224,17 @@ def test_what_this_run_shows_reads_this_runs_data(tmp_path: Path, monkeypatch, c
     assert capsys.readouterr().out.splitlines() == lines
     [gpu] = common.what_this_run_shows(step04_triton_python, "Client batch")
     assert gpu.endswith("(a GPU effect: expect it on the GPU node)") and gpu.startswith("not measured yet")
+
+
+def test_a_level_measured_without_its_warm_up_is_never_counted() -> None:
+    """A skipped warm-up leaves a row that is shown (marked) but that no rule may count as observed."""
+    from servelab.report.figures import short_view
+    from servelab.results.schema import TRITON_COLUMNS
+
+    rows = batching(10, 40, 120, 90, {1: 50, 3: 10})
+    rows[1]["warmup"] = "skipped: perf_analyzer ran past its 60 s timeout and was killed"
+    checks = step07_dynamic_batching.rules(data(triton=rows))
+    assert status(checks, "Poisson arrivals queue more") == "not measured"
+    shown = short_view(pd.DataFrame([{**r, "label": r["distribution"] if "distribution" in r else "x"}
+                                     for r in rows]), TRITON_COLUMNS)
+    assert shown is not None and "poisson (no warm-up)" in shown.iloc[:, 0].tolist()

@@ -27,3 +27,12 @@ def test_a_warm_up_is_one_short_line() -> None:
     line = shown_command(argv, warm_up=True)
     assert line == "# warm-up first, not recorded: the same command with -b 1 --concurrency-range 8 " \
                    "--request-count 16"
+
+
+def test_a_count_window_warm_up_says_its_window() -> None:
+    argv = perf_analyzer_argv("food_classifier", "localhost:8000", csv_path="/tmp/a.csv",
+                              binary="perf_analyzer", concurrency=16, measurement_request_count=32,
+                              max_trials=1)
+    assert shown_command(argv, warm_up=True) == ("# warm-up first, not recorded: the same command with -b 1 "
+                                                 "--concurrency-range 16 --measurement-request-count 32 "
+                                                 "--max-trials 1")
