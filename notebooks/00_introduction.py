@@ -11,20 +11,20 @@
 # %% [markdown]
 # # Serving a food classifier: where does the time go?
 #
-# A prediction served over the network costs more than the model's forward pass.
-# When requests arrive faster than the server finishes them, each new request
-# **waits in a queue** before any computation starts. For a busy service that
-# waiting time, not the inference time, dominates what a user experiences.
+# A prediction served over the network is not only the model's forward pass. A request that
+# arrives while the server is still busy with earlier ones **waits in a queue** before any
+# computation starts. For a busy service, how much of what a user waits is that queue, and how
+# much is the model? That is what this lab measures.
 #
-# In this lab you serve a Food-11 image classifier (MobileNetV2, 11 classes) and
-# measure what several *system-level* changes do to that waiting time:
+# You serve a Food-11 image classifier (MobileNetV2, 11 classes) and measure what several
+# *system-level* changes do to that waiting time:
 #
 # | step | notebook | what you change |
 # |---|---|---|
 # | 1–2 | `01_reserve_node`, `02_launch_server` | get a GPU node and prepare it |
 # | 3 | `03_fastapi` | a FastAPI service (PyTorch, then ONNX Runtime) and a web app that calls it |
 # | 4 | `04_triton_python` | Triton Inference Server with the Python backend, under load |
-# | 5 | `05_instance_scaling` | more model instances, across two GPUs |
+# | 5 | `05_instance_scaling` | the number of model instances, across two GPUs |
 # | 6 | `06_onnx_backend` | an optimised backend (ONNX Runtime) and its scaling |
 # | 7 | `07_dynamic_batching` | bursty arrivals and dynamic batching |
 # | 8 | `08_teardown` | release everything |
@@ -68,12 +68,20 @@ P
 step.machine_facts()
 
 # %% [markdown]
-# ## What a CPU-only run can and cannot show
-# On the `local` target there is no GPU. Some lessons carry over unchanged, others do not —
-# the table says which, and later notebooks repeat it where it matters.
+# ## What each lesson needs, and what to expect where
+# Each row: a lesson, what it needs (some need a GPU, one needs two), what to expect on the GPU
+# node, and what a CPU-only run (`target="local"`) does with it. What *this* run shows is never
+# written in advance: every experiment notebook prints it from its own measurements, in a cell
+# that calls `common.what_this_run_shows`.
+#
+# **Expected on the GPU node** is the original lab's recorded runs on its two-P100 node
+# ([serve-system-chi](https://github.com/teaching-on-testbeds/serve-system-chi)), and Triton's
+# documentation for how batches form; each figure and where it comes from is in
+# docs/decisions/2026-11-24-gpu-expectations.md. The later notebooks quote them where they matter,
+# under the same label.
 
 # %%
-step.cpu_vs_gpu()
+step.lessons()
 
 # %% [markdown]
 # ## The model files

@@ -1,28 +1,96 @@
-"""Notebook 00: the machine the lab runs on, what a CPU-only run can show, and the model files.
+"""Notebook 00: the machine the lab runs on, what each lesson needs and what to expect where, and the
+model files.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import pandas as pd
 
 from servelab.core.paths import ARTIFACTS_DIR, REPO_ROOT, STAGING_DIR
 from servelab.results.store import host_facts
 
-CPU_VS_GPU = [
-    ("Queuing: latency grows with concurrency, compute stays flat (steps 3-4)", "yes, fully"),
-    ("ONNX Runtime faster than eager PyTorch per image (steps 3, 6)", "yes, about 2.5-3x"),
-    ("More instances than cores never helps; threads per instance matter (step 5)", "yes, sharply"),
-    ("Instances spread over two GPUs raise GPU utilisation (steps 5, 6)",
-     "no: no GPU; instances share cores"),
-    ("Client batch 16 costs little more than one image (step 4)", "no: a CPU batch costs ~its size"),
-    ("Dynamic batching keeps latency flat as the rate rises (step 7)",
-     "partly: batches form (see the stats) but add no throughput"),
-    ("GPU utilisation (nvtop) during a run", "no: CPU utilisation per core instead"),
-    ("Triton's ONNX Runtime backend (step 6)",
-     "approximated: the local Triton serves model.onnx through a Python-backend runner"),
+ORIGINAL_LAB = "https://github.com/teaching-on-testbeds/serve-system-chi"
+NOTE = "docs/decisions/2026-11-24-gpu-expectations.md"
+SOURCES = {
+    "lab": f"the original lab's recorded runs on its two-P100 node, {ORIGINAL_LAB} (snippets/fastapi.md, "
+           f"snippets/triton.md); each figure and where it is: {NOTE}",
+    "batcher": "how Triton forms batches: https://github.com/triton-inference-server/server/blob/main/docs/"
+               f"user_guide/batcher.md; the original lab's batching run: {NOTE}",
+}
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """One row of notebook 00's table: the lesson, what it needs, what to expect on the GPU node
+    (with its source's key in ``SOURCES``) and what a CPU-only run does with it."""
+
+    lesson: str
+    needs: str
+    expected: str
+    source: str
+    cpu_run: str
+
+
+MEASURED = "measured the same way; each notebook prints what this run shows"
+LESSONS = [
+    Lesson("Queuing: where a request's time goes as clients are added (03, 04)", "any machine",
+           "latency grows with the clients while compute stays flat: 8 clients waited 132 ms in the "
+           "queue for 19 ms of compute (Python backend), GPUs mostly idle in nvtop", "lab", MEASURED),
+    Lesson("An inference runtime: ONNX Runtime against eager PyTorch (03, 06)", "any machine",
+           "ONNX Runtime answers one client faster: FastAPI median 17 ms → 9 ms; Triton compute "
+           "19 ms (Python backend) → 4.6 ms (ONNX backend)", "lab", MEASURED),
+    Lesson("Model instances, over two GPUs (05, 06)", "two GPUs for the 2+2 and 4+4 steps",
+           "2 instances on each GPU: 52 → 193 infer/s at 8 clients; 4 on each: 119 infer/s, the "
+           "Python backend's overhead being the limit; the ONNX backend on both GPUs: 1182 infer/s",
+           "lab", "the counts are scaled to the cores (1, the cores, twice the cores): the instances "
+           "share the CPU's cores; a threads-per-instance step runs too"),
+    Lesson("Client-side batching: 16 images per request (04)", "any machine",
+           "a batch of 16 costs little more than one image: 52 → 657 images/s from one client",
+           "lab", MEASURED),
+    Lesson("Dynamic batching under bursty arrivals (07)", "any machine",
+           "executions carry several requests although each client sends one image; at 8 clients "
+           "52 → 79 infer/s", "batcher",
+           MEASURED + "; the arrival rates are fractions of this machine's measured capacity"),
+    Lesson("GPU utilisation while the load runs: nvtop (04-07)", "a GPU",
+           "low while requests queue for the Python backend; full with the ONNX backend on both GPUs",
+           "lab", "not available: CPU utilisation per core instead"),
+    Lesson("Triton's onnxruntime backend (06)", "the GPU image (its Triton has the backend)",
+           "the ONNX model served with no Python code per request", "lab",
+           "approximated: the local Triton serves model.onnx through a Python-backend runner"),
 ]
+
+
+@dataclass
+class LessonTable:
+    """The lessons as a table: Markdown in Jupyter, the same text as plain output (no cell cut short)."""
+
+    rows: list[Lesson]
+    sources: dict[str, str]
+    expected_header: str = "Expected on the GPU node (source below)"
+
+    def _cells(self) -> list[list[str]]:
+        return [[r.lesson, r.needs, f"{r.expected} [{r.source}]", r.cpu_run] for r in self.rows]
+
+    def _repr_markdown_(self) -> str:
+        header = ["lesson (notebooks)", "needs", self.expected_header, "on a CPU-only run (target local)"]
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(cells) + " |" for cells in self._cells()]
+        lines += ["", *(f"[{key}] {text}  " for key, text in self.sources.items())]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        blocks = [f"{r.lesson}\n  needs: {r.needs}\n  {self.expected_header.split(' (')[0]}: {r.expected} "
+                  f"[{r.source}]\n  on a CPU-only run: {r.cpu_run}" for r in self.rows]
+        return "\n".join([*blocks, "", *(f"[{key}] {text}" for key, text in self.sources.items())])
+
+
+def lessons() -> LessonTable:
+    """What each lesson needs, what to expect on the GPU node (labelled, with its source) and what a
+    CPU-only run does with it; never what this machine's run will show (the notebooks compute that)."""
+    return LessonTable(LESSONS, SOURCES)
 
 
 def machine_facts() -> pd.DataFrame:
@@ -36,11 +104,6 @@ def machine_facts() -> pd.DataFrame:
     except (ImportError, OSError):
         pass
     return pd.DataFrame({"fact": list(facts), "value": [str(v) for v in facts.values()]})
-
-
-def cpu_vs_gpu() -> pd.DataFrame:
-    """Which of the lab's lessons a CPU-only run reproduces."""
-    return pd.DataFrame(CPU_VS_GPU, columns=["effect on the GPU node", "on a CPU-only run"])
 
 
 def check_artifacts() -> pd.DataFrame:
