@@ -85,8 +85,10 @@ node
 # every request would also cross the network, and the GPU figures would be this machine's.
 # Come back here for notebook 08.
 #
-# Also open an SSH session to the node and keep it open: you will watch `nvtop` there
-# while the benchmarks run.
+# Also open an SSH session to the node (the next cell prints the command), start `nvtop` in it and
+# keep it open beside the node's Jupyter. The notebooks say when to look, in a paragraph that
+# starts **On the GPU node, now look at nvtop**: 04 while the concurrency sweep runs, 05 during each
+# instance step, 06 while two ONNX instances take the load, 07 while the batching runs go.
 
 # %%
 common.node_jupyter(node)
