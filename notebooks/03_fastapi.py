@@ -39,31 +39,22 @@ P
 # %% [markdown]
 # ## The endpoint
 # This is the code the service runs for every `POST /predict` — the part you would write to
-# serve any model over HTTP. FastAPI checks the body against the request model first (a body
-# of the wrong shape never reaches the function: the client gets HTTP 422 with a message).
+# serve any model over HTTP: the request body FastAPI checks first (a body of the wrong shape
+# never reaches the function: the client gets HTTP 422 with a message), decoding and
+# preprocessing, the model call, the answer.
 
 # %%
 common.show_code("servelab/serving/http.py", "PredictRequest", "PredictResponse")
-common.show_code("servelab/serving/endpoint.py")
+common.show_code("servelab/serving/endpoint.py", "decode_and_preprocess", "add_predict")
 
 # %% [markdown]
-# The service module `uvicorn` starts is short: it names the model file and the engine, and
-# `create_app` adds the endpoint above, `/health`, `/metrics` and the model loading at start-up.
-
-# %%
-common.show_code("fastapi_pt/app.py")
-
-# %% [markdown]
-# **Not the naive server you may picture.** `batcher.predict` does not run the model on the
-# request's own thread. Decoding runs in a thread pool; the forward pass runs on *inference
-# workers* (one per core on a CPU, one on a GPU), and a worker that finds several preprocessed requests
-# waiting runs them as **one batch** (up to `MAX_BATCH`). So the baseline you compare Triton with
-# already batches opportunistically and spreads work over the cores. The worker's loop:
-
-# %%
-common.show_code("servelab/serving/batcher.py", "MicroBatcher._take_batch", "MicroBatcher._run_batch")
-
-# %% [markdown]
+# **Not the naive server you may picture.** `running.batcher.predict` does not run the model on
+# the request's own thread. Decoding runs in a thread pool; the forward pass runs on *inference
+# workers* (one per core on a CPU, one on a GPU), and a worker that finds several preprocessed
+# requests waiting runs them as **one batch** (up to `MAX_BATCH`). So the baseline you compare
+# Triton with already batches opportunistically and spreads work over the cores. The worker's
+# loop and the service module `uvicorn` starts are in the appendix at the end.
+#
 # ## Bring up the PyTorch service
 # On `local` the lab starts the same command a Dockerfile's `CMD` runs (uvicorn with the app
 # module); on the GPU node it is a `docker compose up` of the FastAPI stack. Either way the
@@ -76,31 +67,36 @@ api
 
 # %% [markdown]
 # ## Try it
-# One request with a sample photo, as the web app would send it. The same service documents
-# itself at `/docs` (Swagger UI): open it in a browser and use *Try it out* with a base64 image.
+# One request with a sample photo, as the web app would send it.
 
 # %%
 step.try_predict(api)
 
+# %% [markdown]
+# The service documents itself at `/docs` (Swagger UI; the cell after next prints its address).
+# Open it in a browser, expand `POST /predict`, press *Try it out* and paste a body. Its example
+# body holds a tiny generated image; for a real photo the body needs the photo's bytes as base64
+# text, which this cell makes (abridged on screen; `print(image_b64)` shows all of it to copy):
+
+# %%
+import base64
+
+from servelab.core.samples import sample_paths
+
+image_b64 = base64.b64encode(sample_paths()[1].read_bytes()).decode("ascii")  # the photo's bytes as text
+print(f'{{"image": "{image_b64[:40]}…"}}  ({len(image_b64):,} characters in all)')
+
 # %%
 step.docs_page(api)
-
-# %% [markdown]
-# ## The client: how the measurements below are taken
-# One client sends a request, waits for the answer and sends the next; the concurrent run starts
-# `concurrency` such clients as threads sharing one counter. Latency is measured per request,
-# on the client, from send to answer.
-
-# %%
-common.show_code("servelab/bench.py", "run_concurrent")
 
 # %% [markdown]
 # **Predict.** One client sends a request only after the previous answer came back. How should its
 # median latency compare with the time the model takes for one image? What about with 16 clients?
 #
 # ## One client: sequential requests
-# Each request waits for the previous answer, so nothing ever queues. The median is the
-# service time; p95/p99 show how steady it is.
+# Each request waits for the previous answer, so no request of this client ever waits behind
+# another. The median is the service time; p95/p99 show its spread. (The client's loop is in the
+# appendix.)
 
 # %%
 pt_seq = step.fastapi_sequential(api, P)
@@ -108,9 +104,8 @@ pt_seq
 
 # %% [markdown]
 # ## Sixteen clients at once
-# Now `concurrency` clients send as fast as they get answers. The server can only work on so
-# much at a time; the rest wait in a queue, and each request's latency grows with the number
-# of clients ahead of it.
+# Now `concurrency` clients send as fast as they get answers. Whatever the server cannot start at
+# once waits in its queue.
 
 # %%
 pt_conc = step.fastapi_concurrent(api, P)
@@ -182,12 +177,19 @@ step.fastapi_summary()
 step.plot_fastapi()
 
 # %% [markdown]
-# **What to look for.** With one client, latency is the service time. With many clients the
-# median latency is several times the service time: the requests spend most of their life queued.
-# A faster model shortens the queue but does not remove it. What this run shows:
+# **What to look for.** With one client, is the median close to the time one forward pass takes?
+# With 16 clients, how many such times does a request wait, and does ONNX Runtime change that
+# ratio or only the time itself? What this run shows:
 
 # %%
 common.what_this_run_shows(step)
+
+# %% [markdown]
+# **Expected on the GPU node** (the original lab's run on a P100,
+# [snippets/fastapi.md](https://github.com/teaching-on-testbeds/serve-system-chi/blob/main/snippets/fastapi.md);
+# figures in docs/decisions/2026-11-24-gpu-expectations.md): one client, median 17 ms with PyTorch
+# and 9 ms with ONNX Runtime (the P100 is too old for ONNX Runtime's TensorRT provider, so the
+# original calls its gain modest); with 16 senders requests wait in the queue behind each other.
 
 # %% [markdown]
 # ## The web app, now backed by the ONNX service
@@ -208,6 +210,11 @@ gourmetgram.flask_summary()
 step.fastapi_down(stack)
 
 # %% [markdown]
+# **Try:** set `concurrency = 4` in the parameters cell and run the notebook again. Does the
+# median with 4 clients come out near four times one client's, as one queue in front of one
+# worker would make it? What do the inference workers (one per core) change in that arithmetic?
+
+# %% [markdown]
 # ## Questions
 # 1. With 16 clients, which part of a request's latency grew: the model's time or the time
 #    spent waiting? Which numbers above tell you?
@@ -215,3 +222,26 @@ step.fastapi_down(stack)
 #    ratio survive with 16 clients?
 # 3. The web app calls the inference service over HTTP instead of loading the model itself.
 #    Name one thing this makes possible and one thing it costs.
+
+# %% [markdown]
+# ## Appendix: the micro-batcher, the client's loop, the service module
+# The inference worker's loop (`servelab/serving/batcher.py`): take the first waiting job plus its
+# share of what else waits, run them as one batch, hand each request its row of the result.
+
+# %%
+common.show_code("servelab/serving/batcher.py", "MicroBatcher._take_batch", "MicroBatcher._run_batch")
+
+# %% [markdown]
+# The client behind every measurement above: one client sends a request, waits for the answer and
+# sends the next; the concurrent run starts `concurrency` such clients as threads sharing one
+# counter. Latency is measured per request, on the client, from send to answer.
+
+# %%
+common.show_code("servelab/bench.py", "run_concurrent")
+
+# %% [markdown]
+# The service module `uvicorn` starts: it names the model file and the engine, and `create_app`
+# adds the endpoint, `/health`, `/metrics` and the model loading at start-up.
+
+# %%
+common.show_code("fastapi_pt/app.py")
