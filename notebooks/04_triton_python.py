@@ -26,10 +26,11 @@ target = None  # local | docker; None: $SERVELAB_TARGET (docker in the node's Ju
 preset = "quick"
 concurrency_levels = None  # None: [1, 8, 16]
 client_batch = None  # None: 16
-window_requests = None  # requests per perf_analyzer window (None: preset)
+# how perf_analyzer settles each measurement: see "How perf_analyzer measures" under "Load" below
+window_requests = None  # requests per measurement window (None: preset)
 settle = None  # "fixed" (one window per level) or "stable" (None: preset)
-max_trials = None
-stability_pct = None
+max_trials = None  # windows tried before giving up on "stable" (None: preset)
+stability_pct = None  # how closely (percent) windows must agree for "stable" (None: preset)
 flask_requests = None
 
 # %%
@@ -51,12 +52,14 @@ P
 triton_steps.show_staged_config("food_classifier")
 
 # %% [markdown]
-# ## The model: `model.py`, whole
+# ## The model: `initialize` and `execute` of `model.py`
 # `initialize` runs once per instance and picks the device from the instance's kind; `execute`
-# gets a list of requests and returns one response per request, in order.
+# gets a list of requests and returns one response per request, in order. (The whole file, with
+# its helpers, is in the appendix at the end.)
 
 # %%
-triton_steps.show_model_code("food_classifier")
+common.show_code("models_staging/food_classifier/1/model.py", "TritonPythonModel.initialize",
+                 "TritonPythonModel.execute")
 
 # %% [markdown]
 # ## Start Triton and deploy the model
@@ -69,12 +72,6 @@ triton_steps.show_model_code("food_classifier")
 stack = common.open_stack(P)
 triton = triton_steps.triton_up(stack, ["food_classifier"])
 triton_steps.model_table(triton)
-
-# %% [markdown]
-# The config as the server now reads it (the deploy's adapted copy):
-
-# %%
-triton_steps.show_config(triton, "food_classifier")
 
 # %% [markdown]
 # ## One request
@@ -101,10 +98,21 @@ stats_before = triton_steps.stats_json(triton, "food_classifier")
 # `perf_analyzer` keeps `concurrency` requests in flight and measures latency and throughput.
 # Triton also reports where each request's time went on the server: waiting in the **queue**,
 # or **compute** (input, inference, output). CPU (and GPU) utilisation is sampled meanwhile.
+#
+# **How perf_analyzer measures** (the parameters `window_requests`, `settle`, `max_trials` and
+# `stability_pct`). Each level starts with a short warm-up at the same load, not recorded. Then
+# perf_analyzer counts `window_requests` requests per measurement window. With `settle="stable"` it
+# measures window after window, up to `max_trials`, until three in a row agree within
+# `stability_pct` percent; a level whose windows never agree still gets a row, with `settled`
+# False. With `settle="fixed"` it measures one window per level, with no stability search. Each
+# command is printed before it runs.
 
 # %% [markdown]
 # **Predict.** At concurrency 1, 8 and 16, which of queue time and compute time will grow,
 # and roughly by how much?
+#
+# **On the GPU node, now look at nvtop** in your SSH session while the next cell runs: how busy is
+# GPU 0 while requests wait in the queue?
 
 # %%
 sweep = triton_steps.concurrency_sweep(triton, "food_classifier", P, step="python_concurrency")
@@ -114,26 +122,32 @@ sweep
 triton_steps.plot_breakdown(sweep, title="Python backend: where the time goes")
 
 # %% [markdown]
-# The statistics after the sweep: every request of every level, in executions of one image each
-# (no dynamic batching yet: `batch_stats` has only batch size 1).
+# The statistics after the sweep, taken the same way. Every client sent one image per request and
+# the model has no dynamic batching yet: which batch sizes do you expect in `batch_stats`?
 
 # %%
 stats_after = triton_steps.stats_json(triton, "food_classifier")
 triton_steps.stats_change(stats_before, stats_after)
 
 # %% [markdown]
-# **Reading it.** Compute time per request stays about the same at every concurrency, but
-# queue time grows to roughly *(concurrency − 1) × compute time*: the server handles one
-# request at a time and the rest wait. On the GPU node the GPU is mostly idle meanwhile — the
-# delay is queuing, not a lack of compute. What this run shows:
+# **Reading it.** Did compute time per request stay about the same from level to level while the
+# queue time changed? One instance handles one request at a time: does queue time come near
+# *(concurrency − 1) × compute time*, what that would give? What this run shows:
 
 # %%
 common.what_this_run_shows(step, "Triton Python backend")
 
 # %% [markdown]
+# **Expected on the GPU node** (the original lab's P100 run,
+# [snippets/triton.md](https://github.com/teaching-on-testbeds/serve-system-chi/blob/main/snippets/triton.md);
+# figures in docs/decisions/2026-11-24-gpu-expectations.md): compute infer stays near 19 ms at
+# concurrency 1, 8 and 16 while the queue grows to 132 ms at 8 and 283 ms at 16; throughput stays
+# at 52 infer/s, and nvtop shows the GPU mostly idle: the delay is queuing, not a lack of compute.
+
+# %% [markdown]
 # ## Client-side batching
-# One client sends 16 images in each request. On a GPU a batch of 16 costs little more than one
-# image, so throughput (images/s) jumps. Real users, though, send one image at a time.
+# One client sends `client_batch` images in each request. Real users send one image at a time, so
+# this shows what a batch costs the server, not a way to serve them.
 #
 # **Predict.** One client now sends 16 images per request. Will images per second go up a lot,
 # a little, or not at all — on this machine, and on a GPU?
@@ -143,11 +157,16 @@ batched = step.client_batch(triton, "food_classifier", P)
 batched
 
 # %% [markdown]
-# **On CPU** a batch costs about its size times one image, so client batching barely raises
-# throughput here; on the GPU node, expect it to. This run:
+# What this run shows:
 
 # %%
 common.what_this_run_shows(step, "Client batch")
+
+# %% [markdown]
+# **Expected on the GPU node** (the original lab's P100 run,
+# [snippets/triton.md](https://github.com/teaching-on-testbeds/serve-system-chi/blob/main/snippets/triton.md);
+# figures in docs/decisions/2026-11-24-gpu-expectations.md): a batch of 16 costs little more than
+# one image: one client, 52 images/s sending single images and 657 images/s sending batches of 16.
 
 # %% [markdown]
 # ## The web app through Triton
@@ -161,8 +180,21 @@ gourmetgram.flask_uploads(flask, P, step="triton_python")
 triton_steps.triton_down(stack)
 
 # %% [markdown]
+# **Try:** set `concurrency_levels = [1, 2, 4, 8]` in the parameters cell and run the notebook
+# again. At each level, does the queue time follow *(concurrency − 1) × compute time*?
+
+# %% [markdown]
 # ## Questions
 # 1. At concurrency 16, how much of a request's latency was queue and how much compute? Was the
 #    machine (CPU, or GPU on the node) busy all that time?
 # 2. `execute` receives a list of requests. What would change if Triton handed it several at once?
-# 3. Why does a client batch help on a GPU but hardly on this CPU?
+# 3. What did a batch of 16 images do to images per second on this machine, and what does that say
+#    about what a batch costs here, next to the P100's figures above?
+
+# %% [markdown]
+# ## Appendix: the whole `model.py`
+# With the helpers `initialize` and `execute` call: `_classify` (the forward pass and softmax),
+# `_response`, and how the stub finds the lab's code.
+
+# %%
+triton_steps.show_model_code("food_classifier")

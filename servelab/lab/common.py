@@ -103,16 +103,18 @@ def node_jupyter(node: Any) -> None:
 
 
 def _local_options(target: str) -> dict[str, Any]:
-    """A headless run (``SERVELAB_RESULTS`` set) keeps the local host's files inside its results folder.
+    """The local stack starts Triton with no model loaded: each notebook's ``triton_up`` deploys and
+    loads its own (04 never loads 06's ONNX model).
 
-    The live model repository and the servers' logs then belong to that run:
+    A headless run (``SERVELAB_RESULTS`` set) also keeps the local host's files inside its results
+    folder. The live model repository and the servers' logs then belong to that run:
     two runs on one machine (CI jobs, a test next to a student) never rewrite
     each other's ``models/``, and the logs sit beside the measurements.
     """
-    run = run_folder()
-    if target != "local" or run is None:
+    if target != "local":
         return {}
-    return {"root": run / "host", "log_dir": run / "logs"}
+    run = run_folder()
+    return {"models": ()} if run is None else {"models": (), "root": run / "host", "log_dir": run / "logs"}
 
 
 def hostport(url: str) -> str:

@@ -47,11 +47,16 @@ class Triton:
 
 
 def triton_up(stack: Stack, models: Sequence[str]) -> Triton:
-    """Bring up the Triton stack, deploy ``models`` from the staging area and load them."""
+    """Bring up the Triton stack, deploy ``models`` from the staging area and load them; a model the
+    server loaded at its start (the compose file loads both) is unloaded when the notebook does not use it."""
     stack.up("triton", services=["triton_server"])
     triton = Triton(stack, hostport(stack.url("triton_server")))
     for name in models:
         deploy(triton, name)
+    for other in [m["name"] for m in triton.client().get_model_repository_index()
+                  if m.get("state") == "READY" and m["name"] not in models]:
+        print(f"$ curl -s -X POST http://{triton.url}/v2/repository/models/{other}/unload  # not used here")
+        triton.client().unload_model(other)
     return triton
 
 
