@@ -27,10 +27,11 @@ base_rate_fraction = None  # constant vs Poisson at this fraction of capacity
 rate_fractions = None  # Poisson rates for the dynamic-batching runs
 preferred_batch_sizes = None  # None: [4, 6, 8]
 max_queue_delay_us = None  # None: 100
-window_requests = None  # requests per perf_analyzer window (None: preset)
+# perf_analyzer's settling, explained in 04 ("How perf_analyzer measures"):
+window_requests = None  # requests per measurement window (None: preset)
 settle = None  # "fixed" (one window per level) or "stable" (None: preset)
-max_trials = None
-stability_pct = None
+max_trials = None  # windows tried before giving up on "stable" (None: preset)
+stability_pct = None  # how closely (percent) windows must agree for "stable" (None: preset)
 
 # %%
 from servelab.lab import common, params, triton_steps
@@ -46,10 +47,12 @@ P
 # %%
 stack = common.open_stack(P)
 triton = triton_steps.triton_up(stack, ["food_classifier_onnx"])
-triton_steps.set_instances(triton, "food_classifier_onnx", 1)
+triton_steps.set_instances(triton, "food_classifier_onnx", count=1, kind="KIND_GPU", gpus=[0])
 
 # %% [markdown]
 # ## How much can one instance serve?
+# The throughput at `capacity_concurrency` clients, each sending its next request as soon as an
+# answer comes back: the server never waits for work.
 
 # %%
 capacity = step.measure_capacity(triton, "food_classifier_onnx", P)
@@ -60,8 +63,14 @@ capacity
 # arrivals have the same p99 latency?
 #
 # ## Constant vs Poisson arrivals at the same rate
-# A rate one instance can comfortably serve. Evenly spaced requests barely queue; random
-# arrivals come in bursts, and a burst has to wait.
+# The rate is `base_rate_fraction` of the capacity just measured. Evenly spaced requests arrive
+# one interval apart; Poisson arrivals have random gaps, so now and then several requests arrive
+# close together (a burst), and all but the first find the instance busy.
+#
+# **Throughput is not the measure here.** Under a fixed arrival rate the server can only serve
+# what arrives: below capacity its throughput follows the offered rate whatever the server does,
+# and only above capacity does it show what the server can do. So from here on, compare latency
+# (p50, p99, and the queue), not throughput.
 
 # %%
 arrivals = step.arrival_patterns(triton, "food_classifier_onnx", capacity, P)
@@ -75,18 +84,18 @@ common.what_this_run_shows(step, "Poisson")
 
 # %% [markdown]
 # ## Dynamic batching
-# More instances would absorb the bursts, but they cost money and idle between bursts.
-# Instead, Triton can **combine requests that are waiting** into one batch: preferred sizes
-# 4, 6 and 8, waiting at most 100 µs for more to arrive.
-
-# %% [markdown]
-# ## Poisson arrivals at rising rates, batching off and on
-# The rates rise up to beyond what one instance serves without batching (the last fraction
-# is above 1). First without batching, as the model is configured now.
-
-# %% [markdown]
+# Extra instances would absorb the bursts, but they cost money and sit idle between bursts.
+# Instead, Triton can **combine requests that are waiting** into one execution: a
+# `dynamic_batching` block in the model's config names the preferred batch sizes and the longest
+# a request may wait for others (`max_queue_delay_microseconds`).
+#
+# ## Poisson arrivals at several rates, batching off and on
+# The rates (`rate_fractions` of the capacity) go up to beyond what one instance serves without
+# batching: the last fraction is above 1. First without batching, as the model is configured now.
+#
 # **Predict.** Every client sends single images. Will any execution carry more than one request
-# with batching on? What will batching do to p99 at the highest rate?
+# with batching on? What will batching do to p99 at the highest rate, and at the lowest, where
+# there is little to combine?
 
 # %%
 step.rates_for(capacity, P)
@@ -97,15 +106,24 @@ off
 
 # %% [markdown]
 # ### Turn dynamic batching on
-# One change: a `dynamic_batching` block in the config (preferred sizes and the longest a request
-# may wait for others), then a reload. The server's statistics before the batching runs:
+# One change: the `dynamic_batching` block, as you would add it to `config.pbtxt`, then a reload.
+# The call names the block's fields; change their values here (or `preferred_batch_sizes` and
+# `max_queue_delay_us` in the parameters cell) to try others.
 
 # %%
-triton_steps.set_dynamic_batching(triton, "food_classifier_onnx", P)
+sizes, delay_us = P.preferred_batch_sizes, P.max_queue_delay_us  # [4, 6, 8] and 100 unless set: change me
+triton_steps.set_dynamic_batching(triton, "food_classifier_onnx", preferred_batch_size=sizes,
+                                  max_queue_delay_microseconds=delay_us)
+
+# %% [markdown]
+# The server's statistics before the batching runs (all zero after the reload):
+
+# %%
 stats_before = triton_steps.stats_json(triton, "food_classifier_onnx")
 
 # %% [markdown]
 # ### The same rates, batching on
+# **On the GPU node, now look at nvtop** while the next cell runs: how busy is GPU 0 at each rate?
 
 # %%
 on = step.batching_runs(triton, "food_classifier_onnx", capacity, P, enabled=True)
@@ -113,11 +131,14 @@ on
 
 # %% [markdown]
 # The statistics after: how many *executions* ran, and with which batch size, although every
-# client sent single images.
+# client sent single images. Between the two reads the server also counted perf_analyzer's short
+# warm-up before each rate (the same load, not timed); the table splits the executions into the
+# timed windows, which the measurement rows' `batch_counts` and the histogram below count, and the
+# warm-ups.
 
 # %%
 stats_after = triton_steps.stats_json(triton, "food_classifier_onnx")
-triton_steps.stats_change(stats_before, stats_after)
+step.executions_by_batch_size(stats_before, stats_after, on)
 
 # %%
 batching = common.concat(off, on)
@@ -130,17 +151,32 @@ step.plot_rates(batching)
 step.plot_batch_sizes(batching)
 
 # %% [markdown]
-# **Reading it (GPU node).** With batching on, latency stays near half a service time plus one
-# service time even as the rate rises: whatever queued during one execution is served together
-# in the next, and a batch costs little more than one image.
+# **Why sizes other than the preferred ones?** When the instance becomes free, Triton takes the
+# queued requests in arrival order. While none of them has waited `max_queue_delay_microseconds`
+# yet, it sends the largest preferred size it can form, or waits (up to that delay) for one. Once the oldest has waited longer, it sends everything queued as one
+# execution, up to the model's `max_batch_size` (16), preferred or not; behind a running execution
+# the oldest request has usually waited far longer than 100 µs. Sources: Triton's documentation,
+# [batcher.md](https://github.com/triton-inference-server/server/blob/main/docs/user_guide/batcher.md)
+# ("Preferred Batch Sizes", "Delayed Batching"), and the scheduler's code,
+# [dynamic_batch_scheduler.cc](https://github.com/triton-inference-server/core/blob/main/src/dynamic_batch_scheduler.cc)
+# (`GetDynamicBatch`); summarised in docs/decisions/2026-11-24-gpu-expectations.md.
 #
-# **Reading it (CPU).** The batch-size counts show batching happens here too. A CPU batch,
-# though, costs about its size times one image: batching only saves the per-call overhead
-# (Python, HTTP handling), so above capacity it serves somewhat more than without batching,
-# but latency does not stay flat the way it does on a GPU. This run:
+# **Reading it.** Which batch sizes did the server form at each rate (`batch_counts` in the table)?
+# At the highest rate, what did batching do to p99; at the lowest, what did waiting to form a batch
+# cost? Remember that below capacity throughput only follows the offered rate. What this run shows:
 
 # %%
 common.what_this_run_shows(step, "dynamic batching")
+
+# %% [markdown]
+# **Expected on the GPU node** (the original lab's P100 run,
+# [snippets/triton.md](https://github.com/teaching-on-testbeds/serve-system-chi/blob/main/snippets/triton.md),
+# with the Python backend at concurrency 8 rather than Poisson arrivals; figures in
+# docs/decisions/2026-11-24-gpu-expectations.md): dynamic batching took throughput from 52 to 79
+# infer/s, with executions of 1 to 7 requests although every client sent one image; a batch of 16
+# costs little more than one image on that GPU (657 against 52 images/s from one client). So on the
+# GPU node the requests that queue during one execution are served together in the next, at about
+# the cost of one.
 
 # %% [markdown]
 # ## Watching Triton as a dashboard would
@@ -155,7 +191,7 @@ lines = monitoring.show_metrics(triton.metrics_url, ["nv_inference_queue", "nv_i
                                 contains="food_classifier_onnx")
 
 # %% [markdown]
-# One more load with batching on, about five seconds at the measured capacity, scraped every half
+# A last load with batching on, about five seconds at the measured capacity, scraped every half
 # second: latency per request (queue and compute), inferences per second and requests waiting,
 # over time; the reading under the plot gives the mean batch size
 # (Δ`nv_inference_count` / Δ`nv_inference_exec_count`).
@@ -167,8 +203,14 @@ monitoring.monitor_triton(triton, "food_classifier_onnx", P, expected_rate=capac
 triton_steps.triton_down(stack)
 
 # %% [markdown]
+# **Try:** set `max_queue_delay_us = 5000` in the parameters cell and run the notebook again. Do
+# the executions' sizes move towards the preferred ones, and what does the longer wait cost p99 at
+# the lowest rate?
+
+# %% [markdown]
 # ## Questions
-# 1. Why do Poisson arrivals queue more than evenly spaced ones at the same average rate?
+# 1. Did Poisson arrivals queue longer than evenly spaced ones at the same average rate in this
+#    run? Why would they?
 # 2. How many executions carried more than one request, and where do those numbers come from?
-# 3. What did dynamic batching do to p99 at the highest rate in this run, and what would you
-#    expect on a GPU, where a batch of 8 costs little more than one image?
+# 3. What did dynamic batching do to p99 at the lowest rate and at the highest in this run, and
+#    what would you expect on a GPU, where a batch of 8 costs little more than one image?

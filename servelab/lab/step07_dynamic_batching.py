@@ -64,6 +64,28 @@ def batching_runs(triton: Triton, name: str, capacity: float, p: LabParams, enab
                         for r in rates_for(capacity, p)])
 
 
+def executions_by_batch_size(before: dict[str, Any], after: dict[str, Any], timed: pd.DataFrame,
+                             ) -> pd.DataFrame:
+    """Executions per batch size between two ``stats_json`` reads, split into the timed windows (the
+    measurement rows' ``batch_counts``, which the histogram and the report count) and the rest: the
+    warm-up perf_analyzer runs before each level, which the server counts too. Prints both totals."""
+    from servelab.lab.triton_steps import stats_change
+
+    between = stats_change(before, after)
+    total = {int(s): int(n) for s, n in zip(between["batch_size"], between["executions"], strict=True)}
+    windows = batch_size_counts(timed)
+    sizes = sorted(set(total) | set(windows))
+    out = pd.DataFrame({"batch_size": sizes, "executions": [total.get(s, 0) for s in sizes],
+                        "timed_windows": [windows.get(s, 0) for s in sizes]})
+    out["warm_ups"] = out["executions"] - out["timed_windows"]
+    several = out["batch_size"] > 1
+    timed_n, warm_n = int(out["timed_windows"].sum()), int(out["warm_ups"].sum())
+    print(f"of these, the timed windows (the rows' batch_counts, the histogram below): {timed_n} executions, "
+          f"{int(out.loc[several, 'timed_windows'].sum())} with more than one request; perf_analyzer's "
+          f"warm-ups: {warm_n}, {int(out.loc[several, 'warm_ups'].sum())} with more than one")
+    return out
+
+
 def plot_rates(df: pd.DataFrame) -> Any:
     print(read_rates(df))
     return as_image(fig_rates(df))

@@ -234,14 +234,19 @@ def apply_config(triton: Triton, name: str, cfg: Any, quiet: bool = False) -> An
 
 
 def set_instances(triton: Triton, name: str, count: int, gpus: Sequence[int] = (),
-                  threads: str = "auto", quiet: bool = False) -> None:
-    """``count`` instances per listed GPU (KIND_GPU) or on the CPU; ``threads`` for food_classifier."""
+                  threads: str = "auto", quiet: bool = False, kind: str | None = None) -> None:
+    """``count`` instances on each listed GPU (``kind`` KIND_GPU, the default where the stack has a GPU)
+    or on the CPU (KIND_CPU); KIND_GPU on a target without GPUs becomes KIND_CPU, and says so.
+    ``threads`` sets food_classifier's CPU_THREADS."""
     from servelab.triton.config import set_instances as set_count
     from servelab.triton.config import set_parameter
 
     cfg = live_config(triton, name)
-    kind = "KIND_GPU" if triton.stack.has_gpu else "KIND_CPU"
-    cfg = set_count(cfg, count, kind, gpus if triton.stack.has_gpu else ())
+    kind = kind or ("KIND_GPU" if triton.stack.has_gpu else "KIND_CPU")
+    if kind == "KIND_GPU" and not triton.stack.has_gpu:
+        print(f"no GPU on the {triton.stack.target} target: KIND_GPU becomes KIND_CPU (gpus dropped)")
+        kind = "KIND_CPU"
+    cfg = set_count(cfg, int(count), kind, [int(g) for g in gpus] if kind == "KIND_GPU" else ())
     if "CPU_THREADS" in cfg.parameters:
         cfg = set_parameter(cfg, "CPU_THREADS", threads)
     elif cfg.backend == "onnxruntime" and kind == "KIND_CPU":  # the Python backend's thread rule
@@ -270,14 +275,15 @@ def instance_threads(triton: Triton, name: str) -> int:
     return threads_of(cfg.backend, parameters, cpu, on_gpu, cpu_cores())
 
 
-def set_dynamic_batching(triton: Triton, name: str, p: LabParams | None = None, enabled: bool = True,
+def set_dynamic_batching(triton: Triton, name: str, preferred_batch_size: Sequence[int] = (4, 6, 8),
+                         max_queue_delay_microseconds: int = 100, enabled: bool = True,
                          quiet: bool = False) -> None:
-    """Turn dynamic batching on (preferred sizes and queue delay from ``p``) or off."""
+    """The model's ``dynamic_batching`` block, its fields named as in config.pbtxt (``enabled=False``
+    removes the block); the diff is shown and the model reloaded."""
     from servelab.triton.config import set_dynamic_batching as set_batching
 
-    sizes = p.preferred_batch_sizes if p is not None else [4, 6, 8]
-    delay = p.max_queue_delay_us if p is not None else 100
-    cfg = set_batching(live_config(triton, name), enabled, sizes, delay)
+    cfg = set_batching(live_config(triton, name), enabled, [int(s) for s in preferred_batch_size],
+                       int(max_queue_delay_microseconds))
     apply_config(triton, name, cfg, quiet)
 
 

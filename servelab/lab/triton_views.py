@@ -33,6 +33,19 @@ def _stubs(triton: Triton, name: str) -> tuple[set[str], list[list[str]]]:
                      and f"/{name}/1/" in r[3]]
 
 
+def live_instances(triton: Triton, name: str) -> str:
+    """The live instance_group in words: "2+2 on GPUs [0, 1]", "4 on the CPU"."""
+    from servelab.triton.config import mc
+
+    parts = []
+    for group in live_config(triton, name).instance_group:
+        gpus = list(group.gpus)
+        on_gpu = group.kind == mc.ModelInstanceGroup.KIND_GPU
+        parts.append(f"{'+'.join([str(group.count)] * max(1, len(gpus)))} on GPUs {gpus or [0]}" if on_gpu
+                     else f"{group.count} on the CPU")
+    return ", ".join(parts)
+
+
 def server_view(triton: Triton, name: str) -> None:
     """What runs on the server now: the Python backend's stub processes of ``name`` (one per instance,
     with their thread counts; ONNX Runtime instances are threads) and, on a GPU host, each GPU's memory.
