@@ -33,6 +33,9 @@ from servelab.results.schema import LLM, RunData, num, step_rows
 LLM_COLUMNS = ["step", "batching", "label", "rate", "output_lengths", "requests", "errors", "ttft_p50_ms",
                "ttft_p99_ms", "ttft_p99_spread", "itl_p50_ms", "itl_p99_ms", "output_tokens_s",
                "output_tokens_s_spread", "requests_s", "max_running", "max_waiting", "kv_blocks"]
+# what a notebook and the report show of a load run (at most 8 columns; the CSV keeps LLM_COLUMNS)
+LLM_SHOWN = ["label", "output_lengths", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "output_tokens_s",
+             "max_running", "max_waiting"]
 SINGLE_COLUMNS = ["step", "prompt", "repeat", "prompt_tokens", "output_tokens", "ttft_ms", "tpot_ms"]
 LOAD_TIMEOUT_S = 300  # one load run, the client's whole command
 
@@ -167,7 +170,8 @@ def small_cache(engine: Engine, p: LabParams, rate: float) -> pd.DataFrame:
 # ----------------------------------------------------------------------------- plots and readings
 
 def show(df: pd.DataFrame) -> pd.DataFrame:
-    cols = [c for c in LLM_COLUMNS if c in df]
+    """A load run's table as the notebook shows it (``LLM_SHOWN``); the run's CSV keeps every column."""
+    cols = [c for c in LLM_SHOWN if c in df]
     return df[cols].round(2)
 
 
@@ -296,15 +300,15 @@ def sections(data: RunData) -> list[Section]:
     mixed = step_rows(data.llm, "mixed")
     if not mixed.empty:
         out.append(Section("LLM: static vs continuous batching, mixed output lengths", [
-            plot_html(fig_batching(mixed), read_batching(mixed)), table_html(mixed, LLM_COLUMNS)]))
+            plot_html(fig_batching(mixed), read_batching(mixed)), table_html(mixed, LLM_SHOWN)]))
     equal = step_rows(data.llm, "equal")
     if not equal.empty:
         out.append(Section("LLM: static vs continuous batching, equal output lengths", [
-            table_html(equal, LLM_COLUMNS), f"<p>{read_batching(equal)}</p>"]))
+            table_html(equal, LLM_SHOWN), f"<p>{read_batching(equal)}</p>"]))
     kv = kv_rows(data.llm)
     if not kv.empty:
         out.append(Section("LLM: the KV cache decides how many sequences run", [
-            plot_html(fig_kv(kv), read_kv(kv)), table_html(kv, LLM_COLUMNS)]))
+            plot_html(fig_kv(kv), read_kv(kv)), table_html(kv, LLM_SHOWN)]))
     return out
 
 

@@ -13,7 +13,7 @@ import pandas as pd
 
 from servelab.lab.common import record, what_this_run_shows
 from servelab.lab.params import LabParams
-from servelab.lab.step09_llm_serving import LLM_COLUMNS, after_continuous, load_run, short_command
+from servelab.lab.step09_llm_serving import LLM_SHOWN, after_continuous, load_run, short_command
 from servelab.llm.vllm import (
     capability_argv,
     gpu_capabilities,
@@ -26,6 +26,9 @@ from servelab.report.figures import Section, table_html
 from servelab.results.schema import LLM, RunData, num
 
 START_TIMEOUT_S = 900  # healthy after start (model load, torch.compile, CUDA graphs); the build comes first
+
+# both engines side by side, at most 8 columns (the CSV keeps every one)
+VLLM_SHOWN = ["engine", *(c for c in LLM_SHOWN if c != "output_lengths")]
 
 
 def vllm_run(p: LabParams, rate: float) -> pd.DataFrame:
@@ -73,7 +76,7 @@ def compare(llm: pd.DataFrame) -> pd.DataFrame | None:
         return None
     print(read(table))
     what_this_run_shows(sys.modules[__name__], "vLLM")
-    return table[[c for c in ["engine", *LLM_COLUMNS] if c in table]].round(2)
+    return table[[c for c in VLLM_SHOWN if c in table]].round(2)
 
 
 def read(table: pd.DataFrame) -> str:
@@ -89,7 +92,7 @@ def sections(data: RunData) -> list[Section]:
     if table.empty:
         return []
     return [Section("LLM: vLLM beside the lab's engine (GPU, compute capability 7.0 or higher)", [
-        f"<p>{read(table)}</p>", table_html(table, ["engine", *LLM_COLUMNS])])]
+        f"<p>{read(table)}</p>", table_html(table, VLLM_SHOWN)])]
 
 
 def rules(data: RunData) -> list[Check]:
