@@ -26,10 +26,11 @@ target = None  # local | docker; None: $SERVELAB_TARGET (docker in the node's Ju
 preset = "quick"
 onnx_concurrency_levels = None  # None: [1, 8, 16]
 onnx_instances = None  # None: 2 (over GPUs 0 and 1)
-window_requests = None  # requests per perf_analyzer window (None: preset)
+# perf_analyzer's settling, explained in 04 ("How perf_analyzer measures"):
+window_requests = None  # requests per measurement window (None: preset)
 settle = None  # "fixed" (one window per level) or "stable" (None: preset)
-max_trials = None
-stability_pct = None
+max_trials = None  # windows tried before giving up on "stable" (None: preset)
+stability_pct = None  # how closely (percent) windows must agree for "stable" (None: preset)
 flask_requests = None
 
 # %%
@@ -58,8 +59,8 @@ triton_steps.model_table(triton)
 # %% [markdown]
 # ## The client now preprocesses
 # The server only runs the network, so the client decodes, resizes, crops and normalises the
-# photo and sends a float32 tensor [1, 3, 224, 224] (3 × 224 × 224 × 4 bytes = 588 KiB, more
-# than a photo's JPEG), then turns the 11 logits it gets back into a label with softmax.
+# photo and sends a float32 tensor [1, 3, 224, 224] (3 × 224 × 224 × 4 bytes = 588 KiB; a sample
+# photo's JPEG is about 30 KB), then turns the 11 logits it gets back into a label with softmax.
 # GourmetGram's ONNX client, and the shared preprocessing it calls (the same as the Python
 # backend's and FastAPI's):
 
@@ -76,7 +77,7 @@ triton_steps.triton_try(triton, "food_classifier_onnx")
 #
 # ## One instance at concurrency 1, 8 and 16
 # Concurrency 1 is one request alone (its latency is the service time); then 8 and 16 clients.
-# Warm-up first, then a fixed number of requests per window, for stable numbers.
+# Each level is measured as in 04: a warm-up, then windows of `window_requests` requests.
 
 # %%
 onnx_one = triton_steps.concurrency_sweep(triton, "food_classifier_onnx", P, step="onnx_backend",
@@ -92,32 +93,57 @@ python_one = triton_steps.concurrency_sweep(triton, "food_classifier", P, step="
 step.plot_backends(python_one, onnx_one)
 
 # %% [markdown]
-# **What to look for.** The ONNX model's inference time should be much lower than the Python
-# backend's at the same concurrency, so the queue drains faster; on the GPU node utilisation rises
-# too. This run:
+# **What to look for.** At the same concurrency, how do the two backends' compute times compare,
+# and their queues? If one request takes less compute, what should happen to the time the others
+# wait behind it? What this run shows:
 
 # %%
 common.what_this_run_shows(step, "inference time")
 
 # %% [markdown]
-# ## Two instances (over GPUs 0 and 1)
+# **Expected on the GPU node** (the original lab's P100 run,
+# [snippets/triton.md](https://github.com/teaching-on-testbeds/serve-system-chi/blob/main/snippets/triton.md);
+# figures in docs/decisions/2026-11-24-gpu-expectations.md): one ONNX instance at concurrency 1
+# computes a request in 4.6 ms (the Python backend: 18.6 ms) and serves 138 infer/s (52), with the
+# GPU busier in nvtop.
+
+# %% [markdown]
+# ## Two instances on each of GPUs 0 and 1
+# The original lab's change to `instance_group`: `count: 2`, `gpus: [0, 1]` (on a CPU: two
+# instances sharing the cores). As in 05, the edit is a call with the config's fields; the sweep
+# that follows measures what is live.
+#
 # **Predict.** Will two instances serve more than one here? On the GPU node?
 
 # %%
-onnx_two = step.scale_and_sweep(triton, "food_classifier_onnx", P.onnx_instances, P, step="onnx_scaling",
-                                  levels=P.onnx_concurrency_levels)
+count = P.onnx_instances  # 2 unless set in the parameters cell: change me
+triton_steps.set_instances(triton, "food_classifier_onnx", count=count, kind="KIND_GPU", gpus=[0, 1])
+
+# %% [markdown]
+# **On the GPU node, now look at nvtop** while the next cell runs: how busy are both GPUs now?
+
+# %%
+onnx_two = step.sweep_live(triton, "food_classifier_onnx", P, step="onnx_scaling",
+                           levels=P.onnx_concurrency_levels)
 onnx_two
 
 # %%
 triton_steps.plot_breakdown(common.concat(onnx_one, onnx_two), title="ONNX backend: 1 vs 2 instances")
 
 # %% [markdown]
-# **Reading it.** On the GPU node both GPUs are now busy; at concurrency 16 some queuing stays
-# because requests still arrive faster than two instances serve them. On this CPU two instances
-# share the same cores, so expect little gain. This run:
+# **Reading it.** Did the second instance change throughput at each concurrency here? Is any
+# queue time left at concurrency 16, and what does that say about arrivals against the instances'
+# service rate? What this run shows:
 
 # %%
 common.what_this_run_shows(step, "two instances")
+
+# %% [markdown]
+# **Expected on the GPU node** (the original lab's P100 run,
+# [snippets/triton.md](https://github.com/teaching-on-testbeds/serve-system-chi/blob/main/snippets/triton.md);
+# figures in docs/decisions/2026-11-24-gpu-expectations.md): with `count: 2, gpus: [0, 1]` both
+# GPUs are fully used; 1182 infer/s at concurrency 8 and 1257 at 16, where 6.8 ms of queue
+# remains: requests arrive faster than the instances serve them.
 
 # %% [markdown]
 # ## The web app on the ONNX model
@@ -132,9 +158,13 @@ gourmetgram.flask_uploads(flask, P, step="triton_onnx")
 triton_steps.triton_down(stack)
 
 # %% [markdown]
+# **Try:** set `onnx_concurrency_levels = [1, 4, 8, 16, 32]` in the parameters cell and run the
+# notebook again. At which concurrency does queue time appear with one instance, and with two?
+
+# %% [markdown]
 # ## Questions
-# 1. How much lower was the ONNX backend's compute time than the Python backend's, and what did
-#    that do to the queue at concurrency 16?
+# 1. How did the ONNX backend's compute time compare with the Python backend's, and what did that
+#    do to the queue at concurrency 16?
 # 2. The ONNX model takes a preprocessed tensor: where does the preprocessing happen now, and what
 #    does that cost the client?
 # 3. Did two instances help on this machine? What would you expect on the two-GPU node?

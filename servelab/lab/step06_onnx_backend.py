@@ -11,7 +11,8 @@ from matplotlib.figure import Figure
 
 from servelab.lab.common import concat
 from servelab.lab.params import LabParams
-from servelab.lab.triton_steps import Triton, measure_all, set_instances
+from servelab.lab.triton_steps import Triton, measure_all
+from servelab.lab.triton_views import live_instances
 from servelab.report.effects import Check, check, row, spread
 from servelab.report.figures import (
     Section,
@@ -26,13 +27,11 @@ from servelab.report.figures import (
 from servelab.results.schema import TRITON_COLUMNS, RunData, num, step_rows
 
 
-def scale_and_sweep(triton: Triton, name: str, count: int, p: LabParams, step: str,
-                    levels: Sequence[int]) -> pd.DataFrame:
-    """``count`` instances (over GPUs 0 and 1 on a GPU host), then a concurrency sweep."""
-    set_instances(triton, name, count, [0, 1] if triton.stack.has_gpu else ())
-    gpus = " over GPUs [0, 1]" if triton.stack.has_gpu else " on the CPU"
-    return measure_all(triton, name, p, step,
-                        [{"concurrency": c, "label": f"count {count}{gpus}, c={c}"} for c in levels])
+def sweep_live(triton: Triton, name: str, p: LabParams, step: str, levels: Sequence[int]) -> pd.DataFrame:
+    """A concurrency sweep of the instances now live, each row labelled with them ("2 on the CPU, c=8")."""
+    where = live_instances(triton, name)
+    runs = [{"concurrency": c, "label": f"{where}, c={c}"} for c in levels]
+    return measure_all(triton, name, p, step, runs)
 
 
 def plot_backends(python_rows: pd.DataFrame, onnx_rows: pd.DataFrame) -> Any:
