@@ -153,9 +153,10 @@ step.plot_batch_sizes(batching)
 # %% [markdown]
 # **Why sizes other than the preferred ones?** When the instance becomes free, Triton takes the
 # queued requests in arrival order. While none of them has waited `max_queue_delay_microseconds`
-# yet, it sends the largest preferred size it can form, or waits (up to that delay) for one. Once the oldest has waited longer, it sends everything queued as one
-# execution, up to the model's `max_batch_size` (16), preferred or not; behind a running execution
-# the oldest request has usually waited far longer than 100 µs. Sources: Triton's documentation,
+# yet, it sends the largest preferred size it can form, or waits (up to that delay) for one. Once
+# the oldest has waited longer, it sends everything queued as one execution, up to the model's
+# `max_batch_size` (16), preferred or not; behind a running execution the oldest request has
+# usually waited far longer than 100 µs. Sources: Triton's documentation,
 # [batcher.md](https://github.com/triton-inference-server/server/blob/main/docs/user_guide/batcher.md)
 # ("Preferred Batch Sizes", "Delayed Batching"), and the scheduler's code,
 # [dynamic_batch_scheduler.cc](https://github.com/triton-inference-server/core/blob/main/src/dynamic_batch_scheduler.cc)

@@ -160,7 +160,12 @@ def test_experiment_notebooks_predict_observe_and_ask(run_dir: Path, notebook: s
     nb = nbformat.read(run_dir / f"{notebook}.ipynb", as_version=4)
     markdown = [c.source for c in nb.cells if c.cell_type == "markdown"]
     assert any("**Predict.**" in text for text in markdown)
-    assert markdown[-1].startswith("## Questions") and "1." in markdown[-1]
+    appendix = next((i for i, text in enumerate(markdown) if text.startswith("## Appendix")), len(markdown))
+    questions = markdown[appendix - 1]  # the last cell, or the last before the appendix (code paths, loops)
+    assert questions.startswith("## Questions") and "1." in questions
+    assert all(text.startswith("## Appendix") or not text.startswith("## ") for text in markdown[appendix:])
+    assert markdown[appendix - 2].startswith("**Try:**"), markdown[appendix - 2][:80]  # one thing to change
+    assert sum(text.startswith("**Try:**") for text in markdown) == 1
     printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     observations = re.findall(r"^(observed|NOT observed|not measured yet) in this run: (.+)$", printed, re.M)
     assert observations, "no 'what this run shows' line"
