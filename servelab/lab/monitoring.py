@@ -277,6 +277,9 @@ class Monitoring:
     def _repr_html_(self) -> str:
         return plot_html(self.figure, self.reading)
 
+    def __repr__(self) -> str:  # the plain-text view (nbconvert, a terminal): no frame dump
+        return f"{self.title}: {len(self.frame)} scrapes. {self.reading}"
+
 
 def _param(p: LabParams, names: Sequence[str], default: Any) -> Any:
     """The first of ``names`` this notebook's parameters have (each notebook resolves its own)."""
