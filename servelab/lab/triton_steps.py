@@ -351,7 +351,7 @@ def measure(triton: Triton, name: str, p: LabParams, step: str, label: str = "",
         return normalise_triton(experiments.measure(
             triton, name, label or step, batch=batch, settle=settle,
             warmup_requests=max(clients, min(16, window // 4)), timeout=_perf_timeout(p),
-            extra={**columns, "retried": retried}, **where, **load))
+            extra={**columns, "retried": retried}, workdir=results_dir() / "perf", **where, **load))
 
     try:
         return once("")
