@@ -61,10 +61,10 @@ config
 # NVIDIA container toolkit and points Docker's runtime at it, sets Docker's cgroup driver to
 # `cgroupfs` when `exec-opts` is not set (a workaround for nvidia-container-toolkit issue 48),
 # restarts Docker and installs `nvtop`. Running it twice changes nothing the second time. Its
-# first lines:
+# `main`, the steps in order (each a function above it in the file):
 
 # %%
-common.show_file("provisioning/node_setup.sh", lines=40)
+common.show_file("provisioning/node_setup.sh", lines=16, start="main() {")
 
 # %% [markdown]
 # ## Server, floating IP, SSH, set-up
