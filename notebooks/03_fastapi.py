@@ -131,6 +131,13 @@ gourmetgram.flask_uploads(flask, P, step="fastapi_pt")
 # ## The same service with ONNX Runtime
 # Same API, same preprocessing, but the model runs in ONNX Runtime, a graph runtime optimised
 # for inference, instead of eager PyTorch.
+#
+# One setting differs on purpose, and the tables show it (`max batch`): each service runs with the
+# `MAX_BATCH` chosen for its engine and device — PyTorch 2 on a CPU and 16 on a GPU, ONNX Runtime
+# 1 on both. The measurements behind those choices are in
+# docs/decisions/2026-11-22-fastapi-max-batch-per-device.md. So this compares each engine with its
+# own chosen setting; to compare them at one batch size, set the environment variable `MAX_BATCH`
+# for both services.
 
 # %%
 step.fastapi_down(stack)
