@@ -1,0 +1,271 @@
+"""Notebook 10: the Food-11 model on Ray Serve: one replica's capacity, a step load autoscaled on queue
+depth and on utilisation, fixed replicas beside it, shedding past capacity, a killed replica.
+Sizes and what was measured: docs/decisions/2026-11-23-ray-serve.md
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from servelab.core.labels import CLASSES
+from servelab.core.paths import REPO_ROOT
+from servelab.lab.common import Measured, record
+from servelab.lab.params import LabParams
+from servelab.report.effects import Check, check, row
+from servelab.report.figures import Section, as_image, plot_html, table_html
+from servelab.results.schema import SCALING, SCALING_SERIES, RunData, num, relative_spread
+from servelab.scaling.cluster import Cluster, ray_processes
+from servelab.scaling.config import Scaling, field_map, hpa_manifest, keda_manifest
+from servelab.scaling.load import LoadRun, Phase, closed_loop, run_schedule, scale_events
+
+SUMMARY_COLUMNS = ["label", "sent", "ok", "shed_503", "timeouts", "goodput_rps", "p50_ms", "p99_ms",
+                   "replicas_max", "replica_seconds"]
+
+
+def bodies(count: int = 3) -> list[tuple[bytes, str]]:
+    """Sample photos with the label the model gives each (the load generator checks every answer)."""
+    import onnxruntime as ort
+
+    from servelab.core.model import ONNX_INPUT, ONNX_OUTPUT
+    from servelab.core.preprocess import preprocess_bytes
+
+    session = ort.InferenceSession(str(REPO_ROOT / "artifacts" / "food11.onnx"),
+                                   providers=["CPUExecutionProvider"])
+    photos = sorted((REPO_ROOT / "data" / "samples").glob("*.jpg"))[:count]
+    if not photos:
+        raise FileNotFoundError("no sample photos in data/samples: run scripts/setup.sh")
+    out = []
+    for photo in photos:
+        data = photo.read_bytes()
+        logits = session.run([ONNX_OUTPUT], {ONNX_INPUT: preprocess_bytes(data)[None]})[0]
+        out.append((data, CLASSES[int(logits.argmax())]))
+    return out
+
+
+def policy(p: LabParams, **changes: Any) -> Scaling:
+    """The notebook's autoscaling config (``changes``: fields to set, e.g. ``fixed=1``)."""
+    base = {"min_replicas": 1, "max_replicas": p.scaling_max_replicas, "target_ongoing_requests": 2.0,
+            "upscale_delay_s": 1.0, "downscale_delay_s": 3.0, "look_back_period_s": 1.0}
+    return Scaling(**{**base, **changes})
+
+
+def show_policy(s: Scaling) -> pd.DataFrame:
+    """Print the HPA and KEDA manifests for ``s``; return the field-by-field table."""
+    print("# the same policy as a Kubernetes HorizontalPodAutoscaler\n" + hpa_manifest(s))
+    print("# and as a KEDA ScaledObject\n" + keda_manifest(s))
+    return pd.DataFrame(field_map(s))
+
+
+def cluster_up() -> Cluster:
+    cluster = Cluster().start()
+    print(f"Ray and Serve started in {cluster.started:.1f} s; the app will answer at {cluster.url}")
+    return cluster
+
+
+def capacity(cluster: Cluster, p: LabParams, photos: list[tuple[bytes, str]]) -> float:
+    """One replica's answers/s with 4 senders back to back (twice: the spread is the noise)."""
+    took = cluster.deploy(policy(p, fixed=1))
+    closed_loop(cluster.url, photos, 2, 1.0)  # warm-up
+    windows = [closed_loop(cluster.url, photos, 4, 3.0) for _ in range(2)]
+    rate = sum(w["throughput_rps"] for w in windows) / len(windows)
+    spread = relative_spread([w["throughput_rps"] for w in windows])
+    record(SCALING, [{"kind": "capacity", "label": "one replica, 4 senders", "throughput_rps": round(rate, 2),
+                      "throughput_spread": spread, "p50_ms": windows[-1]["p50_ms"],
+                      "deploy_s": round(took, 1)}])
+    print(f"one replica answers ≈{rate:.1f} requests/s here (windows {spread or 0:.0%} apart)")
+    return rate
+
+
+def step_phases(rate: float, p: LabParams) -> list[Phase]:
+    low, high = (f * rate for f in p.scaling_rate_fractions[:2])
+    seconds = p.scaling_phase_seconds
+    return [Phase(seconds[0], low), Phase(seconds[1], high), Phase(seconds[2], low)]
+
+
+def step_load(cluster: Cluster, s: Scaling, phases: list[Phase], photos: list[tuple[bytes, str]],
+              kind: str = "step") -> LoadRun:
+    """Deploy ``s``, run the step load, record the summary and the time series."""
+    took = cluster.deploy(s)
+    print(f"{s.label}: deployed in {took:.1f} s; sending " + " → ".join(
+        f"{ph.rate:.1f}/s for {ph.seconds:g} s" for ph in phases))
+    run = run_schedule(cluster.url, photos, phases, s.label, cluster.replicas)
+    events = scale_events(run.series)
+    high_start = phases[0].seconds
+    up = next((e["t"] for e in events if e["to"] > e["from"] and e["t"] >= high_start), None)
+    down = next((e["t"] for e in events if e["to"] < e["from"]), None)
+    summary = run.summary()
+    high = [x for x in run.series if x["phase"] == 1]
+    after = [x for x in run.series if x["phase"] == 1 and up is not None and x["t"] > up + 1]
+    before = [x for x in high if up is None or x["t"] <= up]
+    record(SCALING, [{"kind": kind, **summary, "policy": s.policy if s.fixed is None else "fixed",
+                      "config": s.as_data(), "events": events, "high_starts_s": high_start,
+                      "scale_up_after_s": None if up is None else round(up - high_start, 2),
+                      "scale_down_at_s": down, "upscale_delay_s": s.upscale_delay_s,
+                      "p99_before_up_ms": _max(before, "p99_ms"), "p99_after_up_ms": _max(after, "p99_ms")}])
+    record(SCALING_SERIES, run.series)
+    return run
+
+
+def _max(rows: list[dict[str, Any]], column: str) -> float | None:
+    values = [r[column] for r in rows if r.get(column) is not None]
+    return max(values) if values else None
+
+
+def summaries(kind: str | None = None) -> pd.DataFrame:
+    """This run's recorded summaries (of one ``kind``), in the short view."""
+    from servelab.results.store import read_rows
+
+    rows = [r for r in read_rows(SCALING) if kind is None or r.get("kind") == kind]
+    out = Measured(pd.DataFrame(rows))
+    out.shown_as = SUMMARY_COLUMNS
+    return out
+
+
+def fig_timeline(series: pd.DataFrame, title: str = "step load") -> Figure:
+    """Replicas, ongoing requests per replica, p50/p99 and CPU on one time axis; scale events marked."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(4, 1, figsize=(8, 8), sharex=True)
+    for name, run in series.groupby("run", sort=False):
+        t = num(run, "t")
+        axes[0].step(t, num(run, "replicas"), where="post", label=str(name))
+        axes[1].plot(t, num(run, "ongoing_per_replica"), label=str(name))
+        axes[2].plot(t, num(run, "p99_ms"), label=f"{name} p99")
+        axes[2].plot(t, num(run, "p50_ms"), ":", label=f"{name} p50")
+        axes[3].plot(t, num(run, "cpu_util_pct"), label=str(name))
+        for e in scale_events([{str(k): v for k, v in r.items()} for r in run.to_dict("records")]):
+            for ax in axes:
+                ax.axvline(e["t"], color="grey", linestyle="--", linewidth=0.8)
+    for ax, label in zip(axes, ("replicas", "ongoing / replica", "latency (ms)", "CPU (%)"), strict=True):
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[2].set_yscale("log")
+    axes[0].legend(fontsize=7, loc="upper right")
+    axes[2].legend(fontsize=6, loc="upper left", ncol=2)
+    axes[-1].set_xlabel("seconds since the load started (dashed: replica count changed)")
+    axes[0].set_title(title, fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def plot_timeline(*runs: LoadRun, title: str = "step load") -> Any:
+    series = pd.DataFrame([row for run in runs for row in run.series])
+    for run in runs:
+        print(f"{run.label}: replica count changed at " + (", ".join(
+            f"{e['t']:.1f} s ({e['from']}→{e['to']})" for e in scale_events(run.series)) or "no moment"))
+    return as_image(fig_timeline(series, title), f"scaling {title}")
+
+
+def shedding(cluster: Cluster, rate: float, p: LabParams, photos: list[tuple[bytes, str]]) -> pd.DataFrame:
+    """The same overload on one replica twice: an unbounded queue, then ``max_queued_requests``."""
+    phases = [Phase(p.scaling_overload_seconds, p.scaling_overload_fraction * rate)]
+    for limit in (-1, p.scaling_queue_limit):
+        s = policy(p, fixed=1, max_queued_requests=limit, max_ongoing_requests=2)
+        cluster.deploy(s)
+        run = run_schedule(cluster.url, photos, phases, f"queue {'unbounded' if limit < 0 else limit}",
+                           cluster.replicas)
+        message = next((r.get("message") for r in run.requests if r["status"] == 503), None)
+        record(SCALING, [{"kind": "shedding", **run.summary(), "max_queued_requests": limit,
+                          "rate": round(phases[0].rate, 1), "message_503": message}])
+        if message:
+            print(f"{run.label}: a shed request's answer: 503 {message!r}")
+    return summaries("shedding")
+
+
+def kill_one(cluster: Cluster, p: LabParams, rate: float, photos: list[tuple[bytes, str]]) -> pd.DataFrame:
+    """Two fixed replicas under light load; one is SIGKILLed 2 s in. Records how long until two run
+    again and what the requests meanwhile got."""
+    import time
+
+    from servelab.scaling.cluster import post
+
+    cluster.deploy(policy(p, fixed=2))
+    _, answer = post(cluster.url, photos[0][0], "victim")
+    killed: dict[str, float] = {}
+
+    def during(t: float) -> None:
+        if "at" not in killed and t >= 2:
+            cluster.kill_replica(int(answer["pid"]))
+            killed["at"] = t
+            killed["clock"] = time.perf_counter()
+
+    run = run_schedule(cluster.url, photos, [Phase(8, 0.5 * rate)], "kill one of 2", cluster.replicas,
+                       during=during)
+    gap = cluster.wait_replicas(lambda n: n == 2, "the killed replica's replacement", 60)
+    back = [x["t"] for x in run.series if x["t"] > killed.get("at", 1e9) and x["replicas"] == 2]
+    replaced_after = round(back[0] - killed["at"], 2) if back else round(
+        time.perf_counter() - killed["clock"] - gap + gap, 2)
+    failed = [r for r in run.requests if r["status"] != 200]
+    record(SCALING, [{"kind": "kill", **run.summary(), "killed_at_s": killed.get("at"),
+                      "replaced_after_s": replaced_after, "failed": len(failed),
+                      "failed_statuses": sorted({str(r["status"]) for r in failed})}])
+    print(f"replica (pid {answer['pid']}) killed at {killed.get('at', 0):.1f} s; two replicas run again "
+          f"{replaced_after:.1f} s later; {len(failed)} of {len(run.requests)} requests failed meanwhile "
+          f"({', '.join(sorted({str(r['status']) for r in failed})) or 'none'})")
+    return summaries("kill")
+
+
+def stop(cluster: Cluster) -> None:
+    """Shut Serve and Ray down and check that no Ray process is left; raises if one is."""
+    left = cluster.stop()
+    others = ray_processes()
+    if left or others:
+        raise RuntimeError(f"Ray processes left after shutdown: {left or others}")
+    print(f"Ray stopped: none of the {len(cluster.pids)} processes it started is left")
+
+
+# ----------------------------------------------------------------------------- report and rules
+
+def sections(data: RunData) -> list[Section]:
+    """The step load's time series, fixed vs autoscaled, shedding."""
+    out: list[Section] = []
+    runs, series = data.scaling, data.scaling_series
+    if series.empty or runs.empty:
+        return out
+    steps = runs[runs["kind"] == "step"]
+    out.append(Section("Scaling out: the step load over time (Ray Serve)", [
+        plot_html(fig_timeline(series), read_steps(steps)), table_html(steps, SUMMARY_COLUMNS)]))
+    shed = runs[runs["kind"] == "shedding"]
+    if not shed.empty:
+        out.append(Section("Load past capacity: shedding with max_queued_requests",
+                           [table_html(shed, [*SUMMARY_COLUMNS, "max_queued_requests"])]))
+    return out
+
+
+def read_steps(steps: pd.DataFrame) -> str:
+    parts = [f"{r['label']}: p99 {r['p99_ms']} ms, {r['replica_seconds']} replica-s"
+             for r in steps.to_dict("records")]
+    return "; ".join(parts) or "no step-load runs"
+
+
+def rules(data: RunData) -> list[Check]:
+    """Replicas rise within the delay; p99 falls after the scale-up; shedding bounds accepted p99;
+    autoscaling costs fewer replica-seconds than N fixed; a killed replica is replaced."""
+    runs = data.scaling if not data.scaling.empty else pd.DataFrame(columns=["kind"])
+    step = runs[runs["kind"] == "step"]
+    shed = runs[runs["kind"] == "shedding"]
+    queue = step[step["policy"] == "queue depth"] if "policy" in step else step
+    fixed = step[step["policy"] == "fixed"] if "policy" in step else step
+    fixed_n = fixed[num(fixed, "replicas_max") > 1]
+    after = row(queue, "scale_up_after_s")
+    delay = row(queue, "upscale_delay_s")
+    kill = runs[runs["kind"] == "kill"]
+    return [
+        check("Under the step load, autoscaling on queue depth adds a replica within a few seconds "
+              "of the configured upscale delay", (after, delay), lambda a, d: a <= d + 5,
+              lambda a, d: f"added {a:.1f} s after the step (upscale_delay_s {d:g})"),
+        check("p99 during the high load is lower after the added replica than before it",
+              (row(queue, "p99_before_up_ms"), row(queue, "p99_after_up_ms")), lambda b, a: a < b,
+              lambda b, a: f"before {b:.0f} ms, after {a:.0f} ms"),
+        check("With max_queued_requests set, accepted requests' p99 is lower than with an unbounded queue",
+              (row(shed, "p99_ms", max_queued_requests=-1), row(shed, "p99_ms", pick="min")),
+              lambda u, b: b < u, lambda u, b: f"unbounded {u:.0f} ms, bounded {b:.0f} ms"),
+        check("Autoscaling costs fewer replica-seconds than the fixed N replicas",
+              (row(fixed_n, "replica_seconds"), row(queue, "replica_seconds")), lambda f, a: a < f,
+              lambda f, a: f"fixed {f:.0f}, autoscaled {a:.0f} replica-s"),
+        check("A killed replica is replaced", (row(kill, "replaced_after_s"),), lambda s: s < 60,
+              lambda s: f"two replicas again {s:.1f} s after the kill"),
+    ]

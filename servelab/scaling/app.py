@@ -1,0 +1,60 @@
+"""The Food-11 ONNX model as a Ray Serve deployment: POST the image file's bytes to ``/``; the answer
+is the label, its probability, the request's ``X-Request-Id`` and the replica that served it.
+A body that is not an image gets a 400 with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+from ray import serve
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from servelab.core.labels import CLASSES
+from servelab.core.model import ONNX_INPUT, ONNX_OUTPUT
+from servelab.core.paths import REPO_ROOT
+from servelab.core.preprocess import ImageError, preprocess_bytes, softmax
+
+MODEL = REPO_ROOT / "artifacts" / "food11.onnx"
+
+
+@serve.deployment(name="food11")
+class Food11:
+    """One replica: one ONNX Runtime session with one intra-op thread (replicas share the cores)."""
+
+    def __init__(self, model: str = str(MODEL), threads: int = 1) -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        self.session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        self.replica = serve.get_replica_context().replica_id.unique_id
+        # one request computes at a time, off the event loop: the replica keeps answering Serve's
+        # health checks and reporting its queue while it computes
+        self.worker = ThreadPoolExecutor(1, thread_name_prefix="food11")
+
+    def predict(self, body: bytes) -> np.ndarray:
+        image = preprocess_bytes(body)
+        return softmax(self.session.run([ONNX_OUTPUT], {ONNX_INPUT: image[None]})[0])[0]
+
+    async def __call__(self, request: Request) -> JSONResponse:
+        rid = request.headers.get("x-request-id", "")
+        body = await request.body()
+        try:
+            probs = await asyncio.get_running_loop().run_in_executor(self.worker, self.predict, body)
+        except ImageError as exc:
+            return JSONResponse({"error": str(exc), "request_id": rid}, status_code=400)
+        best = int(probs.argmax())
+        return JSONResponse({"label": CLASSES[best], "probability": round(float(probs[best]), 4),
+                             "request_id": rid, "replica": self.replica, "pid": os.getpid()})
+
+
+def app(**init: Any) -> Any:
+    """The application ``serve.run`` deploys (``init``: the replica's constructor arguments)."""
+    return Food11.bind(**init)  # type: ignore[attr-defined]  # a Deployment, made by @serve.deployment

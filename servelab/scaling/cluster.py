@@ -1,0 +1,180 @@
+"""A Ray cluster on this machine for Ray Serve, and what the notebook asks of it: deploy with a scaling
+config, count replicas, kill one, and stop with every Ray process gone (checked).
+Sizes and timings: docs/decisions/2026-11-23-ray-serve.md
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+from servelab.scaling.config import Scaling
+
+APP = "food11"
+ROUTE = "/food11"
+
+
+class ScalingError(RuntimeError):
+    """Ray Serve did not do what was asked in time; the message says what was waited for."""
+
+
+@dataclass
+class Cluster:
+    """A local Ray head (``ray.init``) with Serve's HTTP proxy on ``host:port``."""
+
+    host: str = "127.0.0.1"
+    port: int = 8210
+    num_cpus: int | None = None
+    started: float = 0.0
+    pids: set[int] = field(default_factory=set)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}{ROUTE}"
+
+    def start(self, timeout_s: float = 90.0) -> Cluster:
+        import ray
+        from ray import serve
+
+        cpus = self.num_cpus or psutil.cpu_count() or 1
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        # metrics every 0.5 s, not Ray's 10 s: scaling decisions within a minutes-long notebook
+        for name in ("RAY_SERVE_REPLICA_AUTOSCALING_METRIC_PUSH_INTERVAL_S",
+                     "RAY_SERVE_HANDLE_AUTOSCALING_METRIC_PUSH_INTERVAL_S",
+                     "RAY_SERVE_CONTROL_LOOP_INTERVAL_S"):
+            os.environ.setdefault(name, "0.5")
+        t0 = time.perf_counter()
+        ray.init(address="local", num_cpus=cpus, include_dashboard=False, object_store_memory=80 * 2**20,
+                 log_to_driver=False, configure_logging=False)
+        serve.start(http_options={"host": self.host, "port": self.port},
+                    logging_config={"log_level": "WARNING"})
+        self.started = time.perf_counter() - t0
+        if self.started > timeout_s:
+            raise ScalingError(f"Ray and Serve took {self.started:.0f} s to start (limit {timeout_s:.0f} s)")
+        self._remember_pids()
+        return self
+
+    def deploy(self, scaling: Scaling, timeout_s: float = 60.0) -> float:
+        """Deploy (or redeploy) the app with ``scaling``; returns the seconds until it answered."""
+        from ray import serve
+
+        from servelab.scaling.app import Food11
+
+        t0 = time.perf_counter()
+        os.environ["SERVELAB_REPLICA_CPUS"] = str(max(scaling.num_cpus, 0.5) * 2)
+        # @serve.deployment made the class a Deployment, which mypy cannot see
+        handle = Food11.options(**scaling.deployment_options()).bind()  # type: ignore[attr-defined]
+        serve.run(handle, name=APP, route_prefix=ROUTE, blocking=False)
+        want = scaling.fixed or scaling.min_replicas
+        self.wait_replicas(lambda n: n == want, f"{want} running replica(s) of {APP}", timeout_s)
+        self._remember_pids()
+        return time.perf_counter() - t0
+
+    def replicas(self) -> int:
+        """Running replicas of the app's deployment now (0 while none is up)."""
+        from ray import serve
+
+        app = serve.status().applications.get(APP)
+        if app is None:
+            return 0
+        deployment = app.deployments.get("food11")
+        states: dict[Any, int] = dict(deployment.replica_states) if deployment else {}
+        return int(states.get("RUNNING", 0))
+
+    def wait_replicas(self, ok: Any, what: str, timeout_s: float) -> float:
+        """Poll until ``ok(replicas)``; the seconds it took, or ScalingError naming ``what``."""
+        t0 = time.perf_counter()
+        while True:
+            n = self.replicas()
+            if ok(n):
+                return time.perf_counter() - t0
+            if time.perf_counter() - t0 > timeout_s:
+                raise ScalingError(f"waited {timeout_s:.0f} s for {what}; {n} running")
+            time.sleep(0.2)
+
+    def kill_replica(self, pid: int) -> None:
+        """SIGKILL one replica's process (a crash: it finishes nothing); ``pid`` from an answer's "pid"."""
+        import signal
+
+        if pid not in {p.pid for p in psutil.Process().children(recursive=True)}:
+            raise ScalingError(f"pid {pid} is not a process of this Ray cluster: not killed")
+        os.kill(pid, signal.SIGKILL)
+
+    def _remember_pids(self) -> None:
+        """Ray's processes among this process's descendants (not the load generator's pool)."""
+        for child in psutil.Process().children(recursive=True):
+            try:
+                if "multiprocessing" not in " ".join(child.cmdline()):
+                    self.pids.add(child.pid)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+
+    def stop(self, timeout_s: float = 60.0) -> list[int]:
+        """``serve.shutdown()`` and ``ray.shutdown()``, then wait until every process Ray started is
+        gone; returns the pids still alive after ``timeout_s`` (empty: all gone)."""
+        import ray
+
+        self._remember_pids() if ray.is_initialized() else None
+        try:
+            if ray.is_initialized():
+                from ray import serve
+
+                serve.shutdown()
+        finally:
+            ray.shutdown()
+        deadline = time.monotonic() + timeout_s
+        alive = self.alive()
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.3)
+            alive = self.alive()
+        return alive
+
+    def alive(self) -> list[int]:
+        """The processes this cluster started that are still running (zombies count as gone)."""
+        left = []
+        for pid in sorted(self.pids):
+            try:
+                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                    left.append(pid)
+            except psutil.NoSuchProcess:
+                pass
+        return left
+
+
+def ray_processes() -> list[str]:
+    """Ray processes of this user on this machine (raylet, gcs_server, ray:: workers), as 'pid name'."""
+    me = psutil.Process().username()
+    found = []
+    for p in psutil.process_iter(["pid", "name", "cmdline", "username"]):
+        try:
+            if p.info["username"] != me or p.status() == psutil.STATUS_ZOMBIE:
+                continue
+            line = " ".join(p.info["cmdline"] or [])
+            if p.info["name"] in ("raylet", "gcs_server") or line.startswith("ray::") \
+                    or "ray/_private/workers/default_worker.py" in line:
+                found.append(f"{p.pid} {p.info['name']}")
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+def post(url: str, body: bytes, request_id: str = "", timeout_s: float = 30.0) -> tuple[int, dict[str, Any]]:
+    """One request: (HTTP status, the JSON answer or ``{"error": text}``)."""
+    import json
+
+    request = urllib.request.Request(url, data=body, method="POST", headers={"X-Request-Id": request_id})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        text = exc.read().decode(errors="replace")
+        try:
+            return exc.code, json.loads(text)
+        except ValueError:
+            return exc.code, {"error": text.strip()}
