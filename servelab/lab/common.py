@@ -18,7 +18,9 @@ from servelab.targets.base import Stack
 def show_file(relpath: str, lines: int = 40, start: str | None = None) -> None:
     """Print the first ``lines`` of a project file (from the line containing ``start`` if given)."""
     text = (REPO_ROOT / relpath).read_text().splitlines()
-    first = next((i for i, line in enumerate(text) if start and start in line), 0)
+    first = next((i for i, line in enumerate(text) if start and start in line), None if start else 0)
+    if first is None:
+        raise LookupError(f"{relpath} has no line with {start!r}: the file changed; update the notebook cell")
     print(f"# {relpath} (lines {first + 1}-{min(len(text), first + lines)} of {len(text)})")
     print("\n".join(text[first:first + lines]))
 
@@ -60,11 +62,7 @@ def concat(*frames: pd.DataFrame) -> pd.DataFrame:
     """Several measurement tables as one (for a combined plot), shown short if they were."""
     joined = pd.concat(frames, ignore_index=True)
     kind = next((f.shown_as for f in frames if isinstance(f, Measured) and f.shown_as), None)
-    if kind is None:
-        return joined
-    shown = Measured(joined)
-    shown.shown_as = kind
-    return shown
+    return joined if kind is None else Measured.of(joined, kind)
 
 
 def results_overview() -> pd.DataFrame:
@@ -149,26 +147,33 @@ def show_columns(df: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
     present = [c for c in columns if c in df]
     if not present:
         return df
-    shown = Measured(df[present].round(2))
-    shown.shown_as = list(columns)
-    return shown
+    return Measured.of(df[present].round(2), list(columns))
 
 
 class Measured(pd.DataFrame):
     """A measurement table whose notebook display is the short view; its data is all there
     (``frame.columns``, plots, the run's CSV). Frames derived from it (a selection, a concat) keep it."""
 
-    _metadata: ClassVar[list[str]] = ["shown_as"]
-    shown_as: list[str] | None = None
+    _metadata: ClassVar[list[str]] = ["shown_as", "made_with"]
+    shown_as: list[str] | None = None  # the table's kind: TRITON_COLUMNS or FASTAPI_COLUMNS
+    made_with: tuple[str, ...] = ()  # its columns when made: a frame with others is shown whole
+
+    @classmethod
+    def of(cls, frame: pd.DataFrame, kind: list[str]) -> Measured:
+        shown = cls(frame)
+        shown.shown_as, shown.made_with = kind, tuple(frame.columns)
+        return shown
 
     @property
     def _constructor(self) -> Any:
         return Measured
 
     def _short(self) -> pd.DataFrame | None:
+        """The short view while the frame still has the columns it was made with (rows may be
+        selected); a column selection, ``set_index``, ``groupby`` or ``.T`` shows the plain frame."""
         from servelab.report.figures import short_view
 
-        if not self.shown_as or self.empty:
+        if not self.shown_as or self.empty or tuple(self.columns) != self.made_with:
             return None
         return short_view(pd.DataFrame(self), self.shown_as)
 

@@ -100,25 +100,27 @@ def sections(data: RunData) -> list[Section]:
 def rules(data: RunData) -> list[Check]:
     """More instances raise throughput (a GPU effect); the largest count no better than the middle one;
     one thread per instance beats the framework's default threads."""
-    scaling = usable(step_rows(data.triton, "instance_scaling"))
-    checks: list[Check] = []
-    if not scaling.empty:
-        tput = num(scaling, "throughput").reset_index(drop=True)
-        noise = num(scaling, "throughput_spread").reset_index(drop=True)
-        first_count, best = float(tput.iloc[0]), float(tput.max())
-        checks.append(check(
-            "More instances raise throughput at concurrency 8 (best vs one instance)", (first_count, best),
-            lambda a, b: b > 1.1 * a, lambda a, b: f"{a:.1f} → best {b:.1f} inferences/s", gpu_only=True,
-            noise=(noise.iloc[0], noise.iloc[int(tput.to_numpy().argmax())])))
-        if len(tput) >= 3:
-            checks.append(check(
-                "The largest instance count is no better than the middle one (4+4 vs 2+2)",
-                (float(tput.iloc[-2]), float(tput.iloc[-1])), lambda mid, top: top <= 1.05 * mid,
-                lambda mid, top: f"{mid:.1f} vs {top:.1f} inferences/s",
-                noise=(noise.iloc[-2], noise.iloc[-1])))
-    else:
-        checks.append(Check("More instances raise throughput at concurrency 8", "not measured",
-                            "this run has no numbers for it", True))
+    scaling = step_rows(data.triton, "instance_scaling").reset_index(drop=True)
+    counted = set(usable(scaling).index)  # a level measured without its warm-up is shown, never counted
+    tput, noise = num(scaling, "throughput"), num(scaling, "throughput_spread")
+
+    def level(i: int) -> tuple[float | None, float | None]:
+        if i not in counted or pd.isna(tput.get(i)):
+            return None, None
+        return float(tput[i]), (None if pd.isna(noise[i]) else float(noise[i]))
+
+    steps = len(scaling)
+    first = level(0)
+    best = max((level(i) for i in range(1, steps)), key=lambda v: v[0] or -1.0, default=(None, None))
+    middle, top = (level(steps - 2), level(steps - 1)) if steps >= 3 else ((None, None), (None, None))
+    checks = [
+        check("More instances raise throughput at concurrency 8 (best vs one instance)", (first[0], best[0]),
+              lambda a, b: b > 1.1 * a, lambda a, b: f"{a:.1f} → best {b:.1f} inferences/s", gpu_only=True,
+              noise=(first[1], best[1])),
+        check("The largest instance count is no better than the middle one (4+4 vs 2+2)", (middle[0], top[0]),
+              lambda mid, hi: hi <= 1.05 * mid, lambda mid, hi: f"{mid:.1f} vs {hi:.1f} inferences/s",
+              noise=(middle[1], top[1])),
+    ]
     threads = step_rows(data.triton, "threads_lesson")
     checks.append(check(
         "Several instances: one thread each beats the framework's default threads",

@@ -262,7 +262,7 @@ def ort_threads(threads: str, count: int) -> int:
     return choose_threads(threads, count, on_gpu=False) or 0
 
 
-def instance_threads(triton: Triton, name: str) -> int:
+def instance_threads(triton: Triton, name: str) -> int | None:
     """The intra-op threads each instance of ``name`` runs with now (the tables' ``threads``)."""
     from servelab.core.cpu import cpu_cores
     from servelab.triton.config import mc

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from servelab.lab.triton_steps import Triton, live_config
 
@@ -46,6 +47,17 @@ def live_instances(triton: Triton, name: str) -> str:
     return ", ".join(parts)
 
 
+def expected_stubs(cfg: Any) -> int | None:
+    """Python-backend stub processes a live config asks for: ``count`` per listed GPU (or on the CPU);
+    None when a GPU group lists no GPUs (it runs on every GPU the server sees)."""
+    from servelab.triton.config import mc
+
+    groups = cfg.instance_group
+    if any(g.kind == mc.ModelInstanceGroup.KIND_GPU and not g.gpus for g in groups):
+        return None
+    return sum(g.count * max(1, len(g.gpus)) for g in groups) or 1
+
+
 def server_view(triton: Triton, name: str) -> None:
     """What runs on the server now: the Python backend's stub processes of ``name`` (one per instance,
     with their thread counts; ONNX Runtime instances are threads) and, on a GPU host, each GPU's memory.
@@ -68,14 +80,14 @@ def _server_view(triton: Triton, name: str) -> None:
         print(f"{name} runs on ONNX Runtime inside the tritonserver process: its instances are threads "
               "there, not processes (the live config above lists them)")
         return
-    expected = sum(g.count for g in live_config(triton, name).instance_group) or 1
+    expected = expected_stubs(live_config(triton, name))
     started = time.monotonic()
     parents, stubs = _stubs(triton, name)
-    while len(stubs) != expected and time.monotonic() - started < STUB_WAIT_S:
+    while expected is not None and len(stubs) != expected and time.monotonic() - started < STUB_WAIT_S:
         time.sleep(0.5)  # a reload's old instances exit after the new ones are ready
         parents, stubs = _stubs(triton, name)
     waited = time.monotonic() - started
-    if len(stubs) != expected:
+    if expected is not None and len(stubs) != expected:
         print(f"warning: {len(stubs)} stub processes of {name} after {STUB_WAIT_S:.0f} s, the config asks "
               f"for {expected}: old ones are still exiting and share the CPU with the measurement below")
     elif waited >= 1:

@@ -17,7 +17,7 @@ import pandas as pd
 
 from servelab.results.schema import num, relative_spread
 
-__all__ = ["STATUSES", "Check", "check", "noise_band", "relative_spread", "row", "spread", "usable"]
+__all__ = ["STATUSES", "Check", "check", "chosen", "noise_band", "relative_spread", "row", "spread", "usable"]
 
 NOISE_NOTE = ("Runs on a shared or small CPU are noisy, and several of the lab's effects belong to a GPU: "
               "a 'not observed' here is a fact about this run on this machine, not a hidden failure.")
@@ -39,19 +39,22 @@ class Check:
 def check(effect: str, values: tuple[float | None, ...], test: Callable[..., bool],
            evidence: Callable[..., str], gpu_only: bool = False,
            noise: tuple[float | None, ...] | None = None) -> Check:
-    """``test(*values)`` decides observed or not; with ``noise`` (the relative spread of ``values[0]``
-    and ``values[1]``, e.g. 0.12 for windows 12 % apart) a gap between the two no larger than
-    ``within_noise`` allows reads "within noise" instead, whatever the test says."""
+    """``test(*values)`` decides observed or not. With ``noise`` (the relative spreads of ``values[0]``
+    and ``values[1]``, e.g. 0.12 for windows 12 % apart) the verdict is "within noise" when moving
+    the second value by the ``noise_band`` either way would change the test's answer: the gap to the
+    test's own threshold (4×, 1.1×, equal) is inside the levels' noise."""
     if any(v is None for v in values):
         return Check(effect, "not measured", "this run has no numbers for it", gpu_only)
     said = evidence(*values)
+    ok = bool(test(*values))
     if noise is not None and len(values) >= 2:
         band = noise_band(values[0], values[1], *noise[:2])
         if band is not None:
             said += f" (spread {band:.3g})"
-            if abs(float(values[1]) - float(values[0])) <= band:  # type: ignore[arg-type]
+            first, second, rest = values[0], float(values[1]), values[2:]  # type: ignore[arg-type]
+            if bool(test(first, second - band, *rest)) != bool(test(first, second + band, *rest)):
                 return Check(effect, "within noise", said, gpu_only)
-    return Check(effect, "observed" if test(*values) else "not observed", said, gpu_only)
+    return Check(effect, "observed" if ok else "not observed", said, gpu_only)
 
 
 def noise_band(a: float | None, b: float | None, spread_a: float | None = None,
@@ -71,24 +74,37 @@ def usable(df: pd.DataFrame) -> pd.DataFrame:
     return df[[not str(value).startswith("skipped") for value in df["warmup"]]]
 
 
-def row(df: pd.DataFrame, column: str, pick: str = "last", **where: Any) -> float | None:
-    """``column`` of the ``usable`` rows matching ``where``: the last one, or the ``max``/``min``."""
+def chosen(df: pd.DataFrame, column: str, pick: str = "last", **where: Any) -> pd.Series | None:
+    """The ``usable`` row matching ``where`` whose ``column`` a rule reads: the last one with a
+    number there, or the one with the ``max``/``min``; None when there is none."""
     sel = usable(df)
     for key, value in where.items():
         if sel.empty or key not in sel:
             return None
         sel = sel[sel[key] == value]
-    values = num(sel, column).dropna()
-    if not len(values):
+    values = num(sel, column)
+    sel, figures = sel[values.notna()], values.dropna().to_numpy()
+    if not len(figures):
         return None
-    return float(values.max() if pick == "max" else values.min() if pick == "min" else values.iloc[-1])
+    at = {"max": figures.argmax, "min": figures.argmin}.get(pick, lambda: len(figures) - 1)()
+    return sel.iloc[int(at)]
+
+
+def row(df: pd.DataFrame, column: str, pick: str = "last", **where: Any) -> float | None:
+    """``column`` of the ``chosen`` row."""
+    picked = chosen(df, column, pick, **where)
+    return None if picked is None else float(picked[column])
 
 
 # the spread column that holds a measured column's noise (others ending in _ms: perf_analyzer's latency)
 SPREAD_OF = {"throughput": "throughput_spread", "median_ms": "median_spread"}
 
 
-def spread(df: pd.DataFrame, column: str, **where: Any) -> float | None:
-    """The relative spread recorded with ``column``'s level (picked like ``row``), for ``check(noise=)``."""
+def spread(df: pd.DataFrame, column: str, pick: str = "last", **where: Any) -> float | None:
+    """The relative spread recorded with the row ``row`` reads ``column`` from, for ``check(noise=)``."""
     name = SPREAD_OF.get(column, "latency_spread" if column.endswith("_ms") else f"{column}_spread")
-    return row(df, name, **where)
+    picked = chosen(df, column, pick, **where)
+    if picked is None or name not in picked.index:
+        return None
+    value = pd.to_numeric(picked[name], errors="coerce")
+    return None if pd.isna(value) else float(value)

@@ -248,10 +248,13 @@ def short_view(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame | None:
     ``TRITON_COLUMNS`` or ``FASTAPI_COLUMNS``; None for any other table."""
     if list(columns) == TRITON_COLUMNS:
         frame = df if "label" in df else df.assign(label=df.get("model", ""))
-        if "warmup" in frame:  # a level measured after a skipped warm-up says so (no rule counts it)
-            marks = [" (no warm-up)" * str(value).startswith("skipped") for value in frame["warmup"]]
-            labels = [f"{label}{mark}" for label, mark in zip(frame["label"], marks, strict=True)]
-            frame = frame.assign(label=labels)
+        # a level measured after a skipped warm-up (no rule counts it), or that never settled, says so
+        blank = pd.Series("", index=frame.index)
+        cold = [str(v).startswith("skipped") for v in frame.get("warmup", blank)]
+        loose = [v is False or str(v) == "False" for v in frame.get("settled", blank)]
+        labels = [f"{label}{' (no warm-up)' * c}{' (unsettled)' * u}"
+                  for label, c, u in zip(frame["label"], cold, loose, strict=True)]
+        frame = frame.assign(label=labels)
         picked = ["label", "throughput", "p50_ms", "p99_ms", QUEUE, "compute_infer_ms"]
     elif list(columns) == FASTAPI_COLUMNS:
         frame = df.assign(label=[" ".join(_text(r.get(c)) for c in ("backend", "mode")) +

@@ -72,10 +72,13 @@ def choose_threads(setting: str, instances: int, on_gpu: bool, cores: int | None
 
 
 def instance_threads(backend: str, parameters: dict[str, str], cpu_instances: int, on_gpu: bool,
-                     cores: int) -> int:
-    """Intra-op threads one instance runs with, as the tables show it: the Python backend's (and the
+                     cores: int) -> int | None:
+    """Intra-op threads one CPU instance runs with, as the tables show it: the Python backend's (and the
     local ONNX runner's) ``CPU_THREADS`` rule; Triton's onnxruntime backend takes its
-    ``intra_op_thread_count`` (absent or 0: every core, its default)."""
+    ``intra_op_thread_count`` (absent or 0: every core, its default). None on a GPU: there the GPU
+    does the maths and the CPU threads are not what a comparison changes."""
+    if on_gpu:
+        return None
     if backend == "onnxruntime":
         figure = int(parameters.get("intra_op_thread_count", "0") or 0)
         return figure if figure > 0 else cores

@@ -19,7 +19,6 @@ overrides), so two instances do not fight over the same cores.
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -28,17 +27,13 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 from servelab.core.gpu import ort_providers, pad_rows
-from servelab.triton.instances import choose_threads, cpu_instances, running_instances
+from servelab.triton.instances import choose_threads, cpu_instances, running_instances, thread_setting
 
 
-def _setting() -> str:
-    return os.environ.get("SERVELAB_TRITON_THREADS", "auto").strip().lower()
-
-
-def _threads(instances: int) -> int:
-    """The Python backend's rule (``choose_threads``), so 06 compares backends, not core counts;
-    0 is onnxruntime's own choice (``default``)."""
-    return choose_threads(_setting(), instances, on_gpu=False) or 0
+def _threads(setting: str, instances: int) -> int:
+    """The Python backend's rule (``choose_threads`` on the config's ``CPU_THREADS``), so 06 compares
+    backends, not core counts; 0 is onnxruntime's own choice (``default``)."""
+    return choose_threads(setting, instances, on_gpu=False) or 0
 
 
 def _providers(args: dict[str, Any]) -> list[Any]:
@@ -68,7 +63,9 @@ class TritonPythonModel:
         # on CUDA every batch is padded to max_batch_size: one shape (see pad_rows)
         on_cuda = self.providers[0] != "CPUExecutionProvider"
         self.pad_to = int(config.get("max_batch_size", 0)) if on_cuda else 0
-        self.session = self._session(_threads(cpu_instances(config)))
+        parameters = config.get("parameters", {})
+        self.setting = thread_setting(parameters.get("CPU_THREADS", {}).get("string_value", ""))
+        self.session = self._session(_threads(self.setting, cpu_instances(config)))
 
     def _session(self, threads: int) -> Any:
         import onnxruntime as ort
@@ -86,10 +83,10 @@ class TritonPythonModel:
     def _retune_threads(self) -> None:
         """In ``auto`` mode, follow in-place instance-count changes (checked at most every 2 s)."""
         now = time.monotonic()
-        if _setting() != "auto" or now < self.next_thread_check:
+        if self.setting != "auto" or now < self.next_thread_check:
             return
         self.next_thread_check = now + 2.0
-        wanted = _threads(running_instances(__file__))
+        wanted = _threads(self.setting, running_instances(__file__))
         if wanted != self.threads:
             self.session = self._session(wanted)
 

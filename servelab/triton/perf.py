@@ -306,7 +306,7 @@ def run_perf_analyzer(argv: list[str], label: str, model: str, config: Mapping[s
     return PerfResult(frame, list(argv), out.stdout, out.csv_text, out.returncode, out.wall_s, notes)
 
 
-WARM_UP_FLAGS = ("-b", "--concurrency-range", "--request-rate-range", "--request-count",
+WARM_UP_FLAGS = ("-b", "--concurrency-range", "--request-rate-range", "--request-count", "--measurement-mode",
                  "--measurement-request-count", "--max-trials")
 
 

@@ -44,6 +44,7 @@ def to_python_runner(cfg: ModelConfig) -> ModelConfig:
     new.CopyFrom(cfg)
     new.ClearField("platform")
     new.backend = "python"
+    new.parameters["CPU_THREADS"].string_value = "auto"  # the runner follows the Python model's rule
     return new
 
 

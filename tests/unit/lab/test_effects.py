@@ -102,7 +102,20 @@ def test_instance_rules() -> None:
     assert status(worse, "largest instance count is no better") == "not observed"
     assert status(worse, "one thread each beats") == "not observed"
     none = step05_instance_scaling.rules(data())
-    assert [c.status for c in none] == ["not measured", "not measured"]
+    assert [c.status for c in none] == ["not measured"] * 3  # every check listed, whatever is missing
+
+
+def test_instance_rules_never_count_a_level_without_its_warm_up() -> None:
+    """The 1-instance level measured cold: the comparison with it is not measured (never 2 vs 2); the
+    largest-vs-middle check stays in the list."""
+    rows = scaling([50, 90, 92], threads=(5, 60))
+    rows[0]["warmup"] = "skipped: perf_analyzer ran past its 60 s timeout"
+    checks = step05_instance_scaling.rules(data(triton=rows))
+    assert status(checks, "More instances raise throughput") == "not measured"
+    assert status(checks, "largest instance count is no better") == "observed"
+    rows[1]["warmup"] = "skipped: timeout"
+    checks = step05_instance_scaling.rules(data(triton=rows))
+    assert len(checks) == 3 and status(checks, "largest instance count is no better") == "not measured"
 
 
 # ----------------------------------------------------------------------------- 06 ONNX backend
@@ -235,6 +248,30 @@ def test_a_level_measured_without_its_warm_up_is_never_counted() -> None:
     rows[1]["warmup"] = "skipped: perf_analyzer ran past its 60 s timeout and was killed"
     checks = step07_dynamic_batching.rules(data(triton=rows))
     assert status(checks, "Poisson arrivals queue more") == "not measured"
-    shown = short_view(pd.DataFrame([{**r, "label": r["distribution"] if "distribution" in r else "x"}
+    shown = short_view(pd.DataFrame([{**r, "label": r.get("distribution", "x")}
                                      for r in rows]), TRITON_COLUMNS)
     assert shown is not None and "poisson (no warm-up)" in shown.iloc[:, 0].tolist()
+
+
+def test_within_noise_is_about_the_tests_threshold_not_zero() -> None:
+    """A 4× rule at 20 → 25 ms is far from 4× whatever the noise; "no better" at 100 vs 60 is plain;
+    only a threshold inside the band makes a verdict "within noise"."""
+    from servelab.report.effects import check
+
+    def said(a: float, b: float) -> str:
+        return f"{a} {b}"
+
+    four = check("x", (20.0, 25.0), lambda a, b: b >= 4 * a, said, noise=(0.5, 0.5))
+    assert four.status == "not observed"
+    near = check("x", (20.0, 75.0), lambda a, b: b >= 4 * a, said, noise=(0.1, 0.1))
+    assert near.status == "within noise"  # band 7.5 reaches 80
+    plain = check("x", (100.0, 60.0), lambda mid, top: top <= 1.05 * mid, said, noise=(0.2, 0.2))
+    assert plain.status == "observed"
+
+
+def test_a_spread_comes_from_the_row_its_value_came_from() -> None:
+    from servelab.report.effects import row, spread
+
+    rows = pd.DataFrame([{"p99_ms": 10.0, "latency_spread": 0.3}, {"p99_ms": 12.0, "latency_spread": None}])
+    assert row(rows, "p99_ms") == 12.0 and spread(rows, "p99_ms") is None
+    assert row(rows, "p99_ms", "min") == 10.0 and spread(rows, "p99_ms", "min") == 0.3

@@ -33,7 +33,8 @@ def test_a_fastapi_table_shows_max_batch_when_the_services_differ() -> None:
                           "p99_ms": 32.0, "throughput_rps": 30.0, "cpu_util_pct": 50.0, "gpu_util_pct": None},
                          {"backend": "onnx", "device": "cpu", "max_batch": 1, "mode": "sequential",
                           "concurrency": 1, "requests": 10, "errors": 0, "median_ms": 20.0, "p95_ms": 21.0,
-                          "p99_ms": 22.0, "throughput_rps": 45.0, "cpu_util_pct": 50.0, "gpu_util_pct": None}])
+                          "p99_ms": 22.0, "throughput_rps": 45.0, "cpu_util_pct": 50.0,
+                          "gpu_util_pct": None}])
     html = show_columns(rows, FASTAPI_COLUMNS)._repr_html_() or ""
     assert html.count("<th>") <= 8 and "max batch" in html.lower()
 
@@ -45,7 +46,9 @@ def test_one_thread_rule_for_both_runners() -> None:
     assert instance_threads("python", {"CPU_THREADS": "default"}, 2, False, 2) == 2
     assert instance_threads("python", {}, 1, False, 8) == 7  # the local ONNX runner has no parameter
     assert instance_threads("onnxruntime", {"intra_op_thread_count": "3"}, 1, False, 8) == 3
-    assert instance_threads("onnxruntime", {}, 1, True, 8) == 8
+    assert instance_threads("onnxruntime", {}, 1, False, 8) == 8
+    assert instance_threads("onnxruntime", {}, 1, True, 8) is None  # on a GPU: not the comparison's change
+    assert instance_threads("python", {"CPU_THREADS": "auto"}, 2, True, 8) is None
 
 
 def test_the_onnxruntime_backend_on_a_cpu_follows_the_same_rule(tmp_path, monkeypatch) -> None:
@@ -66,3 +69,24 @@ def test_the_onnxruntime_backend_on_a_cpu_follows_the_same_rule(tmp_path, monkey
                           staging_dir=tmp_path / "staging", onnx_backend=True, quiet=True)
     cfg = read_config(folder)
     assert cfg.backend == "onnxruntime" and cfg.parameters["intra_op_thread_count"].string_value == "3"
+
+
+def test_a_frame_derived_with_other_columns_is_shown_whole() -> None:
+    """Asking for columns (or reshaping) shows what was asked for, never the short view's choice."""
+    table = concat(show_columns(triton_rows("one", 1), TRITON_COLUMNS),
+                   show_columns(triton_rows("two", 2), TRITON_COLUMNS))
+    asked = table[["label", "batch_counts"]]
+    assert "batch_counts" in repr(asked) and "batch_counts" in (asked._repr_html_() or "")
+    assert "22 columns" in repr(table.set_index("label"))  # the plain frame, not the short view
+    assert "p99 (ms)" in repr(table[table["threads"] > 1])  # a row selection keeps the short view
+
+
+def test_the_stubs_a_config_asks_for_count_each_listed_gpu() -> None:
+    from servelab.lab.triton_views import expected_stubs
+    from servelab.triton.config import parse_config, set_instance_groups
+
+    cfg = parse_config('name: "m"\nbackend: "python"\n')
+    assert expected_stubs(set_instance_groups(cfg, [(2, "KIND_GPU", [0, 1])])) == 4
+    assert expected_stubs(set_instance_groups(cfg, [(3, "KIND_CPU", [])])) == 3
+    assert expected_stubs(set_instance_groups(cfg, [(1, "KIND_GPU", [0]), (2, "KIND_CPU", [])])) == 3
+    assert expected_stubs(set_instance_groups(cfg, [(2, "KIND_GPU", [])])) is None

@@ -34,5 +34,5 @@ def test_a_count_window_warm_up_says_its_window() -> None:
                               binary="perf_analyzer", concurrency=16, measurement_request_count=32,
                               max_trials=1)
     assert shown_command(argv, warm_up=True) == ("# warm-up first, not recorded: the same command with -b 1 "
-                                                 "--concurrency-range 16 --measurement-request-count 32 "
-                                                 "--max-trials 1")
+                                                 "--concurrency-range 16 --measurement-mode count_windows "
+                                                 "--measurement-request-count 32 --max-trials 1")
