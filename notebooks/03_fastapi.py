@@ -225,8 +225,8 @@ step.fastapi_down(stack)
 # ## Questions
 # 1. With 16 clients, which part of a request's latency grew: the model's time or the time
 #    spent waiting? Which numbers above tell you?
-# 2. How many times faster is ONNX Runtime than PyTorch for one client here, and does that
-#    ratio survive with 16 clients?
+# 2. Which engine answered one client sooner in this run, and by what factor? Does that ratio
+#    survive with 16 clients?
 # 3. The web app calls the inference service over HTTP instead of loading the model itself.
 #    Name one thing this makes possible and one thing it costs.
 

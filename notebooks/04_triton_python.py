@@ -103,9 +103,10 @@ stats_before = triton_steps.stats_json(triton, "food_classifier")
 # `stability_pct`). Each level starts with a short warm-up at the same load, not recorded. Then
 # perf_analyzer counts `window_requests` requests per measurement window. With `settle="stable"` it
 # measures window after window, up to `max_trials`, until three in a row agree within
-# `stability_pct` percent; a level whose windows never agree still gets a row, with `settled`
-# False. With `settle="fixed"` it measures one window per level, with no stability search. Each
-# command is printed before it runs.
+# `stability_pct` percent; a level whose windows never agree still gets a row, labelled
+# "(unsettled)" in the table. With `settle="fixed"` it measures one window per level, with no
+# stability search. Each command is printed before it runs. The spread of a level's last three
+# windows is kept with it: a verdict whose gap is inside that spread reads "within noise".
 
 # %% [markdown]
 # **Predict.** At concurrency 1, 8 and 16, which of queue time and compute time will grow,

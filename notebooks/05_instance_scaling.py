@@ -121,7 +121,7 @@ step.plot_scaling(scaling, title="Python backend: instances vs latency and throu
 
 # %% [markdown]
 # **What to look for.** How did throughput and p99 at concurrency 8 change from step to step, and
-# where did they stop changing? Which resource was busy at each step: `cpu_util_pct` here, nvtop
+# where did they stop changing? Which resource was busy at each step: `CPU %` here, nvtop
 # on the node? What this run shows:
 
 # %%

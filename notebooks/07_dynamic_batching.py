@@ -155,14 +155,15 @@ step.plot_batch_sizes(batching)
 # queued requests in arrival order. While none of them has waited `max_queue_delay_microseconds`
 # yet, it sends the largest preferred size it can form, or waits (up to that delay) for one. Once
 # the oldest has waited longer, it sends everything queued as one execution, up to the model's
-# `max_batch_size` (16), preferred or not; behind a running execution the oldest request has
-# usually waited far longer than 100 µs. Sources: Triton's documentation,
+# `max_batch_size` (16), preferred or not. How long does one execution take here (the compute
+# column), against `max_queue_delay_microseconds`? Sources: Triton's documentation,
 # [batcher.md](https://github.com/triton-inference-server/server/blob/main/docs/user_guide/batcher.md)
 # ("Preferred Batch Sizes", "Delayed Batching"), and the scheduler's code,
 # [dynamic_batch_scheduler.cc](https://github.com/triton-inference-server/core/blob/main/src/dynamic_batch_scheduler.cc)
 # (`GetDynamicBatch`); summarised in docs/decisions/2026-11-24-gpu-expectations.md.
 #
-# **Reading it.** Which batch sizes did the server form at each rate (`batch_counts` in the table)?
+# **Reading it.** Which batch sizes did the server form at each rate (the histogram, and
+# `on["batch_counts"]` for the counts per rate; `mean batch` in the table)?
 # At the highest rate, what did batching do to p99; at the lowest, what did waiting to form a batch
 # cost? Remember that below capacity throughput only follows the offered rate. What this run shows:
 

@@ -181,8 +181,8 @@ def sections(data: RunData) -> list[Section]:
 
 
 def rules(data: RunData) -> list[Check]:
-    """Poisson arrivals queue more; batches form; at the lowest rate batching costs latency (a batch
-    of n costs about n images on a CPU, and each request waits for its whole batch); p99 at the top
+    """Poisson arrivals queue more; batches form; at the lowest rate batching costs latency (each
+    request in a batch waits for the whole batch, which on a CPU costs about its size); p99 at the top
     rate no worse with batching (GPU)."""
     arrivals = step_rows(data.triton, "arrivals")
     counts = _batched_counts(data.triton)

@@ -10,10 +10,10 @@ onnxruntime in the server's Python. A KIND_GPU instance (a GPU host running
 this Triton build) gets the CUDA provider on its GPU when onnxruntime-gpu is
 installed.
 
-Threads per instance: cores divided among the running CPU instances, re-checked
-while serving because Triton adds/removes instances in place when only the
-count changes (env ``SERVELAB_TRITON_THREADS`` = a number or ``default``
-overrides), so two instances do not fight over the same cores.
+Threads per instance: the Python model's rule on the config's ``CPU_THREADS``
+(``servelab.triton.instances.choose_threads``; env ``SERVELAB_TRITON_THREADS``
+overrides), re-checked while serving because Triton adds/removes instances in
+place when only the count changes, so two instances do not fight over the cores.
 """
 
 from __future__ import annotations
