@@ -132,8 +132,9 @@ SPECS: dict[str, Spec] = {
     "stability_pct": Spec(1000, 20, _int(1, 10_000),
                           "perf_analyzer: max spread (%) between windows to call it stable "
                           "(quick: any spread, i.e. max_trials steady windows)"),
-    "instance_counts": Spec(None, None, _optional(_list_of(_int(1, 64), increasing=True)),
-                            "instances per step (None: 1, 2+2, 4+4 on two GPUs; scaled to the cores on CPU)"),
+    "instance_counts": Spec(None, None, _optional(_list_of(_int(1, 64), min_len=3, increasing=True)),
+                            "instances per step, three or more (None: 1, 2+2, 4+4 on two GPUs; scaled to "
+                            "the cores on CPU)"),
     "scaling_concurrency": Spec(8, 8, _int(1, 256), "concurrency for the instance-scaling runs"),
     "onnx_concurrency_levels": Spec([1, 8, 16], [1, 8, 16], _list_of(_int(1, 256), increasing=True),
                                     "concurrency levels for the ONNX backend (1: one request alone)"),
