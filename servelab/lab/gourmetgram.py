@@ -19,7 +19,7 @@ from servelab.results.schema import FLASK, load
 from servelab.results.store import results_dir
 from servelab.targets.base import Stack
 
-MIN_FOR_P95 = 20  # warm uploads needed before a p95 means anything (fewer: median and max only)
+MIN_FOR_P95 = 20  # warm uploads before a p95 is shown; why: docs/decisions/2026-11-23-readable-notebooks.md
 
 
 def flask_up(stack: Stack, backend: str) -> Endpoint:

@@ -18,7 +18,8 @@ PROCESS_LIST = ("import os\n"
                 "    print(pid, stat[1], stat[17], args.strip() or '-')\n")
 
 
-STUB_WAIT_S = 60.0  # the longest the view waits for a reload's old stubs to exit before measuring
+# the longest wait for a reload's old stubs to exit; why: docs/decisions/2026-11-23-readable-notebooks.md
+STUB_WAIT_S = 60.0
 
 
 def _stubs(triton: Triton, name: str) -> tuple[set[str], list[list[str]]]:
