@@ -168,15 +168,15 @@ SPECS: dict[str, Spec] = {
     "llm_small_kv_blocks": Spec(9, 12, _int(2, 1_000_000),
                                 "continuous batching: the smaller KV cache of the cache experiment"),
     # 10 scaling out with Ray Serve (rates are fractions of one replica's measured capacity)
-    "scaling_phase_seconds": Spec([4, 10, 8], [20, 60, 40], _list_of(_number(0.0, 3600.0), min_len=3),
+    "scaling_phase_seconds": Spec([3, 12, 5], [20, 60, 40], _list_of(_number(0.0, 3600.0), min_len=3),
                                   "step load: seconds of low, high, low load"),
-    "scaling_rate_fractions": Spec([0.5, 1.3], [0.5, 1.3], _list_of(_number(0.0, 10.0), min_len=2),
+    "scaling_rate_fractions": Spec([0.5, 1.2], [0.5, 1.2], _list_of(_number(0.0, 10.0), min_len=2),
                                    "step load: [low, high] Poisson rates (× one replica's capacity)"),
     "scaling_max_replicas": Spec(2, 2, _int(1, 64), "autoscaling: max_replicas (and the fixed-N run's N)"),
     "scaling_queue_limit": Spec(4, 4, _int(1, 100_000), "shedding: max_queued_requests"),
     "scaling_overload_fraction": Spec(2.0, 2.0, _number(0.0, 20.0),
                                       "shedding: the overload rate as a fraction of one replica's capacity"),
-    "scaling_overload_seconds": Spec(5, 20, _number(0.0, 3600.0), "shedding: seconds of overload per run"),
+    "scaling_overload_seconds": Spec(4, 20, _number(0.0, 3600.0), "shedding: seconds of overload per run"),
     # 01/02/08 provisioning
     "lease_name": Spec(None, None,
                        _optional(_text(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}", "serve_system_abc123")),

@@ -12,8 +12,6 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
-import psutil
-
 from servelab.scaling.config import Scaling
 
 APP = "food11"
@@ -39,6 +37,7 @@ class Cluster:
         return f"http://{self.host}:{self.port}{ROUTE}"
 
     def start(self, timeout_s: float = 90.0) -> Cluster:
+        import psutil
         import ray
         from ray import serve
 
@@ -46,8 +45,7 @@ class Cluster:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         # metrics every 0.5 s, not Ray's 10 s: scaling decisions within a minutes-long notebook
         for name in ("RAY_SERVE_REPLICA_AUTOSCALING_METRIC_PUSH_INTERVAL_S",
-                     "RAY_SERVE_HANDLE_AUTOSCALING_METRIC_PUSH_INTERVAL_S",
-                     "RAY_SERVE_CONTROL_LOOP_INTERVAL_S"):
+                     "RAY_SERVE_HANDLE_AUTOSCALING_METRIC_PUSH_INTERVAL_S"):
             os.environ.setdefault(name, "0.5")
         t0 = time.perf_counter()
         ray.init(address="local", num_cpus=cpus, include_dashboard=False, object_store_memory=80 * 2**20,
@@ -67,9 +65,8 @@ class Cluster:
         from servelab.scaling.app import Food11
 
         t0 = time.perf_counter()
-        os.environ["SERVELAB_REPLICA_CPUS"] = str(max(scaling.num_cpus, 0.5) * 2)
-        # @serve.deployment made the class a Deployment, which mypy cannot see
-        handle = Food11.options(**scaling.deployment_options()).bind()  # type: ignore[attr-defined]
+        deployment: Any = Food11  # @serve.deployment made the class a Deployment, which mypy cannot see
+        handle = deployment.options(**scaling.deployment_options()).bind()
         serve.run(handle, name=APP, route_prefix=ROUTE, blocking=False)
         want = scaling.fixed or scaling.min_replicas
         self.wait_replicas(lambda n: n == want, f"{want} running replica(s) of {APP}", timeout_s)
@@ -78,14 +75,16 @@ class Cluster:
 
     def replicas(self) -> int:
         """Running replicas of the app's deployment now (0 while none is up)."""
+        return self.replica_counts()[0]
+
+    def replica_counts(self) -> tuple[int, int]:
+        """(running, starting) replicas of the app's deployment now."""
         from ray import serve
 
         app = serve.status().applications.get(APP)
-        if app is None:
-            return 0
-        deployment = app.deployments.get("food11")
+        deployment = app.deployments.get("food11") if app is not None else None
         states: dict[Any, int] = dict(deployment.replica_states) if deployment else {}
-        return int(states.get("RUNNING", 0))
+        return int(states.get("RUNNING", 0)), int(states.get("STARTING", 0))
 
     def wait_replicas(self, ok: Any, what: str, timeout_s: float) -> float:
         """Poll until ``ok(replicas)``; the seconds it took, or ScalingError naming ``what``."""
@@ -102,12 +101,16 @@ class Cluster:
         """SIGKILL one replica's process (a crash: it finishes nothing); ``pid`` from an answer's "pid"."""
         import signal
 
+        import psutil
+
         if pid not in {p.pid for p in psutil.Process().children(recursive=True)}:
             raise ScalingError(f"pid {pid} is not a process of this Ray cluster: not killed")
         os.kill(pid, signal.SIGKILL)
 
     def _remember_pids(self) -> None:
         """Ray's processes among this process's descendants (not the load generator's pool)."""
+        import psutil
+
         for child in psutil.Process().children(recursive=True):
             try:
                 if "multiprocessing" not in " ".join(child.cmdline()):
@@ -137,6 +140,8 @@ class Cluster:
 
     def alive(self) -> list[int]:
         """The processes this cluster started that are still running (zombies count as gone)."""
+        import psutil
+
         left = []
         for pid in sorted(self.pids):
             try:
@@ -149,6 +154,8 @@ class Cluster:
 
 def ray_processes() -> list[str]:
     """Ray processes of this user on this machine (raylet, gcs_server, ray:: workers), as 'pid name'."""
+    import psutil
+
     me = psutil.Process().username()
     found = []
     for p in psutil.process_iter(["pid", "name", "cmdline", "username"]):

@@ -33,13 +33,14 @@ class Scaling:
     upscale_delay_s: float = 2.0
     downscale_delay_s: float = 6.0
     look_back_period_s: float = 2.0
-    max_ongoing_requests: int = 256  # the queue forms in the replica, not in Serve's router (why: the note)
+    max_ongoing_requests: int = 1000  # the queue forms in the replica, not in Serve's router (why: the note)
     max_queued_requests: int = -1
     fixed: int | None = None
     policy: str = "queue depth"  # or "utilisation"
     target_utilisation_pct: float = 70.0
     num_cpus: float = 0.5
     num_gpus: float = 0.0
+    health_check_period_s: float = 2.0  # how soon Serve notices a dead replica (Ray's default: 10 s)
 
     def __post_init__(self) -> None:
         def bad(name: str, rule: str) -> ScalingConfigError:
@@ -52,7 +53,7 @@ class Scaling:
         for name in ("target_ongoing_requests", "look_back_period_s"):
             if not getattr(self, name) > 0:
                 raise bad(name, "must be above 0")
-        for name in ("upscale_delay_s", "downscale_delay_s", "num_cpus", "num_gpus"):
+        for name in ("upscale_delay_s", "downscale_delay_s", "num_cpus", "num_gpus", "health_check_period_s"):
             if getattr(self, name) < 0:
                 raise bad(name, "must be 0 or more")
         if self.max_ongoing_requests < 1:
@@ -79,6 +80,7 @@ class Scaling:
             "max_ongoing_requests": self.max_ongoing_requests,
             "max_queued_requests": self.max_queued_requests,
             "ray_actor_options": {"num_cpus": self.num_cpus, "num_gpus": self.num_gpus},
+            "health_check_period_s": self.health_check_period_s,
         }
         if self.fixed is not None:
             return {**options, "num_replicas": self.fixed}
@@ -115,6 +117,8 @@ def field_map(s: Scaling, name: str = "food11") -> list[dict[str, Any]]:
                        "an ingress rate limit)"},
         {"ray_serve": "ray_actor_options.num_cpus / num_gpus", "value": f"{s.num_cpus:g} / {s.num_gpus:g}",
          "kubernetes": "container resources.requests cpu / nvidia.com/gpu"},
+        {"ray_serve": "health_check_period_s", "value": s.health_check_period_s,
+         "kubernetes": "container livenessProbe.periodSeconds"},
         {"ray_serve": "(deployment name)", "value": name, "kubernetes": "scaleTargetRef.name"},
     ]
 
@@ -166,31 +170,49 @@ spec:
 """
 
 
-def utilisation_policy(ctx: Any) -> tuple[float, dict[str, Any]]:
-    """A Ray Serve autoscaling policy driven by CPU utilisation, as an HPA on CPU would be: desired =
-    ceil(replicas × utilisation / target), where utilisation is the node's busy cores per replica's
-    CPU share, held ``upscale_delay_s``/``downscale_delay_s`` before it acts. Runs in Serve's controller.
-    The target comes from the environment (``SERVELAB_TARGET_UTILISATION``, default 70 %)."""
-    import os
+def replica_busy_cores(app: str = "food11") -> float:
+    """Cores the app's replica processes used since the previous call (psutil, this node only).
 
+    The process handles (cpu_percent needs the same ones each call) live on the psutil module: Serve
+    pickles the policy by value with the globals it names, and a handle holds a lock."""
     import psutil
+
+    if not hasattr(psutil, "_servelab_replicas"):
+        psutil._servelab_replicas = {}  # type: ignore[attr-defined]
+    replicas: dict[int, Any] = psutil._servelab_replicas  # type: ignore[attr-defined]
+    busy, alive = 0.0, set()
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        if f"ServeReplica:{app}" not in " ".join(proc.info["cmdline"] or []):
+            continue
+        alive.add(proc.pid)
+        try:
+            busy += replicas.setdefault(proc.pid, proc).cpu_percent(interval=None) / 100
+        except psutil.NoSuchProcess:
+            continue
+    for pid in set(replicas) - alive:
+        replicas.pop(pid)
+    return busy
+
+
+def utilisation_policy(ctx: Any) -> tuple[float, dict[str, Any]]:
+    """A Ray Serve autoscaling policy driven by CPU utilisation, as an HPA on pods' CPU would be:
+    desired = ceil(replicas × utilisation / target), utilisation being the replicas' busy cores per
+    running replica (one ONNX Runtime thread each: one core is 100 %), held ``upscale_delay_s`` /
+    ``downscale_delay_s`` before it acts. Runs in Serve's controller; target 70 %
+    (``SERVELAB_TARGET_UTILISATION``)."""
+    import os
 
     state = dict(ctx.policy_state or {})
     replicas = max(1, int(ctx.current_num_replicas))
-    busy_cores = psutil.cpu_percent(interval=None) / 100 * (psutil.cpu_count() or 1)
-    share = float(os.environ.get("SERVELAB_REPLICA_CPUS", "1"))
-    utilisation = 100 * busy_cores / (replicas * share)
+    running = max(1, len(ctx.running_replicas or ()))  # a starting replica computes nothing yet
+    utilisation = 100 * replica_busy_cores(ctx.app_name or "food11") / running
     target = float(os.environ.get("SERVELAB_TARGET_UTILISATION", "70"))
-    wanted = max(1, math.ceil(replicas * utilisation / target - 0.05))
+    wanted = max(1, math.ceil(running * utilisation / target - 0.05))
     now = time.time()
-    config = ctx.config
     if wanted != replicas:
-        since = state.get("since") if state.get("wanted") == wanted else None
-        since = since or now
-        delay = config.upscale_delay_s if wanted > replicas else config.downscale_delay_s
-        state.update(wanted=wanted, since=since)
-        if now - since >= delay:
-            return wanted, state
-        return replicas, state
-    state.update(wanted=wanted, since=None)
+        since = (state.get("since") if state.get("wanted") == wanted else None) or now
+        delay = ctx.config.upscale_delay_s if wanted > replicas else ctx.config.downscale_delay_s
+        state.update(wanted=wanted, since=since, utilisation=round(utilisation, 1))
+        return (wanted if now - since >= delay else replicas), state
+    state.update(wanted=wanted, since=None, utilisation=round(utilisation, 1))
     return replicas, state

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import psutil
 
 
 @dataclass(frozen=True)
@@ -44,11 +43,13 @@ class LoadRun:
         ok = [r for r in self.requests if r["status"] == 200]
         lat = np.array([r["latency_ms"] for r in ok]) if ok else np.array([])
         shed = [r for r in self.requests if r["status"] == 503]
+        # goodput: answers per second of the run's whole span, until its last answer came
+        span = max([self.seconds, *(r["t_done"] for r in self.requests)])
         return {
             "label": self.label, "sent": len(self.requests), "ok": len(ok), "shed_503": len(shed),
             "timeouts": sum(r["status"] == "timeout" for r in self.requests),
             "errors": sum(r["status"] not in (200, 503, "timeout") for r in self.requests),
-            "goodput_rps": round(len(ok) / self.seconds, 2) if self.seconds else None,
+            "goodput_rps": round(len(ok) / span, 2) if span else None,
             "p50_ms": _pct(lat, 50), "p99_ms": _pct(lat, 99),
             "shed_p99_ms": _pct(np.array([r["latency_ms"] for r in shed]), 99),
             "mismatched": sum(bool(r.get("mismatch")) for r in ok),
@@ -81,13 +82,16 @@ def arrivals(phases: Sequence[Phase], seed: int = 0) -> list[tuple[float, int]]:
 
 
 def run_schedule(url: str, bodies: Sequence[tuple[bytes, str]], phases: Sequence[Phase], label: str,
-                 replicas: Callable[[], int], interval_s: float = 1.0, timeout_s: float = 20.0,
-                 seed: int = 0, during: Callable[[float], None] | None = None) -> LoadRun:
+                 replicas: Callable[[], int | tuple[int, int]], interval_s: float = 1.0,
+                 timeout_s: float = 20.0, seed: int = 0,
+                 during: Callable[[float], None] | None = None) -> LoadRun:
     """Send ``bodies`` (image bytes, expected label) round-robin at the phases' rates to ``url``.
 
-    ``replicas()`` is sampled every ``interval_s`` on a thread beside the load; ``during(t)`` is
-    called on that thread at each sample (e.g. to kill a replica at some moment).
+    ``replicas()`` (running, or (running, starting)) is sampled every ``interval_s`` on a thread
+    beside the load; ``during(t)`` is called on that thread at each sample (e.g. to kill a replica).
     """
+    import psutil
+
     if not bodies:
         raise ValueError("run_schedule needs at least one request body")
     run = LoadRun(label)
@@ -100,34 +104,55 @@ def run_schedule(url: str, bodies: Sequence[tuple[bytes, str]], phases: Sequence
         while not stop.wait(interval_s):
             t = time.perf_counter() - t0
             try:
-                n = replicas()
+                counts = replicas()
+                n, starting = counts if isinstance(counts, tuple) else (counts, 0)
             except Exception:  # the controller busy or restarting: keep the last count
-                n = samples[-1]["replicas"] if samples else 0
-            samples.append({"t": round(t, 2), "replicas": n,
+                n, starting = (samples[-1]["replicas"], samples[-1]["starting"]) if samples else (0, 0)
+            samples.append({"t": round(t, 2), "replicas": n, "starting": starting,
                             "cpu_util_pct": psutil.cpu_percent(interval=None)})
             if during is not None:
                 during(t)
 
-    from concurrent.futures import ProcessPoolExecutor
-    from multiprocessing import get_context
-
-    # the sender runs in a process of its own: in the Ray driver's process it shares the GIL with
-    # Ray's threads and falls behind its schedule (measured: docs/decisions/2026-11-23-ray-serve.md)
-    with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
-        pool.submit(int, 0).result(timeout=60)  # the child is up before the clock starts
-        t0 = time.perf_counter()
-        wall0 = time.time()
-        sampler = threading.Thread(target=sample, name="scaling-sampler", daemon=True)
-        sampler.start()
-        future = pool.submit(send_all, url, list(bodies), arrivals(phases, seed), run.label, wall0, timeout_s)
-        try:
-            run.requests = future.result(timeout=sum(p.seconds for p in phases) + timeout_s + 60)
-        finally:
-            stop.set()
-            sampler.join(timeout=interval_s + 30)
+    pool = sender_pool()
+    t0 = time.perf_counter()
+    wall0 = time.time()
+    sampler = threading.Thread(target=sample, name="scaling-sampler", daemon=True)
+    sampler.start()
+    future = pool.submit(send_all, url, list(bodies), arrivals(phases, seed), run.label, wall0, timeout_s)
+    try:
+        run.requests = future.result(timeout=sum(p.seconds for p in phases) + timeout_s + 60)
+    finally:
+        stop.set()
+        sampler.join(timeout=interval_s + 30)
     run.seconds = sum(p.seconds for p in phases)
     run.series = _intervals(run.requests, samples, phases, interval_s, label)
     return run
+
+
+_POOL: list[Any] = []
+
+
+def sender_pool() -> Any:
+    """The process the load is sent from, started once (``spawn``, about 1-2 s) and kept.
+
+    In the Ray driver's process the sender shares the GIL with Ray's threads and falls behind its
+    schedule (measured: docs/decisions/2026-11-23-ray-serve.md)."""
+    import atexit
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    if not _POOL:
+        pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"))
+        pool.submit(int, 0).result(timeout=60)  # the child is up before any clock starts
+        _POOL.append(pool)
+        atexit.register(stop_sender)
+    return _POOL[0]
+
+
+def stop_sender() -> None:
+    """Stop the sender process (if started); waits for it."""
+    while _POOL:
+        _POOL.pop().shutdown(wait=True, cancel_futures=True)
 
 
 def send_all(url: str, bodies: Sequence[tuple[bytes, str]], times: list[tuple[float, int]], label: str,
@@ -197,7 +222,7 @@ def _intervals(requests: list[dict[str, Any]], samples: list[dict[str, Any]], ph
         rows.append({
             "run": label, "t": s["t"], "interval_s": round(s["t"] - previous, 2), "phase": phase,
             "rate": phases[phase].rate if phase < len(phases) else 0.0,
-            "replicas": replicas, "in_flight": s["in_flight"],
+            "replicas": replicas, "starting": s.get("starting", 0), "in_flight": s["in_flight"],
             "ongoing_per_replica": round(s["in_flight"] / replicas, 2) if replicas else None,
             "done": len(done), "ok": len(ok), "shed_503": sum(r["status"] == 503 for r in done),
             "p50_ms": _pct(ok, 50), "p99_ms": _pct(ok, 99), "cpu_util_pct": s["cpu_util_pct"],

@@ -12,7 +12,7 @@ import pytest
 from servelab.lab.step10_scaling_out import bodies
 from servelab.scaling.cluster import Cluster, post, ray_processes
 from servelab.scaling.config import Scaling
-from servelab.scaling.load import Phase, closed_loop, run_schedule, scale_events
+from servelab.scaling.load import Phase, closed_loop, run_schedule, scale_events, stop_sender
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -29,6 +29,7 @@ def cluster() -> Iterator[Cluster]:
         c.start()
         yield c
     finally:
+        stop_sender()
         left = c.stop()
         assert not left, f"Ray processes left after shutdown: {left}"
         assert not ray_processes(), f"Ray processes left: {ray_processes()}"

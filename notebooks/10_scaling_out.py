@@ -1,0 +1,231 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 10. Scaling out: replicas, autoscaling on queue depth, load shedding
+#
+# Notebook 05 added instances inside one Triton server. Production systems also scale the other
+# way: **several replicas of the whole server behind a router**, added and removed as the load changes,
+# and a rule for what to do when load outruns every replica. This notebook serves the Food-11 ONNX
+# model with **Ray Serve**: a distributed serving engine whose HTTP proxy routes each request to a
+# replica, whose autoscaler watches the **ongoing requests per replica** (requests being computed
+# plus those waiting: the queue depth), and whose deployments can bound their queue.
+#
+# The serving chapter's key insight is to **scale on queue depth, not only on utilisation**: a busy
+# processor with an empty queue is doing its job; a queue that keeps lengthening is a missing
+# replica. Here the two are measured side by side.
+#
+# **On this machine** (the `local` target) every replica, Serve's proxy, its controller and the load
+# generator share the same CPU cores, so a second replica competes with the first for cores. Every
+# rate below is a fraction of the capacity of one replica measured here, as in notebook 07, and the
+# load generator runs in a process of its own. Ray is started by this notebook and stopped at its
+# end; it does not need notebooks 03–09.
+
+# %% tags=["parameters"]
+target = None  # local; None: $SERVELAB_TARGET or local
+preset = "quick"
+scaling_phase_seconds = None  # step load: seconds of low, high, low load
+scaling_rate_fractions = None  # step load: [low, high] rates as fractions of one replica's capacity
+scaling_max_replicas = None  # autoscaling: max_replicas, and N of the fixed-N run
+scaling_queue_limit = None  # shedding: max_queued_requests
+scaling_overload_fraction = None  # shedding: the overload rate, as a fraction of one replica's capacity
+scaling_overload_seconds = None  # shedding: seconds of overload per run
+
+# %%
+from servelab.lab import common, params
+from servelab.lab import step10_scaling_out as step
+
+P = params.resolve(target, preset, scaling_phase_seconds=scaling_phase_seconds,
+                   scaling_rate_fractions=scaling_rate_fractions, scaling_max_replicas=scaling_max_replicas,
+                   scaling_queue_limit=scaling_queue_limit,
+                   scaling_overload_fraction=scaling_overload_fraction,
+                   scaling_overload_seconds=scaling_overload_seconds)
+P
+
+# %% [markdown]
+# ## The deployment
+# A Ray Serve deployment is a class: Serve runs one copy of it per replica and sends it HTTP
+# requests. Each replica loads the ONNX model with one ONNX Runtime thread, computes one request at
+# a time off its event loop (so it keeps reporting its queue while it computes), and answers with
+# the label, the request's id and its own replica id: the load generator checks that every answer
+# belongs to its request.
+
+# %%
+common.show_code("servelab/scaling/app.py", "Food11")
+
+# %%
+cluster = step.cluster_up()
+photos = step.bodies()
+
+# %% [markdown]
+# ## The autoscaling config, as data
+# The policy is a small record: between `min_replicas` and `max_replicas`, aim for
+# `target_ongoing_requests` per replica, wait `upscale_delay_s` before adding a replica and
+# `downscale_delay_s` before removing one, averaging over `look_back_period_s`.
+# `max_ongoing_requests` is how many requests the router hands one replica at once (set high here:
+# the queue then forms inside the replica, where the autoscaler counts it; the decision note says
+# why), and `max_queued_requests` bounds the queue in front of them (-1: no bound). The delays here are a
+# few seconds so that the whole experiment fits in a minute or two; Ray's defaults are 30 s up and
+# 600 s down. Below it, the same policy as a Kubernetes HorizontalPodAutoscaler and a KEDA
+# ScaledObject, and a table that maps each field to its Kubernetes counterpart.
+
+# %%
+auto = step.policy(P)
+auto.as_data()
+
+# %%
+step.show_policy(auto)
+
+# %% [markdown]
+# ## One replica's capacity
+# One replica, four senders sending back to back, two windows of 2 s: the answers per second set
+# the rates of everything that follows.
+
+# %%
+rate = step.capacity(cluster, P, photos)
+phases = step.step_phases(rate, P)
+
+# %% [markdown]
+# ## A step load, autoscaled on queue depth
+# Poisson arrivals at `scaling_rate_fractions[0]` of one replica's capacity, then
+# `scaling_rate_fractions[1]` of it, then low again (`scaling_phase_seconds` each). Every second the
+# notebook samples the replica count, the requests in flight (per replica: the queue depth the
+# autoscaler sees), p50 and p99 of the requests that finished in that second, and the CPU. Dashed
+# lines mark the moments the replica count changed.
+#
+# **Predict.** The high phase asks for more than one replica can serve. How long after the step will
+# the second replica start serving? What happens to p99 in the meantime, and after it?
+
+# %%
+queue_run = step.step_load(cluster, auto, phases, photos)
+step.plot_timeline(queue_run, title="step load, autoscaled on queue depth")
+
+# %%
+common.what_this_run_shows(step, "starts a replica within", "p99 during")
+
+# %% [markdown]
+# ## A replica dies
+# Two fixed replicas under light load; 2 s in, one replica's process is killed (SIGKILL, as in a
+# crash). Serve's controller notices through its health checks (every `health_check_period_s`) and
+# starts a replacement.
+#
+# **Predict.** What happens to requests routed to the dead replica? How long until two replicas run
+# again?
+
+# %%
+step.kill_one(cluster, P, rate, photos)
+
+# %%
+common.what_this_run_shows(step, "killed")
+
+# %% [markdown]
+# ## Queue depth vs utilisation
+# The same step load, with one change: a custom autoscaling policy
+# (`servelab/scaling/config.py`, `utilisation_policy`) that scales on CPU utilisation the way a
+# Kubernetes HPA on `cpu` would: desired replicas = `ceil(replicas * utilisation / target)`, held
+# for the same delays. On this shared machine the utilisation it reads is the whole node's, proxy and
+# load generator included.
+#
+# **Predict.** Which policy will add its replica first after the step? Which one will remove it
+# first after the load falls back?
+
+# %%
+common.show_code("servelab/scaling/config.py", "utilisation_policy")
+
+# %%
+util_run = step.step_load(cluster, step.policy(P, policy="utilisation"), phases, photos)
+step.plot_timeline(queue_run, util_run, title="queue depth vs utilisation")
+
+# %%
+common.what_this_run_shows(step, "CPU utilisation")
+
+# %% [markdown]
+# ## Fixed vs autoscaled
+# The same step load on one fixed replica and on `scaling_max_replicas` fixed replicas. The cost of a
+# run is its **replica-seconds**: replicas summed over time, what a cloud bill counts.
+#
+# **Predict.** Which of the three serves the high phase with the lowest p99? Which one costs the
+# fewest replica-seconds?
+
+# %%
+fixed_one = step.step_load(cluster, step.policy(P, fixed=1), phases, photos)
+fixed_n = step.step_load(cluster, step.policy(P, fixed=P.scaling_max_replicas), phases, photos)
+step.plot_timeline(fixed_one, fixed_n, queue_run, title="fixed vs autoscaled")
+
+# %%
+step.summaries("step")
+
+# %%
+common.what_this_run_shows(step, "replica-seconds")
+
+# %% [markdown]
+# ## Load past capacity: shed instead of queueing
+# One replica, `scaling_overload_fraction` times its capacity for `scaling_overload_seconds`: first
+# with an unbounded queue, then with `max_queued_requests = scaling_queue_limit` (and two requests
+# at a time per replica). Past the bound, Serve answers **503 at once**, with a message, instead of
+# letting the request wait. The client can retry elsewhere or later; the requests it accepts wait
+# behind at most the bound.
+#
+# **Predict.** With the bound, what fraction of requests will be refused? How will the accepted
+# requests' p99 compare with the unbounded queue's? And the goodput (answers per second)?
+
+# %%
+step.shedding(cluster, rate, P, photos)
+
+# %%
+common.what_this_run_shows(step, "max_queued_requests")
+
+# %% [markdown]
+# Triton, which notebooks 04–07 use, has the same idea in its model config: a queue policy on the
+# dynamic batcher that refuses requests past a queue size or a waiting time. This notebook shows it;
+# it measures Ray's bound only.
+
+# %%
+print(step.TRITON_QUEUE_POLICY)
+
+# %%
+step.stop(cluster)
+
+# %% [markdown]
+# ## Where it goes next
+# **On the GPU node.** A replica asks Ray for a share of a GPU with `ray_actor_options={"num_gpus":
+# 0.5}`: Ray then places two replicas on each of the node's two P100s (four in all), and the same
+# autoscaling config adds and removes them. The ONNX model then runs with ONNX Runtime's CUDA
+# provider.
+#
+# **Across nodes.** Ray joins machines into one cluster: `ray start --head --port=6379` on the first
+# node, `ray start --address=<head ip>:6379` on each other one, and the notebook's `ray.init` connects
+# to it with `address="auto"`. Serve then places replicas on any node with room, and its proxy runs
+# on every node. The plan for two reserved nodes is in `docs/decisions/2026-11-23-ray-serve.md`.
+#
+# **Expected on the GPU node** (source: docs/decisions/2026-11-23-ray-serve.md, section "Expected
+# on the GPU node"): each replica then has its own GPU share instead of a share of two CPU cores,
+# so replicas stop competing for the same cores, and the autoscaler's added replica adds capacity
+# up to the GPUs' limit.
+
+# %% [markdown]
+# **Try:** set `scaling_rate_fractions = [0.5, 2.0]` in the parameters cell and run the notebook
+# again: does the autoscaled run still keep up during the high phase, and at what p99? Then set
+# `scaling_queue_limit = 1`: what share of requests is refused now?
+
+# %% [markdown]
+# ## Questions
+# 1. How many seconds after the step did the autoscaler add the second replica in this run? Which
+#    settings of the config make up that time, and what else did the request wait for?
+# 2. During those seconds, what did p99 do, and why do requests that arrive after the replica is
+#    added still wait?
+# 3. Which policy reacted first, queue depth or utilisation? On a machine where the proxy and the
+#    load generator share the cores with the replicas, what does CPU utilisation measure?
+# 4. Compare one fixed replica, N fixed replicas and the autoscaled run: p99 during the high phase,
+#    goodput, replica-seconds. Which would you run in production, and with which delays?
+# 5. With the queue bounded, what did a refused request get, and how long did it wait for it? Why is a
+#    fast 503 better for a client than a slow answer after its own timeout?
+# 6. A replica was killed: how long until it was replaced, and what did the requests meanwhile get?
+#    What would you want a client to do with them?
