@@ -1,0 +1,64 @@
+"""Notebook 10's expected effects, checked on made-up run data: each verdict follows the numbers,
+a missing run reads "not measured", and a gap inside the measured spread reads "within noise"."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from servelab.lab import step10_scaling_out as step
+from servelab.results.schema import RunData
+
+
+def data(*rows: dict) -> RunData:
+    empty = pd.DataFrame()
+    return RunData(empty, empty, empty, empty, pd.DataFrame(list(rows)), pd.DataFrame())
+
+
+def step_row(policy: str, **values: object) -> dict:
+    return {"kind": "step", "policy": policy, "replicas_max": 2, "sample_interval_s": 1.0, **values}
+
+
+def statuses(run: RunData) -> list[str]:
+    return [c.status for c in step.rules(run)]
+
+
+def test_nothing_measured_reads_not_measured() -> None:
+    assert set(statuses(data())) == {"not measured"}
+
+
+def test_a_good_run_is_observed() -> None:
+    run = data(
+        step_row("queue depth", decided_after_s=3.0, scale_up_after_s=6.0, upscale_delay_s=1.0,
+                 look_back_period_s=1.0, p99_before_up_ms=4000.0, p99_after_up_ms=900.0,
+                 p99_after_up_spread=0.2, replica_seconds=28.0),
+        step_row("utilisation", decided_after_s=9.0, scale_up_after_s=12.0, replica_seconds=30.0),
+        step_row("fixed", replicas_max=2, replica_seconds=44.0),
+        step_row("fixed", replicas_max=1, replica_seconds=22.0),
+        {"kind": "shedding", "max_queued_requests": -1, "p99_ms": 6000.0},
+        {"kind": "shedding", "max_queued_requests": 4, "p99_ms": 300.0, "p99_spread": 0.5},
+        {"kind": "kill", "replaced_after_s": 4.8},
+    )
+    assert statuses(run) == ["observed"] * 6
+
+
+def test_slow_scale_up_and_late_queue_policy_are_not_observed() -> None:
+    run = data(
+        step_row("queue depth", decided_after_s=20.0, scale_up_after_s=25.0, upscale_delay_s=1.0,
+                 look_back_period_s=1.0, p99_before_up_ms=4000.0, p99_after_up_ms=5000.0,
+                 p99_after_up_spread=0.05, replica_seconds=50.0),
+        step_row("utilisation", scale_up_after_s=10.0),
+        step_row("fixed", replicas_max=2, replica_seconds=44.0),
+    )
+    got = statuses(run)
+    assert got[:3] == ["not observed"] * 3 and got[4] == "not observed"
+
+
+def test_a_gap_inside_the_spread_is_within_noise() -> None:
+    run = data(
+        step_row("queue depth", p99_before_up_ms=1000.0, p99_after_up_ms=1100.0, p99_after_up_spread=0.5,
+                 scale_up_after_s=8.0, replica_seconds=40.0),
+        step_row("utilisation", scale_up_after_s=7.5),
+        step_row("fixed", replicas_max=2, replica_seconds=40.5),
+    )
+    got = statuses(run)
+    assert got[1] == got[2] == got[4] == "within noise"
