@@ -41,6 +41,7 @@ scaling_overload_seconds = None  # shedding: seconds of overload per run
 # %%
 from servelab.lab import common, params
 from servelab.lab import step10_scaling_out as step
+from servelab.lab import step10_triton_queue as triton_queue
 
 P = params.resolve(target, preset, scaling_phase_seconds=scaling_phase_seconds,
                    scaling_rate_fractions=scaling_rate_fractions, scaling_max_replicas=scaling_max_replicas,
@@ -184,11 +185,19 @@ common.what_this_run_shows(step, "max_queued_requests")
 
 # %% [markdown]
 # Triton, which notebooks 04–07 use, has the same idea in its model config: a queue policy on the
-# dynamic batcher that refuses requests past a queue size or a waiting time. This notebook shows it;
-# it measures Ray's bound only.
+# dynamic batcher that refuses requests past a queue size or a waiting time. The cell below starts a
+# local Triton with the ONNX model and sends one burst of 32 concurrent requests, first without the
+# policy, then with it (`servelab/lab/step10_triton_queue.py`).
+#
+# **Predict.** How many of the 32 will Triton refuse with a queue of 4? How long will a refused
+# request wait for its answer?
 
 # %%
 print(step.TRITON_QUEUE_POLICY)
+triton_queue.measure()
+
+# %%
+common.what_this_run_shows(step, "Triton")
 
 # %%
 step.stop(cluster)

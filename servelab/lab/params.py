@@ -176,7 +176,7 @@ SPECS: dict[str, Spec] = {
     "scaling_queue_limit": Spec(4, 4, _int(1, 100_000), "shedding: max_queued_requests"),
     "scaling_overload_fraction": Spec(2.0, 2.0, _number(0.0, 20.0),
                                       "shedding: the overload rate as a fraction of one replica's capacity"),
-    "scaling_overload_seconds": Spec(4, 20, _number(0.0, 3600.0), "shedding: seconds of overload per run"),
+    "scaling_overload_seconds": Spec(3, 20, _number(0.0, 3600.0), "shedding: seconds of overload per run"),
     # 01/02/08 provisioning
     "lease_name": Spec(None, None,
                        _optional(_text(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}", "serve_system_abc123")),

@@ -273,10 +273,11 @@ def sections(data: RunData) -> list[Section]:
     steps = runs[runs["kind"] == "step"]
     out.append(Section("Scaling out: the step load over time (Ray Serve)", [
         plot_html(fig_timeline(series), read_steps(steps)), table_html(steps, SUMMARY_COLUMNS)]))
-    shed = runs[runs["kind"] == "shedding"]
+    shed = runs[runs["kind"].isin(["shedding", "triton_queue"])]
     if not shed.empty:
-        out.append(Section("Load past capacity: shedding with max_queued_requests",
-                           [table_html(shed, [*SUMMARY_COLUMNS, "max_queued_requests"])]))
+        out.append(Section("Load past capacity: shedding with max_queued_requests, Triton's queue policy",
+                           [table_html(shed, [*SUMMARY_COLUMNS, "max_queued_requests", "max_queue_size",
+                                              "rejected"])]))
     return out
 
 
@@ -300,6 +301,8 @@ def rules(data: RunData) -> list[Check]:
     fixed = step[step["policy"] == "fixed"]
     fixed_n = fixed[num(fixed, "replicas_max") > 1]
     kill = runs[runs["kind"] == "kill"]
+    triton = runs[runs["kind"] == "triton_queue"]
+    unbounded_triton = triton[triton["max_queue_size"].isna()] if "max_queue_size" in triton else triton
     after, delay = row(queue, "decided_after_s"), row(queue, "upscale_delay_s")
     look_back = row(queue, "look_back_period_s")
     serving = row(queue, "scale_up_after_s") or float("nan")
@@ -334,6 +337,9 @@ def rules(data: RunData) -> list[Check]:
               (fixed_rs, auto_rs), lambda f, a: a < f,
               lambda f, a: f"fixed {f:.0f}, autoscaled {a:.0f} replica-s",
               noise=(resolution(fixed_rs / replicas if fixed_rs else None), resolution(auto_rs))),
+        check("Triton's rejecting queue policy refuses part of a burst the unbounded queue accepts whole",
+              (row(unbounded_triton, "rejected"), row(triton, "rejected", pick="max")),
+              lambda u, b: u == 0 and b > 0, lambda u, b: f"refused: unbounded {u:.0f}, bounded {b:.0f}"),
         check("A killed replica is replaced", (row(kill, "replaced_after_s"),), lambda s: s < 60,
               lambda s: f"a new replica answered {s:.1f} s after the kill"),
     ]

@@ -37,8 +37,10 @@ def test_a_good_run_is_observed() -> None:
         {"kind": "shedding", "max_queued_requests": -1, "p99_ms": 6000.0},
         {"kind": "shedding", "max_queued_requests": 4, "p99_ms": 300.0, "p99_spread": 0.5},
         {"kind": "kill", "replaced_after_s": 4.8},
+        {"kind": "triton_queue", "max_queue_size": None, "rejected": 0},
+        {"kind": "triton_queue", "max_queue_size": 4, "rejected": 27},
     )
-    assert statuses(run) == ["observed"] * 6
+    assert statuses(run) == ["observed"] * 7
 
 
 def test_slow_scale_up_and_late_queue_policy_are_not_observed() -> None:

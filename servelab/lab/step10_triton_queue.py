@@ -1,0 +1,102 @@
+"""Notebook 10's Triton counterpart of load shedding: the ONNX model behind Triton's dynamic batcher
+with and without ``default_queue_policy { max_queue_size, timeout_action: REJECT }``, hit by one burst
+of concurrent requests. Measured once per run; what was seen: docs/decisions/2026-11-23-ray-serve.md
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from servelab.lab.common import record
+from servelab.results.schema import SCALING
+
+MODEL = "food_classifier_onnx"
+
+
+def queue_policy_config(cfg: Any, max_queue_size: int | None, timeout_us: int) -> Any:
+    """``cfg`` with dynamic batching on, and with the rejecting queue policy when ``max_queue_size``."""
+    from tritonclient.grpc import model_config_pb2 as mc
+
+    out = mc.ModelConfig()
+    out.CopyFrom(cfg)
+    out.dynamic_batching.SetInParent()
+    out.dynamic_batching.ClearField("default_queue_policy")
+    if max_queue_size is not None:
+        policy = out.dynamic_batching.default_queue_policy
+        policy.max_queue_size = max_queue_size
+        policy.timeout_action = mc.ModelQueuePolicy.REJECT
+        policy.default_timeout_microseconds = timeout_us
+    return out
+
+
+def burst(url: str, requests: int, image: np.ndarray, timeout_s: float = 60.0) -> list[dict[str, Any]]:
+    """``requests`` single-image requests sent at once; each one's outcome and latency."""
+    import tritonclient.http as httpclient
+    from tritonclient.utils import InferenceServerException
+
+    def one(i: int) -> dict[str, Any]:
+        client = httpclient.InferenceServerClient(url, network_timeout=timeout_s,
+                                                  connection_timeout=timeout_s)
+        tensor = httpclient.InferInput("input", [1, *image.shape], "FP32")
+        tensor.set_data_from_numpy(image[None].astype(np.float32))
+        t = time.perf_counter()
+        try:
+            client.infer(MODEL, [tensor])
+            outcome, message = "ok", ""
+        except InferenceServerException as exc:
+            outcome, message = "rejected", exc.message()
+        finally:
+            client.close()
+        return {"i": i, "outcome": outcome, "message": message[:200],
+                "latency_ms": round((time.perf_counter() - t) * 1000, 1)}
+
+    with ThreadPoolExecutor(requests) as pool:
+        return list(pool.map(one, range(requests)))
+
+
+def measure(requests: int = 32, max_queue_size: int = 4, timeout_us: int = 100_000) -> list[dict[str, Any]]:
+    """Start a local Triton with the ONNX model, send the burst without and with the queue policy;
+    one summary row each (recorded with the run's scaling rows, kind "triton_queue")."""
+    from servelab.core.preprocess import preprocess_bytes
+    from servelab.core.samples import sample_paths
+    from servelab.triton.config import config_json, read_config
+    from servelab.triton.repository import deploy_model
+    from servelab.triton.server import TritonServer
+
+    image = preprocess_bytes(Path(sample_paths()[0]).read_bytes())
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="servelab-triton-queue-") as folder:
+        repository = Path(folder)
+        deploy_model(MODEL, repository, gpu=False, quiet=True)
+        base = read_config(repository / MODEL)
+        server = TritonServer(repository, log_path=repository / "triton.log").start(timeout=120)
+        try:
+            for limit in (None, max_queue_size):
+                config = config_json(queue_policy_config(base, limit, timeout_us))
+                server.load(MODEL, config=config, timeout=120)
+                burst(server.url, 2, image)  # warm-up
+                rows.append(_summary(burst(server.url, requests, image), limit, requests))
+        finally:
+            server.stop()
+    record(SCALING, rows)
+    for row in rows:
+        print(f"{row['label']}: {row['ok']} answered (p99 {row['p99_ms']} ms), {row['rejected']} refused"
+              + (f" (p99 {row['rejected_p99_ms']} ms): {row['message']!r}" if row["rejected"] else ""))
+    return rows
+
+
+def _summary(answers: list[dict[str, Any]], limit: int | None, requests: int) -> dict[str, Any]:
+    ok = [a["latency_ms"] for a in answers if a["outcome"] == "ok"]
+    refused = [a["latency_ms"] for a in answers if a["outcome"] == "rejected"]
+    message = next((a["message"] for a in answers if a["outcome"] == "rejected"), None)
+    return {"kind": "triton_queue", "label": f"Triton queue {'unbounded' if limit is None else limit}",
+            "max_queue_size": limit, "requests": requests, "ok": len(ok), "rejected": len(refused),
+            "p99_ms": round(float(np.percentile(ok, 99)), 1) if ok else None,
+            "rejected_p99_ms": round(float(np.percentile(refused, 99)), 1) if refused else None,
+            "message": message}
