@@ -206,14 +206,19 @@ step.stop(cluster)
 # ## Where it goes next
 # **On the GPU node.** A replica asks Ray for a share of a GPU with `ray_actor_options={"num_gpus":
 # 0.5}`: Ray then places two replicas on each of the node's two P100s (four in all), and the same
-# autoscaling config adds and removes them. The ONNX model then runs with ONNX Runtime's CUDA
-# provider.
+# autoscaling config adds and removes them. Each replica then needs ONNX Runtime's CUDA provider
+# (`onnxruntime-gpu`); the deployment in this notebook asks for the CPU provider.
 #
 # **Across nodes.** Ray joins machines into one cluster: `ray start --head --port=6379` on the first
 # node, `ray start --address=<head ip>:6379` on each other one, and the notebook's `ray.init` connects
 # to it with `address="auto"`. Serve then places replicas on any node with room, and its proxy runs
-# on every node. The plan for two reserved nodes is in `docs/decisions/2026-11-23-ray-serve.md`.
-#
+# on every node. Provisioning's plan for two reserved nodes (plan mode: nothing is created; running it
+# is not automated yet):
+
+# %%
+step.multi_node_plan(nodes=2)
+
+# %% [markdown]
 # **Expected on the GPU node** (source: docs/decisions/2026-11-23-ray-serve.md, section "Expected
 # on the GPU node"): each replica then has its own GPU share instead of a share of two CPU cores,
 # so replicas stop competing for the same cores, and the autoscaler's added replica adds capacity

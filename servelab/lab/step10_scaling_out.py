@@ -250,6 +250,16 @@ def kill_one(cluster: Cluster, p: LabParams, rate: float, photos: list[tuple[byt
     return summaries("kill")
 
 
+def multi_node_plan(nodes: int = 2) -> None:
+    """Print provisioning's plan for a Ray cluster over ``nodes`` reserved nodes (plan mode: nothing
+    is created)."""
+    from provisioning.config import ChameleonConfig
+    from provisioning.ray_cluster import ray_cluster_plan
+
+    for number, s in enumerate(ray_cluster_plan(ChameleonConfig(), nodes=nodes), 1):
+        print(f"{number}. {s.name}: {s.detail}")
+
+
 def stop(cluster: Cluster) -> None:
     """Shut Serve and Ray down and check that no Ray process is left; raises if one is."""
     from servelab.scaling.load import stop_sender
