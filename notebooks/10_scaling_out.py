@@ -132,7 +132,7 @@ common.what_this_run_shows(step, "killed")
 # (`servelab/scaling/config.py`, `utilisation_policy`) that scales on CPU utilisation the way a
 # Kubernetes HPA on `cpu` would: desired replicas = `ceil(replicas * utilisation / target)`, held
 # for the same delays. The utilisation it reads is the replica processes' busy cores per running
-# replica (one ONNX Runtime thread each: one busy core is 100 %), as an HPA reads its pods' CPU;
+# replica (one ONNX Runtime thread each: one busy core is a full replica), as an HPA reads its pods' CPU;
 # Serve's proxy and the load generator, on the same cores, are not counted.
 #
 # **Predict.** Which policy will add its replica first after the step? Which one will remove it
