@@ -132,6 +132,9 @@ SPECS: dict[str, Spec] = {
     # quick: a repeat of one configuration lands within it (docs/decisions/2026-11-23-noise-aware-verdicts.md)
     "stability_pct": Spec(30, 20, _int(1, 10_000),
                           "perf_analyzer: max spread (%) between windows to call it stable"),
+    # Poisson windows of about a second differ by their bursts: quick accepts any spread there (same note)
+    "rate_stability_pct": Spec(1000, 20, _int(1, 10_000),
+                               "as stability_pct, for request-rate levels (Poisson or constant arrivals)"),
     "instance_counts": Spec(None, None, _optional(_list_of(_int(1, 64), min_len=3, increasing=True)),
                             "instances per step, three or more (None: 1, 2+2, 4+4 on two GPUs; scaled to "
                             "the cores on CPU)"),

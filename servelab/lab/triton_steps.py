@@ -341,7 +341,8 @@ def measure(triton: Triton, name: str, p: LabParams, step: str, label: str = "",
     else:
         settle = {"measurement_mode": "count_windows",
                   "measurement_request_count": max(window, 2 * clients, math.ceil(rate or 0) + 1),
-                  "stability_percentage": p.stability_pct, "max_trials": p.max_trials}
+                  "stability_percentage": p.stability_pct if rate is None else p.rate_stability_pct,
+                  "max_trials": p.max_trials}
     load: dict[str, Any] = ({"concurrency": concurrency} if concurrency is not None
                             else {"request_rate": round(float(rate or 0), 1), "distribution": distribution})
     columns = {"step": step, "threads": instance_threads(triton, name), **(extra or {})}
