@@ -32,6 +32,7 @@ window_requests = None  # requests per measurement window (None: preset)
 settle = None  # "fixed" (one window per level) or "stable" (None: preset)
 max_trials = None  # windows tried before giving up on "stable" (None: preset)
 stability_pct = None  # how closely (percent) windows must agree for "stable" (None: preset)
+rate_stability_pct = None  # the same for the rate levels below (None: preset; quick accepts any spread)
 
 # %%
 from servelab.lab import common, params, triton_steps
@@ -41,7 +42,7 @@ P = params.resolve(target, preset, capacity_concurrency=capacity_concurrency,
                    base_rate_fraction=base_rate_fraction, rate_fractions=rate_fractions,
                    preferred_batch_sizes=preferred_batch_sizes, max_queue_delay_us=max_queue_delay_us,
                    window_requests=window_requests, settle=settle,
-                   max_trials=max_trials, stability_pct=stability_pct)
+                   max_trials=max_trials, stability_pct=stability_pct, rate_stability_pct=rate_stability_pct)
 P
 
 # %%

@@ -164,11 +164,14 @@ def sections(data: RunData) -> list[Section]:
     """Arrival patterns at one instance's capacity, latency across rates, the batch sizes formed."""
     out = []
     arrivals = step_rows(data.triton, "capacity", "arrivals")
-    if not arrivals.empty:
+    patterns = step_rows(data.triton, "arrivals")  # none when the notebook stopped after the capacity
+    if not patterns.empty:
         out.append(Section("Capacity and arrival patterns (one instance)", [
-            plot_html(fig_breakdown(arrivals[arrivals["step"] == "arrivals"], "distribution",
-                                    "constant vs Poisson arrivals"), read_arrivals(arrivals)),
+            plot_html(fig_breakdown(patterns, "distribution", "constant vs Poisson arrivals"),
+                      read_arrivals(arrivals)),
             table_html(arrivals, TRITON_COLUMNS)]))
+    elif not arrivals.empty:
+        out.append(Section("Capacity (one instance)", [table_html(arrivals, TRITON_COLUMNS)]))
     dyn = step_rows(data.triton, "dynamic_batching")
     if not dyn.empty:
         out.append(Section("Dynamic batching across arrival rates", [
