@@ -240,6 +240,7 @@ def set_instances(triton: Triton, name: str, count: int, gpus: Sequence[int] = (
     ``threads`` sets food_classifier's CPU_THREADS."""
     from servelab.triton.config import set_instances as set_count
     from servelab.triton.config import set_parameter
+    from servelab.triton.instances import ort_threads
 
     cfg = live_config(triton, name)
     kind = kind or ("KIND_GPU" if triton.stack.has_gpu else "KIND_CPU")
@@ -252,14 +253,6 @@ def set_instances(triton: Triton, name: str, count: int, gpus: Sequence[int] = (
     elif cfg.backend == "onnxruntime" and kind == "KIND_CPU":  # the Python backend's thread rule
         cfg = set_parameter(cfg, "intra_op_thread_count", str(ort_threads(threads, count)))
     apply_config(triton, name, cfg, quiet)
-
-
-def ort_threads(threads: str, count: int) -> int:
-    """Triton's onnxruntime backend on a CPU: ``intra_op_thread_count`` by the Python backend's
-    ``CPU_THREADS`` rule (0, its own default, for ``default``)."""
-    from servelab.triton.instances import choose_threads
-
-    return choose_threads(threads, count, on_gpu=False) or 0
 
 
 def instance_threads(triton: Triton, name: str) -> int | None:

@@ -71,6 +71,13 @@ def choose_threads(setting: str, instances: int, on_gpu: bool, cores: int | None
     return max(1, (cores - 1) // max(1, instances))
 
 
+def ort_threads(setting: str, instances: int) -> int:
+    """ONNX Runtime's ``intra_op_num_threads`` for one CPU instance by the ``CPU_THREADS`` rule
+    (``choose_threads``); 0, ONNX Runtime's own choice, for ``default``. The local runner and Triton's
+    onnxruntime backend (``intra_op_thread_count``) both take it."""
+    return choose_threads(setting, instances, on_gpu=False) or 0
+
+
 def instance_threads(backend: str, parameters: dict[str, str], cpu_instances: int, on_gpu: bool,
                      cores: int) -> int | None:
     """Intra-op threads one CPU instance runs with, as the tables show it: the Python backend's (and the

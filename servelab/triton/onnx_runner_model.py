@@ -27,13 +27,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 from servelab.core.gpu import ort_providers, pad_rows
-from servelab.triton.instances import choose_threads, cpu_instances, running_instances, thread_setting
-
-
-def _threads(setting: str, instances: int) -> int:
-    """The Python backend's rule (``choose_threads`` on the config's ``CPU_THREADS``), so 06 compares
-    backends, not core counts; 0 is onnxruntime's own choice (``default``)."""
-    return choose_threads(setting, instances, on_gpu=False) or 0
+from servelab.triton.instances import cpu_instances, ort_threads, running_instances, thread_setting
 
 
 def _providers(args: dict[str, Any]) -> list[Any]:
@@ -65,7 +59,7 @@ class TritonPythonModel:
         self.pad_to = int(config.get("max_batch_size", 0)) if on_cuda else 0
         parameters = config.get("parameters", {})
         self.setting = thread_setting(parameters.get("CPU_THREADS", {}).get("string_value", ""))
-        self.session = self._session(_threads(self.setting, cpu_instances(config)))
+        self.session = self._session(ort_threads(self.setting, cpu_instances(config)))
 
     def _session(self, threads: int) -> Any:
         import onnxruntime as ort
@@ -86,7 +80,7 @@ class TritonPythonModel:
         if self.setting != "auto" or now < self.next_thread_check:
             return
         self.next_thread_check = now + 2.0
-        wanted = _threads(self.setting, running_instances(__file__))
+        wanted = ort_threads(self.setting, running_instances(__file__))
         if wanted != self.threads:
             self.session = self._session(wanted)
 

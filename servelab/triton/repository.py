@@ -87,10 +87,9 @@ def deploy_model(staged_name: str, repository: Path, gpu: bool, staging_dir: Pat
             "generated Python-backend runner (model.py calling onnxruntime), same name and I/O")
     elif is_onnx(cfg) and not gpu:  # Triton's onnxruntime backend on a CPU: the Python backend's thread rule
         from servelab.triton.config import set_parameter
-        from servelab.triton.instances import choose_threads
+        from servelab.triton.instances import ort_threads
 
-        count = sum(g.count for g in cfg.instance_group) or 1
-        threads = choose_threads("auto", count, on_gpu=False) or 0
+        threads = ort_threads("auto", sum(g.count for g in cfg.instance_group) or 1)
         cfg = set_parameter(cfg, "intra_op_thread_count", str(threads))
         say(f"  {staged_name}: CPU target, intra_op_thread_count {threads} (the Python backend's "
             "CPU_THREADS=auto rule, so the two backends compare on the same cores)")
