@@ -33,6 +33,7 @@ from typing import Any
 
 from servelab.core.cpu import cpu_cores
 from servelab.core.paths import REPO_ROOT
+from servelab.core.progress import HEADLESS
 from servelab.lab import stopping
 from servelab.lab.params import ParameterError, check_preset, check_target
 from servelab.results.store import RESULTS_VARIABLE, results_dir
@@ -221,9 +222,11 @@ def run(preset: str = "quick", target: str = "local", only: Sequence[str] | None
     run_dir = new_run_dir(preset, results_base, run_dir)
     previous = os.environ.get(RESULTS_VARIABLE)
     os.environ[RESULTS_VARIABLE] = str(run_dir)  # kernels inherit it: measurements land in the run
+    os.environ[HEADLESS] = "1"  # and this: their progress bars stay off (the runner shows its own)
     try:
         return _run_all(paths, run_dir, preset, target, kernel, cell_timeout, notebook_timeout, extra, report)
     finally:
+        os.environ.pop(HEADLESS, None)
         if previous is None:
             os.environ.pop(RESULTS_VARIABLE, None)
         else:
