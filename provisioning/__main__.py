@@ -1,4 +1,5 @@
 """Command line: ``python -m provisioning plan|check|reserve|launch|teardown [--project P] [--site S] ...``.
+``plan --nodes 2``: the plan for a Ray cluster over two nodes (notebook 10), plan mode only.
 
 reserve and launch record what they create or adopt in a state file (``--state``, default
 results/chameleon-state.json); teardown deletes what it records as created, adopted things too
@@ -17,15 +18,19 @@ from provisioning import from_env, launch, preflight, reserve, teardown
 from provisioning.config import CODE_SOURCES, ProvisioningError
 from provisioning.errors import SignalGuard, describe, one_line, signals_raise
 from provisioning.plan import format_plan, provision_plan
+from provisioning.ray_cluster import ray_cluster_plan
 
 DEBUG_VAR = "SERVELAB_DEBUG"
-NOT_SETTINGS = ("action", "minutes", "keep_lease", "delete_adopted", "state")
+NOT_SETTINGS = ("action", "minutes", "keep_lease", "delete_adopted", "state", "nodes")
 
 
 def _run(args: argparse.Namespace, signals: SignalGuard) -> None:
     params = {key: value for key, value in vars(args).items() if key not in NOT_SETTINGS}
     config = from_env(**params, duration=args.minutes)
-    if args.action == "plan":
+    if args.action == "plan" and args.nodes > 1:
+        title = f"Ray cluster over {args.nodes} nodes for notebook 10 (plan only: nothing is created)"
+        print(format_plan(ray_cluster_plan(config, nodes=args.nodes), title=title))
+    elif args.action == "plan":
         print(format_plan(provision_plan(config, args.state)))
     elif args.action == "check":
         preflight(config)
@@ -60,11 +65,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--code-source", choices=CODE_SOURCES,
                         help="upload (default): send this checkout; git: clone --repo-url on the node")
     parser.add_argument("--minutes", type=int, help="lease duration in minutes (default 170)")
+    parser.add_argument("--nodes", type=int, default=1,
+                        help="plan: with 2 or more, the plan for a Ray cluster over that many reserved nodes "
+                             "(notebook 10; planned only, reserve and launch make one node)")
     parser.add_argument("--keep-lease", action="store_true", help="teardown: keep the lease")
     parser.add_argument("--delete-adopted", action="store_true",
                         help="teardown: also delete what was found and reused (adopted), not only "
                              "what was created")
     args = parser.parse_args(argv)
+    if args.nodes < 1:
+        parser.error(f"--nodes {args.nodes}: give 1 (the single-node plan) or more")
     debug = os.environ.get(DEBUG_VAR, "") not in ("", "0")
     try:
         with signals_raise() as signals:

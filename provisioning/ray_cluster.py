@@ -45,7 +45,8 @@ def ray_cluster_plan(config: ChameleonConfig, nodes: int = 2, gpus_per_node: int
                            "Jupyter image with ray[serve])"),
         Step("ray-head", f"on {servers[0]}, in the Jupyter container: {head_command(gpus_per_node)}"),
         *[Step("ray-worker", f"on {name}: {worker_command(head, gpus_per_node)}") for name in servers[1:]],
-        Step("notebook", f"notebook 10 connects with ray.init(address='auto') on {servers[0]}; replicas with "
-                         f"num_gpus 0.5 then spread over {nodes * gpus_per_node} GPUs"),
+        Step("notebook", f"notebook 10 in {servers[0]}'s Jupyter with ray_address = 'auto' joins the cluster "
+                         f"(ray.init(address='auto')); replicas with num_gpus 0.5 then spread over "
+                         f"{nodes * gpus_per_node} GPUs"),
         Step("teardown", "ray stop on every node, then the single-node teardown for each server"),
     ]

@@ -5,10 +5,12 @@ Sizes and timings: docs/decisions/2026-11-23-ray-serve.md
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 import urllib.error
 import urllib.request
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,11 +26,14 @@ class ScalingError(RuntimeError):
 
 @dataclass
 class Cluster:
-    """A local Ray head (``ray.init``) with Serve's HTTP proxy on ``host:port``."""
+    """A local Ray head (``ray.init``) with Serve's HTTP proxy on ``host:port``; or, with ``address``
+    ("auto", "10.52.0.5:6379"), a cluster already made with ``ray start`` on one or more nodes, which
+    this notebook joins and leaves running (``ray stop`` on each node ends it)."""
 
     host: str = "127.0.0.1"
     port: int = 8210
     num_cpus: int | None = None
+    address: str | None = None
     started: float = 0.0
     pids: set[int] = field(default_factory=set)
 
@@ -47,9 +52,32 @@ class Cluster:
         for name in ("RAY_SERVE_REPLICA_AUTOSCALING_METRIC_PUSH_INTERVAL_S",
                      "RAY_SERVE_HANDLE_AUTOSCALING_METRIC_PUSH_INTERVAL_S"):
             os.environ.setdefault(name, "0.5")
+        # Ray enables token authentication for a local cluster and says so on stderr: kept, not said
+        logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
+        # said of every config Serve reads back (status polls too): about the deprecated
+        # metrics_interval_s, which the push-interval variables above replace (the decision note)
+        warnings.filterwarnings("ignore", message="`look_back_period_s`", category=FutureWarning)
         t0 = time.perf_counter()
-        ray.init(address="local", num_cpus=cpus, include_dashboard=False, object_store_memory=80 * 2**20,
-                 log_to_driver=False, configure_logging=False)
+        if self.address:
+            # `ray start` makes a token-authenticated cluster; a driver sends ~/.ray/auth_token only in
+            # token mode, which Ray reads once per process: switch it on where a token exists (Ray's own
+            # helper for a local ray.init; pinned ray, tests/integration/scaling/test_ray_join.py)
+            from ray._private.authentication.authentication_token_setup import (
+                maybe_enable_token_auth_if_token_available,
+            )
+
+            maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+            try:
+                _reachable(self.address)  # ray.init waits minutes for a GCS that is not there
+                ray.init(address=self.address, log_to_driver=False, configure_logging=False)
+            except ConnectionError as exc:
+                raise ScalingError(f"no Ray cluster at address={self.address!r} ({exc}): start one with "
+                                   "`ray start --head` (provisioning's plan says how), or leave ray_address "
+                                   "None for a Ray of this notebook's own") from None
+        else:
+            ray.init(address="local", num_cpus=cpus, include_dashboard=False, object_store_memory=80 * 2**20,
+                     log_to_driver=False, configure_logging=False)
+        logging.getLogger("ray.serve").setLevel(logging.WARNING)  # the driver's "Application ... ready" lines
         serve.start(http_options={"host": self.host, "port": self.port},
                     logging_config={"log_level": "WARNING"})
         self.started = time.perf_counter() - t0
@@ -57,6 +85,13 @@ class Cluster:
             raise ScalingError(f"Ray and Serve took {self.started:.0f} s to start (limit {timeout_s:.0f} s)")
         self._remember_pids()
         return self
+
+    @property
+    def gpus(self) -> float:
+        """GPUs in the cluster (Ray counts them when it starts: 0 on a CPU host, 2 on the P100 node)."""
+        import ray
+
+        return float(ray.cluster_resources().get("GPU", 0)) if ray.is_initialized() else 0.0
 
     def deploy(self, scaling: Scaling, timeout_s: float = 60.0) -> float:
         """Deploy (or redeploy) the app with ``scaling``; returns the seconds until it answered."""
@@ -88,24 +123,37 @@ class Cluster:
 
     def wait_replicas(self, ok: Any, what: str, timeout_s: float) -> float:
         """Poll until ``ok(replicas)``; the seconds it took, or ScalingError naming ``what``."""
+        from ray import serve
+
         t0 = time.perf_counter()
         while True:
             n = self.replicas()
             if ok(n):
                 return time.perf_counter() - t0
+            app = serve.status().applications.get(APP)
+            if app is not None and str(app.status) == "DEPLOY_FAILED":  # e.g. a replica's constructor raised
+                raise ScalingError(f"{APP} failed to deploy: {app.message.strip()[-600:]}")
             if time.perf_counter() - t0 > timeout_s:
                 raise ScalingError(f"waited {timeout_s:.0f} s for {what}; {n} running")
             time.sleep(0.2)
 
-    def kill_replica(self, pid: int) -> None:
-        """SIGKILL one replica's process (a crash: it finishes nothing); ``pid`` from an answer's "pid"."""
+    def kill_replica(self, answer: dict[str, Any]) -> str:
+        """Kill the replica that sent ``answer`` (its "pid" and "actor"), as in a crash: SIGKILL when it
+        is a process of this notebook's own Ray, else ``ray.kill`` (a joined cluster, another node).
+        Returns how it was killed."""
         import signal
 
         import psutil
+        import ray
 
-        if pid not in {p.pid for p in psutil.Process().children(recursive=True)}:
+        pid = int(answer["pid"])
+        if pid in {p.pid for p in psutil.Process().children(recursive=True)}:
+            os.kill(pid, signal.SIGKILL)
+            return "SIGKILL"
+        if not self.address:
             raise ScalingError(f"pid {pid} is not a process of this Ray cluster: not killed")
-        os.kill(pid, signal.SIGKILL)
+        ray.kill(ray.get_actor(answer["actor"], namespace="serve"), no_restart=True)
+        return "ray.kill"
 
     def _remember_pids(self) -> None:
         """Ray's processes among this process's descendants (not the load generator's pool)."""
@@ -118,9 +166,10 @@ class Cluster:
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
 
-    def stop(self, timeout_s: float = 60.0) -> list[int]:
+    def stop(self, timeout_s: float = 60.0) -> list[Any]:
         """``serve.shutdown()`` and ``ray.shutdown()``, then wait until every process Ray started is
-        gone; returns the pids still alive after ``timeout_s`` (empty: all gone)."""
+        gone; returns the pids still alive after ``timeout_s`` (empty: all gone). A joined cluster
+        (``address``) keeps running: what must be gone then is Serve's actors (their names)."""
         import ray
 
         self._remember_pids() if ray.is_initialized() else None
@@ -129,6 +178,8 @@ class Cluster:
                 from ray import serve
 
                 serve.shutdown()
+                if self.address:
+                    return self._serve_actors_left(timeout_s)
         finally:
             ray.shutdown()
         deadline = time.monotonic() + timeout_s
@@ -137,6 +188,18 @@ class Cluster:
             time.sleep(0.3)
             alive = self.alive()
         return alive
+
+    def _serve_actors_left(self, timeout_s: float) -> list[Any]:
+        """Serve's named actors (controller, proxies, replicas) still in the joined cluster."""
+        import ray
+
+        deadline = time.monotonic() + timeout_s
+        while True:
+            named = ray.util.list_named_actors(all_namespaces=True)
+            left = [a for a in named if a.get("namespace") == "serve"]
+            if not left or time.monotonic() > deadline:
+                return left
+            time.sleep(0.3)
 
     def alive(self) -> list[int]:
         """The processes this cluster started that are still running (zombies count as gone)."""
@@ -150,6 +213,19 @@ class Cluster:
             except psutil.NoSuchProcess:
                 pass
         return left
+
+
+def _reachable(address: str, timeout_s: float = 5.0) -> None:
+    """ConnectionError unless ``host:port`` accepts a TCP connection ("auto", "ray://..." pass)."""
+    import socket
+
+    host, _, port = address.rpartition(":")
+    if address == "auto" or "://" in address or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ConnectionError(f"nothing answers on {address}: {exc}") from None
 
 
 def ray_processes() -> list[str]:

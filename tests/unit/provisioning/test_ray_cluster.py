@@ -26,3 +26,14 @@ def test_bad_input_is_refused() -> None:
     with pytest.raises(ValueError, match="without a port"):
         worker_command("10.0.0.1:6379")
     assert "--include-dashboard=false" in head_command()
+
+
+def test_the_command_line_prints_the_cluster_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    from provisioning.__main__ import main
+
+    assert main(["plan", "--nodes", "2", "--project", "CHI-1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Ray cluster over 2 nodes") and "ray start --head" in out and "ray_address" in out
+    with pytest.raises(SystemExit) as exit_:
+        main(["plan", "--nodes", "0", "--project", "CHI-1"])
+    assert exit_.value.code == 2 and "--nodes 0" in capsys.readouterr().err

@@ -1,0 +1,90 @@
+"""Notebook 10 joining a Ray cluster made with ``ray start`` (as on the node, and across nodes), on
+127.0.0.1: it deploys there, answers (a 400 with the reason for a body that is not an image), kills a
+replica it did not start through Ray (``ray.kill``) and sees it replaced, and on stop leaves none of
+Serve's actors while the cluster itself keeps running. The test then stops the processes ``ray start``
+made, and only those."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from servelab.lab.step10_scaling_out import bodies
+from servelab.scaling.cluster import Cluster, post, ray_processes
+from servelab.scaling.config import Scaling
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def head() -> Iterator[str]:
+    """``ray start --head`` on a free port (the node's step, with the CPU for GPUs); its address."""
+    before = {line.split()[0] for line in ray_processes()}
+    port = _free_port()
+    ray = Path(sys.executable).parent / "ray"
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    done = subprocess.run([str(ray), "start", "--head", f"--port={port}", "--num-cpus=2",
+                           "--include-dashboard=false", "--disable-usage-stats"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    try:
+        assert done.returncode == 0, done.stdout + done.stderr
+        yield f"127.0.0.1:{port}"
+    finally:  # the processes that were not there before (`ray stop` would stop every Ray of this user)
+        def started() -> set[int]:
+            return {int(line.split()[0]) for line in ray_processes()} - {int(p) for p in before}
+
+        for number, sig in enumerate((signal.SIGTERM, signal.SIGKILL)):
+            for pid in started():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+            deadline = time.monotonic() + (5 if number == 0 else 20)
+            while started() and time.monotonic() < deadline:
+                time.sleep(0.3)
+        assert not started(), f"processes of `ray start` left: {started()}"
+
+
+def test_joins_deploys_kills_through_ray_and_leaves_the_cluster_running(head: str) -> None:
+    photos = bodies(1)
+    cluster = Cluster(address=head, port=8222)
+    try:
+        cluster.start()
+        assert cluster.gpus == 0
+        cluster.deploy(Scaling(fixed=1))
+        status, answer = post(cluster.url, photos[0][0], "first")
+        assert status == 200 and answer["label"] == photos[0][1] and answer["device"] == "CPU"
+        status, bad = post(cluster.url, b"not an image", "bad")
+        assert status == 400 and "image" in bad["error"] and bad["request_id"] == "bad"
+        assert cluster.kill_replica(answer) == "ray.kill", "the replica is no process of this test's"
+        deadline = time.monotonic() + 60
+        while True:
+            status, again = post(cluster.url, photos[0][0], "after", timeout_s=10)
+            if status == 200 and again["replica"] != answer["replica"]:
+                break
+            assert time.monotonic() < deadline, f"no new replica within 60 s of the kill: {status} {again}"
+            time.sleep(0.3)
+    finally:
+        left = cluster.stop()
+    assert left == [], f"Serve's actors left in the joined cluster: {left}"
+    assert ray_processes(), "the cluster made with `ray start` keeps running after the notebook"
+
+
+def test_no_cluster_at_the_address_says_what_to_do() -> None:
+    from servelab.scaling.cluster import ScalingError
+
+    with pytest.raises(ScalingError, match="ray start --head"):
+        Cluster(address=f"127.0.0.1:{_free_port()}", port=8223).start()
