@@ -24,7 +24,7 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
-class _Gpus:
+class Gpus:
     """NVML handles, or none on a host without an NVIDIA driver."""
 
     def __init__(self) -> None:
@@ -68,7 +68,7 @@ class Utilisation:
         self.samples: list[dict[str, Any]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._gpus: _Gpus | None = None
+        self._gpus: Gpus | None = None
         self._procs: dict[int, psutil.Process] = {}
         self.started = self.stopped = 0.0
 
@@ -100,7 +100,7 @@ class Utilisation:
             self.samples.append(self._sample())
 
     def start(self) -> Utilisation:
-        self._gpus = _Gpus()
+        self._gpus = Gpus()
         self.started = time.monotonic()
         psutil.cpu_percent(percpu=True)  # prime: the first call has no interval to measure over
         for proc in self._tracked():

@@ -15,6 +15,7 @@ from ray import serve
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from servelab.core.gpu import ort_has_cuda, ort_providers
 from servelab.core.labels import CLASSES
 from servelab.core.model import ONNX_INPUT, ONNX_OUTPUT
 from servelab.core.paths import REPO_ROOT
@@ -25,16 +26,26 @@ MODEL = REPO_ROOT / "artifacts" / "food11.onnx"
 
 @serve.deployment(name="food11")
 class Food11:
-    """One replica: one ONNX Runtime session with one intra-op thread (replicas share the cores)."""
+    """One replica: one ONNX Runtime session with one intra-op thread (replicas share the cores), on
+    the GPU Ray gave the replica when it asked for ``num_gpus`` (CUDA provider), else on the CPU."""
 
     def __init__(self, model: str = str(MODEL), threads: int = 1) -> None:
         import onnxruntime as ort
+        import ray
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
-        self.session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-        self.replica = serve.get_replica_context().replica_id.unique_id
+        self.device = "GPU" if ray.get_gpu_ids() else "CPU"  # Ray sets CUDA_VISIBLE_DEVICES to its share
+        if self.device == "GPU" and not ort_has_cuda(ort):
+            raise RuntimeError(f"this replica was given GPU {ray.get_gpu_ids()} but onnxruntime "
+                               f"{ort.__version__} cannot use it (providers "
+                               f"{ort.get_available_providers()}): install onnxruntime-gpu, as "
+                               "docker/Dockerfile.jupyter does, or set num_gpus 0")
+        providers = ort_providers(ort) if self.device == "GPU" else ["CPUExecutionProvider"]
+        self.session = ort.InferenceSession(model, options, providers=providers)
+        replica_id = serve.get_replica_context().replica_id
+        self.replica, self.actor = replica_id.unique_id, replica_id.to_full_id_str()
         # one request computes at a time, off the event loop: the replica keeps answering Serve's
         # health checks and reporting its queue while it computes
         self.worker = ThreadPoolExecutor(1, thread_name_prefix="food11")
@@ -52,7 +63,8 @@ class Food11:
             return JSONResponse({"error": str(exc), "request_id": rid}, status_code=400)
         best = int(probs.argmax())
         return JSONResponse({"label": CLASSES[best], "probability": round(float(probs[best]), 4),
-                             "request_id": rid, "replica": self.replica, "pid": os.getpid()})
+                             "request_id": rid, "replica": self.replica, "pid": os.getpid(),
+                             "actor": self.actor, "device": self.device})
 
 
 def app(**init: Any) -> Any:

@@ -1,6 +1,7 @@
 """Open-loop load with a rate schedule (Poisson arrivals, e.g. low → high → low), recorded as a time
 series: per interval the replicas, requests in flight, p50/p99 of the requests that finished, 503s
-and CPU utilisation. Every request has a timeout; a late answer is recorded, never waited for forever.
+and CPU (and GPU, where there is one) utilisation. Every request has a timeout; a late answer is
+recorded, never waited for forever.
 """
 
 from __future__ import annotations
@@ -92,8 +93,11 @@ def run_schedule(url: str, bodies: Sequence[tuple[bytes, str]], phases: Sequence
     """
     import psutil
 
+    from servelab.core.monitor import Gpus
+
     if not bodies:
         raise ValueError("run_schedule needs at least one request body")
+    gpus = Gpus()  # none on a CPU host: gpu_util_pct is then empty
     run = LoadRun(label)
     samples: list[dict[str, Any]] = []
     stop = threading.Event()
@@ -108,8 +112,10 @@ def run_schedule(url: str, bodies: Sequence[tuple[bytes, str]], phases: Sequence
                 n, starting = counts if isinstance(counts, tuple) else (counts, 0)
             except Exception:  # the controller busy or restarting: keep the last count
                 n, starting = (samples[-1]["replicas"], samples[-1]["starting"]) if samples else (0, 0)
+            util = [g["util_pct"] for g in gpus.sample()]
             samples.append({"t": round(t, 2), "replicas": n, "starting": starting,
-                            "cpu_util_pct": psutil.cpu_percent(interval=None)})
+                            "cpu_util_pct": psutil.cpu_percent(interval=None),
+                            "gpu_util_pct": round(sum(util) / len(util), 1) if util else None})
             if during is not None:
                 during(t)
 
@@ -226,6 +232,7 @@ def _intervals(requests: list[dict[str, Any]], samples: list[dict[str, Any]], ph
             "ongoing_per_replica": round(s["in_flight"] / replicas, 2) if replicas else None,
             "done": len(done), "ok": len(ok), "shed_503": sum(r["status"] == 503 for r in done),
             "p50_ms": _pct(ok, 50), "p99_ms": _pct(ok, 99), "cpu_util_pct": s["cpu_util_pct"],
+            "gpu_util_pct": s.get("gpu_util_pct"),
         })
         previous = s["t"]
     return rows

@@ -42,9 +42,9 @@ PYPI_NAMES = {PYPI, "https://pypi.org/simple", "https://pypi.python.org/simple"}
 DECISION = "docs/decisions/2026-11-22-gpu-image-pins.md"
 
 # Every Dockerfile in the repository is one of these (a new one must be placed).
-NODE_ENGINE_IMAGES = ("docker/Dockerfile.llm", "docker/Dockerfile.triton", "fastapi_onnx/Dockerfile",
-                      "fastapi_pt/Dockerfile")
-OTHER_IMAGES = ("docker/Dockerfile.jupyter", "flask_app/Dockerfile")
+NODE_ENGINE_IMAGES = ("docker/Dockerfile.jupyter", "docker/Dockerfile.llm", "docker/Dockerfile.triton",
+                      "fastapi_onnx/Dockerfile", "fastapi_pt/Dockerfile")  # Jupyter: notebook 10's replicas
+OTHER_IMAGES = ("flask_app/Dockerfile",)
 # Images for GPU hosts other than the P100 node, each installing from a lock of its own (not
 # constraints.txt): vLLM needs compute capability 7.0 and transformers 4 (docs/decisions/2026-11-23-vllm.md).
 OWN_LOCK_IMAGES = {"docker/Dockerfile.vllm": "constraints-vllm.txt"}
