@@ -37,6 +37,7 @@ scaling_max_replicas = None  # autoscaling: max_replicas, and N of the fixed-N r
 scaling_queue_limit = None  # shedding: max_queued_requests
 scaling_overload_fraction = None  # shedding: the overload rate, as a fraction of one replica's capacity
 scaling_overload_seconds = None  # shedding: seconds of overload per run
+ray_address = None  # a cluster made with `ray start` to join ("auto"); None: $RAY_ADDRESS, else its own
 
 # %%
 from servelab.lab import common, params
@@ -47,7 +48,7 @@ P = params.resolve(target, preset, scaling_phase_seconds=scaling_phase_seconds,
                    scaling_rate_fractions=scaling_rate_fractions, scaling_max_replicas=scaling_max_replicas,
                    scaling_queue_limit=scaling_queue_limit,
                    scaling_overload_fraction=scaling_overload_fraction,
-                   scaling_overload_seconds=scaling_overload_seconds)
+                   scaling_overload_seconds=scaling_overload_seconds, ray_address=ray_address)
 P
 
 # %% [markdown]
@@ -62,7 +63,7 @@ P
 common.show_code("servelab/scaling/app.py", "Food11")
 
 # %%
-cluster = step.cluster_up()
+cluster = step.cluster_up(P)
 photos = step.bodies()
 
 # %% [markdown]
@@ -98,18 +99,19 @@ phases = step.step_phases(rate, P)
 # Poisson arrivals at `scaling_rate_fractions[0]` of one replica's capacity, then
 # `scaling_rate_fractions[1]` of it, then low again (`scaling_phase_seconds` each). Every second the
 # notebook samples the replica count, the requests in flight (per replica: the queue depth the
-# autoscaler sees), p50 and p99 of the requests that finished in that second, and the CPU. Dashed
-# lines mark the moments the replica count changed.
+# autoscaler sees), p50 and p99 of the requests that finished in that second, and the CPU (and the
+# GPU, where there is one). Dashed lines mark the moments the replica count changed.
 #
 # **Predict.** The high phase asks for more than one replica can serve. How long after the step will
-# the second replica start serving? What happens to p99 in the meantime, and after it?
+# the second replica start serving? What happens to the backlog (requests in flight) and to p99 in
+# the meantime, and after it?
 
 # %%
 queue_run = step.step_load(cluster, auto, phases, photos)
 step.plot_timeline(queue_run, title="step load, autoscaled on queue depth")
 
 # %%
-common.what_this_run_shows(step, "starts a replica within", "p99 during")
+common.what_this_run_shows(step, "starts a replica within", "the backlog shrinks")
 
 # %% [markdown]
 # ## A replica dies
@@ -186,16 +188,17 @@ common.what_this_run_shows(step, "max_queued_requests")
 
 # %% [markdown]
 # Triton, which notebooks 04–07 use, has the same idea in its model config: a queue policy on the
-# dynamic batcher that refuses requests past a queue size or a waiting time. The cell below starts a
-# local Triton with the ONNX model and sends one burst of 32 concurrent requests, first without the
-# policy, then with it (`servelab/lab/step10_triton_queue.py`).
+# dynamic batcher that refuses requests past a queue size or a waiting time. The cell below brings up
+# this target's Triton with the ONNX model (as notebooks 06 and 07 do) and sends one burst of 32
+# concurrent requests, first with dynamic batching alone, then with the policy: each config change
+# is shown as a diff (`servelab/lab/step10_triton_queue.py`). Triton is stopped again afterwards.
 #
 # **Predict.** How many of the 32 will Triton refuse with a queue of 4? How long will a refused
 # request wait for its answer?
 
 # %%
 print(step.TRITON_QUEUE_POLICY)
-triton_queue.measure()
+triton_queue.measure(P)
 
 # %%
 common.what_this_run_shows(step, "Triton")
@@ -205,16 +208,19 @@ step.stop(cluster)
 
 # %% [markdown]
 # ## Where it goes next
-# **On the GPU node.** A replica asks Ray for a share of a GPU with `ray_actor_options={"num_gpus":
-# 0.5}`: Ray then places two replicas on each of the node's two P100s (four in all), and the same
-# autoscaling config adds and removes them. Each replica then needs ONNX Runtime's CUDA provider
-# (`onnxruntime-gpu`); the deployment in this notebook asks for the CPU provider.
+# **On the GPU node.** Where the Ray cluster has GPUs (the node's Jupyter container, which compose
+# gives the GPUs), `step.policy` asks for `num_gpus: 0.5` per replica (the `num_gpus` row of the
+# config above): Ray then places two replicas on each of the node's two P100s, four in all, and the
+# same autoscaling config adds and removes them. Each replica then runs ONNX Runtime's CUDA provider
+# on its share (`Food11` above; it refuses to start on a GPU share it cannot use). On this machine
+# Ray counts no GPU, so the config asks for none.
 #
 # **Across nodes.** Ray joins machines into one cluster: `ray start --head --port=6379` on the first
-# node, `ray start --address=<head ip>:6379` on each other one, and the notebook's `ray.init` connects
-# to it with `address="auto"`. Serve then places replicas on any node with room, and its proxy runs
-# on every node. Provisioning's plan for two reserved nodes (plan mode: nothing is created; running it
-# is not automated yet):
+# node, `ray start --address=<head ip>:6379` on each other one. Set `ray_address = "auto"` in the
+# parameters cell (on the head node) and this notebook joins that cluster instead of starting its own:
+# Serve places replicas on any node with room, runs a proxy on every node, and the cluster outlives
+# the notebook (`ray stop` on each node ends it). Provisioning's plan for two reserved nodes (plan
+# mode, `python -m provisioning plan --nodes 2`: nothing is created; running it is not automated):
 
 # %%
 step.multi_node_plan(nodes=2)

@@ -5,7 +5,6 @@ of concurrent requests. Measured once per run; what was seen: docs/decisions/202
 
 from __future__ import annotations
 
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from servelab.lab.common import record
+from servelab.lab.params import LabParams
 from servelab.results.schema import SCALING
 
 MODEL = "food_classifier_onnx"
@@ -60,30 +60,29 @@ def burst(url: str, requests: int, image: np.ndarray, timeout_s: float = 60.0) -
         return list(pool.map(one, range(requests)))
 
 
-def measure(requests: int = 32, max_queue_size: int = 4, timeout_us: int = 100_000) -> list[dict[str, Any]]:
-    """Start a local Triton with the ONNX model, send the burst without and with the queue policy;
-    one summary row each (recorded with the run's scaling rows, kind "triton_queue")."""
+def measure(p: LabParams, requests: int = 32, max_queue_size: int = 4,
+            timeout_us: int = 100_000) -> list[dict[str, Any]]:
+    """Bring up the target's Triton with the ONNX model (as 06 and 07 do), send the burst without and
+    with the queue policy (each a config change, shown as a diff); one summary row each (recorded with
+    the run's scaling rows, kind "triton_queue"). The model's config is put back and Triton stopped."""
     from servelab.core.preprocess import preprocess_bytes
     from servelab.core.samples import sample_paths
-    from servelab.triton.config import config_json, read_config
-    from servelab.triton.repository import deploy_model
-    from servelab.triton.server import TritonServer
+    from servelab.lab.common import open_stack
+    from servelab.lab.triton_steps import apply_config, live_config, triton_down, triton_up
 
     image = preprocess_bytes(Path(sample_paths()[0]).read_bytes())
+    stack = open_stack(p)
+    triton = triton_up(stack, [MODEL])
     rows = []
-    with tempfile.TemporaryDirectory(prefix="servelab-triton-queue-") as folder:
-        repository = Path(folder)
-        deploy_model(MODEL, repository, gpu=False, quiet=True)
-        base = read_config(repository / MODEL)
-        server = TritonServer(repository, log_path=repository / "triton.log").start(timeout=120)
-        try:
-            for limit in (None, max_queue_size):
-                config = config_json(queue_policy_config(base, limit, timeout_us))
-                server.load(MODEL, config=config, timeout=120)
-                burst(server.url, 2, image)  # warm-up
-                rows.append(_summary(burst(server.url, requests, image), limit, requests))
-        finally:
-            server.stop()
+    base = live_config(triton, MODEL)
+    try:
+        for limit in (None, max_queue_size):
+            apply_config(triton, MODEL, queue_policy_config(base, limit, timeout_us))
+            burst(triton.url, 2, image)  # warm-up
+            rows.append(_summary(burst(triton.url, requests, image), limit, requests))
+    finally:
+        apply_config(triton, MODEL, base, quiet=True)
+        triton_down(stack)
     record(SCALING, rows)
     for row in rows:
         print(f"{row['label']}: {row['ok']} answered (p99 {row['p99_ms']} ms), {row['rejected']} refused"

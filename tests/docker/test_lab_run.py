@@ -13,10 +13,10 @@ from tests.docker.conftest import ARTIFACTS, lab
 from tests.docker.engine import Engine
 from tests.docker.test_stacks import not_owned
 
-NOTEBOOKS = ("03", "04", "05", "06", "07", "09")
+NOTEBOOKS = ("03", "04", "05", "06", "07", "09", "10")
 
 
-@pytest.mark.timeout(2400)  # six notebooks at the quick preset, each under the runner's own limits
+@pytest.mark.timeout(2400)  # seven notebooks at the quick preset, each under the runner's own limits
 def test_the_lab_runs_in_the_jupyter_container(engine: Engine, images: dict[str, float]) -> None:
     results = REPO_ROOT / "test-artifacts" / "docker-results"  # inside the checkout: all the container sees
     shutil.rmtree(results, ignore_errors=True)
@@ -30,4 +30,10 @@ def test_the_lab_runs_in_the_jupyter_container(engine: Engine, images: dict[str,
     executed = sorted(p.name[:2] for p in run.glob("[0-9][0-9]_*.ipynb"))
     assert executed == list(NOTEBOOKS), executed
     assert "CPU" in (run / "report.html").read_text(), "the report does not say the run was on the CPU"
+    # notebook 10: Ray Serve in the Jupyter container, Triton's queue policy on the Triton stack
+    scaling = [json.loads(line) for line in (run / "scaling.jsonl").read_text().splitlines()]
+    kinds = {row["kind"] for row in scaling}
+    assert kinds == {"capacity", "step", "kill", "shedding", "triton_queue"}, kinds
+    assert all(row.get("mismatched", 0) == 0 for row in scaling)
+    assert [row["rejected"] > 0 for row in scaling if row["kind"] == "triton_queue"] == [False, True]
     assert not_owned(REPO_ROOT) == [], "the run left files in the checkout not owned by its owner"

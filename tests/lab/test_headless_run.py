@@ -30,7 +30,8 @@ REPORT_SECTIONS = [
     "LLM: static vs continuous batching, mixed output lengths",
     "LLM: static vs continuous batching, equal output lengths",
     "LLM: the KV cache decides how many sequences run",
-    "CPU / GPU utilisation during each run", "expected effects",
+    "CPU / GPU utilisation during each run", "Scaling out: the step load over time (Ray Serve)",
+    "Load past capacity: shedding with max_queued_requests", "expected effects",
 ]
 
 
@@ -151,7 +152,8 @@ def test_llm_rows(run_dir: Path) -> None:
     assert (equal["output_lengths"] == f"{n}-{n}").all()
 
 
-@pytest.mark.parametrize("notebook", ["03_fastapi", *sorted(TRITON_STEPS), "09_llm_serving"])
+@pytest.mark.parametrize("notebook", ["03_fastapi", *sorted(TRITON_STEPS), "09_llm_serving",
+                                      "10_scaling_out"])
 def test_experiment_notebooks_predict_observe_and_ask(run_dir: Path, notebook: str) -> None:
     """Each experiment notebook asks for a prediction first, shows what this run observed (computed
     from its data by the step's rules), and ends with questions; Triton's show their commands."""
@@ -185,8 +187,49 @@ def test_experiment_notebooks_predict_observe_and_ask(run_dir: Path, notebook: s
         assert re.search(client, printed, re.M), "the load generator's command"
         assert re.search(r"^data: \{.*\"text\"", printed, re.M), "a streamed token"
         assert "vLLM is not run here. target='local'" in printed, "why this CPU skips vLLM"
-    elif notebook != "03_fastapi":
+    elif notebook not in ("03_fastapi", "10_scaling_out"):
         assert re.search(r"^\$ perf_analyzer -m \S+ -u \S+ ", printed, re.M), "the perf_analyzer command"
+
+
+def test_scaling_rows(run_dir: Path) -> None:
+    """Notebook 10: one replica's capacity, the four step loads with their time series, the killed
+    replica replaced, shedding with Ray's 503 message, Triton's queue policy; every answer was its
+    request's own (the load generator checks the label and the request id of each)."""
+    data = schema.RunData.load(run_dir)
+    runs, series = data.scaling, data.scaling_series
+    assert list(runs["kind"].drop_duplicates()) == ["capacity", "step", "kill", "shedding", "triton_queue"]
+    steps = runs[runs["kind"] == "step"]
+    assert sorted(steps["policy"]) == ["fixed", "fixed", "queue depth", "utilisation"]
+    assert set(series["run"]) >= set(steps["label"]), "a time series for every step load"
+    assert (series.groupby("run")["t"].count() >= 5).all() and series["cpu_util_pct"].notna().all()
+    loads = runs[runs["kind"].isin(["step", "kill", "shedding"])]
+    for column in ("mismatched", "errors", "timeouts"):
+        assert (loads[column] == 0).all(), f"{column}: {loads[['label', column]].to_dict('records')}"
+    queue = steps[steps["policy"] == "queue depth"]
+    assert (queue["replicas_max"] == 2).all(), "the autoscaler added a replica"
+    [kill] = runs[runs["kind"] == "kill"].to_dict("records")
+    assert kill["replaced_after_s"] < 60 and kill["failed"] == 0
+    shed = runs[runs["kind"] == "shedding"].set_index("max_queued_requests")
+    assert shed.loc[-1, "shed_503"] == 0 and shed.loc[4, "shed_503"] > 0
+    assert "max_queued_requests=4" in shed.loc[4, "message_503"]
+    triton = runs[runs["kind"] == "triton_queue"]
+    assert triton["rejected"].tolist()[0] == 0 and triton["rejected"].tolist()[1] > 0
+    assert (run_dir / "scaling_series.csv").is_file()
+
+
+def test_scaling_notebook_is_quiet_and_leaves_no_ray(run_dir: Path) -> None:
+    """No Ray log line or warning in the executed notebook's outputs; no Ray process after it."""
+    import nbformat
+
+    from servelab.scaling.cluster import ray_processes
+
+    nb = nbformat.read(run_dir / "10_scaling_out.ipynb", as_version=4)
+    stderr = [o.text[:120] for c in nb.cells if c.cell_type == "code" for o in c.outputs
+              if o.get("name") == "stderr"]
+    assert not stderr, f"notebook 10 printed on stderr: {stderr[:3]}"
+    printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "Ray stopped: none of the" in printed
+    assert not ray_processes()
 
 
 # What each executed notebook shows of the mechanics (issue: the code that runs, the commands,
@@ -210,6 +253,11 @@ SHOWN = {
     "06_onnx_backend": [
         "# ONNX Runtime runs 1/model.onnx", "TritonOnnxBackend._infer", "def preprocess(img",
     ],
+    "10_scaling_out": [
+        "class Food11:", "def utilisation_policy(ctx", "kind: HorizontalPodAutoscaler", "kind: ScaledObject",
+        "inference_queue_depth", "max_queue_size: 4", "timeout_action: REJECT", "ray start --head",
+        "a shed request's answer: 503",
+    ],
     "07_dynamic_batching": [
         "+dynamic_batching {", "/v2/models/food_classifier_onnx/stats", '"batch_stats": [',
         "executions carried more than one image", "nv_inference_queue_duration_us{",
@@ -226,7 +274,7 @@ def test_notebooks_show_the_code_commands_configs_and_stats(run_dir: Path, noteb
     printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     missing = [text for text in SHOWN[notebook] if text not in printed]
     assert not missing, f"{notebook} does not show {missing}"
-    if notebook != "03_fastapi":
+    if notebook not in ("03_fastapi", "10_scaling_out"):
         assert re.search(r"^\$ perf_analyzer -m \S+ -u \S+ ", printed, re.M), "the perf_analyzer command"
 
 
