@@ -116,8 +116,8 @@ common.what_this_run_shows(step, "starts a replica within", "the backlog shrinks
 # %% [markdown]
 # ## A replica dies
 # Two fixed replicas under light load; 2 s in, one replica's process is killed (SIGKILL, as in a
-# crash). Serve's controller notices through its health checks (every `health_check_period_s`) and
-# starts a replacement.
+# crash; `ray.kill` when the notebook joined a cluster it did not start). Serve's controller notices
+# through its health checks (every `health_check_period_s`) and starts a replacement.
 #
 # **Predict.** What happens to requests routed to the dead replica? How long until two replicas run
 # again?

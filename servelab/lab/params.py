@@ -180,7 +180,7 @@ SPECS: dict[str, Spec] = {
     "scaling_overload_fraction": Spec(2.0, 2.0, _number(0.0, 20.0),
                                       "shedding: the overload rate as a fraction of one replica's capacity"),
     "scaling_overload_seconds": Spec(3, 20, _number(0.0, 3600.0), "shedding: seconds of overload per run"),
-    "ray_address": Spec(None, None, _optional(_text(r"auto|[A-Za-z0-9.-]+:\d+|ray://\S+", "auto")),
+    "ray_address": Spec(None, None, _optional(_text(r"auto|[A-Za-z0-9.-]+:\d+", "auto")),
                         "a Ray cluster made with `ray start` to join: auto, or <head ip>:6379 (None: "
                         "$RAY_ADDRESS if set, else a Ray of the notebook's own on this machine)"),
     # 01/02/08 provisioning

@@ -128,7 +128,7 @@ def step_load(cluster: Cluster, s: Scaling, phases: list[Phase], photos: list[tu
     after = [x for x in run.series if x["phase"] == 1 and up is not None and x["t"] > up + 1]
     before = [x for x in high if up is None or x["t"] <= up]
     # the backlog (requests in flight) when the added replica started serving, and as the high load ends
-    at_up = next((x["in_flight"] for x in high if up is not None and x["t"] >= up), None)
+    at_up = next((x["in_flight"] for x in high[:-1] if up is not None and x["t"] >= up), None)
     record(SCALING, [{"kind": kind, **summary, "policy": s.policy if s.fixed is None else "fixed",
                       "config": s.as_data(), "events": events, "high_starts_s": high_start,
                       "scale_up_after_s": None if up is None else round(up - high_start, 2),
@@ -225,8 +225,8 @@ def shedding(cluster: Cluster, rate: float, p: LabParams, photos: list[tuple[byt
 
 
 def kill_one(cluster: Cluster, p: LabParams, rate: float, photos: list[tuple[bytes, str]]) -> pd.DataFrame:
-    """Two fixed replicas under light load; one is SIGKILLed 2 s in. Records how long until a new
-    replica answered, and what the requests meanwhile got."""
+    """Two fixed replicas under light load; one is killed 2 s in (SIGKILL; ``ray.kill`` on a joined
+    cluster). Records how long until a new replica answered, and what the requests meanwhile got."""
     import time
 
     from servelab.scaling.cluster import post
@@ -235,12 +235,17 @@ def kill_one(cluster: Cluster, p: LabParams, rate: float, photos: list[tuple[byt
     _, answer = post(cluster.url, photos[0][0], "victim")
     killed: dict[str, Any] = {}
 
-    def during(t: float) -> None:
-        if "at" not in killed and t >= 2:
-            killed.update(how=cluster.kill_replica(answer), at=t, clock=time.perf_counter())
+    def during(t: float) -> None:  # on the sampler's thread: an error is kept and raised below
+        if "at" not in killed and "error" not in killed and t >= 2:
+            try:
+                killed.update(how=cluster.kill_replica(answer), at=t, clock=time.perf_counter())
+            except Exception as exc:
+                killed["error"] = exc
 
     run = run_schedule(cluster.url, photos, [Phase(5, 0.5 * rate)], "kill one of 2", cluster.replica_counts,
                        during=during, timeout_s=10)
+    if "error" in killed:
+        raise killed["error"]
     if "at" not in killed:
         raise RuntimeError("the load ended before the replica was killed: lengthen the run")
     seen = {r.get("replica") for r in run.requests if r["t_done"] < killed["at"]}
@@ -368,8 +373,10 @@ def rules(data: RunData) -> list[Check]:
               (row(queue, "backlog_at_up"), row(queue, "backlog_end_high")), lambda u, e: e < u,
               lambda u, e: f"{u:.0f} in flight when it started serving, {e:.0f} as the high load ended"
                            + _text(row(fixed_one, "backlog_end_high"), " (one fixed replica: {:.0f})")
-                           + f"; p99 during the scale-up {_text(row(queue, 'p99_before_up_ms'), '{:.0f} ms')}"
-                           + f", after it {_text(row(queue, 'p99_after_up_ms'), '{:.0f} ms')}",
+                           + _text(row(queue, "p99_before_up_ms"), "; p99 during the scale-up {:.0f} ms")
+                           + _text(row(queue, "p99_after_up_ms"), ", after it {:.0f} ms")
+                           + _text(row(queue, "timeouts") or None, "; {:.0f} requests timed out (they leave "
+                                   "the backlog unanswered)"),
               noise=(None, row(queue, "backlog_end_high_spread"))),
         check("Autoscaling on queue depth has its added replica serving no later than autoscaling on CPU "
               "utilisation",

@@ -72,16 +72,18 @@ def measure(p: LabParams, requests: int = 32, max_queue_size: int = 4,
 
     image = preprocess_bytes(Path(sample_paths()[0]).read_bytes())
     stack = open_stack(p)
-    triton = triton_up(stack, [MODEL])
     rows = []
-    base = live_config(triton, MODEL)
     try:
-        for limit in (None, max_queue_size):
-            apply_config(triton, MODEL, queue_policy_config(base, limit, timeout_us))
-            burst(triton.url, 2, image)  # warm-up
-            rows.append(_summary(burst(triton.url, requests, image), limit, requests))
+        triton = triton_up(stack, [MODEL])
+        base = live_config(triton, MODEL)
+        try:
+            for limit in (None, max_queue_size):
+                apply_config(triton, MODEL, queue_policy_config(base, limit, timeout_us))
+                burst(triton.url, 2, image)  # warm-up
+                rows.append(_summary(burst(triton.url, requests, image), limit, requests))
+        finally:
+            apply_config(triton, MODEL, base, quiet=True)
     finally:
-        apply_config(triton, MODEL, base, quiet=True)
         triton_down(stack)
     record(SCALING, rows)
     for row in rows:

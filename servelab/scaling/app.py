@@ -36,14 +36,20 @@ class Food11:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
-        self.device = "GPU" if ray.get_gpu_ids() else "CPU"  # Ray sets CUDA_VISIBLE_DEVICES to its share
-        if self.device == "GPU" and not ort_has_cuda(ort):
-            raise RuntimeError(f"this replica was given GPU {ray.get_gpu_ids()} but onnxruntime "
-                               f"{ort.__version__} cannot use it (providers "
-                               f"{ort.get_available_providers()}): install onnxruntime-gpu, as "
-                               "docker/Dockerfile.jupyter does, or set num_gpus 0")
-        providers = ort_providers(ort) if self.device == "GPU" else ["CPUExecutionProvider"]
+        gpus = ray.get_gpu_ids()  # Ray sets CUDA_VISIBLE_DEVICES to the replica's share
+        if gpus and not ort_has_cuda(ort):
+            missing = ("onnxruntime-gpu (as docker/Dockerfile.jupyter installs it)"
+                       if "CUDAExecutionProvider" not in ort.get_available_providers()
+                       else "a GPU the driver shows this process (the container's GPU overlay, libcuda)")
+            raise RuntimeError(f"this replica was given GPU {gpus} but onnxruntime {ort.__version__} cannot "
+                               f"use it: it needs {missing}; or set num_gpus 0")
+        providers = ort_providers(ort) if gpus else ["CPUExecutionProvider"]
         self.session = ort.InferenceSession(model, options, providers=providers)
+        # where it really runs: ONNX Runtime falls back to the CPU when the CUDA provider fails to load
+        self.device = "GPU" if self.session.get_providers()[0] == "CUDAExecutionProvider" else "CPU"
+        if gpus and self.device != "GPU":
+            raise RuntimeError(f"this replica was given GPU {gpus} but ONNX Runtime's CUDA provider did not "
+                               "load (see the replica's log: a CUDA or cuDNN library missing?)")
         replica_id = serve.get_replica_context().replica_id
         self.replica, self.actor = replica_id.unique_id, replica_id.to_full_id_str()
         # one request computes at a time, off the event loop: the replica keeps answering Serve's

@@ -74,6 +74,10 @@ class Cluster:
                 raise ScalingError(f"no Ray cluster at address={self.address!r} ({exc}): start one with "
                                    "`ray start --head` (provisioning's plan says how), or leave ray_address "
                                    "None for a Ray of this notebook's own") from None
+            except Exception as exc:  # e.g. ray.exceptions.AuthenticationError
+                raise ScalingError(f"could not join the Ray cluster at {self.address!r}: {exc}. A cluster "
+                                   "made with `ray start` on another machine or container needs its token "
+                                   "here too: copy its ~/.ray/auth_token to this user's ~/.ray/") from None
         else:
             ray.init(address="local", num_cpus=cpus, include_dashboard=False, object_store_memory=80 * 2**20,
                      log_to_driver=False, configure_logging=False)
@@ -131,7 +135,7 @@ class Cluster:
             if ok(n):
                 return time.perf_counter() - t0
             app = serve.status().applications.get(APP)
-            if app is not None and str(app.status) == "DEPLOY_FAILED":  # e.g. a replica's constructor raised
+            if app is not None and app.status == "DEPLOY_FAILED":  # a str enum; e.g. a constructor raised
                 raise ScalingError(f"{APP} failed to deploy: {app.message.strip()[-600:]}")
             if time.perf_counter() - t0 > timeout_s:
                 raise ScalingError(f"waited {timeout_s:.0f} s for {what}; {n} running")
@@ -216,11 +220,11 @@ class Cluster:
 
 
 def _reachable(address: str, timeout_s: float = 5.0) -> None:
-    """ConnectionError unless ``host:port`` accepts a TCP connection ("auto", "ray://..." pass)."""
+    """ConnectionError unless ``host:port`` accepts a TCP connection ("auto" passes)."""
     import socket
 
     host, _, port = address.rpartition(":")
-    if address == "auto" or "://" in address or not port.isdigit():
+    if address == "auto" or not port.isdigit():
         return
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()

@@ -88,8 +88,9 @@ def run_schedule(url: str, bodies: Sequence[tuple[bytes, str]], phases: Sequence
                  during: Callable[[float], None] | None = None) -> LoadRun:
     """Send ``bodies`` (image bytes, expected label) round-robin at the phases' rates to ``url``.
 
-    ``replicas()`` (running, or (running, starting)) is sampled every ``interval_s`` on a thread
-    beside the load; ``during(t)`` is called on that thread at each sample (e.g. to kill a replica).
+    ``replicas()`` (running, or (running, starting)) and this machine's CPU and GPU utilisation (on
+    a joined cluster, the head node's only) are sampled every ``interval_s`` on a thread beside the
+    load; ``during(t)`` is called on that thread at each sample (e.g. to kill a replica).
     """
     import psutil
 

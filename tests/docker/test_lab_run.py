@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import nbformat
 import pytest
 
 from servelab.core.paths import REPO_ROOT
@@ -36,4 +37,8 @@ def test_the_lab_runs_in_the_jupyter_container(engine: Engine, images: dict[str,
     assert kinds == {"capacity", "step", "kill", "shedding", "triton_queue"}, kinds
     assert all(row.get("mismatched", 0) == 0 for row in scaling)
     assert [row["rejected"] > 0 for row in scaling if row["kind"] == "triton_queue"] == [False, True]
+    notebook = nbformat.read(run / "10_scaling_out.ipynb", as_version=4)
+    stderr = [o.text[:120] for c in notebook.cells if c.cell_type == "code" for o in c.outputs
+              if o.get("name") == "stderr"]
+    assert not stderr, f"notebook 10 printed on stderr in the container: {stderr[:3]}"
     assert not_owned(REPO_ROOT) == [], "the run left files in the checkout not owned by its owner"

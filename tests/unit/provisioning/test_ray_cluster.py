@@ -37,3 +37,6 @@ def test_the_command_line_prints_the_cluster_plan(capsys: pytest.CaptureFixture[
     with pytest.raises(SystemExit) as exit_:
         main(["plan", "--nodes", "0", "--project", "CHI-1"])
     assert exit_.value.code == 2 and "--nodes 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["reserve", "--nodes", "2", "--project", "CHI-1"])
+    assert "plan only" in capsys.readouterr().err

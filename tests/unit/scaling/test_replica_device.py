@@ -32,7 +32,9 @@ class FakeOrt:
 
     def InferenceSession(self, model: str, options: Any, providers: list[Any]) -> Any:  # noqa: N802
         self.asked.append(providers)
-        return SimpleNamespace()
+        first = providers[0] if isinstance(providers[0], str) else providers[0][0]
+        loads = first in self.providers  # a provider that is not there falls back to the CPU
+        return SimpleNamespace(get_providers=lambda: [first if loads else "CPUExecutionProvider"])
 
 
 def _replica(monkeypatch: pytest.MonkeyPatch, gpu_ids: list[int], providers: list[str], devices: int) -> Any:
@@ -65,8 +67,10 @@ def test_a_gpu_share_runs_the_cuda_provider(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_a_gpu_share_without_onnxruntime_gpu_refuses_to_start(monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(RuntimeError, match="install onnxruntime-gpu"):
+    with pytest.raises(RuntimeError, match="needs onnxruntime-gpu"):
         _replica(monkeypatch, [1], ["CPUExecutionProvider"], devices=1)
+    with pytest.raises(RuntimeError, match="needs a GPU the driver shows"):
+        _replica(monkeypatch, [1], ["CUDAExecutionProvider", "CPUExecutionProvider"], devices=0)
 
 
 def test_replicas_ask_for_half_a_gpu_only_where_the_cluster_has_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -79,3 +83,17 @@ def test_replicas_ask_for_half_a_gpu_only_where_the_cluster_has_gpus(monkeypatch
     assert step10_scaling_out.policy(p).deployment_options()["ray_actor_options"]["num_gpus"] == 0.5
     monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2.0})
     assert step10_scaling_out.policy(p).num_gpus == 0.0
+
+
+def test_a_failed_deploy_says_why_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Serve's status is a str enum: DEPLOY_FAILED with the replica's error ends the wait with that error."""
+    from ray import serve
+    from ray.serve.schema import ApplicationStatus
+
+    from servelab.scaling.cluster import Cluster, ScalingError
+
+    app_status = SimpleNamespace(status=ApplicationStatus.DEPLOY_FAILED, deployments={},
+                                 message="RuntimeError: ... it needs onnxruntime-gpu ...")
+    monkeypatch.setattr(serve, "status", lambda: SimpleNamespace(applications={"food11": app_status}))
+    with pytest.raises(ScalingError, match=r"failed to deploy: RuntimeError: .* onnxruntime-gpu"):
+        Cluster().wait_replicas(lambda n: n == 1, "1 running replica", timeout_s=30)
