@@ -182,8 +182,7 @@ def fig_timeline(series: pd.DataFrame, title: str = "step load") -> Figure:
         for e in scale_events([{str(k): v for k, v in r.items()} for r in run.to_dict("records")]):
             for ax in axes:
                 ax.axvline(e["t"], color="grey", linestyle="--", linewidth=0.8)
-    labels = ("replicas", "ongoing / replica", "latency (ms)", "utilisation (%)")
-    for ax, label in zip(axes, labels, strict=True):
+    for ax, label in zip(axes, ("replicas", "ongoing / replica", "latency (ms)", "CPU/GPU (%)"), strict=True):
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     axes[2].set_yscale("log")
@@ -297,10 +296,12 @@ def stop(cluster: Cluster) -> None:
         print(f"Serve stopped: none of its actors is left. The cluster at {cluster.address} keeps running "
               "(it was started with `ray start`): `ray stop` on each node ends it")
         return
-    others = ray_processes()
-    if left or others:
-        raise RuntimeError(f"Ray processes left after shutdown: {left or others}")
+    if left:
+        raise RuntimeError(f"Ray processes this notebook started are left after shutdown: {left}")
     print(f"Ray stopped: none of the {len(cluster.pids)} processes it started is left")
+    others = ray_processes()
+    if others:
+        print(f"(other Ray processes of this user run on this machine, not this notebook's: {others})")
 
 
 # ----------------------------------------------------------------------------- report and rules
@@ -322,8 +323,7 @@ def sections(data: RunData) -> list[Section]:
     return out
 
 
-def _text(value: float | None, form: str) -> str:
-    """``form`` filled with ``value``; nothing when there is none (a run not made yet)."""
+def _text(value: float | None, form: str) -> str:  # nothing when there is no value (a run not made yet)
     return "" if value is None else form.format(value)
 
 

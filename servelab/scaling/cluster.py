@@ -160,12 +160,13 @@ class Cluster:
         return "ray.kill"
 
     def _remember_pids(self) -> None:
-        """Ray's processes among this process's descendants (not the load generator's pool)."""
+        """Ray's processes among this process's descendants (not the load generator's pool, nor a
+        server something else in this process started)."""
         import psutil
 
         for child in psutil.Process().children(recursive=True):
             try:
-                if "multiprocessing" not in " ".join(child.cmdline()):
+                if is_ray_process(child.name(), " ".join(child.cmdline())):
                     self.pids.add(child.pid)
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
@@ -232,6 +233,11 @@ def _reachable(address: str, timeout_s: float = 5.0) -> None:
         raise ConnectionError(f"nothing answers on {address}: {exc}") from None
 
 
+def is_ray_process(name: str, cmdline: str) -> bool:
+    """raylet, gcs_server, a ``ray::`` worker, or a Python process running a script of Ray's package."""
+    return name in ("raylet", "gcs_server") or cmdline.startswith("ray::") or "/site-packages/ray/" in cmdline
+
+
 def ray_processes() -> list[str]:
     """Ray processes of this user on this machine (raylet, gcs_server, ray:: workers), as 'pid name'."""
     import psutil
@@ -242,9 +248,7 @@ def ray_processes() -> list[str]:
         try:
             if p.info["username"] != me or p.status() == psutil.STATUS_ZOMBIE:
                 continue
-            line = " ".join(p.info["cmdline"] or [])
-            if p.info["name"] in ("raylet", "gcs_server") or line.startswith("ray::") \
-                    or "ray/_private/workers/default_worker.py" in line:
+            if is_ray_process(p.info["name"], " ".join(p.info["cmdline"] or [])):
                 found.append(f"{p.pid} {p.info['name']}")
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue

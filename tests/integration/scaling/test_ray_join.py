@@ -16,10 +16,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from servelab.lab.step10_scaling_out import bodies
-from servelab.scaling.cluster import Cluster, _reachable, post, ray_processes
+from servelab.scaling.cluster import Cluster, _reachable, is_ray_process, post
 from servelab.scaling.config import Scaling
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -34,7 +35,6 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def head() -> Iterator[str]:
     """``ray start --head`` on a free port (the node's step, with the CPU for GPUs); its address."""
-    before = {line.split()[0] for line in ray_processes()}
     port = _free_port()
     ray = Path(sys.executable).parent / "ray"
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
@@ -44,9 +44,12 @@ def head() -> Iterator[str]:
     try:
         assert done.returncode == 0, done.stdout + done.stderr
         yield f"127.0.0.1:{port}"
-    finally:  # the processes that were not there before (`ray stop` would stop every Ray of this user)
+    finally:  # this cluster's processes (`ray stop` would stop every Ray of this user): they name its
+        # port; its workers end with its raylet
         def started() -> set[int]:
-            return {int(line.split()[0]) for line in ray_processes()} - {int(p) for p in before}
+            return {p.pid for p in psutil.process_iter(["cmdline"])
+                    if is_ray_process(p.name(), line := " ".join(p.info["cmdline"] or []))
+                    and (f":{port} " in f"{line} " or f"port={port} " in f"{line} ")}
 
         for number, sig in enumerate((signal.SIGTERM, signal.SIGKILL)):
             for pid in started():

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import psutil
 import pytest
 
 from servelab.lab.step10_scaling_out import bodies
-from servelab.scaling.cluster import Cluster, ray_processes
+from servelab.scaling.cluster import Cluster, is_ray_process
 from servelab.scaling.config import Scaling
 from servelab.scaling.load import Phase, closed_loop, run_schedule, scale_events, stop_sender
 
@@ -32,7 +33,9 @@ def cluster() -> Iterator[Cluster]:
         stop_sender()
         left = c.stop()
         assert not left, f"Ray processes left after shutdown: {left}"
-        assert not ray_processes(), f"Ray processes left: {ray_processes()}"
+        mine = [p.pid for p in psutil.Process().children(recursive=True)
+                if is_ray_process(p.name(), " ".join(p.cmdline()))]
+        assert not mine, f"Ray processes of this test left: {mine}"
 
 
 def test_answers_match_requests_across_replicas(cluster: Cluster, photos: list[tuple[bytes, str]]) -> None:
