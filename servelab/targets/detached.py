@@ -48,7 +48,7 @@ class RemoteRun:
         log, pid, code = (shlex.quote(self.path(s)) for s in ("log", "pid", "exit"))
         body = f"({command}); echo $? > {code}"  # the subshell keeps any cd away from the exit file's path
         return (f"{{ mkdir -p {shlex.quote(self.code_dir + '/results')} && "
-                f"if [ -f {pid} ] && kill -0 -- \"-$(cat {pid})\" 2>/dev/null; then echo attached; "
+                f"if [ -f {pid} ] && [ ! -f {code} ] && {_alive(pid)}; then echo attached; "
                 f"else rm -f {code} && (setsid nohup sh -c {shlex.quote(body)} > {log} 2>&1 < /dev/null & "
                 f"echo $! > {pid}) && echo started; fi; }} 2>&1")
 
@@ -57,8 +57,8 @@ class RemoteRun:
         rebooted, the run was killed); then the log from byte ``offset`` (base64, at most CHUNK bytes).
         The status is read first, so a finished run's log is complete when it is read."""
         log, code, pid = (shlex.quote(self.path(s)) for s in ("log", "exit", "pid"))
-        return (f"cat {code} 2>/dev/null || {{ kill -0 -- \"-$(cat {pid} 2>/dev/null)\" 2>/dev/null "
-                f"&& echo running; }} || cat {code} 2>/dev/null || echo gone; "
+        return (f"cat {code} 2>/dev/null || {{ {_alive(pid)} && echo running; }} || cat {code} 2>/dev/null "
+                "|| echo gone; "
                 f"tail -c +{offset + 1} {log} 2>/dev/null | head -c {CHUNK} | base64 -w0; echo")
 
     def stop_command(self, inner: str = "") -> str:
@@ -67,8 +67,15 @@ class RemoteRun:
         pid = shlex.quote(self.path("pid"))
         first = f"{inner}; " if inner else ""
         group = f"\"-$(cat {pid})\""
-        return (f"{first}kill -TERM -- {group} 2>/dev/null; "
+        return (f"{first}kill -TERM -- {group} 2>/dev/null || kill -TERM \"$(cat {pid})\" 2>/dev/null; "
                 f"for _ in $(seq 60); do kill -0 -- {group} 2>/dev/null || break; sleep 1; done; true")
+
+
+def _alive(pid: str) -> str:
+    """Shell test: the run's process group lives, or its first process, which is the group only once
+    it has called setsid (a start or poll in that moment must not see "not running")."""
+    return (f"{{ kill -0 -- \"-$(cat {pid} 2>/dev/null)\" 2>/dev/null || "
+            f"kill -0 \"$(cat {pid} 2>/dev/null)\" 2>/dev/null; }}")
 
 
 CONNECTION_ERRORS = ("OSError", "EOFError", "TimeoutError", "SSHException", "CommandTimedOut")

@@ -152,3 +152,18 @@ def test_the_last_lines_are_read_with_the_exit_code(tmp_path: Path) -> None:
     start(shell, run, "echo first; sleep 0.3; echo FAILED: the last line; exit 1")
     followed = follow(lambda: shell, run, time.monotonic() + 60, poll_s=0.05, out=seen.append, shell=shell)
     assert followed.exit_code == 1 and "".join(seen).endswith("FAILED: the last line\n")
+
+
+def test_a_run_not_yet_its_own_group_is_running_not_gone(tmp_path: Path) -> None:
+    """Between the fork and setsid the run's first process exists but its group does not: a start in
+    that moment attaches (it once started the run twice on a busy machine) and a poll says running."""
+    shell, run = LocalShell(tmp_path), RemoteRun("lab", "r7")
+    child = subprocess.Popen(["sleep", "30"])  # in this process's group: no group of its own
+    try:
+        (tmp_path / "lab/results").mkdir(parents=True)
+        (tmp_path / "lab/results/r7.pid").write_text(f"{child.pid}\n")
+        assert start(shell, run, "echo twice") == "attached"
+        assert shell.capture(run.poll_command(0), timeout=30)[1].splitlines()[0] == "running"
+    finally:
+        child.kill()
+        child.wait()
