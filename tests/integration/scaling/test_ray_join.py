@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -44,21 +43,24 @@ def head() -> Iterator[str]:
     try:
         assert done.returncode == 0, done.stdout + done.stderr
         yield f"127.0.0.1:{port}"
-    finally:  # this cluster's processes (`ray stop` would stop every Ray of this user): they name its
-        # port; its workers end with its raylet
-        def started() -> set[int]:
-            return {p.pid for p in psutil.process_iter(["cmdline"])
-                    if is_ray_process(p.name(), line := " ".join(p.info["cmdline"] or []))
-                    and (f":{port} " in f"{line} " or f"port={port} " in f"{line} ")}
-
-        for number, sig in enumerate((signal.SIGTERM, signal.SIGKILL)):
-            for pid in started():
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, sig)
-            deadline = time.monotonic() + (5 if number == 0 else 20)
-            while started() and time.monotonic() < deadline:
-                time.sleep(0.3)
-        assert not started(), f"processes of `ray start` left: {started()}"
+    finally:  # this cluster's processes, which name its port, and everything they started (`ray stop`
+        # would stop every Ray of this user; killing the raylet alone leaves its agents to init)
+        roots = [p for p in psutil.process_iter(["cmdline"])
+                 if is_ray_process(p.name(), line := " ".join(p.info["cmdline"] or []))
+                 and (f":{port} " in f"{line} " or f"port={port} " in f"{line} ")]
+        procs = {p.pid: p for p in roots}
+        for root in roots:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                procs.update({c.pid: c for c in root.children(recursive=True)})
+        for proc in procs.values():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.terminate()
+        _, alive = psutil.wait_procs(list(procs.values()), timeout=5)
+        for proc in alive:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
+        _, alive = psutil.wait_procs(alive, timeout=20)
+        assert not alive, f"processes of `ray start` left: {alive}"
 
 
 def test_joins_deploys_kills_through_ray_and_leaves_the_cluster_running(head: str) -> None:
