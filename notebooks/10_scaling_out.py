@@ -212,8 +212,8 @@ step.stop(cluster)
 # gives the GPUs), `step.policy` asks for `num_gpus: 0.5` per replica (the `num_gpus` row of the
 # config above): Ray then places two replicas on each of the node's two P100s, four in all, and the
 # same autoscaling config adds and removes them. Each replica then runs ONNX Runtime's CUDA provider
-# on its share (`Food11` above; it refuses to start on a GPU share it cannot use). On this machine
-# Ray counts no GPU, so the config asks for none.
+# on its share (`Food11` above; it refuses to start on a GPU share it cannot use). Where Ray counts
+# no GPU (the line printed when Ray started says how many it counted), the config asks for none.
 #
 # **Across nodes.** Ray joins machines into one cluster: `ray start --head --port=6379` on the first
 # node, `ray start --address=<head ip>:6379` on each other one. Set `ray_address = "auto"` in the
