@@ -118,7 +118,8 @@ def rules(data: RunData) -> list[Check]:
               lambda a, b: b > 1.1 * a, lambda a, b: f"{a:.1f} → best {b:.1f} inferences/s", gpu_only=True,
               noise=(first[1], best[1])),
         check("The largest instance count is no better than the middle one (4+4 vs 2+2)", (middle[0], top[0]),
-              lambda mid, hi: hi <= 1.05 * mid, lambda mid, hi: f"{mid:.1f} vs {hi:.1f} inferences/s",
+              lambda mid, hi: hi <= 1.05 * mid,
+              lambda mid, hi: f"middle {mid:.1f}, largest {hi:.1f} inferences/s",
               noise=(middle[1], top[1])),
     ]
     threads = step_rows(data.triton, "threads_lesson")
