@@ -92,10 +92,7 @@ class Cluster:
 
     @property
     def gpus(self) -> float:
-        """GPUs in the cluster (Ray counts them when it starts: 0 on a CPU host, 2 on the P100 node)."""
-        import ray
-
-        return float(ray.cluster_resources().get("GPU", 0)) if ray.is_initialized() else 0.0
+        return cluster_gpus()
 
     def deploy(self, scaling: Scaling, timeout_s: float = 60.0) -> float:
         """Deploy (or redeploy) the app with ``scaling``; returns the seconds until it answered."""
@@ -116,25 +113,21 @@ class Cluster:
         """Running replicas of the app's deployment now (0 while none is up)."""
         return self.replica_counts()[0]
 
-    def replica_counts(self) -> tuple[int, int]:
-        """(running, starting) replicas of the app's deployment now."""
-        from ray import serve
-
-        app = serve.status().applications.get(APP)
+    def replica_counts(self, app: Any = None) -> tuple[int, int]:
+        """(running, starting) replicas of the app's deployment now (or in ``app``, a status read)."""
+        app = app if app is not None else _app_status()
         deployment = app.deployments.get("food11") if app is not None else None
         states: dict[Any, int] = dict(deployment.replica_states) if deployment else {}
         return int(states.get("RUNNING", 0)), int(states.get("STARTING", 0))
 
     def wait_replicas(self, ok: Any, what: str, timeout_s: float) -> float:
         """Poll until ``ok(replicas)``; the seconds it took, or ScalingError naming ``what``."""
-        from ray import serve
-
         t0 = time.perf_counter()
         while True:
-            n = self.replicas()
+            app = _app_status()  # one status read per poll: the count and whether the deploy failed
+            n = self.replica_counts(app)[0]
             if ok(n):
                 return time.perf_counter() - t0
-            app = serve.status().applications.get(APP)
             if app is not None and app.status == "DEPLOY_FAILED":  # a str enum; e.g. a constructor raised
                 raise ScalingError(f"{APP} failed to deploy: {app.message.strip()[-600:]}")
             if time.perf_counter() - t0 > timeout_s:
@@ -218,6 +211,21 @@ class Cluster:
             except psutil.NoSuchProcess:
                 pass
         return left
+
+
+def _app_status() -> Any:
+    """Serve's status of the app (None before it is deployed)."""
+    from ray import serve
+
+    return serve.status().applications.get(APP)
+
+
+def cluster_gpus() -> float:
+    """GPUs in the running Ray cluster (Ray counts them when it starts: 0 on a CPU host, 2 on the P100
+    node); 0 when Ray is not running in this process."""
+    import ray
+
+    return float(ray.cluster_resources().get("GPU", 0)) if ray.is_initialized() else 0.0
 
 
 def _reachable(address: str, timeout_s: float = 5.0) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from servelab.core.procs import free_port
 from servelab.lab.step10_scaling_out import bodies
 from servelab.scaling.cluster import Cluster, _reachable, is_ray_process, post
 from servelab.scaling.config import Scaling
@@ -25,16 +25,10 @@ from servelab.scaling.config import Scaling
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def head() -> Iterator[str]:
     """``ray start --head`` on a free port (the node's step, with the CPU for GPUs); its address."""
-    port = _free_port()
+    port = free_port()
     ray = Path(sys.executable).parent / "ray"
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
     done = subprocess.run([str(ray), "start", "--head", f"--port={port}", "--num-cpus=2",
@@ -92,4 +86,4 @@ def test_no_cluster_at_the_address_says_what_to_do() -> None:
     from servelab.scaling.cluster import ScalingError
 
     with pytest.raises(ScalingError, match="ray start --head"):
-        Cluster(address=f"127.0.0.1:{_free_port()}", port=8223).start()
+        Cluster(address=f"127.0.0.1:{free_port()}", port=8223).start()
