@@ -12,12 +12,12 @@ from matplotlib.figure import Figure
 
 from servelab.core.labels import CLASSES
 from servelab.core.paths import REPO_ROOT
-from servelab.lab.common import Measured, record
+from servelab.lab.common import record
 from servelab.lab.params import LabParams
 from servelab.report.effects import Check, check, row
 from servelab.report.figures import Section, as_image, plot_html, table_html
 from servelab.results.schema import SCALING, SCALING_SERIES, RunData, num, relative_spread
-from servelab.scaling.cluster import Cluster, ray_processes
+from servelab.scaling.cluster import Cluster, cluster_gpus, ray_processes
 from servelab.scaling.config import Scaling, field_map, hpa_manifest, keda_manifest
 from servelab.scaling.load import LoadRun, Phase, closed_loop, run_schedule, scale_events
 
@@ -61,12 +61,9 @@ GPU_SHARE = 0.5  # of a GPU per replica where the cluster has GPUs: two replicas
 def policy(p: LabParams, **changes: Any) -> Scaling:
     """The notebook's autoscaling config (``changes``: fields to set, e.g. ``fixed=1``); each replica
     asks for ``GPU_SHARE`` of a GPU where the running Ray cluster has GPUs, for none elsewhere."""
-    import ray
-
-    gpus = float(ray.cluster_resources().get("GPU", 0)) if ray.is_initialized() else 0.0
     base = {"min_replicas": 1, "max_replicas": p.scaling_max_replicas, "target_ongoing_requests": 2.0,
             "upscale_delay_s": 1.0, "downscale_delay_s": 3.0, "look_back_period_s": 1.0,
-            "num_gpus": GPU_SHARE if gpus > 0 else 0.0}
+            "num_gpus": GPU_SHARE if cluster_gpus() > 0 else 0.0}
     return Scaling(**{**base, **changes})
 
 
@@ -148,18 +145,22 @@ def step_load(cluster: Cluster, s: Scaling, phases: list[Phase], photos: list[tu
 
 
 def _max(rows: list[dict[str, Any]], column: str) -> float | None:
-    values = [r[column] for r in rows if r.get(column) is not None]
-    return max(values) if values else None
+    return max((r[column] for r in rows if r.get(column) is not None), default=None)
 
 
-def summaries(kind: str | None = None) -> pd.DataFrame:
-    """This run's recorded summaries (of one ``kind``), in the short view."""
+SHOWN = {"step": SUMMARY_COLUMNS, "kill": ["label", "sent", "ok", "failed", "killed_at_s", "replaced_after_s",
+                                           "fewest_running_after_kill"],
+         "shedding": ["label", "max_queued_requests", "sent", "ok", "shed_503", "timeouts", "goodput_rps",
+                      "p99_ms", "shed_p99_ms"]}
+
+
+def summaries(kind: str) -> pd.DataFrame:
+    """This run's recorded summaries of one ``kind``, with the columns ``SHOWN`` names for it (the run
+    metadata each row also carries stays in the CSV)."""
     from servelab.results.store import read_rows
 
-    rows = [r for r in read_rows(SCALING) if kind is None or r.get("kind") == kind]
-    out = Measured(pd.DataFrame(rows))
-    out.shown_as = SUMMARY_COLUMNS
-    return out
+    rows = pd.DataFrame([r for r in read_rows(SCALING) if r.get("kind") == kind])
+    return rows[[c for c in SHOWN[kind] if c in rows]]
 
 
 def fig_timeline(series: pd.DataFrame, title: str = "step load") -> Figure:
