@@ -14,6 +14,9 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from provisioning.errors import ProvisioningError
+from provisioning.times import parse_start
+
 DEFAULT_SITE = "CHI@TACC"
 DEFAULT_NODE_TYPE = "gpu_p100"
 DEFAULT_IMAGE = "CC-Ubuntu24.04-CUDA"
@@ -40,10 +43,6 @@ ENV_VARS = {
     "repo_ref": "SERVELAB_REPO_REF",
     "remote_dir": "SERVELAB_REMOTE_DIR",
 }
-
-
-class ProvisioningError(RuntimeError):
-    """A provisioning step cannot go on; the message says what to do about it."""
 
 
 def user_id() -> str:
@@ -92,8 +91,6 @@ class ChameleonConfig:
         if not self.server_name:
             object.__setattr__(self, "server_name", f"node-serve-system-{user}")
         if self.lease_start is not None:
-            from provisioning.times import parse_start  # times imports this module
-
             start = self.lease_start  # a naive datetime means the site's time, as in text
             text = start.isoformat() if isinstance(start, datetime) else str(start)
             object.__setattr__(self, "lease_start", parse_start(text, self.site))

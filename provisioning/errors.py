@@ -20,9 +20,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-from provisioning.config import ProvisioningError
-
 MAX_DETAIL = 300
+
+
+class ProvisioningError(RuntimeError):
+    """A provisioning step cannot go on; the message says what to do about it.
+
+    Defined here, the bottom of the package (this module imports nothing of it), so that
+    ``config`` and ``times`` both use it without importing each other both ways;
+    ``provisioning.config.ProvisioningError`` is the same class."""
 
 # what to try, by the exception's class name (the classes live in libraries not imported here)
 HINTS = {

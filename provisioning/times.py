@@ -12,7 +12,7 @@ import re
 import time
 from datetime import datetime, timedelta, timezone, tzinfo
 
-from provisioning.config import ProvisioningError
+from provisioning.errors import ProvisioningError
 
 # a site's wall clock (its time zone database name); an unknown site shows UTC
 SITE_TIME_ZONES = {"CHI@TACC": "America/Chicago", "CHI@UC": "America/Chicago", "KVM@TACC": "America/Chicago"}
