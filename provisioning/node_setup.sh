@@ -7,6 +7,9 @@
 # Idempotent: every step checks first and acts only when something is missing,
 # so running it again changes nothing (Docker is restarted only when its
 # configuration changed). Run as the login user (cc) with sudo, or as root.
+# A run cut short (Ctrl-C in notebook 02, a dropped SSH connection) is finished by the next one:
+# it waits for the apt/dpkg locks, lets dpkg finish what was cut off (dpkg --configure -a, when
+# dpkg --audit reports it), and installs Docker again when only part of it arrived.
 #
 # Settings (environment):
 #   REPO_URL, REPO_REF  git clone of the lab's code (REF: branch or tag; default main)
@@ -200,6 +203,32 @@ finish (watch it with: ps -fp PID) and run the set-up again, or raise APT_LOCK_T
 QUIET_APT=(env DEBIAN_FRONTEND=noninteractive NEEDRESTART_MODE=a)
 apt_get() { "${SUDO[@]}" "${QUIET_APT[@]}" apt-get -o "DPkg::Lock::Timeout=$APT_LOCK_TIMEOUT" "$@"; }
 
+# Packages an earlier run left unpacked or half-configured (apt or Docker's script cut off mid-way):
+# dpkg --audit lists them (it only reads), and every later apt-get refuses to run until
+# dpkg --configure -a has finished them.
+repair_dpkg() {
+  local audit
+  audit="$("${SUDO[@]}" dpkg --audit 2>&1 || true)"
+  if [ -z "$audit" ]; then
+    return
+  fi
+  say "apt: an earlier install was cut short (dpkg --audit: ${audit%%$'\n'*}); finishing it"
+  wait_for_apt
+  "${SUDO[@]}" "${QUIET_APT[@]}" dpkg --configure -a
+  apt_get install -f -y -q  # dependencies the cut-off install left missing
+}
+
+# Temporary files of this run, removed however it ends (an error, Ctrl-C).
+TEMP_FILES=()
+remove_temp_files() { if [ "${#TEMP_FILES[@]}" -gt 0 ]; then rm -f "${TEMP_FILES[@]}"; fi; }
+trap remove_temp_files EXIT
+temp_file() {  # temp_file VAR: a new temporary file's path in VAR
+  local path
+  path="$(mktemp)"
+  TEMP_FILES+=("$path")
+  printf -v "$1" '%s' "$path"
+}
+
 apt_update_once() {
   if [ "$APT_UPDATED" -eq 0 ]; then
     apt_get update -q
@@ -233,17 +262,24 @@ $DOCKER_CLI_API): OK"
 }
 
 install_docker() {
-  if command -v docker >/dev/null 2>&1; then
+  if command -v docker >/dev/null 2>&1 && command -v dockerd >/dev/null 2>&1; then
     check_docker_engine
     return
   fi
+  if command -v docker >/dev/null 2>&1; then  # the CLI came, the engine did not: an install cut short
+    say "docker: the docker CLI is here but no engine (dockerd): an earlier install was cut short"
+  fi
   say "docker: installing Docker Engine $DOCKER_VERSION with the convenience script"
-  wait_for_apt  # the script runs apt-get itself
-  local script
-  script="$(mktemp)"
+  wait_for_apt  # the script runs apt-get itself ...
+  # ... without DPkg::Lock::Timeout: apt reads it from the file APT_CONFIG names, so an apt that
+  # starts in between (unattended-upgrades) is waited for instead of failing the script
+  local script apt_config
+  temp_file script
+  temp_file apt_config
+  printf 'DPkg::Lock::Timeout "%s";\n' "$APT_LOCK_TIMEOUT" >"$apt_config"
+  chmod 644 "$apt_config"
   curl -fsSL https://get.docker.com -o "$script"
-  "${SUDO[@]}" "${QUIET_APT[@]}" sh "$script" --version "$DOCKER_VERSION"
-  rm -f "$script"
+  "${SUDO[@]}" "${QUIET_APT[@]}" APT_CONFIG="$apt_config" sh "$script" --version "$DOCKER_VERSION"
   DOCKER_CHANGED=1
 }
 
@@ -325,7 +361,7 @@ configure_cgroup_driver() {
   fi
   say "docker exec-opts: setting native.cgroupdriver=cgroupfs"
   local updated
-  updated="$(mktemp)"
+  temp_file updated
   python3 - "$DAEMON_JSON" "$updated" <<'PY'
 import json, os, sys
 src, dst = sys.argv[1:]
@@ -337,7 +373,6 @@ with open(dst, "w") as out:
 PY
   "${SUDO[@]}" mkdir -p "$(dirname "$DAEMON_JSON")"
   "${SUDO[@]}" cp "$updated" "$DAEMON_JSON"
-  rm -f "$updated"
   DOCKER_CHANGED=1
 }
 
@@ -428,6 +463,7 @@ place_code() {
 
 main() {
   check_gpu  # first: a wrong node or image is found before anything is installed
+  repair_dpkg  # then what an interrupted run left half-done
   install_docker
   check_docker_compose
   add_user_to_docker_group

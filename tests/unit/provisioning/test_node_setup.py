@@ -31,12 +31,13 @@ REAL_TOOLS = ("bash", "sh", "python3", "sha256sum", "cut", "tar", "gzip", "mkdir
 # calls that only read; anything else in a second run means it changed something
 ENGINE_QUERY = "docker version --format {{.Server.Version}} {{.Server.MinAPIVersion}}"
 READ_ONLY = ("id ", "nvidia-smi --query-gpu=", "docker compose version", ENGINE_QUERY, f"sudo {ENGINE_QUERY}",
-             "lslocks ", "sudo lslocks ",
+             "lslocks ", "sudo lslocks ", "dpkg --audit", "sudo dpkg --audit",
              "firewall-cmd --state", "sudo firewall-cmd --state", "firewall-cmd --query-port=",
              "sudo firewall-cmd --query-port=", "firewall-cmd --permanent --query-port=",
              "sudo firewall-cmd --permanent --query-port=")
 QUIET = "env DEBIAN_FRONTEND=noninteractive NEEDRESTART_MODE=a "  # no apt prompts over SSH
 APT = "apt-get -o DPkg::Lock::Timeout=900"  # apt also waits for the dpkg lock itself
+DOCKER_SCRIPT = f"sudo {QUIET}APT_CONFIG="  # Docker's script, its apt told to wait for the lock too
 P100 = "Tesla P100-PCIE-16GB"
 
 
@@ -83,6 +84,11 @@ class Node:
     def calls(self) -> list[str]:
         return self.log.read_text().splitlines()
 
+    def has_docker(self) -> None:
+        """Docker installed already (the CLI and its engine), not by the set-up."""
+        shutil.copy(STUBS / "_docker", self.installed / "docker")
+        shutil.copy(STUBS / "_dockerd", self.installed / "dockerd")
+
     def gpus(self, *lines: str) -> None:
         """What nvidia-smi reports ("NONE": no GPU)."""
         (self.state / "gpus").write_text("\n".join(lines) + "\n")
@@ -123,8 +129,8 @@ def test_first_run_sets_up_everything_second_changes_nothing(node: Node) -> None
     keyring = f"{node.root}/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
     expected = [
         "curl -fsSL https://get.docker.com -o " + next(c.split()[-1] for c in first if "get.docker" in c),
-        f"sudo {QUIET}sh {next(c.split()[-3] for c in first if c.startswith(f'sudo {QUIET}sh '))} "
-        "--version 27.5.1",  # the engine the Jupyter image's docker CLI is made for
+        next(c for c in first if c.startswith(DOCKER_SCRIPT)),  # its arguments: just below
+        'APT_CONFIG: DPkg::Lock::Timeout "900";',  # what the script's apt-get read
         "sudo groupadd -f docker", "groupadd -f docker",
         "sudo usermod -aG docker cc", "usermod -aG docker cc",
         f"sudo mkdir -p {node.root}/usr/share/keyrings",
@@ -147,7 +153,9 @@ def test_first_run_sets_up_everything_second_changes_nothing(node: Node) -> None
     ]
     changed = state_changing(first)
     assert sorted(changed) == sorted(expected)  # the two ends of a pipe log in either order
-    steps = (f"sudo {QUIET}sh ", f"sudo {QUIET}{APT} update",
+    assert next(c for c in first if c.startswith(DOCKER_SCRIPT)).endswith(
+        " --version 27.5.1")  # the engine the Jupyter image's docker CLI is made for
+    steps = (DOCKER_SCRIPT, f"sudo {QUIET}{APT} update",
              f"sudo {QUIET}{APT} install -y -q nvidia-container-toolkit",
              "sudo nvidia-ctk runtime configure", "sudo cp ", "sudo systemctl restart docker",
              f"sudo {QUIET}{APT} install -y -q nvtop", "git clone")
@@ -156,7 +164,8 @@ def test_first_run_sets_up_everything_second_changes_nothing(node: Node) -> None
     # the GPU is checked before anything is installed; compose right after Docker
     assert next(c for c in first if not c.startswith("id ")) == \
         "nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader"
-    assert first.index("docker compose version") == first.index(changed[1]) + 1
+    script = first.index(changed[1])  # Docker's script (after its download), its apt's setting, then compose
+    assert first[script:script + 3] == [changed[1], changed[2], "docker compose version"]
     assert f"gpu: {P100}, driver 570.124.06, compute capability 6.0: OK" in node.output
     assert "docker compose: Docker Compose version v2.29.7" in node.output
     assert "docker: installing Docker Engine 27.5.1 with the convenience script" in node.output
@@ -182,7 +191,7 @@ def test_existing_exec_opts_and_other_keys_are_kept(node: Node) -> None:
     node.daemon_json.parent.mkdir(parents=True)
     node.daemon_json.write_text(json.dumps({"exec-opts": ["native.cgroupdriver=systemd"],
                                             "log-driver": "json-file"}))
-    shutil.copy(STUBS / "_docker", node.installed / "docker")  # already installed on this node
+    node.has_docker()  # already installed on this node
     for tool in ("nvidia-ctk", "nvtop"):
         shutil.copy(STUBS / "_nvidia-ctk", node.installed / tool)
     (node.state / "groups").write_text("cc docker")
@@ -262,7 +271,7 @@ def test_no_driver_at_all_names_the_image(node: Node) -> None:
 
 # ----------------------------------------------------------------------------- docker compose
 def test_docker_without_compose_plugin_stops_with_the_fix(node: Node) -> None:
-    shutil.copy(STUBS / "_docker", node.installed / "docker")  # a Docker installed some other way
+    node.has_docker()  # a Docker installed some other way
     (node.state / "no-compose").touch()
     done = node.attempt()
     assert done.returncode == 4
@@ -286,7 +295,7 @@ def test_pinned_engine_is_the_jupyter_images_cli() -> None:
     ("30.0.0 1.47", "engine 30.0.0 (serves API 1.47 and newer"),
 ])
 def test_docker_already_there_is_kept_when_it_serves_the_cli(node: Node, engine: str, shown: str) -> None:
-    shutil.copy(STUBS / "_docker", node.installed / "docker")  # shipped with the image
+    node.has_docker()  # shipped with the image
     (node.state / "engine").write_text(engine + "\n")
     calls = node.run()
     assert f"docker: present, {shown}; the Jupyter image's CLI uses 1.47): OK" in node.output
@@ -294,7 +303,7 @@ def test_docker_already_there_is_kept_when_it_serves_the_cli(node: Node, engine:
 
 
 def test_docker_engine_too_new_for_the_cli_stops_with_the_fix(node: Node) -> None:
-    shutil.copy(STUBS / "_docker", node.installed / "docker")
+    node.has_docker()
     (node.state / "engine").write_text("31.0.0 1.48\n")
     done = node.attempt()
     assert done.returncode == 6, done.stdout + done.stderr
@@ -306,7 +315,7 @@ def test_docker_engine_too_new_for_the_cli_stops_with_the_fix(node: Node) -> Non
 
 
 def test_docker_engine_that_does_not_answer_is_not_checked(node: Node) -> None:
-    shutil.copy(STUBS / "_docker", node.installed / "docker")
+    node.has_docker()
     (node.state / "engine-down").touch()
     node.run()
     assert ("docker: present; its engine did not answer (Cannot connect to the Docker daemon at "
@@ -329,7 +338,7 @@ def test_apt_waits_for_unattended_upgrades(node: Node) -> None:
     assert (f"apt: waiting up to 900 s for the apt/dpkg lock, held by unattended-upgr (pid 1234, {lock}) "
             "(unattended-upgrades runs after boot)") in node.output
     assert "apt: the lock is free after 10 s" in node.output
-    docker_script = next(i for i, c in enumerate(calls) if c.startswith(f"sudo {QUIET}sh "))
+    docker_script = next(i for i, c in enumerate(calls) if c.startswith(DOCKER_SCRIPT))
     assert calls[docker_script - 2].startswith("lslocks ")  # waited before the script and its apt-get
     assert calls[docker_script - 1].startswith("curl -fsSL https://get.docker.com")
 
@@ -340,7 +349,7 @@ def test_apt_lock_timeout_names_what_it_waited_for(node: Node) -> None:
     assert done.returncode == 5
     assert (f"apt: the apt/dpkg lock is still held by unattended-upgr (pid 1234, {lock}) after 10 s: let it "
             "finish") in done.stderr
-    assert not any(c.startswith(f"sudo {QUIET}sh ") for c in node.calls())  # Docker's script never ran
+    assert not any(c.startswith(DOCKER_SCRIPT) for c in node.calls())  # Docker's script never ran
     assert list(node.tmp.iterdir()) == []
 
 
@@ -423,3 +432,74 @@ def test_upload_failures_that_cannot_pass_are_not_tried_again(fake_chi: Any, stu
         _launch_on_ready_node(fake_chi)
     assert info.value.__cause__ is failure
     assert fake_chi.rec.calls.count(UPLOAD) == 1 and fake_chi.clock.slept == []
+
+
+# ----------------------------------------------------------------------------- a run cut short, run again
+# Issue 28: Ctrl-C in notebook 02 (or a dropped SSH connection) in the middle of an install leaves
+# dpkg with unfinished work, and every later apt-get refuses to run; a second run must succeed.
+def test_a_docker_install_cut_short_is_finished_by_the_next_run(node: Node) -> None:
+    (node.state / "cut-docker-install").touch()  # the script stops after the CLI, dpkg half-done
+    cut = node.attempt()
+    assert cut.returncode == 130, cut.stdout + cut.stderr
+    assert (node.installed / "docker").exists() and not (node.installed / "dockerd").exists()
+    assert list(node.tmp.iterdir()) == []  # its temporary files went with it
+
+    calls = node.run()
+    assert ("apt: an earlier install was cut short (dpkg --audit:  docker-ce                 Docker: the "
+            "open-source application container engine); finishing it") in node.output
+    assert "docker: the docker CLI is here but no engine (dockerd): an earlier install was cut short" \
+        in node.output
+    changed = state_changing(calls)
+    repair = [f"sudo {QUIET}dpkg --configure -a", f"sudo {QUIET}{APT} install -f -y -q"]
+    assert [c for c in changed if c.startswith(tuple(repair))] == repair
+    assert changed.index(repair[1]) < next(i for i, c in enumerate(changed) if c.startswith(DOCKER_SCRIPT))
+    assert (node.installed / "dockerd").exists() and (node.installed / "nvtop").exists()
+    assert "done" in node.output.splitlines()[-1]
+
+    before = node.tree_hash()
+    assert state_changing(node.run()) == []  # and a third run changes nothing
+    assert node.tree_hash() == before
+
+
+def test_an_apt_install_cut_short_while_dpkg_holds_the_lock_is_waited_for_then_finished(node: Node) -> None:
+    """The first run's apt-get was cut off; its dpkg still holds the lock when the second run starts."""
+    node.run()
+    (node.installed / "nvtop").unlink()  # nvtop's install was the one cut off
+    (node.state / "dpkg-interrupted").write_text(" nvtop   GPUs process monitoring\n")
+    lock = hold_apt_lock(node, calls=1)
+    (node.state / "locks").write_text(f"dpkg 4321 {lock}\n")
+
+    calls = node.run(APT_LOCK_POLL="5")
+    assert f"apt: waiting up to 900 s for the apt/dpkg lock, held by dpkg (pid 4321, {lock})" in node.output
+    changed = state_changing(calls)
+    configure = changed.index(f"sudo {QUIET}dpkg --configure -a")
+    audit, repair = calls.index("sudo dpkg --audit"), calls.index(f"sudo {QUIET}dpkg --configure -a")
+    looked = [c for c in calls[audit:repair] if c.startswith("sudo lslocks ")]
+    assert len(looked) == 2  # held, then free: dpkg ran only once the lock was free
+    assert "apt: the lock is free after 5 s" in node.output
+    assert changed[configure + 2:] == [f"sudo {QUIET}{APT} install -f -y -q", f"{APT} install -f -y -q",
+                                       f"sudo {QUIET}{APT} update -q", f"{APT} update -q",
+                                       f"sudo {QUIET}{APT} install -y -q nvtop", f"{APT} install -y -q nvtop"]
+    assert (node.installed / "nvtop").exists() and not (node.state / "dpkg-interrupted").exists()
+
+
+def test_a_lock_that_stays_taken_fails_then_the_next_run_succeeds(node: Node) -> None:
+    lock = hold_apt_lock(node)
+    (node.state / "dpkg-interrupted").write_text(" docker-ce   Docker: the container engine\n")
+    done = node.attempt(APT_LOCK_TIMEOUT="10", APT_LOCK_POLL="5")
+    assert done.returncode == 5
+    assert f"the apt/dpkg lock is still held by unattended-upgr (pid 1234, {lock}) after 10 s" in done.stderr
+    assert state_changing(node.calls()) == []  # neither dpkg nor apt ran under someone else's lock
+    (node.state / "locks").unlink()  # unattended-upgrades finished
+    node.run()
+    assert (node.installed / "dockerd").exists() and "done" in node.output.splitlines()[-1]
+
+
+def test_without_the_repair_apt_refuses_as_on_a_real_node(node: Node) -> None:
+    """The stand-in holds: while dpkg has unfinished work, apt-get install fails as apt does."""
+    (node.state / "dpkg-interrupted").write_text(" nvtop\n")
+    env = {"PATH": f"{STUBS}:{node.installed}:{node.sysbin}", "STUB_DIR": str(STUBS),
+           "STUB_LOG": str(node.log), "STUB_STATE": str(node.state), "STUB_INSTALL": str(node.installed)}
+    done = subprocess.run([str(STUBS / "apt-get"), "install", "-y", "nvtop"], env=env, capture_output=True,
+                          text=True, timeout=10)
+    assert done.returncode == 100 and "dpkg was interrupted" in done.stderr
