@@ -55,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("project", "site", "lease-name", "server-name", "node-type", "image", "key-name",
                  "repo-url", "repo-ref", "remote-dir"):
         parser.add_argument(f"--{name}")
+    parser.add_argument("--floating-ip", help="use this free floating IP of the project (kept at teardown) "
+                                              "instead of allocating one for this run")
     parser.add_argument("--lease-id", help="adopt this lease (e.g. made ahead in the GUI) instead of by name")
     parser.add_argument("--lease-start",
                         help="reserve ahead: ISO 8601 (no offset: the site's time zone) or +2h "
@@ -63,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="wait for a lease starting within this many minutes (default 30), else stop")
     parser.add_argument("--state", help="the state file (default results/chameleon-state.json)")
     parser.add_argument("--code-source", choices=CODE_SOURCES,
-                        help="upload (default): send this checkout; git: clone --repo-url on the node")
+                        help="upload (default): send this folder (git or not); git: clone --repo-url on "
+                             "the node")
     parser.add_argument("--minutes", type=int, help="lease duration in minutes (default 170)")
     parser.add_argument("--nodes", type=int, default=1,
                         help="plan: with 2 or more, the plan for a Ray cluster over that many reserved nodes "

@@ -7,8 +7,8 @@ must fail here, in seconds, with one line that says what to do. Order:
 1. credentials in the environment (only when python-chi itself is used:
    ``chi=None``; a ``ChiApi`` passed in brings its own), before python-chi is
    imported — see ``provisioning.credentials``;
-2. the project is named; the code source is usable (upload: this checkout is
-   a git work tree; git: a repository URL is given);
+2. the project is named; the code source is usable (upload: this folder is
+   the lab's, with or without git; git: a repository URL is given);
 3. read-only python-chi calls: the site exists (``context.list_sites``), the
    project and site are selected (``use_project``/``use_site``), the credentials
    work and the project is one of the user's (``context.list_projects``), the
@@ -23,7 +23,6 @@ naming the check (``provisioning.errors.step``).
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 from provisioning.chi_api import ChiApi, real_chi, use_context
@@ -36,24 +35,21 @@ KEY_PAIRS_GUI = "GUI at that site: Compute → Key Pairs"
 
 
 def check_code_source(config: ChameleonConfig, root: Path = REPO_ROOT) -> None:
-    """The code can reach the node: git mode has a URL; upload mode has a git work tree to pack."""
+    """The code can reach the node: git mode has a URL; upload mode has the lab's folder to pack
+    (a git work tree or not: a Trovi import or an unpacked zip has no ``.git``; see
+    ``provisioning.node.checkout_files``)."""
     if config.code_source == "git":
         if not config.repo_url:
             raise ProvisioningError(
                 "code_source='git' needs the lab's repository URL: pass repo_url=... or set "
-                "SERVELAB_REPO_URL (or use code_source='upload', the default, to send this checkout)")
+                "SERVELAB_REPO_URL (or use code_source='upload', the default, to send this folder)")
         return
-    try:
-        done = subprocess.run(["git", "-C", str(root), "rev-parse", "--is-inside-work-tree"],
-                              capture_output=True, text=True, timeout=60)
-    except FileNotFoundError:
+    missing = [name for name in ("lab", "provisioning/node_setup.sh") if not (root / name).is_file()]
+    if missing:
         raise ProvisioningError(
-            "code_source='upload' packs this checkout with git, which is not installed here: install "
-            "git, or use code_source='git' with SERVELAB_REPO_URL") from None
-    if done.returncode != 0 or done.stdout.strip() != "true":
-        raise ProvisioningError(
-            f"code_source='upload' sends this checkout, but {root} is not a git work tree: run from a "
-            "clone of the lab, or use code_source='git' with SERVELAB_REPO_URL")
+            f"code_source='upload' sends the lab's folder, but {root} has no {' or '.join(missing)}: run "
+            "from the lab's folder (a clone, a Trovi import or an unpacked zip), or use code_source='git' "
+            "with repo_url / SERVELAB_REPO_URL")
 
 
 def check_local(config: ChameleonConfig, root: Path = REPO_ROOT) -> None:

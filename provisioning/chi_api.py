@@ -16,7 +16,8 @@ What is called, per module (python-chi 1.2.x):
            check_connectivity, upload, execute, ssh_connection, delete(delete_ips=False)),
            get_server, get_server_id, get_keypair, list_keypair
   image    get_image
-  network  get_or_create_floating_ip, list_floating_ips, deallocate_floating_ip
+  network  get_network_id(PUBLIC_NETWORK), neutron().create_floatingip (allocation), get_floating_ip,
+           list_floating_ips, deallocate_floating_ip
 """
 
 from __future__ import annotations

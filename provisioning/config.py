@@ -38,6 +38,7 @@ ENV_VARS = {
     "node_type": "CHI_NODE_TYPE",
     "image": "CHI_IMAGE",
     "key_name": "CHI_KEY_NAME",
+    "floating_ip": "CHI_FLOATING_IP",
     "code_source": "SERVELAB_CODE_SOURCE",
     "repo_url": "SERVELAB_REPO_URL",
     "repo_ref": "SERVELAB_REPO_REF",
@@ -73,6 +74,7 @@ class ChameleonConfig:
     duration: timedelta = DEFAULT_DURATION
     image: str = DEFAULT_IMAGE
     key_name: str = ""
+    floating_ip: str = ""  # use this free floating IP of the project (kept at teardown); "": allocate one
     code_source: str = "upload"
     repo_url: str = ""
     repo_ref: str = DEFAULT_REPO_REF

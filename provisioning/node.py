@@ -2,9 +2,10 @@
 
 The script (``node_setup.sh`` beside this file) is uploaded and run with its
 settings in the environment; the code reaches the node either as an upload of
-this checkout, built model artefacts included (``code_source="upload"``, the
-default: it also carries changes not pushed anywhere) or as a git clone
-(``code_source="git"``). Then ``./lab jupyter`` runs in the code directory as
+this folder, built model artefacts included (``code_source="upload"``, the
+default: it also carries changes not pushed anywhere; a git work tree or a
+folder without ``.git`` — a Trovi import, an unpacked zip, a copy) or as a git
+clone (``code_source="git"``). Then ``./lab jupyter`` runs in the code directory as
 the login user: it creates ``models/`` and ``results/``, builds the model
 artefacts when none came along, and starts the student's Jupyter server,
 printing ``jupyter: <url>`` as its last line. It runs under ``sg docker``
@@ -14,6 +15,8 @@ because the SSH session that ran the script may predate the user's new
 
 from __future__ import annotations
 
+import fnmatch
+import os
 import re
 import shlex
 import subprocess
@@ -34,6 +37,11 @@ REMOTE_TARBALL = "serve-system-lab.tar.gz"
 ARTIFACT_GLOBS = ("artifacts/food11.*", "fastapi_pt/food11.pth", "fastapi_onnx/food11.onnx",
                   "models_staging/*/1/food11.pth", "models_staging/*/1/model.onnx",
                   "models_staging/*/1/*.json")
+# never sent from a folder without git (the lab's .gitignore is read too): environments, caches,
+# measurements, the live model repository
+NO_GIT_EXCLUDES = (".git", ".venv/", "venv/", "__pycache__/", "*.pyc", ".ipynb_checkpoints/",
+                   ".pytest_cache/", ".ruff_cache/", ".mypy_cache/", "/results/", "/models/",
+                   "/test-artifacts/", ".jupyter-token")
 # run in the code directory after node_setup.sh; its last stdout line is "jupyter: <url>"
 JUPYTER_COMMAND = "sg docker -c './lab jupyter'"
 JUPYTER_LINE = re.compile(r"^jupyter: (https?://\S+)$")
@@ -89,23 +97,85 @@ def jupyter_url(stdout: str, address: str) -> str:
     return urlunsplit(parts)
 
 
-def checkout_files(root: Path = REPO_ROOT) -> list[Path]:
-    """The working tree as it is (tracked files and new ones git does not ignore) plus the built
-    artefacts, relative to ``root``: what is uploaded is what runs here, committed or not."""
+def _git_files(root: Path) -> list[Path] | None:
+    """Tracked files and new ones git does not ignore; None when ``root`` is no git work tree (or no git)."""
+    try:
+        inside = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"],
+                                capture_output=True, text=True, timeout=60)
+    except FileNotFoundError:
+        return None
+    if inside.returncode != 0 or Path(inside.stdout.strip()).resolve() != root.resolve():
+        return None  # not a work tree, or a folder inside another repository (its rules are not ours)
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                            cwd=root, capture_output=True, check=True)
-    files = {Path(name) for name in listed.stdout.decode().split("\0") if name}
+                            cwd=root, capture_output=True, check=True, timeout=120)
+    return [Path(name) for name in listed.stdout.decode().split("\0") if name]
+
+
+def _ignore_rules(root: Path) -> list[str]:
+    """NO_GIT_EXCLUDES and the patterns of ``root/.gitignore`` (blank lines, comments and ``!`` skipped)."""
+    rules = list(NO_GIT_EXCLUDES)
+    ignore = root / ".gitignore"
+    if ignore.is_file():
+        lines = (line.strip() for line in ignore.read_text(errors="replace").splitlines())
+        rules += [line for line in lines if line and not line.startswith(("#", "!"))]
+    return rules
+
+
+def _ignored(rel: str, is_dir: bool, rules: list[str]) -> bool:
+    """Whether a path (relative, with /) matches a .gitignore-style rule: ``name`` anywhere, ``a/b`` and
+    ``/a`` from the root, ``dir/`` only directories."""
+    for rule in rules:
+        if rule.endswith("/"):
+            if not is_dir:
+                continue
+            rule = rule.rstrip("/")
+        anchored = "/" in rule
+        rule = rule.lstrip("/")
+        if fnmatch.fnmatchcase(rel if anchored else rel.rsplit("/", 1)[-1], rule):
+            return True
+    return False
+
+
+def _folder_files(root: Path) -> list[Path]:
+    """Every file under ``root`` that the lab's .gitignore rules (and NO_GIT_EXCLUDES) do not exclude."""
+    rules, found = _ignore_rules(root), []
+    for folder, dirs, files in os.walk(root):
+        here = Path(folder).relative_to(root)
+        dirs[:] = sorted(d for d in dirs if not _ignored((here / d).as_posix(), True, rules))
+        found += [here / f for f in files if not _ignored((here / f).as_posix(), False, rules)]
+    return found
+
+
+def checkout_files(root: Path = REPO_ROOT) -> list[Path]:
+    """What is uploaded, relative to ``root``: the folder as it is plus the built artefacts.
+
+    In a git work tree: tracked files and new ones git does not ignore. Without git (a Trovi
+    import, an unpacked zip, a copied folder): every file except what the lab's .gitignore and
+    NO_GIT_EXCLUDES exclude. What is uploaded is what runs here, committed or not.
+    """
+    listed = _git_files(root)
+    files = set(listed if listed is not None else _folder_files(root))
     for pattern in ARTIFACT_GLOBS:
         files.update(path.relative_to(root) for path in root.glob(pattern))
     return sorted(path for path in files if (root / path).is_file())
 
 
+def _executable(root: Path, rel: Path) -> bool:
+    """A script (``#!`` first): a zip or a Trovi import may have lost its executable bit."""
+    with open(root / rel, "rb") as handle:
+        return handle.read(2) == b"#!"
+
+
 def checkout_tarball(dest: Path, root: Path = REPO_ROOT) -> Path:
-    """Pack the checkout (see ``checkout_files``) as ``dest`` (.tar.gz) for upload."""
+    """Pack the folder (see ``checkout_files``) as ``dest`` (.tar.gz) for upload; scripts executable."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tarfile.open(dest, "w:gz") as tar:
         for rel in checkout_files(root):
-            tar.add(root / rel, arcname=str(rel))
+            info = tar.gettarinfo(root / rel, arcname=str(rel))
+            if _executable(root, rel):
+                info.mode |= 0o755
+            with open(root / rel, "rb") as handle:
+                tar.addfile(info, handle)
     return dest
 
 

@@ -61,8 +61,10 @@ def provision_plan(config: ChameleonConfig, state: Path | str | None = None) -> 
         _lease_step(config),
         Step("server", f"launch or reuse server {config.server_name} with image {config.image} on the "
                        f"lease's node reservation, wait until ACTIVE (up to {config.server_timeout_s} s)"),
-        Step("floating-ip", f"associate a floating IP with {config.server_name} unless it has one: a free "
-                            "one of the project, else a new allocation (recorded with its id)"),
+        Step("floating-ip", f"associate a floating IP with {config.server_name} unless it has one: "
+                            + (f"{config.floating_ip} (floating_ip: the project's, kept at teardown)"
+                               if config.floating_ip else "a new allocation for this run (recorded with its "
+                               "id, released at teardown)")),
         Step("ssh", f"wait until SSH (port 22) answers (up to {config.ssh_timeout_s} s), user "
                     f"{config.ssh_user}"),
         Step("upload", "node_setup.sh" + (" and this checkout as serve-system-lab.tar.gz"

@@ -1,9 +1,11 @@
 """The server on the reserved node: launched once, reused after, reachable by SSH; its floating IP.
 
 A server found by name is adopted (kept at teardown unless ``delete_adopted``); one launched
-here is recorded as created in the state file as soon as it exists. The floating IP comes
-from python-chi's network API (``get_or_create_floating_ip``: a free one of the project,
-adopted, or a new allocation, created) and is recorded — with its id — before it is
+here is recorded as created in the state file as soon as it exists. The floating IP is
+allocated for this run through python-chi's network API (recorded as created, released at
+teardown) unless ``floating_ip`` names one of the project's (adopted, kept): a project's free
+IPs are shared by everyone in it (python-chi's ``get_or_create_floating_ip`` would take the
+first one, possibly another student's). It is recorded — with its id — before it is
 associated, so teardown releases exactly the one this lab allocated. ``Server.delete`` is
 called with ``delete_ips=False``: python-chi 1.2.10's own release does not release anything
 (docs/decisions/2026-11-23-chameleon-lifecycle.md).
@@ -20,8 +22,9 @@ from provisioning.lease import node_reservation_id
 from provisioning.state import ADOPTED, CREATED, State
 from servelab.core.procs import wait_until
 
-FIP_HINT = ("check the project's floating IP quota in the GUI (Network → Floating IPs), release unused "
-            "ones and run this step again (the lease and server are reused)")
+FIP_HINT = ("check the project's floating IP quota in the GUI (Network → Floating IPs): release ones you no "
+            "longer use, or name a free one with floating_ip / CHI_FLOATING_IP, and run this step again (the "
+            "lease and server are reused)")
 
 
 def find_server(config: ChameleonConfig, chi: ChiApi) -> Any | None:
@@ -84,28 +87,54 @@ def ensure_server(config: ChameleonConfig, lease: Any, chi: ChiApi, state: State
     return wait_server_active(server, config)
 
 
-def ensure_floating_ip(server: Any, config: ChameleonConfig, chi: ChiApi, state: State) -> str:
-    """The server's floating IP; when it has none, a free one of the project or a new one, associated.
+def allocate_floating_ip(chi: ChiApi) -> dict[str, Any]:
+    """A new floating IP from the public network, as python-chi 1.2.10's own allocation makes it
+    (``get_or_create_floating_ip`` when no IP is free: neutron ``create_floatingip`` on the network
+    ``get_network_id(PUBLIC_NETWORK)``); python-chi has no call that always allocates."""
+    network_id = chi.network.get_network_id(chi.network.PUBLIC_NETWORK)
+    body = {"floatingip": {"floating_network_id": network_id}}
+    return dict(chi.network.neutron().create_floatingip(body)["floatingip"])
 
-    The IP is recorded (address, id, allocated here or not) before it is associated, so a failed
-    association still leaves a record for teardown. python-chi's ``associate_floating_ip(fip)``
-    returns the address it attached (1.2.x: the ``floating_ip_address`` of the updated IP) and
-    raises when no port can take it.
+
+def given_floating_ip(config: ChameleonConfig, chi: ChiApi) -> dict[str, Any]:
+    """The project's floating IP ``config.floating_ip``; refused when it is bound to another port."""
+    hint = (f"give a free floating IP of project {config.project} (GUI: Network → Floating IPs) or leave "
+            "floating_ip / CHI_FLOATING_IP empty to allocate one for this run")
+    with step(f"looking up floating IP {config.floating_ip} in project {config.project}", hint):
+        fip = chi.network.get_floating_ip(config.floating_ip)
+    if fip.get("port_id"):
+        raise ProvisioningError(
+            f"floating IP {config.floating_ip} is already in use (bound to port {fip['port_id']}, another "
+            f"server's, possibly another student's): {hint}")
+    return dict(fip)
+
+
+def ensure_floating_ip(server: Any, config: ChameleonConfig, chi: ChiApi, state: State) -> str:
+    """The server's floating IP; when it has none, ``config.floating_ip`` or a new one, associated.
+
+    The IP is recorded (address, id; created when allocated here, adopted when given) before it
+    is associated, so a failed association still leaves a record for teardown. python-chi's
+    ``associate_floating_ip(fip)`` returns the address it attached (1.2.x: the
+    ``floating_ip_address`` of the updated IP) and raises when no port can take it.
     """
     address = server.get_floating_ip()
     if address:
         state.record("floating_ip", str(address), None, ADOPTED, config)  # created if recorded so
         print(f"Server already has floating IP {address}")
         return str(address)
-    with step("finding a free floating IP in the project or allocating one", FIP_HINT):
-        fip, allocated = chi.network.get_or_create_floating_ip()
+    if config.floating_ip:
+        fip, origin, how = given_floating_ip(config, chi), ADOPTED, "given by floating_ip; kept at teardown"
+    else:
+        with step("allocating a floating IP for this run", FIP_HINT):
+            fip = allocate_floating_ip(chi)
+        origin, how = CREATED, "allocated for this run; released at teardown"
     wanted = str(fip["floating_ip_address"])
-    state.record("floating_ip", wanted, str(fip["id"]), CREATED if allocated else ADOPTED, config)
+    state.record("floating_ip", wanted, str(fip["id"]), origin, config)
     with step(f"associating floating IP {wanted} with server {server.name}", FIP_HINT):
         address = server.associate_floating_ip(wanted)
     if not address:
         raise ProvisioningError(f"no floating IP was attached to server {server.name}: {FIP_HINT}")
-    print(f"Associated floating IP {address} ({'allocated' if allocated else 'a free one of the project'})")
+    print(f"Associated floating IP {address} ({how})")
     return str(address)
 
 

@@ -15,8 +15,9 @@ returns on ERROR, ``get_server_id`` returns None for an unknown name,
 leaves the server's floating IPs allocated even with ``delete_ips=True``,
 ``Lease(start_date=..., duration=...)`` ends *now* + duration, a lease's dates are
 naive UTC datetimes after ``submit``, ``get_or_create_floating_ip`` returns
-``(ip, allocated)``, ``execute`` returns Fabric's ``Result`` (and raises
-``UnexpectedExit`` on a non-zero exit).
+``(ip, allocated)``, ``neutron().create_floatingip`` allocates a new IP, ``get_floating_ip``
+raises a ValueError (CHIValueError) for an address not in the project, ``execute`` returns
+Fabric's ``Result`` (and raises ``UnexpectedExit`` on a non-zero exit).
 
 Knobs: ``fake_chi.rec.failures[call_name] = exc`` makes any recorded call raise;
 ``fake_chi.clock`` (provisioning's time; ``sleep`` advances it), ``fake_chi.lease.
@@ -180,13 +181,33 @@ class FakeLeaseModule:
         return lease
 
 
+class FakeNeutron:
+    """The neutronclient that ``chi.network.neutron()`` returns: only the allocation provisioning calls."""
+
+    def __init__(self, network: FakeNetworkModule) -> None:
+        self._network = network
+
+    def create_floatingip(self, body: dict[str, Any]) -> dict[str, Any]:
+        self._network._rec("neutron.create_floatingip", body)
+        return {"floatingip": self._network.allocate()}
+
+
 class FakeNetworkModule:
     """python-chi's ``chi.network`` floating IP functions over a list of the project's floating IPs."""
+
+    PUBLIC_NETWORK = "public"  # python-chi 1.2.10's name of the network floating IPs come from
 
     def __init__(self, rec: Recorder) -> None:
         self._rec = rec
         self.floating_ips: list[dict[str, Any]] = []
         self._next = 7  # the first allocation is FLOATING_IP
+
+    def get_network_id(self, name: str) -> str:
+        self._rec("network.get_network_id", name)
+        return f"net-{name}"
+
+    def neutron(self, session: Any = None) -> FakeNeutron:  # not recorded: the client's calls are
+        return FakeNeutron(self)
 
     def allocate(self, port_id: str | None = None) -> dict[str, Any]:
         address = f"129.114.108.{self._next}"

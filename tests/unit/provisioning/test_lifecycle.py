@@ -83,16 +83,56 @@ def test_teardown_without_a_record_keeps_what_it_finds(fake_chi, student, tmp_pa
     assert fake_chi.network.floating_ips == []  # the adopted server's IP went with it
 
 
-def test_a_free_floating_ip_of_the_project_is_adopted_not_released(fake_chi, student, tmp_path: Path) -> None:
-    free = fake_chi.network.add_existing()  # allocated earlier, not bound to anything
+def test_a_free_floating_ip_of_the_project_is_left_alone(fake_chi, student, tmp_path: Path,
+                                                         capsys) -> None:
+    """A project's free IPs are shared (possibly another student's, between two of their runs): this run
+    allocates its own and releases it at teardown; the free one is never taken."""
+    free = fake_chi.network.add_existing()  # 129.114.108.7: allocated earlier, not bound to anything
     state = tmp_path / "state.json"
     provisioning.launch(config(), chi=fake_chi.api, state=state)
-    assert ("floating_ip", FLOATING_IP, "adopted", "live") in records(state)
+    ours = "129.114.108.8"
+    assert ("network.get_network_id", ("public",), {}) in fake_chi.rec.calls
+    assert ("neutron.create_floatingip", ({"floatingip": {"floating_network_id": "net-public"}},), {}) \
+        in fake_chi.rec.calls
+    assert ("Server.associate_floating_ip", (ours,), {}) in fake_chi.rec.calls
+    assert "network.get_or_create_floating_ip" not in names(fake_chi)
+    assert ("floating_ip", ours, "created", "live") in records(state)
+    out = capsys.readouterr().out
+    assert f"Associated floating IP {ours} (allocated for this run; released at teardown)" in out
     result = provisioning.teardown(config(), chi=fake_chi.api, state=state)
+    assert result is not None and f"floating IP {ours}" in result.deleted
+    assert fake_chi.network.floating_ips == [free] and free["port_id"] is None  # untouched, still free
+
+
+def test_a_floating_ip_given_by_address_is_used_and_kept(fake_chi, student, tmp_path: Path) -> None:
+    given = fake_chi.network.add_existing()["floating_ip_address"]  # the instructor's, free in the project
+    state = tmp_path / "state.json"
+    provisioning.launch(config(floating_ip=given), chi=fake_chi.api, state=state)
+    assert ("network.get_floating_ip", (given,), {}) in fake_chi.rec.calls
+    assert "neutron.create_floatingip" not in names(fake_chi)
+    assert ("floating_ip", given, "adopted", "live") in records(state)
+    result = provisioning.teardown(config(floating_ip=given), chi=fake_chi.api, state=state)
     assert result is not None
-    assert f"floating IP {FLOATING_IP} (adopted: found, not created, by this lab)" in result.kept
+    assert f"floating IP {given} (adopted: found, not created, by this lab)" in result.kept
     assert "network.deallocate_floating_ip" not in names(fake_chi)
-    assert fake_chi.network.floating_ips == [free] and free["port_id"] is None  # back in the project, free
+    assert [ip["floating_ip_address"] for ip in fake_chi.network.floating_ips] == [given]
+    assert from_env(env={"CHI_FLOATING_IP": given}).floating_ip == given
+
+
+@pytest.mark.parametrize(("bound", "message"), [
+    (True, r"floating IP 129\.114\.108\.7 is already in use \(bound to port port-x, another server's, "
+           r"possibly another student's\): give a free floating IP of project CHI-231095"),
+    (False, r"looking up floating IP 129\.114\.108\.99 in project CHI-231095 failed \(ValueError: Floating "
+            r"IP 129\.114\.108\.99 not found\): give a free floating IP"),
+])
+def test_a_given_floating_ip_that_cannot_be_used_is_one_line(fake_chi, student, bound, message) -> None:
+    fake_chi.network.add_existing(port_id="port-x" if bound else None)
+    address = "129.114.108.7" if bound else "129.114.108.99"
+    with pytest.raises(ProvisioningError, match=message) as caught:
+        provisioning.launch(config(floating_ip=address), chi=fake_chi.api)
+    assert "\n" not in str(caught.value)
+    assert "Server.associate_floating_ip" not in names(fake_chi)
+    assert "neutron.create_floatingip" not in names(fake_chi)
 
 
 # ----------------------------------------------------------------------------- lease start and waiting

@@ -55,7 +55,7 @@ CONNECT_AND_SETUP = [
 ]
 # calls that create, change or delete something on Chameleon (or run on the node)
 CREATING = ("lease.Lease", "Lease.", "server.Server", "Server.", "network.get_or_create",
-            "network.deallocate")
+            "neutron.create_floatingip", "network.deallocate")
 
 
 def creating(calls: list[tuple[str, tuple[object, ...], dict[str, object]]]) -> list[str]:
@@ -78,7 +78,9 @@ def test_fresh_create_makes_exactly_these_calls(fake_chi, student) -> None:
         call("server.get_server", SERVER),  # submit() gave None: fetched again by name
         call("Server.wait", status="ACTIVE", show="text", timeout=1200),
         call("Server.get_floating_ip"),
-        call("network.get_or_create_floating_ip"),  # recorded (with its id) before it is associated
+        call("network.get_network_id", "public"),  # a new IP for this run, never a free one of the project
+        call("neutron.create_floatingip", {"floatingip": {"floating_network_id": "net-public"}}),
+        # recorded (with its id) before it is associated
         call("Server.associate_floating_ip", FLOATING_IP),  # returns the address: not read again
         *CONNECT_AND_SETUP,
     ]
@@ -231,19 +233,36 @@ def test_settings_from_env_and_parameters(fake_chi, student) -> None:
         from_env(env={"CHI_LEASE_MINUTES": "ninety"})
 
 
+def make_lab_folder(root: Path) -> None:
+    """A small folder laid out like the lab: its script (not executable, as after unzipping), code, a
+    built artefact, .gitignore'd files, and what a folder without git must not send either."""
+    for rel, text in {"lab": "#!/usr/bin/env bash\necho lab\n", "provisioning/node_setup.sh": "main\n",
+                      "servelab/x.py": "x = 1\n", "servelab/new.py": "y = 2\n",
+                      "artifacts/food11.onnx": "onnx", ".gitignore": "*.tmp\nartifacts/\n/results/\n",
+                      "notes.tmp": "ignored, not sent", "results/run/a.csv": "measured",
+                      ".venv/bin/python": "", "servelab/__pycache__/x.cpython-311.pyc": "",
+                      "notebooks/.ipynb_checkpoints/01-checkpoint.ipynb": "{}", ".git": "gitdir: elsewhere\n"
+                      }.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    (root / "lab").chmod(0o644)
+
+
+SENT = [".gitignore", "artifacts/food11.onnx", "lab", "provisioning/node_setup.sh", "servelab/new.py",
+        "servelab/x.py"]
+
+
 def test_upload_mode_sends_the_checkout(fake_chi, student, tmp_path: Path) -> None:
     root = tmp_path / "checkout"
-    (root / "servelab").mkdir(parents=True)
-    (root / "servelab" / "x.py").write_text("x = 1\n")
-    (root / "artifacts").mkdir()
-    (root / "artifacts" / "food11.onnx").write_bytes(b"onnx")  # gitignored, still sent
-    (root / "servelab" / "new.py").write_text("y = 2\n")  # not committed yet: runs here, so it is sent
-    (root / ".gitignore").write_text("*.tmp\nartifacts/\n")
-    (root / "notes.tmp").write_text("ignored, not sent")
+    root.mkdir()
+    make_lab_folder(root)
+    (root / ".git").unlink()
     subprocess.run(["git", "init", "-q"], cwd=root, check=True)
-    subprocess.run(["git", "add", "servelab/x.py", ".gitignore"], cwd=root, check=True)
-    sent = [".gitignore", "artifacts/food11.onnx", "servelab/new.py", "servelab/x.py"]
-    assert [str(p) for p in checkout_files(root)] == sent
+    subprocess.run(["git", "add", "servelab/x.py", ".gitignore", "lab", "provisioning"], cwd=root, check=True)
+    # servelab/new.py is not committed yet: it runs here, so it is sent; artifacts/food11.onnx is gitignored,
+    # still sent; what git does not ignore is sent too (this .gitignore is shorter than the lab's)
+    others = (".venv", "notebooks", "__pycache__")
+    assert [str(p) for p in checkout_files(root) if not set(p.parts) & set(others)] == SENT
 
     cfg = from_env(env={}, project="CHI-231095")  # upload: the default
     fake_chi.lease.add_existing(LEASE, "ACTIVE")
@@ -259,8 +278,26 @@ def test_upload_mode_sends_the_checkout(fake_chi, student, tmp_path: Path) -> No
     ]
     assert node is not None and node.jupyter_url == JUPYTER_URL
     with tarfile.open(tmp_path / "work" / "serve-system-lab.tar.gz") as tar:
-        assert sorted(tar.getnames()) == [".gitignore", "artifacts/food11.onnx", "servelab/new.py",
-                                          "servelab/x.py"]
+        assert [n for n in sorted(tar.getnames()) if not set(Path(n).parts) & set(others)] == SENT
+
+
+def test_upload_mode_works_from_a_folder_without_git(fake_chi, student, tmp_path: Path) -> None:
+    """A Trovi import, an unpacked zip or a copied folder: no git work tree (here a stray .git file), the
+    lab's .gitignore read by the lab itself; environments, caches and measurements are never sent; the lab's
+    script is executable in the upload although the zip dropped its bit."""
+    root = tmp_path / "from-trovi"
+    root.mkdir()
+    make_lab_folder(root)
+    assert [str(p) for p in checkout_files(root)] == SENT
+    cfg = from_env(env={}, project="CHI-231095")
+    provisioning.preflight(cfg, chi=fake_chi.api, root=root)  # the code source check passes
+    fake_chi.lease.add_existing(LEASE, "ACTIVE")
+    fake_chi.server.add_existing(SERVER, "ACTIVE", fip=True)
+    provisioning.launch(cfg, chi=fake_chi.api, workdir=tmp_path / "work", root=root)
+    with tarfile.open(tmp_path / "work" / "serve-system-lab.tar.gz") as tar:
+        assert sorted(tar.getnames()) == SENT
+        assert tar.getmember("lab").mode & 0o111 == 0o111
+        assert tar.getmember("servelab/x.py").mode & 0o111 == 0
 
 
 def test_connect_finds_the_provisioned_node(fake_chi, student) -> None:
@@ -326,9 +363,10 @@ def test_a_failed_check_creates_nothing(fake_chi, student, action, change, setti
     assert creating(fake_chi.rec.calls) == []  # no lease, no server, no SSH
 
 
-def test_upload_mode_needs_a_git_work_tree(fake_chi, student, tmp_path: Path) -> None:
+def test_upload_mode_needs_the_labs_folder(fake_chi, student, tmp_path: Path) -> None:
     cfg = from_env(env={}, project="CHI-231095")
-    with pytest.raises(ProvisioningError, match=rf"{tmp_path} is not a git work tree"):
+    with pytest.raises(ProvisioningError, match=rf"but {tmp_path} has no lab or provisioning/node_setup\.sh: "
+                                                r"run from the lab's folder \(a clone, a Trovi import"):
         provisioning.launch(cfg, chi=fake_chi.api, root=tmp_path)
     assert fake_chi.rec.calls == []  # local checks come before any python-chi call
 
@@ -384,8 +422,8 @@ def test_a_python_chi_failure_while_creating_is_one_line(fake_chi, student) -> N
 
 
 @pytest.mark.parametrize(("failing", "message"), [
-    ("network.get_or_create_floating_ip", r"finding a free floating IP in the project or allocating one "
-                                          r"failed \(RuntimeError: Quota exceeded.*quota"),
+    ("neutron.create_floatingip", r"allocating a floating IP for this run failed \(RuntimeError: Quota "
+                                  r"exceeded.*quota.*floating_ip / CHI_FLOATING_IP"),
     ("Server.associate_floating_ip", r"associating floating IP 129\.114\.108\.7 with server "
                                      r".* Quota exceeded.*quota"),
 ])
@@ -499,7 +537,8 @@ def test_standin_signatures_match_the_installed_python_chi(fake_chi) -> None:
             assert _shape(member) == _shape(getattr(real, name)), f"{real.__name__}.{name} differs"
             compared.append(f"{real.__name__}.{name}")
     assert len(compared) >= 28, compared
-    for name in ("get_or_create_floating_ip", "list_floating_ips", "deallocate_floating_ip"):
+    for name in ("get_network_id", "neutron", "get_floating_ip", "list_floating_ips",
+                 "deallocate_floating_ip"):
         assert f"chi.network.{name}" in compared  # every network function provisioning calls
 
 

@@ -132,6 +132,20 @@ def test_network_floating_ip_functions() -> None:
     assert 'return neutron().list_floatingips()["floatingips"]' in flat(chi_network.list_floating_ips)
 
 
+def test_a_new_floating_ip_is_allocated_as_python_chi_does_it() -> None:
+    """provisioning allocates an IP for each run with the same call python-chi's own allocation makes
+    (``get_or_create_floating_ip`` takes the project's first free IP, possibly another student's):
+    neutron ``create_floatingip`` on ``get_network_id(PUBLIC_NETWORK)``; ``neutron`` and
+    ``get_network_id`` are what ``chi.network`` offers for it. ``get_floating_ip`` raises for an
+    address not in the project (a given ``floating_ip`` that is not there)."""
+    source = flat(chi_network.get_or_create_floating_ip)
+    assert "network_id = get_network_id(PUBLIC_NETWORK)" in source
+    allocation = 'neutron().create_floatingip( {"floatingip": {"floating_network_id": network_id}} )'
+    assert f'{allocation}["floatingip"]' in source
+    assert chi_network.PUBLIC_NETWORK == "public" and callable(chi_network.neutron)
+    assert 'raise CHIValueError(f"Floating IP {ip_address} not found")' in flat(chi_network.get_floating_ip)
+
+
 def test_get_server_id_returns_none_for_an_unknown_name() -> None:
     """provisioning's ``find_server`` and the wait after a delete rely on None, not an exception."""
     assert "if not servers: return None" in flat(chi_server.get_server_id)
