@@ -157,7 +157,8 @@ def teardown(config: ChameleonConfig, plan_only: bool = False, keep_lease: bool 
     """Delete what ``state`` records as created: server (without python-chi's IP release), the floating
     IP it allocated (released through python-chi's network API), then the lease unless ``keep_lease``.
 
-    Adopted resources are kept unless ``delete_adopted``. Each is tried whatever happened to the
+    Adopted resources are kept unless ``delete_adopted``; what is kept is printed with until when
+    it stays reserved and the command that deletes it. Each is tried whatever happened to the
     others; when any failed, ``TeardownError`` (a ProvisioningError, with ``.result``) names them
     all in one line. Returns what was deleted and kept (None in plan mode).
     """
@@ -168,6 +169,8 @@ def teardown(config: ChameleonConfig, plan_only: bool = False, keep_lease: bool 
     with SignalGuard().deferred("the teardown"):  # Ctrl-C (a kernel interrupt in 08) waits for it
         result = run_teardown(config, chi, State(state), keep_lease=keep_lease,
                               delete_adopted=delete_adopted)
+    if result.still_there:  # a lease kept running or reserved must never go unmentioned
+        print(result.reserved_text(), flush=True)
     if result.errors:
         raise TeardownError(result)
     return result

@@ -171,6 +171,10 @@ def ensure_lease(config: ChameleonConfig, chi: ChiApi, state: State, require_act
             raise ProvisioningError(
                 f"no lease with id {config.lease_id} in project {config.project} at {config.site}: check the "
                 "id (GUI: Reservations → Leases) or leave lease_id / CHI_LEASE_ID empty to create one")
+        print(f"No live lease named {config.lease_name!r} (lease_name) in project {config.project} at "
+              f"{config.site}: creating it. If you meant a lease made another way (the original lab names it "
+              "serve_system_<netID> in the GUI), set lease_name or lease_id to that one and delete this one "
+              "(notebook 08)", flush=True)
         lease = create_lease(config, chi, state)
     else:
         status = lease.status

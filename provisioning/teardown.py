@@ -4,14 +4,21 @@ Server, floating IP and lease are each tried whatever happened to the others (a 
 server delete must not leave a lease holding a P100 node); the failures are reported
 together, in one line, after all three were tried. ``delete_adopted`` also deletes what this
 lab found and reused (recorded as adopted, or found by the configured names), and leases
-reserved ahead for a later run. Reasons: docs/decisions/2026-11-23-chameleon-lifecycle.md.
+reserved ahead for a later run. A lease this lab reserved ahead (``lease_start``) stays this
+lab's (created) when found again by name, and goes once it has started: it was for this
+class; only one that has not started yet is kept, for its later run. Whatever is kept is
+listed with how long it stays reserved and the one command that deletes it.
+Reasons: docs/decisions/2026-11-23-chameleon-lifecycle.md, 2026-11-25-class-day-provisioning.md.
 """
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from provisioning import times
 from provisioning.chi_api import ChiApi
 from provisioning.config import ChameleonConfig, ProvisioningError
 from provisioning.errors import describe, hint_for, one_line
@@ -31,6 +38,19 @@ class TeardownResult:
     kept: list[str] = field(default_factory=list)
     gone: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    still_there: list[str] = field(default_factory=list)  # kept on Chameleon, each with until when
+    delete_command: str = ""  # the one command that deletes what is kept ("" when nothing is)
+
+    def reserved_text(self) -> str:
+        """What stays reserved after this teardown and the command that deletes it ("" when nothing)."""
+        if not self.still_there:
+            return ""
+        lines = ["Still on Chameleon after this teardown (the lease keeps its node, and its hours are "
+                 "charged to the project, until it ends):"]
+        lines += [f"  {item}" for item in self.still_there]
+        lines += [f"Delete it now, from the lab's folder: {self.delete_command}",
+                  "  (or, in notebook 08, set delete_adopted = True and run it again)"]
+        return "\n".join(lines)
 
     def line(self) -> str:
         parts = [f"deleted {', '.join(self.deleted)}" if self.deleted else "deleted nothing"]
@@ -52,10 +72,38 @@ class TeardownError(ProvisioningError):
         self.result = result
 
 
+def delete_command(config: ChameleonConfig, state: Path, lease_id: str | None = None,
+                   server: bool = False) -> str:
+    """``python -m provisioning teardown ... --delete-adopted`` for this project, site, lease, state file."""
+    args = ["python", "-m", "provisioning", "teardown", "--project", config.project, "--site", config.site]
+    lease_id = lease_id or config.lease_id
+    args += ["--lease-id", lease_id] if lease_id else ["--lease-name", config.lease_name]
+    if server:
+        args += ["--server-name", config.server_name]
+    return shlex.join([*args, "--state", str(state), "--delete-adopted"])
+
+
+def _started(lease: Any) -> bool:
+    """The lease is running or its start time has passed (it is no longer reserved for later)."""
+    start = times.to_utc(getattr(lease, "start_date", None))
+    return lease.status == "ACTIVE" or start is None or start <= times.utcnow()
+
+
+def _until(lease: Any, site: str) -> str:
+    start = times.to_utc(getattr(lease, "start_date", None))
+    end = times.to_utc(getattr(lease, "end_date", None))
+    when = f"until {times.show_time(end, site)}" if end is not None else "until it ends"
+    if start is not None and start > times.utcnow():
+        when = f"from {times.show_time(start, site)} {when}"
+    return f"{lease.status}, reserved {when}"
+
+
 class _Teardown:
     def __init__(self, config: ChameleonConfig, chi: ChiApi, state: State, delete_adopted: bool) -> None:
         self.config, self.chi, self.state, self.delete_adopted = config, chi, state, delete_adopted
         self.result = TeardownResult()
+        self.kept_lease_id: str | None = None
+        self.kept_server = False
 
     def wanted(self, entry: Resource) -> bool:
         return self.delete_adopted or (entry.origin == CREATED and not entry.keep)
@@ -102,11 +150,15 @@ class _Teardown:
             return
         if entry is None and not self.delete_adopted:
             self.keep(f"server {config.server_name} ({NOT_OURS})")
+            self.kept_server = True
+            self.result.still_there.append(f"server {config.server_name} ({server.status})")
             return
         if entry is None:
             entry = state.record("server", config.server_name, str(server.id), ADOPTED, config)
         if not self.wanted(entry):
             self.keep(self.why_kept(entry))
+            self.kept_server = True
+            self.result.still_there.append(f"{entry.label} ({server.status}, {entry.origin} by this lab)")
             return
         try:
             if entry.origin == ADOPTED:  # its floating IP goes with it
@@ -154,13 +206,35 @@ class _Teardown:
             self.failed(f"looking up lease {config.lease_id or config.lease_name}", exc)
             found = None
         if found is not None and all(lease is not found for _, lease in targets):
-            if self.delete_adopted:
+            earlier = state.reserved_earlier("lease", config, str(found.id))
+            if earlier is not None:  # reserved ahead by this lab (another state file): still the lab's own
+                print(f"lease {found.name} was reserved ahead by this lab ({earlier}): it is this lab's to "
+                      "delete", flush=True)
+                start = times.to_utc(found.start_date)
+                keep = "" if _started(found) or start is None else f"starts {start:%Y-%m-%d %H:%M} UTC"
+                targets.append((state.record("lease", found.name, str(found.id), CREATED, config, keep=keep),
+                                found))
+            elif self.delete_adopted:
                 targets.append((state.record("lease", found.name, str(found.id), ADOPTED, config), found))
             else:
                 self.keep(f"lease {found.name} ({NOT_OURS})")
+                self.kept_lease_id = str(found.id)
+                self.result.still_there.append(
+                    f"lease {found.name} ({_until(found, config.site)}; not recorded as created by this "
+                    "lab)")
+        if found is None and not targets:
+            what = f"id {config.lease_id}" if config.lease_id else f"named {config.lease_name!r} (lease_name)"
+            print(f"No live lease {what} in project {config.project} at {config.site}: none to delete. A "
+                  "lease under another name (the original lab's is serve_system_<netID>) is not looked for: "
+                  "set lease_name or lease_id to it", flush=True)
         for entry, lease in targets:
+            if entry.keep and entry.origin == CREATED and _started(lease):  # this class's: the lab's own
+                state.record("lease", entry.name, entry.id, CREATED, config, keep="")
             if not self.wanted(entry):
                 self.keep(self.why_kept(entry))
+                self.kept_lease_id = entry.id
+                self.result.still_there.append(
+                    f"{entry.label} ({_until(lease, config.site)}; {entry.origin} by this lab)")
                 continue
             try:
                 lease.delete()
@@ -176,4 +250,6 @@ def run_teardown(config: ChameleonConfig, chi: ChiApi, state: State, keep_lease:
     work.servers()
     work.floating_ips()
     work.leases(keep_lease)
+    if work.result.still_there:
+        work.result.delete_command = delete_command(config, state.path, work.kept_lease_id, work.kept_server)
     return work.result

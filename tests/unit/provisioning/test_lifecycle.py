@@ -194,6 +194,92 @@ def test_lease_start_makes_an_advance_reservation_used_later(fake_chi, student, 
     assert names(fake_chi)[-1] == "Lease.delete"
 
 
+def test_a_lease_the_lab_reserved_ahead_goes_at_teardown_once_started(fake_chi, student, tmp_path: Path,
+                                                                      capsys) -> None:
+    """Notebook 01 reserved ahead (lease_start) for the class; on the day 08 runs without a 02 on this state
+    file: the lease has started, so it was this class's and the lab's own — deleted, not kept for later."""
+    state = tmp_path / "state.json"
+    cfg = config(lease_start="2026-11-24 09:00")
+    provisioning.reserve(cfg, chi=fake_chi.api, state=state)
+    fake_chi.clock.at = datetime(2026, 11, 24, 16, 0, tzinfo=timezone.utc)  # class day, an hour in
+    assert fake_chi.lease.leases[0].status == "ACTIVE"
+    result = provisioning.teardown(config(), chi=fake_chi.api, state=state)
+    assert result is not None and result.deleted == [f"lease {LEASE}"] and result.kept == []
+    assert names(fake_chi)[-1] == "Lease.delete"
+    assert "Still on Chameleon" not in capsys.readouterr().out
+
+
+def test_a_lease_reserved_ahead_found_by_name_in_08_is_still_the_labs(fake_chi, student, tmp_path: Path,
+                                                                     capsys) -> None:
+    """01 recorded the advance reservation in one state file; 08 runs with another one (a new run folder)
+    and finds the lease by name: it is taken over as created (not adopted), kept while it has not started
+    (with until when and how to delete it), deleted once it has."""
+    first = tmp_path / "01" / "chameleon-state.json"
+    provisioning.reserve(config(lease_start="+3h"), chi=fake_chi.api, state=first)
+    later = tmp_path / "08" / "chameleon-state.json"
+    result = provisioning.teardown(config(), chi=fake_chi.api, state=later)
+    out = capsys.readouterr().out
+    assert result is not None and "Lease.delete" not in names(fake_chi)
+    assert result.kept == [f"lease {LEASE} (reserved ahead for a later run: starts 2026-11-23 18:00 UTC)"]
+    assert f"lease {LEASE} was reserved ahead by this lab ({first}): it is this lab's to delete" in out
+    assert (f"  lease {LEASE} (PENDING, reserved from 2026-11-23 12:00 CST at CHI@TACC (19:00 CET here) "
+            "until 2026-11-23 14:50 CST at CHI@TACC (21:50 CET here); created by this lab)") in out
+    assert ("lease", LEASE, "created", "live") in records(later)
+    fake_chi.clock.at += timedelta(hours=3, minutes=5)  # it started: this class's, the lab's to delete
+    result = provisioning.teardown(config(), chi=fake_chi.api, state=later)
+    assert result is not None and result.deleted == [f"lease {LEASE}"]
+    assert names(fake_chi)[-1] == "Lease.delete"
+
+
+def test_a_kept_lease_is_named_with_its_end_and_the_command_that_deletes_it(fake_chi, student,
+                                                                           tmp_path: Path, capsys,
+                                                                           monkeypatch) -> None:
+    """A lease reserved ahead in the GUI stays (adopted): 08 prints until when and the one command that
+    deletes it; that command, run as printed, deletes it."""
+    import shlex
+
+    from provisioning import __main__ as cli
+
+    made = fake_chi.lease.add_existing(LEASE, "ACTIVE")
+    state = tmp_path / "state.json"
+    provisioning.launch(config(), chi=fake_chi.api, state=state)
+    result = provisioning.teardown(config(), chi=fake_chi.api, state=state)
+    out = capsys.readouterr().out
+    assert result is not None and "Lease.delete" not in names(fake_chi)
+    command = (f"python -m provisioning teardown --project CHI-231095 --site CHI@TACC --lease-id {made.id} "
+               f"--state {state} --delete-adopted")
+    assert result.delete_command == command
+    assert result.reserved_text() in out
+    assert ("Still on Chameleon after this teardown (the lease keeps its node, and its hours are charged to "
+            "the project, until it ends):\n"
+            f"  lease {LEASE} (ACTIVE, reserved until 2026-11-23 11:00 CST at CHI@TACC (18:00 CET here); "
+            "adopted by this lab)\n"
+            f"Delete it now, from the lab's folder: {command}\n"
+            "  (or, in notebook 08, set delete_adopted = True and run it again)") in out
+    for var, value in {"OS_AUTH_TYPE": "v3applicationcredential", "OS_APPLICATION_CREDENTIAL_ID": "a",
+                       "OS_APPLICATION_CREDENTIAL_SECRET": "s"}.items():
+        monkeypatch.setenv(var, value)
+    monkeypatch.setattr("provisioning.checks.real_chi", lambda: fake_chi.api)
+    assert cli.main(shlex.split(command)[3:]) == 0
+    assert names(fake_chi)[-1] == "Lease.delete" and made.status == "DELETED"
+
+
+def test_the_lease_name_looked_for_is_said_when_none_is_found(fake_chi, student, tmp_path: Path,
+                                                             capsys) -> None:
+    fake_chi.lease.add_existing("serve_system_ab1234", "ACTIVE")  # the original lab's name, made in the GUI
+    state = tmp_path / "state.json"
+    provisioning.teardown(config(), chi=fake_chi.api, state=state)
+    assert (f"No live lease named '{LEASE}' (lease_name) in project CHI-231095 at CHI@TACC: none to delete. "
+            "A lease under another name (the original lab's is serve_system_<netID>) is not looked for: set "
+            "lease_name or lease_id to it") in capsys.readouterr().out
+    provisioning.reserve(config(), chi=fake_chi.api, state=state)
+    assert (f"No live lease named '{LEASE}' (lease_name) in project CHI-231095 at CHI@TACC: creating it. If "
+            "you meant a lease made another way (the original lab names it serve_system_<netID> in the GUI), "
+            "set lease_name or lease_id to that one") in capsys.readouterr().out
+    provisioning.reserve(config(lease_name="serve_system_ab1234"), chi=fake_chi.api, state=state)
+    assert "Reusing lease serve_system_ab1234 (ACTIVE; adopted" in capsys.readouterr().out
+
+
 def test_a_lease_that_never_becomes_active_is_an_error_after_its_start(fake_chi, student) -> None:
     fake_chi.lease.add_existing(LEASE, "PENDING", starts_in=timedelta(minutes=5))
     fake_chi.lease.activation_lag = timedelta(hours=1)
