@@ -5,6 +5,7 @@ Triton Python-backend stub imports it."""
 from __future__ import annotations
 
 import os
+import platform
 
 
 def cpu_cores() -> int:
@@ -13,3 +14,15 @@ def cpu_cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
         return max(1, os.cpu_count() or 1)
+
+
+def cpu_model() -> str:
+    """The processor's name as the kernel gives it (``/proc/cpuinfo``), else the platform's; '' if neither."""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()

@@ -31,12 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servelab.core.cpu import cpu_cores
+from servelab.core.cpu import cpu_cores, cpu_model
 from servelab.core.paths import REPO_ROOT
 from servelab.core.progress import HEADLESS
 from servelab.lab import stopping
 from servelab.lab.params import ParameterError, check_preset, check_target
-from servelab.results.store import RESULTS_VARIABLE, results_dir
+from servelab.results.store import RESULTS_VARIABLE, host_facts, results_dir
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 KERNEL_NAME = "servelab"
@@ -68,6 +68,7 @@ class RunOutcome:
     seconds: float = 0.0
     report: Path | None = None
     load_before: float | None = None  # 1-min load average: how busy the machine was (contention)
+    started: str = ""  # when the first notebook started (UTC): the site's and the report's provenance
 
     @property
     def ok(self) -> bool:
@@ -111,6 +112,19 @@ def ensure_kernel(name: str = KERNEL_NAME) -> str:
     spec_json["argv"][0] = sys.executable  # the venv's python, not the interpreter it was made from
     spec_file.write_text(json.dumps(spec_json, indent=1))
     return name
+
+
+def kernel_config() -> Any:
+    """How papermill's kernel manager starts the lab's kernels: with CurveZMQ keys it makes for each
+    kernel whose kernelspec takes them (ipykernel's, as ``ensure_kernel`` installs it, declares so),
+    so their channels are encrypted and the kernel does not warn on the instructor's terminal that
+    it runs over TCP in plain text. Where pyzmq lacks CurveZMQ: plain TCP, and that warning."""
+    import zmq
+    from traitlets.config import Config
+
+    config = Config()
+    config.KernelManager.transport_encryption = "auto" if zmq.has("curve") else "disabled"
+    return config
 
 
 def new_run_dir(preset: str, base: Path | None = None, path: Path | None = None) -> Path:
@@ -190,7 +204,7 @@ def run_notebook(path: Path, run_dir: Path, parameters: dict[str, Any], kernel: 
             str(path), str(output), parameters=parameters, kernel_name=kernel,
             cwd=str(REPO_ROOT), progress_bar=False, request_save_on_cell_execute=True, start_timeout=120,
             timeout_func=_timeout_func(cell_timeout, start + notebook_timeout, on_cell),
-            interrupt_on_timeout=True,
+            interrupt_on_timeout=True, config=kernel_config(),
         )
     except pm.PapermillExecutionError as exc:
         where = f"cell {exc.cell_index} (execution count {exc.exec_count})"
@@ -242,6 +256,7 @@ def _run_all(paths: list[Path], run_dir: Path, preset: str, target: str, kernel:
     notebook_timeout = notebook_timeout or DEFAULT_NOTEBOOK_TIMEOUT[preset]
     outcome = RunOutcome(run_dir)
     outcome.load_before = _load_average()
+    outcome.started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     start = time.monotonic()
     bar = tqdm(paths, desc="lab", unit="notebook", position=0)
     try:
@@ -298,7 +313,9 @@ def _load_average() -> float | None:
 
 
 def _summary(outcome: RunOutcome, preset: str, target: str) -> dict[str, Any]:
-    return {"preset": preset, "target": target, "seconds": round(outcome.seconds, 1), "ok": outcome.ok,
+    return {"preset": preset, "target": target, "started": outcome.started,
+            "machine": {**host_facts(), "cpu_model": cpu_model()},  # where it ran (the site's provenance)
+            "seconds": round(outcome.seconds, 1), "ok": outcome.ok,
             "cpu_count": cpu_cores(), "load_average_before": outcome.load_before,
             "load_average_after": _load_average(),
             "notebooks": [{"name": n.name, "seconds": round(n.seconds, 1), "ok": n.ok, "error": n.error}
