@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
+from servelab.core.console import say
+
 MAX_DETAIL = 300
 
 
@@ -101,7 +103,7 @@ class SignalGuard:
         name = signal.Signals(signum).name
         self.received.append(name)
         if self._defer:
-            print(f"{name} received during {self._defer}: finishing it first", flush=True)
+            say(f"{name} received during {self._defer}: finishing it first")  # the terminal may be gone
             return
         raise Terminated(f"stopped by {name}")
 

@@ -9,7 +9,9 @@ One command covers the node's whole life, in this order:
    floating IP, node set-up, the model artefacts, the node's Jupyter server).
 3. ``node run``: ``./lab run --target docker`` on the node over SSH, its
    progress streamed here. The experiments run on the node, so every client
-   and utilisation sample is taken next to the servers.
+   and utilisation sample is taken next to the servers. It is started with its
+   deadline (the lease's end less the fetch margin, on the wall clock) and stops
+   itself there on the node, whether or not this controller is awake.
 4. ``fetch``: the node's run folder, packed there and unpacked into this run's
    folder, also after a failed node run (what was measured is kept).
 5. ``teardown``: what this run created (recorded in ``chameleon-state.json`` in the run's
@@ -17,6 +19,8 @@ One command covers the node's whole life, in this order:
    controller got SIGTERM/SIGHUP, unless ``keep_node``; what it adopted (found and reused)
    is kept unless ``delete_adopted``.
 
+Everything printed goes to the terminal while it takes it and always to ``controller.log`` in
+the run's folder: a closed terminal (SIGHUP, then EIO on every write) cannot stop the teardown.
 The run's ``run.json`` lists the steps and the node's notebooks; the exit code
 and the report say which step failed. The SSH side is a ``NodeShell``: Fabric on
 a real run, a recording stand-in in the tests.
@@ -34,6 +38,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
+from servelab.core.console import logged_output, say
 from servelab.targets.detached import NodeUnreachable, RemoteRun, follow
 from servelab.targets.results_fetch import NO_RUN_FOLDER, pack_command, unpack
 
@@ -45,6 +50,11 @@ MIN_NODE_RUN_S = 10 * 60.0  # a lease with less left than this (after the margin
 # the lab runs inside the node's Jupyter container (scripts/docker_host.sh run): stopping the host's
 # `docker compose exec` would leave it running there, so the deadline stops it there first
 STOP_INNER = "sg docker -c 'docker exec servelab-jupyter python -m servelab.lab stop'"
+INNER_STOP_WAIT_S = 120.0  # how long `python -m servelab.lab stop` waits for the run's run.json and report
+# past the deadline, how long the controller leaves the node to stop its run itself (its watchdog looks
+# every few seconds, then the inner stop and the process group's end) before it stops it from here
+NODE_STOP_GRACE_S = 4 * 60.0
+CONTROLLER_LOG = "controller.log"  # everything the controller printed, in the run's folder
 
 
 class NodeShell(Protocol):
@@ -135,7 +145,7 @@ class _Steps:
 
     def __call__(self, name: str, action: Callable[[], Any]) -> Any:
         started = time.monotonic()
-        print(f"== {name}", flush=True)
+        say(f"== {name}")
         try:
             value = action()
         except Exception as exc:  # every failure becomes the step's one-line reason
@@ -163,15 +173,24 @@ def run_on_node(run_dir: Path, preset: str = "quick", only: Sequence[str] | None
     ``config`` is a ``provisioning.ChameleonConfig`` (default: from the environment and
     ``settings``, e.g. ``lease_start``/``lease_id``); ``chi`` replaces the python-chi modules and
     ``shell_for(node)`` the SSH shell (the tests' recording stand-ins). ``node_timeout`` defaults
-    to the lease's length. What the run creates or adopts is recorded in
-    ``<run_dir>/chameleon-state.json``; teardown deletes what it created, adopted resources too
-    only with ``delete_adopted``. SIGTERM/SIGHUP fail the running step like an exception (the
-    teardown still runs; a signal during the teardown waits for it).
+    to the time until the lease's end less ``FETCH_MARGIN_S``. What the run creates or adopts is
+    recorded in ``<run_dir>/chameleon-state.json``; teardown deletes what it created, adopted
+    resources too only with ``delete_adopted``. SIGTERM/SIGHUP fail the running step like an
+    exception, Ctrl-C too (the teardown still runs; a signal during the teardown waits for it).
+    Output goes to ``<run_dir>/controller.log`` as well; a terminal that is gone is no error.
     """
+    run_dir = Path(run_dir)
+    with logged_output(run_dir / CONTROLLER_LOG):
+        return _run_on_node(run_dir, preset, only, keep_node, config, chi, shell_for, node_timeout,
+                            delete_adopted, settings)
+
+
+def _run_on_node(run_dir: Path, preset: str, only: Sequence[str] | None, keep_node: bool, config: Any,
+                 chi: Any, shell_for: Callable[[Any], NodeShell] | None, node_timeout: float | None,
+                 delete_adopted: bool, settings: dict[str, Any] | None) -> NodeRun:
     import provisioning
     from provisioning.errors import Terminated, signals_raise
 
-    run_dir = Path(run_dir)
     state = run_dir / provisioning.STATE_NAME
     outcome = NodeRun(run_dir)
     step = _Steps(outcome)
@@ -192,7 +211,8 @@ def run_on_node(run_dir: Path, preset: str = "quick", only: Sequence[str] | None
         shells: list[NodeShell] = []
         try:
             step("node run", lambda: _node_run(connect, remote, command,
-                                               node_timeout or _time_left(leases[0], config), shells))
+                                               _deadline(leases[0], config, node_timeout), shells,
+                                               config.site))
         except _Stop:
             node_failed = True  # what the node measured before it failed is still fetched
         if signals.received:
@@ -220,8 +240,8 @@ def _teardown(provisioning: Any, step: _Steps, config: Any, chi: Any, state: Pat
     if keep_node:
         left = ", ".join(f"{r['kind'].replace('_', ' ')} {r['name']}" for r in _resources(state)
                          if r["fate"] == "live")
-        print(f"--keep-node: left running: {left or 'nothing'}; tear down with: python -m provisioning "
-              f"teardown --state {state}", flush=True)
+        say(f"--keep-node: left running: {left or 'nothing'}; tear down with: python -m provisioning "
+            f"teardown --state {state}")
         return
 
     def teardown() -> str:
@@ -251,17 +271,35 @@ def _fabric_shell(node: Any) -> NodeShell:
     return FabricShell(node.ssh_connection())
 
 
-def _time_left(lease: Any, config: Any) -> float:
-    """Seconds the node run may take: until the lease's end less FETCH_MARGIN (fetch and teardown)."""
+def _deadline(lease: Any, config: Any, node_timeout: float | None = None) -> float:
+    """When the node run must stop, on the wall clock (seconds since the epoch): the lease's end less
+    FETCH_MARGIN (fetch and teardown), or ``node_timeout`` from now when given. A suspended laptop
+    does not move it: it is a time, not a duration (``provisioning.times.utcnow``, the wall clock)."""
     from provisioning.times import to_utc, utcnow
 
+    now = utcnow()
+    if node_timeout:
+        return now.timestamp() + node_timeout
     end = to_utc(getattr(lease, "end_date", None))
-    left = ((end - utcnow()).total_seconds() if end else config.duration.total_seconds()) - FETCH_MARGIN_S
+    left = ((end - now).total_seconds() if end else config.duration.total_seconds()) - FETCH_MARGIN_S
     if left < MIN_NODE_RUN_S:
         raise RuntimeError(f"the lease ends in {(left + FETCH_MARGIN_S) / 60:.0f} min, too soon for the lab "
                            f"and the fetch ({FETCH_MARGIN_S / 60:.0f} min kept for it): extend the lease "
                            "(GUI: Reservations → Leases → Update) or reserve a longer one")
-    return left
+    return now.timestamp() + left
+
+
+def _wall_clock() -> float:
+    """Now, in seconds since the epoch (``provisioning.times.utcnow``: the tests' fake clock)."""
+    from provisioning.times import utcnow
+
+    return utcnow().timestamp()
+
+
+def _wall_sleep(seconds: float) -> None:
+    from provisioning.times import sleep
+
+    sleep(seconds)
 
 
 def _reserve(provisioning: Any, config: Any, chi: Any, state: Path, leases: list[Any]) -> str:
@@ -273,29 +311,35 @@ def _reserve(provisioning: Any, config: Any, chi: Any, state: Path, leases: list
                                                               if end else "")
 
 
-def _node_run(connect: Callable[[], NodeShell], remote: RemoteRun, command: str, limit_s: float,
-              shells: list[NodeShell]) -> str:
-    """Start the lab detached on the node (or attach to it), then follow its output for up to ``limit_s``."""
-    deadline = time.monotonic() + limit_s
-    print(f"[node run] {limit_s / 60:.0f} min at most (the lease's end less {FETCH_MARGIN_S / 60:.0f} min "
-          "for the fetch and the teardown)", flush=True)
+def _node_run(connect: Callable[[], NodeShell], remote: RemoteRun, command: str, deadline: float,
+              shells: list[NodeShell], site: str = "") -> str:
+    """Start the lab detached on the node with its own ``deadline`` (or attach to it), then follow its
+    output until it ends or the deadline (wall clock, seconds since the epoch) stops it."""
+    from datetime import datetime, timezone
+
+    from provisioning.times import show_span, show_time
+
+    until = show_time(datetime.fromtimestamp(deadline, timezone.utc), site)
+    say(f"[node run] until {until} at the latest ({show_span(deadline - _wall_clock())} from now: the "
+        f"lease's end less {FETCH_MARGIN_S / 60:.0f} min for the fetch and the teardown); the node stops "
+        "the run there by itself")
     shell = connect()
     shells.append(shell)
-    start = remote.start_command(command)
-    print(f"$ {command}\n  (detached on the node: its output in ~/{remote.path('log')}, followed here)",
-          flush=True)
+    start = remote.start_command(command, deadline=deadline, inner_stop=STOP_INNER)
+    say(f"$ {command}\n  (detached on the node: its output in ~/{remote.path('log')}, followed here)")
     code, said = shell.capture(start, timeout=120)
     if code != 0:
         raise RuntimeError(f"could not start the lab on the node (exit {code}): {said.strip()[:200]}")
     if said.strip().endswith("attached"):
-        print("[node run] the lab already runs on the node for this run folder: following it", flush=True)
+        say("[node run] the lab already runs on the node for this run folder: following it")
 
     def connected() -> NodeShell:
         shells.append(connect())
         return shells[-1]
 
     try:
-        followed = follow(connected, remote, deadline, inner_stop=STOP_INNER, shell=shell)
+        followed = follow(connected, remote, deadline, inner_stop=STOP_INNER, inner_wait_s=INNER_STOP_WAIT_S,
+                          stop_grace_s=NODE_STOP_GRACE_S, clock=_wall_clock, sleep=_wall_sleep, shell=shell)
     except NodeUnreachable as exc:
         raise RuntimeError(str(exc)) from exc
     again = f" (reconnected {followed.reconnects} times)" if followed.reconnects else ""
@@ -303,9 +347,10 @@ def _node_run(connect: Callable[[], NodeShell], remote: RemoteRun, command: str,
         raise RuntimeError(f"the node's lab run ended without an exit code{again}: the node rebooted or the "
                            "run was killed there; what it finished is in this run's folder")
     if followed.stopped_at_deadline:
+        how = f"; {followed.stop_detail}" if followed.stop_detail else ""
         raise RuntimeError(f"the node's lab run was stopped at the lease's end less "
-                           f"{FETCH_MARGIN_S / 60:.0f} min kept for the fetch{again}: what it finished is "
-                           "in this run's folder")
+                           f"{FETCH_MARGIN_S / 60:.0f} min kept for the fetch (by {followed.stopped_by}"
+                           f"{how}){again}: what it finished is in this run's folder")
     if followed.exit_code != 0:
         raise RuntimeError(f"./lab run --target docker exited {followed.exit_code} on the node{again} (its "
                            "output is above; the notebooks that ran are in this run's folder)")

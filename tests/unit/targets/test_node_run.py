@@ -13,14 +13,17 @@ import io
 import json
 import re
 import tarfile
+import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 import provisioning
 from provisioning.config import from_env
+from provisioning.times import to_utc
 from servelab.lab.runner import run_chameleon
-from servelab.targets.chameleon import remote_lab_command
+from servelab.targets.chameleon import FETCH_MARGIN_S, STOP_INNER, remote_lab_command
 from servelab.targets.detached import RemoteRun
 from servelab.targets.results_fetch import pack_command
 
@@ -130,7 +133,10 @@ def test_the_whole_node_lifecycle_in_order(tmp_path: Path, fake_chi, student) ->
     executed = [args[0] for n, args, _ in fake_chi.rec.calls if n == "Server.execute"]
     assert executed[-1] == "cd serve-system-lab && sg docker -c './lab jupyter'"
     # SSH: the lab on the node as the docker target, then the results fetched
-    start = RemoteRun("serve-system-lab", name).start_command(REMOTE_LAB.format(name=name))
+    # started with its own deadline: the lease's end (wall clock) less the fetch margin
+    deadline = to_utc(fake_chi.lease.leases[0].end_date).timestamp() - FETCH_MARGIN_S
+    start = RemoteRun("serve-system-lab", name).start_command(REMOTE_LAB.format(name=name), deadline=deadline,
+                                                              inner_stop=STOP_INNER)
     assert shell.calls == [("start", start),
                            ("poll", "1"),
                            ("run", PACK.format(name=name)),
@@ -196,6 +202,49 @@ def test_no_results_on_the_node_is_a_clear_fetch_failure(tmp_path: Path, fake_ch
     steps = {s.step: (s.ok, s.detail) for s in outcome.steps}
     assert steps["fetch"][0] is False and "no results/" in steps["fetch"][1]
     assert steps["teardown"][0] is True
+
+
+class SleepingLaptop(RecordingShell):
+    """The node's run goes on; at the third poll the controller's laptop has slept for three hours: the
+    wall clock (provisioning's, the stand-in's) jumps past the lease's end, the monotonic one stands
+    still. ``node_stops`` says whether the node's watchdog has stopped the run by then."""
+
+    def __init__(self, fake_chi, node_stops: bool) -> None:
+        super().__init__()
+        self.fake_chi = fake_chi
+        self.node_stops = node_stops
+        self.polls = 0
+
+    def capture(self, command: str, timeout: float) -> tuple[int, str]:
+        if "base64" in command:
+            self.polls += 1
+            self.calls.append(("poll", str(self.polls)))
+            if self.polls == 3:
+                self.fake_chi.clock.at += timedelta(hours=3)
+            if self.polls > 50:  # (a deadline on the monotonic clock would never come)
+                raise AssertionError("the controller still follows the run hours past the lease's end")
+            status = "deadline" if self.node_stops and self.polls >= 3 else "running"
+            return 0, f"{status}\n\n"
+        if "kill -TERM" in command and "setsid" not in command:
+            self.calls.append(("stop", command))
+            return 0, ""
+        return super().capture(command, timeout)
+
+
+@pytest.mark.parametrize("node_stops", [True, False], ids=["the node stopped it", "the controller stops it"])
+def test_a_suspended_controller_still_stops_the_node_run_at_the_lease_end(
+        tmp_path: Path, fake_chi, student, monkeypatch, node_stops: bool) -> None:
+    monkeypatch.setattr(time, "monotonic", lambda: 1000.0)  # stands still while the laptop sleeps
+    shell = SleepingLaptop(fake_chi, node_stops)
+    _, outcome, _, _ = chameleon(tmp_path, fake_chi, shell)
+    steps = {s.step: (s.ok, s.detail) for s in outcome.steps}
+    by = "the node" if node_stops else "the controller"
+    assert steps["node run"] == (False, "the node's lab run was stopped at the lease's end less 15 min kept "
+                                        f"for the fetch (by {by}): what it finished is in this run's folder")
+    assert steps["fetch"][0] and steps["teardown"][0]  # what it measured is fetched, then all deleted
+    assert [c for c, _ in shell.calls if c == "stop"] == ([] if node_stops else ["stop"])
+    assert shell.polls == 3  # the first poll after waking acted on the deadline
+    assert names(fake_chi)[-1] == "Lease.delete"
 
 
 def test_remote_commands_quote_their_arguments() -> None:
