@@ -6,8 +6,8 @@ project, site and names as parameters or environment variables (see
 ``plan_only=True`` prints what would be created and calls nothing — the mode
 the local target's headless run uses.
 
-    from provisioning import from_env, preflight, reserve, launch, teardown
-    config = from_env(project="CHI-123456")   # lease_start="2026-11-24 09:00" reserves ahead
+    from provisioning import configure, preflight, reserve, launch, teardown
+    config = configure(project="CHI-123456")  # lease_start="2026-11-24 09:00" reserves ahead
     preflight(config)                  # every check that creates nothing (reserve/launch run it too)
     reserve(config)                    # the lease: ACTIVE, or reserved ahead when it starts later
     node = launch(config)              # server, floating IP, SSH, node set-up, the student's Jupyter
@@ -26,7 +26,9 @@ python-chi/keystoneauth exceptions are turned into one (the original is its
 
 from __future__ import annotations
 
+import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,8 +47,8 @@ from servelab.core.paths import REPO_ROOT
 
 __all__ = [
     "STATE_NAME", "ChameleonConfig", "LeaseNotStarted", "Node", "ProvisioningError", "Step", "TeardownError",
-    "TeardownResult", "connect", "default_state_path", "from_env", "launch", "preflight", "provision",
-    "provision_plan", "reserve", "teardown", "teardown_plan",
+    "TeardownResult", "configure", "connect", "default_state_path", "from_env", "launch", "preflight",
+    "provision", "provision_plan", "reserve", "teardown", "teardown_plan",
 ]
 StatePath = Path | str | None  # the state file; None: default_state_path()
 
@@ -63,6 +65,41 @@ class Node:
     def ssh_connection(self) -> Any:
         """A Fabric ``Connection`` to the node (python-chi sets the key and host-key policy)."""
         return self.server.ssh_connection(user=self.user)
+
+
+def configure(state: StatePath = None, env: Mapping[str, str] | None = None,
+              **params: object) -> ChameleonConfig:
+    """Notebooks 01, 02 and 08's settings: ``from_env``, and for the project — without a ``project``
+    parameter or ``$CHI_PROJECT`` — the one the state file's live records were made in (what 01
+    reserved), before ``$OS_PROJECT_NAME`` (the hub sets it to the first of the user's projects, not
+    necessarily the class's). Prints the project it will charge and where that came from.
+    """
+    environ = dict(os.environ if env is None else env)
+    records = State(state)
+    recorded = records.projects()
+    if params.get("project"):
+        source = "the project parameter"
+    elif environ.get("CHI_PROJECT"):
+        source = "$CHI_PROJECT"
+    elif recorded:
+        params["project"] = recorded[-1]
+        source = f"{records.path}: the project this lab's lease and server were made in"
+    elif environ.get("OS_PROJECT_NAME"):
+        source = ("$OS_PROJECT_NAME: the hub's default, the first of your projects; if the class uses "
+                  "another, set project")
+    else:
+        source = ""
+    config = from_env(env=environ, **params)
+    if config.project:
+        print(f"Project charged: {config.project} (from {source})")
+    else:
+        print("Project charged: none given yet: set project (e.g. \"CHI-123456\") or $CHI_PROJECT; plan mode "
+              "needs none")
+    others = [p for p in recorded if p != config.project]
+    if others:
+        print(f"Note: {records.path} records live resources in project {', '.join(others)}; this run does "
+              f"not see them, nor does its teardown: set project to {others[-1]} to work on them")
+    return config
 
 
 def _print_plan(steps: list[Step], plan_only: bool) -> None:

@@ -89,6 +89,9 @@ def check_project(config: ChameleonConfig, chi: ChiApi) -> None:
         raise ProvisioningError(
             f"project {config.project} is not one of yours (yours: {', '.join(projects) or 'none'}): set "
             "project=... or CHI_PROJECT to one of them")
+    if len(projects) > 1:  # the hub's OS_PROJECT_NAME is only the first of them
+        print(f"You are in {len(projects)} projects ({', '.join(projects)}); this lab charges "
+              f"{config.project}: to charge another, set project=... (CHI_PROJECT)", flush=True)
 
 
 def check_image(config: ChameleonConfig, chi: ChiApi) -> None:

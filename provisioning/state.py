@@ -84,6 +84,11 @@ class State:
         """The records of ``kind`` at this site and project that teardown has not found gone or deleted."""
         return [e for e in self.resources if self._matches(e, kind, config) and e.fate == LIVE]
 
+    def projects(self) -> list[str]:
+        """The projects of the records still live (not deleted or gone), the latest recorded last."""
+        live = [e.project for e in self.resources if e.fate == LIVE and e.project]
+        return list(dict.fromkeys(reversed(live)))[::-1]
+
     def record(self, kind: str, name: str, rid: str | None, origin: str, config: ChameleonConfig,
                keep: str | None = None) -> Resource:
         """Add or update the record; a resource once recorded as created stays created."""

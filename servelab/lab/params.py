@@ -109,6 +109,8 @@ def _flag(name: str, value: Any) -> None:
 # zone), "+30m" / "+2h" / "+1d" from now, or "now"; a Blazar lease id is a UUID
 LEASE_START = r"now|\+\s*\d+\s*(m|min|h|d)|\d{4}-\d{2}-\d{2}([ T]\S.*)?"
 LEASE_ID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+IPV4 = r"((25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
+REPO_URL = r"(https?://|ssh://|git@)\S+"  # what git clone takes on the node (a local path is not there)
 
 
 # The seed lab's sizes are the full preset; quick keeps every step but shrinks the work.
@@ -199,6 +201,14 @@ SPECS: dict[str, Spec] = {
                      "lease_name)"),
     "delete_adopted": Spec(False, False, _flag,
                            "teardown also deletes what the lab adopted (a lease reserved ahead)"),
+    "floating_ip": Spec(None, None, _optional(_text(IPV4, "129.114.108.7")),
+                        "a free floating IP of the project to use and keep (None: $CHI_FLOATING_IP, else one "
+                        "allocated for this run and released at teardown)"),
+    "code_source": Spec(None, None, _optional(_choice("upload", "git")),
+                        "how the lab's code reaches the node: upload (this folder, git or not) or git (a "
+                        "clone of repo_url) (None: $SERVELAB_CODE_SOURCE, else upload)"),
+    "repo_url": Spec(None, None, _optional(_text(REPO_URL, "https://github.com/you/serve-system-lab.git")),
+                     "the lab's git repository, for code_source='git' (None: $SERVELAB_REPO_URL)"),
 }
 
 

@@ -26,6 +26,21 @@ def test_lease_parameters_pass_as_given() -> None:
         assert (given.lease_start, given.lease_id, given.delete_adopted) == (start, lease_id, True)
 
 
+def test_provisioning_parameters_of_01_02_08_pass_as_given() -> None:
+    """project, lease_name (the original lab's serve_system_<netID>), floating_ip, code_source and repo_url:
+    None leaves them to the environment and the state file (provisioning.configure)."""
+    left = resolve("chameleon", project=None, lease_name=None, floating_ip=None, code_source=None,
+                   repo_url=None)
+    assert [left.project, left.lease_name, left.floating_ip, left.code_source, left.repo_url] == [None] * 5
+    given = resolve("chameleon", project="CHI-251409", lease_name="serve_system_ab1234",
+                    floating_ip="129.114.108.42", code_source="git",
+                    repo_url="https://github.com/teaching-on-testbeds/serve-system-chi.git")
+    assert (given.project, given.lease_name, given.floating_ip, given.code_source) == (
+        "CHI-251409", "serve_system_ab1234", "129.114.108.42", "git")
+    ssh = "git@github.com:you/lab.git"
+    assert resolve("chameleon", repo_url=ssh).repo_url == ssh
+
+
 def test_plan_mode_everywhere_but_chameleon() -> None:
     assert resolve("local").plan and resolve("docker").plan and not resolve("chameleon").plan
 
@@ -46,6 +61,12 @@ def test_plan_mode_everywhere_but_chameleon() -> None:
                                       "'2026-12-01 09:00'"),
     ({"lease_id": "my-lease"}, "lease_id='my-lease' is not valid"),
     ({"delete_adopted": "yes"}, "delete_adopted='yes' is not True or False"),
+    ({"floating_ip": "129.114.108"}, "floating_ip='129.114.108' is not valid: set it to text like "
+                                     "'129.114.108.7'"),
+    ({"code_source": "zip"}, "code_source='zip' is not one of 'upload', 'git'"),
+    ({"repo_url": "../serve-system-lab"}, "repo_url='../serve-system-lab' is not valid: set it to text like "
+                                          "'https://github.com/you/serve-system-lab.git'"),
+    ({"project": "CHI 123"}, "project='CHI 123' is not valid"),
 ])
 def test_bad_values_say_what_to_fix(given: dict, hint: str) -> None:
     target = given.pop("target", "local")

@@ -233,6 +233,34 @@ def test_settings_from_env_and_parameters(fake_chi, student) -> None:
         from_env(env={"CHI_LEASE_MINUTES": "ninety"})
 
 
+def test_notebooks_charge_the_project_01_reserved_in(fake_chi, student, tmp_path: Path, capsys) -> None:
+    """On the hub $OS_PROJECT_NAME is the first of the student's projects, not necessarily the class's: 01
+    says which project it charges and where that came from; 02 and 08 take the project of the state file's
+    live records (what 01 reserved) before $OS_PROJECT_NAME; a parameter or $CHI_PROJECT wins."""
+    state = tmp_path / "state.json"
+    hub = {"OS_PROJECT_NAME": "CHI-111111"}
+    first = provisioning.configure(state=state, env=hub)
+    assert first.project == "CHI-111111"
+    assert ("Project charged: CHI-111111 (from $OS_PROJECT_NAME: the hub's default, the first of your "
+            "projects; if the class uses another, set project)") in capsys.readouterr().out
+    fake_chi.context.projects = ["CHI-111111", "CHI-231095"]
+    cfg = provisioning.configure(state=state, env=hub, project="CHI-231095", code_source="git", repo_url=REPO)
+    assert "Project charged: CHI-231095 (from the project parameter)" in capsys.readouterr().out
+    provisioning.reserve(cfg, chi=fake_chi.api, state=state)  # notebook 01
+    assert ("You are in 2 projects (CHI-111111, CHI-231095); this lab charges CHI-231095: to charge another, "
+            "set project=... (CHI_PROJECT)") in capsys.readouterr().out
+    later = provisioning.configure(state=state, env=hub)  # notebooks 02 and 08: no project given
+    assert later.project == "CHI-231095"
+    assert (f"Project charged: CHI-231095 (from {state}: the project this lab's lease and server were made "
+            "in)") in capsys.readouterr().out
+    chosen = provisioning.configure(state=state, env={**hub, "CHI_PROJECT": "CHI-999999"})
+    assert chosen.project == "CHI-999999"
+    assert (f"Note: {state} records live resources in project CHI-231095; this run does not see them, nor "
+            "does its teardown: set project to CHI-231095 to work on them") in capsys.readouterr().out
+    provisioning.teardown(later, chi=fake_chi.api, state=state)  # all deleted: nothing live any more
+    assert provisioning.configure(state=state, env=hub).project == "CHI-111111"
+
+
 def make_lab_folder(root: Path) -> None:
     """A small folder laid out like the lab: its script (not executable, as after unzipping), code, a
     built artefact, .gitignore'd files, and what a folder without git must not send either."""
