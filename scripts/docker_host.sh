@@ -4,9 +4,13 @@
 # nothing else: the lab itself runs in the student's Jupyter container.
 #   ./lab images                   build every stack's images, with progress (the notebooks
 #                                  never build: a cell would wait minutes)
-#   ./lab jupyter                  the images, then prepare the checkout, build the model
-#                                  artefacts when missing, start the Jupyter server; the last
-#                                  line of stdout is "jupyter: http://localhost:8888/lab?token=..."
+#   ./lab images --status          what each image's build is doing (ready, building, waiting, failed)
+#   ./lab jupyter                  the images notebook 03 needs (Jupyter, FastAPI, GourmetGram), then
+#                                  prepare the checkout, build the model artefacts when missing, start
+#                                  the Jupyter server; the last line of stdout is
+#                                  "jupyter: http://localhost:8888/lab?token=..."; the other images
+#                                  (Triton, the LLM engines) build in the background meanwhile, and a
+#                                  notebook that needs one waits for it (servelab.core.image_builds)
 #   ./lab run --target docker ...  the same, then the whole lab headless inside that
 #                                  container (python -m servelab.lab run --target docker ...)
 # GPUs are asked for (docker/docker-compose-*.gpu.yaml) only where the engine has the NVIDIA
@@ -25,6 +29,11 @@ case "${DOCKER_HOST:-}" in
 esac
 TOKEN_FILE="$ROOT/.jupyter-token"
 UP_TIMEOUT_S="${SERVELAB_UP_TIMEOUT:-900}"
+# Each image build's log and state (KEY.log, KEY.status: servelab.core.image_builds reads them).
+BUILD_DIR="$ROOT/.servelab-build"
+BUILD_BEAT_S="${SERVELAB_BUILD_BEAT_S:-60}"  # a progress line this often while an image builds
+FIRST_DONE="$BUILD_DIR/first.done"           # the foreground's builds are over: the background's may start
+FIRST_WAIT_S="${SERVELAB_FIRST_WAIT_S:-7200}"
 
 say() { printf '[docker] %s\n' "$*" >&2; }  # progress on stderr: stdout ends with the URL
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
@@ -72,33 +81,175 @@ wants_vllm() {
     | awk -F. '{ c = $1 * 10 + $2; if (c >= 70 && c <= 90) found = 1 } END { exit !found }'
 }
 
-# every image the notebooks start, built now with progress; BuildKit's cache keeps a rebuild
-# after a code change to seconds, and pip's wheels are downloaded once per machine
-build_images() {
-  local started step
-  build_one() {  # build_one LABEL VAR=VALUE... -- COMPOSE ARGS...
-    local label="$1"; shift
-    local vars=()
-    while [ "$1" != "--" ]; do vars+=("$1"); shift; done
-    shift
-    step=$SECONDS
-    say "images: building $label ($*)"
-    compose_of "$1"
-    env "${vars[@]}" "${COMPOSE[@]}" "${@:2}" >&2 || die "building $label failed (the build's output is above)"
-    say "images: $label ready in $((SECONDS - step)) s"
-  }
-  started=$SECONDS
-  build_one "the Jupyter server" -- jupyter build
-  build_one "FastAPI + PyTorch and GourmetGram" FASTAPI_APP=fastapi_pt -- fastapi build
-  build_one "FastAPI + ONNX Runtime" FASTAPI_APP=fastapi_onnx -- fastapi build fastapi_server
-  build_one "Triton" -- triton build triton_server
-  build_one "the LLM engine" -- llm build llm_server
+# One image build per KEY (the keys servelab.core.image_builds.STEPS knows): its label, the image it
+# makes, and its compose build. The output goes to $BUILD_DIR/KEY.log, not to the terminal (tens of
+# thousands of lines; notebook 02 streams this script's output): one line when it starts, one every
+# $BUILD_BEAT_S s with the build's current step, one when it ends; a failure shows the log's tail.
+step_of() {  # step_of KEY: sets LABEL, IMAGE, STEP_ENV (VAR=VALUE...) and STEP_ARGS (stack + compose args)
+  STEP_ENV=()
+  case "$1" in
+    jupyter) LABEL="the Jupyter server"; IMAGE="servelab/jupyter:latest"; STEP_ARGS=(jupyter build) ;;
+    fastapi_pt) LABEL="FastAPI + PyTorch and GourmetGram"; IMAGE="servelab/fastapi_pt:latest"
+      STEP_ENV=(FASTAPI_APP=fastapi_pt); STEP_ARGS=(fastapi build) ;;
+    fastapi_onnx) LABEL="FastAPI + ONNX Runtime"; IMAGE="servelab/fastapi_onnx:latest"
+      STEP_ENV=(FASTAPI_APP=fastapi_onnx); STEP_ARGS=(fastapi build fastapi_server) ;;
+    triton) LABEL="Triton"; IMAGE="servelab/triton:24.10"; STEP_ARGS=(triton build triton_server) ;;
+    llm) LABEL="the LLM engine"; IMAGE="servelab/llm:latest"; STEP_ARGS=(llm build llm_server) ;;
+    vllm) LABEL="vLLM"; IMAGE="servelab/vllm:latest"; STEP_ARGS=(llm --profile vllm build vllm_server) ;;
+    *) die "no image build called $1" ;;
+  esac
+}
+
+mark() {  # mark KEY STATE: KEY.status (replaced whole, so a reader never sees half of it)
+  step_of "$1"
+  local file="$BUILD_DIR/$1.status"
+  printf 'state=%s\nlabel=%s\nimage=%s\nsince=%s\nlog=.servelab-build/%s.log\n' \
+    "$2" "$LABEL" "$IMAGE" "$(date +%s)" "$1" >"$file.tmp"
+  mv -f "$file.tmp" "$file"
+}
+
+state_of() {  # state_of KEY: the state KEY.status holds ("" when none)
+  sed -n 's/^state=//p' "$BUILD_DIR/$1.status" 2>/dev/null || true
+}
+
+last_step() {  # the build's latest step line in LOG ("#12 [3/8] RUN pip install ...")
+  grep -E '^#[0-9]+ \[' "$1" 2>/dev/null | tail -n 1 | cut -c1-120 || true
+}
+
+build_step() {  # build_step KEY: build it, its output in its log, progress on stderr
+  local key="$1" log="$BUILD_DIR/$1.log" started=$SECONDS pid code=0 beat
+  step_of "$key"
+  mark "$key" building
+  say "images: building $LABEL ($IMAGE; log: $log)"
+  compose_of "${STEP_ARGS[0]}"
+  env "${STEP_ENV[@]}" "${COMPOSE[@]}" "${STEP_ARGS[@]:1}" >"$log" 2>&1 </dev/null &
+  pid=$!
+  beat=$SECONDS
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep "${SERVELAB_BUILD_POLL_S:-1}"
+    if [ $((SECONDS - beat)) -ge "$BUILD_BEAT_S" ]; then
+      beat=$SECONDS
+      say "images: $LABEL still building ($((SECONDS - started)) s; $(last_step "$log"))"
+    fi
+  done
+  wait "$pid" || code=$?
+  if [ "$code" -ne 0 ]; then
+    mark "$key" failed
+    tail -n 30 "$log" >&2 || true
+    say "images: building $LABEL failed (exit $code); its last 30 log lines are above, the whole log: $log"
+    return 1
+  fi
+  mark "$key" ready
+  say "images: $LABEL ready in $((SECONDS - started)) s"
+}
+
+# The images in the order the notebooks need them: 03's first (Jupyter, FastAPI, GourmetGram), then
+# Triton (04-07, 10), then the LLM engines (09); vLLM's only where a GPU can run it.
+FIRST_KEYS=(jupyter fastapi_pt fastapi_onnx)
+rest_keys() {
+  REST_KEYS=(triton llm)
   if wants_vllm; then
-    build_one "vLLM" -- llm --profile vllm build vllm_server
+    REST_KEYS+=(vllm)
   else
     say "images: vLLM skipped (it needs a GPU of compute capability 7.0 to 9.0; SERVELAB_BUILD_VLLM=1 builds it)"
   fi
-  say "images: all built in $((SECONDS - started)) s"
+}
+
+build_images() {  # build_images KEY...: each in turn, in the foreground
+  local started=$SECONDS key
+  mkdir -p "$BUILD_DIR"
+  for key in "$@"; do build_step "$key" || die "building $LABEL failed (see above)"; done
+  say "images: $* built in $((SECONDS - started)) s"
+}
+
+# NGC's Triton base (about 15 GB on a GPU node) is the longest download: pulled at once, while the
+# first images build; a base already on the engine (or one no registry has) is left as it is.
+triton_base() {
+  local version
+  version="$(sed -n 's/^ARG TRITON_VERSION=//p' docker/Dockerfile.triton 2>/dev/null || true)"
+  { sed -n 's/^FROM \(nvcr\.io[^ ]*\).*/\1/p' docker/Dockerfile.triton 2>/dev/null || true; } \
+    | sed "s/\${TRITON_VERSION}/$version/"
+}
+
+pull_base() {
+  local base
+  base="$(triton_base)"
+  if [ -z "$base" ]; then
+    say "images: no Triton base named in docker/Dockerfile.triton; its build pulls what it needs"
+    return
+  fi
+  if docker image inspect "$base" >/dev/null 2>&1; then
+    say "images: Triton's base $base is here already"
+    return
+  fi
+  say "images: pulling Triton's base $base (log: $BUILD_DIR/triton-base.log)"
+  local started=$SECONDS
+  if docker pull "$base" >"$BUILD_DIR/triton-base.log" 2>&1 </dev/null; then
+    say "images: Triton's base pulled in $((SECONDS - started)) s"
+  else
+    say "images: pulling $base failed (its log: $BUILD_DIR/triton-base.log); Triton's build pulls it again"
+  fi
+}
+
+# The background builder (`docker_host.sh background KEY...`, started by `jupyter`): pulls the Triton
+# base at once, waits until the foreground's builds are over (first.done: the cores go to 03's images
+# first), then builds KEY... in turn (BuildKit's cache makes an unchanged image a matter of seconds).
+# One builder at a time: a second (02 run again) waits for the first to end, then builds its own list.
+background() {
+  exec 9>"$BUILD_DIR/background.lock"
+  if ! flock -n 9; then
+    say "images: another background build is running; waiting up to $FIRST_WAIT_S s for it to end"
+    flock -w "$FIRST_WAIT_S" 9 || die "the other background build did not end within $FIRST_WAIT_S s"
+  fi
+  # a builder that stops early (an error, a signal) leaves no image waiting for ever: those it did
+  # not build are marked failed, so a notebook waiting for one says so instead of timing out
+  BACKGROUND_KEYS=("$@")
+  trap 'for key in "${BACKGROUND_KEYS[@]}"; do
+          case "$(state_of "$key")" in waiting|building) mark "$key" failed ;; esac
+        done' EXIT
+  pull_base
+  local waited=0 key failed=0
+  while [ ! -e "$FIRST_DONE" ]; do
+    if [ "$waited" -ge "$FIRST_WAIT_S" ]; then
+      say "images: the first images were not done after $FIRST_WAIT_S s; building the rest now"
+      break
+    fi
+    sleep 2
+    waited=$((waited + 2))
+  done
+  for key in "$@"; do build_step "$key" || failed=1; done
+  say "images: background builds over ($([ "$failed" -eq 0 ] && echo "all ready" || echo "some failed: ./lab images --status"))"
+}
+
+start_background() {  # start_background KEY...: marked waiting, built by a detached builder
+  local key labels=()
+  for key in "$@"; do
+    if [ "$(state_of "$key")" != building ]; then mark "$key" waiting; fi
+    step_of "$key"
+    labels+=("$LABEL")
+  done
+  rm -f "$FIRST_DONE"
+  SERVELAB_BACKGROUND_BUILD=1 setsid nohup bash "$ROOT/scripts/docker_host.sh" background "$@" \
+    >>"$BUILD_DIR/background.log" 2>&1 </dev/null &
+  local IFS=,
+  say "images: ${labels[*]} build in the background once 03's images are built (progress: ./lab images \
+--status; log: $BUILD_DIR/background.log); a notebook that needs one of them waits for it"
+}
+
+show_status() {
+  local file key state since label image
+  [ -d "$BUILD_DIR" ] || { echo "no image build has run here yet (./lab images builds them)"; return; }
+  for key in jupyter fastapi_pt fastapi_onnx triton llm vllm; do
+    file="$BUILD_DIR/$key.status"
+    [ -f "$file" ] || continue
+    state="$(state_of "$key")"
+    since="$(sed -n 's/^since=//p' "$file")"
+    label="$(sed -n 's/^label=//p' "$file")"
+    image="$(sed -n 's/^image=//p' "$file")"
+    printf '%-13s %-9s %s (%s) for %s s' "$key" "$state" "$label" "$image" "$(($(date +%s) - since))"
+    if [ "$state" = building ]; then printf '; %s' "$(last_step "$BUILD_DIR/$key.log")"; fi
+    printf '\n'
+  done
 }
 
 # the checkout owner's ids, passed to every container that writes into the checkout
@@ -116,7 +267,7 @@ export_ids() {
 # models/ (the live Triton repository) and results/ exist, owned by the checkout owner
 prepare_checkout() {
   local dir
-  for dir in models results; do
+  for dir in models results .servelab-build; do
     if [ ! -d "$dir" ]; then
       install -d -o "$HOST_UID" -g "$HOST_GID" "$dir" 2>/dev/null || mkdir -p "$dir"
     fi
@@ -137,10 +288,15 @@ ARTIFACTS=(artifacts/food11.json fastapi_pt/food11.pth fastapi_onnx/food11.onnx
 
 # the Triton image has torch and onnx: it builds the artefacts when they are missing (a git clone)
 # or when trained weights are asked for (SERVELAB_WEIGHTS); an upload carries them already
+model_needs_build() {  # 0 (true) when the artefacts are missing or trained weights are asked for
+  local file
+  [ -n "${SERVELAB_WEIGHTS:-}" ] && return 0
+  for file in "${ARTIFACTS[@]}"; do [ -s "$file" ] || return 0; done
+  return 1
+}
+
 build_model() {
-  local missing=0 file
-  for file in "${ARTIFACTS[@]}"; do [ -s "$file" ] || missing=1; done
-  if [ "$missing" -eq 0 ] && [ -z "${SERVELAB_WEIGHTS:-}" ]; then
+  if ! model_needs_build; then
     say "model artefacts: present"
     return
   fi
@@ -169,14 +325,37 @@ main() {
   local command="${1:-}"
   [ $# -gt 0 ] && shift
   case "$command" in
-    jupyter|run|build) ;;
-    *) die "usage: scripts/docker_host.sh build | jupyter | run [python -m servelab.lab run arguments]" ;;
+    jupyter|run|build|background) ;;
+    *) die "usage: scripts/docker_host.sh build [--status] | jupyter | run [python -m servelab.lab run arguments]" ;;
   esac
+  if [ "$command" = build ] && [ "${1:-}" = --status ]; then
+    show_status
+    return
+  fi
+  if [ "$command" = background ]; then  # started by jupyter, which checked Docker and exported the ids
+    export_ids
+    background "$@"
+    return
+  fi
   check_docker "$command" "$@"
   export_ids
   prepare_checkout
   jupyter_token
-  build_images
+  rest_keys
+  if [ "$command" = jupyter ]; then
+    # 03's images now, the rest in the background; the model artefacts, when missing, are built in
+    # the Triton image, which is then needed now too
+    local first=("${FIRST_KEYS[@]}") rest=() key
+    for key in "${REST_KEYS[@]}"; do
+      if [ "$key" = triton ] && model_needs_build; then first+=(triton); else rest+=("$key"); fi
+    done
+    [ "${#rest[@]}" -gt 0 ] && start_background "${rest[@]}"
+    trap 'touch "$FIRST_DONE"' EXIT  # however this ends, the background builder goes on
+    build_images "${first[@]}"
+    touch "$FIRST_DONE"
+  else  # ./lab images and the headless run: every image, in the foreground
+    build_images "${FIRST_KEYS[@]}" "${REST_KEYS[@]}"
+  fi
   [ "$command" = "build" ] && return
   build_model
   jupyter_up

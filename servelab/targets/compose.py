@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from servelab.core import image_builds
 from servelab.core.compose import explain_up_failure, file_args, gpu_runtime, up_args
 from servelab.core.paths import REPO_ROOT
 from servelab.targets.base import (
@@ -150,6 +151,17 @@ class ComposeStack(Stack):
                     live = f"{MODEL_REPOSITORY}/{name}/{path.relative_to(folder)}"
                     self.transport.put(live, path.read_bytes())
 
+    def _read(self, relpath: str) -> bytes | None:
+        try:
+            return self.transport.get(relpath)
+        except (OSError, KeyError, RuntimeError):
+            return None
+
+    def wait_for_images(self, stack: str, services: Sequence[str] = ()) -> None:
+        """Wait for the images ``stack`` needs while ``./lab jupyter`` still builds them in the background
+        (``servelab.core.image_builds``); at once when they are built."""
+        image_builds.wait_for(self._read, image_builds.steps_for(stack, self.fastapi_app, services))
+
     def _exists(self, relpath: str) -> bool:
         try:
             self.transport.get(relpath)
@@ -165,6 +177,7 @@ class ComposeStack(Stack):
             if service not in STACK_SERVICES[stack]:
                 raise ValueError(f"the {stack} stack has no service {service!r}: "
                                  f"it has {', '.join(STACK_SERVICES[stack])}")
+        self.wait_for_images(stack, services or ())
         for other in STACKS:
             if other != stack:
                 self._run(self.compose(other, "down"), 300).check()
@@ -227,6 +240,7 @@ class ComposeStack(Stack):
         """Asked of the Triton image, in a throw-away container (answered once per stack): NGC's image
         has onnxruntime; an image without it gets the Python-backend runner."""
         if self._backends is None:
+            self.wait_for_images("triton")
             argv = self.compose("triton", "run", "--rm", "--no-deps", "--pull", "never", "--entrypoint", "ls",
                                 "triton_server", TRITON_BACKENDS)
             done = self._run(argv, 120)

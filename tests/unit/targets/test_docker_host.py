@@ -13,6 +13,7 @@ import shutil
 import socket
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ import pytest
 from servelab.core.paths import REPO_ROOT
 
 DOCKER_STUB = """#!/usr/bin/env bash
-printf '%s\\n' "${FASTAPI_APP:+FASTAPI_APP=$FASTAPI_APP }$*" >>"$DOCKER_LOG"
+printf '%s\\n' "${SERVELAB_BACKGROUND_BUILD:+[bg] }${FASTAPI_APP:+FASTAPI_APP=$FASTAPI_APP }$*" >>"$DOCKER_LOG"
 case "$*" in
   "info --format {{.ServerVersion}}") [ -n "${DOCKER_DENIED:-}" ] && {
       echo "permission denied while trying to connect to the Docker daemon socket" >&2; exit 1; }
@@ -29,6 +30,9 @@ case "$*" in
       echo '{"nvidia":{"path":"nvidia-container-runtime"},"runc":{"path":"runc"}}'
     else echo '{"io.containerd.runc.v2":{"path":"runc"},"runc":{"path":"runc"}}'; fi ;;
   "compose version") [ -n "${NO_COMPOSE:-}" ] && exit 1; echo "Docker Compose version v2.32.4" ;;
+  "image inspect "*) [ -n "${NO_BASE:-}" ] && exit 1 ;;
+  *" run --rm "*) exit 0 ;;
+  *" build"*) echo "#7 [2/5] RUN pip install stuff"; [ "${FAIL_BUILD:-}" = "${*: -1}" ] && exit 1 ;;
   *" exec -T jupyter "*) echo "ran the lab"; exit "${LAB_EXIT:-0}" ;;
 esac
 exit 0
@@ -42,6 +46,8 @@ def host(tmp_path: Path) -> dict[str, object]:
     (checkout / "scripts").mkdir(parents=True)
     shutil.copy(REPO_ROOT / "lab", checkout / "lab")
     shutil.copy(REPO_ROOT / "scripts" / "docker_host.sh", checkout / "scripts" / "docker_host.sh")
+    (checkout / "docker").mkdir()  # the Triton base is read from its Dockerfile
+    shutil.copy(REPO_ROOT / "docker" / "Dockerfile.triton", checkout / "docker" / "Dockerfile.triton")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     docker = bin_dir / "docker"
@@ -52,7 +58,8 @@ def host(tmp_path: Path) -> dict[str, object]:
     sock.bind(str(sock_path))
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(tmp_path),
            "DOCKER_LOG": str(tmp_path / "docker.log"), "DOCKER_SOCKET": str(sock_path),
-           "SERVELAB_BUILD_VLLM": "0"}  # not this machine's nvidia-smi: the same commands everywhere
+           "SERVELAB_BUILD_VLLM": "0",  # not this machine's nvidia-smi: the same commands everywhere
+           "SERVELAB_BUILD_POLL_S": "0.1"}
     yield {"checkout": checkout, "env": env, "log": tmp_path / "docker.log", "socket": sock_path}
     sock.close()
 
@@ -68,6 +75,28 @@ def calls(host: dict[str, object]) -> list[str]:
     return log.read_text().splitlines() if log.exists() else []  # type: ignore[union-attr]
 
 
+def background_done(host: dict[str, object], timeout: float = 30.0) -> str:
+    """Wait for the background builder `./lab jupyter` started; its log."""
+    log = host["checkout"] / ".servelab-build" / "background.log"  # type: ignore[operator]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = log.read_text() if log.exists() else ""
+        if "background builds over" in text:
+            return text
+        time.sleep(0.1)
+    raise AssertionError(f"the background builder did not end within {timeout} s: {log}")
+
+
+def foreground(lines: list[str]) -> list[str]:
+    """The calls of `./lab jupyter` itself."""
+    return [c for c in lines if not c.startswith("[bg] ")]
+
+
+def in_background(lines: list[str]) -> list[str]:
+    """The calls of the background builder it started."""
+    return [c.removeprefix("[bg] ") for c in lines if c.startswith("[bg] ")]
+
+
 def test_lab_jupyter_prepares_the_checkout_builds_the_model_and_prints_the_url(host) -> None:
     checkout: Path = host["checkout"]  # type: ignore[assignment]
     done = run_lab(host, "jupyter")
@@ -79,32 +108,47 @@ def test_lab_jupyter_prepares_the_checkout_builds_the_model_and_prints_the_url(h
     for folder in ("models", "results"):  # made by the checkout's owner before any container runs
         assert (checkout / folder).is_dir()
         assert (checkout / folder).stat().st_uid == checkout.stat().st_uid
-    assert calls(host) == [
+    background = background_done(host)
+    assert foreground(calls(host)) == [
         "info --format {{.ServerVersion}}",
         "compose version",
         "info --format {{json .Runtimes}}",  # no NVIDIA runtime: no GPU override files
-        # every image built first (./lab images), so that nothing after builds
+        # 03's images first, then Triton's, which builds the missing model artefacts (a git clone)
         "compose -p servelab-jupyter -f docker/docker-compose-jupyter.yaml build",
         "FASTAPI_APP=fastapi_pt compose -p servelab-fastapi -f docker/docker-compose-fastapi.yaml build",
         "FASTAPI_APP=fastapi_onnx compose -p servelab-fastapi -f docker/docker-compose-fastapi.yaml build "
         "fastapi_server",
         "compose -p servelab-triton -f docker/docker-compose-triton.yaml build triton_server",
-        "compose -p servelab-llm -f docker/docker-compose-llm.yaml build llm_server",
         "compose -p servelab-triton -f docker/docker-compose-triton.yaml run --rm --no-deps --pull never "
         f"--user {ids} -v {checkout}:{checkout} -w {checkout} -e SERVELAB_ROOT={checkout} -e HOME=/tmp "
         "--entrypoint python3 triton_server -m servelab.core.model build",
         "compose -p servelab-jupyter -f docker/docker-compose-jupyter.yaml up -d --no-build --pull never "
         "--wait --wait-timeout 900",
     ]
+    # the LLM engine in the background, after the Triton base was looked for
+    assert in_background(calls(host)) == [
+        "image inspect nvcr.io/nvidia/tritonserver:24.10-py3",
+        "compose -p servelab-llm -f docker/docker-compose-llm.yaml build llm_server"]
+    assert "images: Triton's base nvcr.io/nvidia/tritonserver:24.10-py3 is here already" in background
+    states = {key: (checkout / ".servelab-build" / f"{key}.status").read_text().splitlines()[0]
+              for key in ("jupyter", "fastapi_pt", "fastapi_onnx", "triton", "llm")}
+    assert set(states.values()) == {"state=ready"}
+    # the build logs are in files; the terminal gets a progress line per image
+    assert "#7 [2/5] RUN pip install stuff" in (checkout / ".servelab-build" / "triton.log").read_text()
+    assert "RUN pip install" not in done.stderr
+    assert f"images: building Triton (servelab/triton:24.10; log: {checkout}/.servelab-build/triton.log)" \
+        in done.stderr
     # a second start keeps the token (a student's open browser tab keeps working)
     again = run_lab(host, "jupyter")
     assert again.stdout.splitlines()[-1].endswith(token)
+    background_done(host)
 
 
 def test_an_engine_with_the_nvidia_runtime_gets_the_gpu_overrides_and_vllm(host) -> None:
     done = run_lab(host, "jupyter", DOCKER_NVIDIA="1", SERVELAB_BUILD_VLLM="1")
     assert done.returncode == 0, done.stderr
-    composed = [c for c in calls(host) if "compose -p servelab-" in c]
+    background_done(host)
+    composed = [c.removeprefix("[bg] ") for c in calls(host) if "compose -p servelab-" in c]
     assert len(composed) == 8  # 6 image builds (vLLM's too), the model build, the Jupyter server
     for command in composed:  # each stack's file, then its GPU override
         stack = command.split("compose -p servelab-")[1].split()[0]
@@ -114,7 +158,8 @@ def test_an_engine_with_the_nvidia_runtime_gets_the_gpu_overrides_and_vllm(host)
     assert "with the GPUs" in done.stderr
     cpu = run_lab(host, "jupyter", DOCKER_NVIDIA="1", SERVELAB_DOCKER_GPU="0")
     assert cpu.returncode == 0 and "CPU only" in cpu.stderr
-    assert calls(host)[-1] == ("compose -p servelab-jupyter -f docker/docker-compose-jupyter.yaml up -d "
+    background_done(host)
+    assert foreground(calls(host))[-1] == ("compose -p servelab-jupyter -f docker/docker-compose-jupyter.yaml up -d "
                                "--no-build --pull never --wait --wait-timeout 900")
 
 
@@ -125,10 +170,42 @@ def test_present_artefacts_are_not_rebuilt_and_weights_are_passed(host) -> None:
                 "models_staging/food_classifier_onnx/1/model.onnx"):
         (checkout / rel).parent.mkdir(parents=True, exist_ok=True)
         (checkout / rel).write_text("x")
-    assert run_lab(host, "jupyter").returncode == 0
+    done = run_lab(host, "jupyter", NO_BASE="1")
+    assert done.returncode == 0
+    background = background_done(host)
     assert not any(" run --rm " in c for c in calls(host)), "an upload's artefacts are used as they are"
+    # with the artefacts there, Triton is not needed for 03: it builds in the background, after
+    # the pull of its base, which starts at once
+    assert [c for c in foreground(calls(host)) if " build" in c] == [
+        "compose -p servelab-jupyter -f docker/docker-compose-jupyter.yaml build",
+        "FASTAPI_APP=fastapi_pt compose -p servelab-fastapi -f docker/docker-compose-fastapi.yaml build",
+        "FASTAPI_APP=fastapi_onnx compose -p servelab-fastapi -f docker/docker-compose-fastapi.yaml build "
+        "fastapi_server"]
+    assert in_background(calls(host)) == [
+        "image inspect nvcr.io/nvidia/tritonserver:24.10-py3", "pull nvcr.io/nvidia/tritonserver:24.10-py3",
+        "compose -p servelab-triton -f docker/docker-compose-triton.yaml build triton_server",
+        "compose -p servelab-llm -f docker/docker-compose-llm.yaml build llm_server"]
+    assert "images: Triton,the LLM engine build in the background once 03's images are built" in done.stderr
+    assert "images: background builds over (all ready)" in background
+    status = run_lab(host, "images", "--status")
+    assert status.returncode == 0
+    assert [line.split()[:2] for line in status.stdout.splitlines()] == [
+        [key, "ready"] for key in ("jupyter", "fastapi_pt", "fastapi_onnx", "triton", "llm")]
     assert run_lab(host, "jupyter", SERVELAB_WEIGHTS="/data/food11.pth").returncode == 0
-    assert calls(host)[-2].endswith("-m servelab.core.model build --weights /data/food11.pth")
+    background_done(host)
+    assert foreground(calls(host))[-2].endswith("-m servelab.core.model build --weights /data/food11.pth")
+
+
+def test_a_failed_build_says_where_its_log_is_and_marks_it_failed(host) -> None:
+    checkout: Path = host["checkout"]  # type: ignore[assignment]
+    done = run_lab(host, "jupyter", FAIL_BUILD="fastapi_server")
+    assert done.returncode == 1
+    log = checkout / ".servelab-build" / "fastapi_onnx.log"
+    assert (f"images: building FastAPI + ONNX Runtime failed (exit 1); its last 30 log lines are above, "
+            f"the whole log: {log}") in done.stderr
+    assert "#7 [2/5] RUN pip install stuff" in done.stderr  # the log's tail
+    assert (checkout / ".servelab-build" / "fastapi_onnx.status").read_text().startswith("state=failed\n")
+    background_done(host)  # the background builder goes on (first.done is written however it ends)
 
 
 def test_lab_run_target_docker_runs_the_lab_inside_the_jupyter_container(host) -> None:
