@@ -1,0 +1,170 @@
+"""`./lab run --target chameleon` stopped from outside still deletes everything it created.
+
+The controller runs in a subprocess (signals and terminals are per process) with the recording
+python-chi stand-in (tests/unit/conftest.py) and a node shell whose poll blocks, as a real SSH
+command does, until the signal comes. Three ways a class day ends a run early:
+
+* the terminal is closed: the controller's stdin/stdout/stderr are a real pty that is its
+  controlling terminal; the test closes the pty's master side, the kernel sends SIGHUP, and every
+  write to the terminal fails with EIO from then on;
+* SIGTERM (a `kill`), and Ctrl-C (SIGINT).
+
+Afterwards the state file records every resource deleted, the stand-in recorded the deletes,
+and the run's controller.log holds the teardown's output.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+CONTROLLER = r'''
+import errno, fcntl, json, os, sys, termios, time
+from pathlib import Path
+
+sys.path[:0] = [sys.argv[2], sys.argv[2] + "/tests/unit"]
+import conftest as stand_in  # the recording python-chi stand-in
+from provisioning import times
+from provisioning.chi_api import ChiApi
+from provisioning.config import from_env
+from servelab.lab.runner import run_chameleon
+
+work = Path(sys.argv[1])
+if "--ctty" in sys.argv:  # the pty on fd 0 becomes this session's controlling terminal
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+rec, clock = stand_in.Recorder(), stand_in.FakeClock()
+times.utcnow, times.sleep = clock.now, clock.sleep  # provisioning's waits take no time
+key = work / "id_rsa.pub"
+key.write_text("ssh-rsa AAAAB3Nza alice@jupyter\n")
+network = stand_in.FakeNetworkModule(rec)
+api = ChiApi(context=stand_in.FakeContext(rec, key), lease=stand_in.FakeLeaseModule(rec, clock),
+             server=stand_in.FakeServerModule(rec, network), image=stand_in.FakeImageModule(rec),
+             network=network)
+
+
+class Node:
+    """The node over SSH: the lab starts; a poll blocks, as a real SSH command does."""
+
+    def capture(self, command, timeout):
+        if "setsid nohup" in command:
+            return 0, "started\n"
+        (work / "ready").write_text("polling\n")
+        time.sleep(600)
+        return 0, "running\n\n"
+
+    def run(self, command, timeout):
+        return 3  # nothing to fetch
+
+    def get(self, remote_path, local_path):
+        raise AssertionError("nothing to fetch")
+
+
+config = from_env(env={}, project="CHI-231095", code_source="git", repo_url="https://git.example.org/lab.git")
+result = {}
+try:
+    run_dir, outcome, _ = run_chameleon("quick", results_base=work / "runs", config=config, chi=api,
+                                        shell_for=lambda node: Node(), report=False)
+    result = {"run_dir": str(run_dir), "steps": [[s.step, s.ok, s.detail] for s in outcome.steps]}
+finally:
+    try:
+        os.write(1, b"still here?\n")
+        result["terminal"] = "writable"
+    except OSError as exc:
+        result["terminal"] = errno.errorcode.get(exc.errno, str(exc.errno))
+    result["calls"] = rec.names()
+    (work / "result.json").write_text(json.dumps(result))
+'''
+
+
+def environment(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHI_", "OS_", "SERVELAB_"))}
+    return {**env, "USER": "alice", "SERVELAB_RESULTS": str(tmp_path / "results"), "PYTHONUNBUFFERED": "1"}
+
+
+def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120.0) -> None:
+    end = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.poll() is None, f"the controller ended early (exit {proc.returncode})"
+        assert time.monotonic() < end, f"the controller did not reach the node run in {timeout:.0f} s"
+        time.sleep(0.1)
+
+
+def check_all_deleted(tmp_path: Path, signal_name: str) -> dict:
+    result = json.loads((tmp_path / "result.json").read_text())
+    steps = {step: (ok, detail) for step, ok, detail in result["steps"]}
+    stopped = steps.get("node run") or steps.get("stopped")
+    assert stopped is not None and not stopped[0]
+    assert steps["teardown"][0], steps["teardown"]
+    run_dir = Path(result["run_dir"])
+    state = json.loads((run_dir / "chameleon-state.json").read_text())["resources"]
+    created = {r["kind"]: r["fate"] for r in state if r["origin"] == "created"}
+    assert created == {"lease": "deleted", "server": "deleted", "floating_ip": "deleted"}, state
+    calls = result["calls"]
+    assert {"Server.delete", "network.deallocate_floating_ip", "Lease.delete"} <= set(calls)
+    assert calls[-1] == "Lease.delete"
+    log = (run_dir / "controller.log").read_text()
+    assert "== node run" in log and "== teardown" in log and "Deleted lease serve_system_alice" in log
+    return result
+
+
+def run_controller(tmp_path: Path, **popen: object) -> subprocess.Popen:
+    script = tmp_path / "controller.py"
+    script.write_text(CONTROLLER)
+    extra = ["--ctty"] if popen.pop("ctty", False) else []
+    return subprocess.Popen([sys.executable, str(script), str(tmp_path), str(REPO), *extra], cwd=REPO,
+                            env=environment(tmp_path), start_new_session=True, **popen)  # type: ignore[call-overload]
+
+
+def test_a_closed_terminal_still_tears_everything_down(tmp_path: Path) -> None:
+    master, slave = os.openpty()
+    proc = run_controller(tmp_path, stdin=slave, stdout=slave, stderr=slave, ctty=True)
+    os.close(slave)
+    seen: list[bytes] = []
+    stop = threading.Event()
+
+    def drain() -> None:  # what a terminal does: read, so the controller never blocks on a full pty
+        while not stop.is_set():
+            if select.select([master], [], [], 0.1)[0]:
+                try:
+                    seen.append(os.read(master, 65536))
+                except OSError:
+                    return
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        wait_for(tmp_path / "ready", proc)
+    finally:
+        stop.set()
+        reader.join()
+        os.close(master)  # the terminal window is closed: the kernel hangs up the controller's session
+    assert proc.wait(timeout=120) is not None
+    assert b"== node run" in b"".join(seen)  # it was the terminal until then
+    result = check_all_deleted(tmp_path, "SIGHUP")
+    assert result["terminal"] == errno.errorcode[errno.EIO]  # writes to it failed all through the teardown
+    steps = {step: detail for step, _, detail in result["steps"]}
+    assert "stopped by SIGHUP" in steps["node run"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_sigterm_and_ctrl_c_tear_everything_down(tmp_path: Path, sig: signal.Signals) -> None:
+    with open(tmp_path / "terminal.txt", "wb") as out:
+        proc = run_controller(tmp_path, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+        wait_for(tmp_path / "ready", proc)
+        proc.send_signal(sig)
+        proc.wait(timeout=120)
+    result = check_all_deleted(tmp_path, sig.name)
+    said = " ".join(detail for _, _, detail in result["steps"])
+    assert ("stopped by SIGTERM" if sig == signal.SIGTERM else "stopped by Ctrl-C") in said
+    assert "== teardown" in (tmp_path / "terminal.txt").read_text()  # a working terminal sees it too
