@@ -66,11 +66,11 @@ class SafeStream(io.TextIOBase):
         return "utf-8"
 
 
-def say(text: str, end: str = "\n") -> None:
-    """``print(text, end=end)`` on the current ``sys.stdout``, flushed; a write that fails (the
-    terminal is gone) is dropped instead of raising."""
+def say(text: str, end: str = "\n", error: bool = False) -> None:
+    """``print(text, end=end)`` on the current ``sys.stdout`` (``sys.stderr`` with ``error``), flushed;
+    a write that fails (the terminal is gone) is dropped instead of raising."""
     with contextlib.suppress(*WRITE_ERRORS):
-        print(text, end=end, flush=True)
+        print(text, end=end, flush=True, file=sys.stderr if error else sys.stdout)
 
 
 @contextlib.contextmanager

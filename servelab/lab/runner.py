@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from servelab.core.console import say
 from servelab.core.cpu import cpu_cores, cpu_model
 from servelab.core.paths import REPO_ROOT
 from servelab.core.progress import HEADLESS
@@ -391,12 +392,13 @@ def _main_chameleon(args: argparse.Namespace) -> int:
     run_dir, outcome, report_path = run_chameleon(args.preset, args.only, keep_node=args.keep_node,
                                                   delete_adopted=args.delete_adopted, settings=settings)
     minutes, seconds = divmod(outcome.seconds, 60)
-    print(f"results: {run_dir}")
+    # the terminal may be gone (closed during the run): then say() drops these lines (run.json has them)
+    say(f"results: {run_dir}")
     if report_path:
-        print(f"report:  {report_path}")
-    print(f"total time: {int(minutes)} min {seconds:.0f} s")
+        say(f"report:  {report_path}")
+    say(f"total time: {int(minutes)} min {seconds:.0f} s")
     if not outcome.ok:
-        print(f"FAILED: {outcome.error}", file=sys.stderr)
+        say(f"FAILED: {outcome.error}", error=True)
         return 1
     return 0
 
