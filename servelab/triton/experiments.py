@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import pandas as pd
 
 from servelab.core.monitor import Utilisation
+from servelab.core.notices import LabWarning
 from servelab.results.store import append_rows
 from servelab.triton import config as cfgmod
 from servelab.triton.perf import (
@@ -119,7 +120,8 @@ def warm_up(server: TritonEndpoint, model: str, options: dict[str, Any], runner:
                  timeout=min(timeout, WARMUP_TIMEOUT_S), **warm)
     except PerfAnalyzerError as exc:
         reason = f"skipped: {str(exc).splitlines()[0][:200]}"
-        warnings.warn(f"warm-up of {model} {reason}", stacklevel=2)
+        warnings.warn(f"warm-up of {model} {reason}; the measurement follows without it", LabWarning,
+                      stacklevel=2)
         return reason
     return ""
 

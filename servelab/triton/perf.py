@@ -8,7 +8,8 @@ with the experiment, model, config and load pattern.
 
 A level perf_analyzer could not settle ("Failed to obtain stable measurement")
 is reported, not swallowed: it gets a row with ``settled=False`` and a warning
-says what to change (``servelab.triton.perf_csv``). Size the windows so a level
+says what to change (``servelab.triton.perf_csv``; a notebook shows it as one plain
+line, ``servelab.core.notices``). Size the windows so a level
 lasts several seconds when throughputs are compared closely: perf_analyzer
 counts in whole seconds. Why: docs/decisions/2026-11-22-perf-analyzer-windows.md.
 """
@@ -299,8 +300,8 @@ def run_perf_analyzer(argv: list[str], label: str, model: str, config: Mapping[s
     asked = _asked_levels(argv)
     missing = [v for v in asked if not any(abs(v - x) < 1e-6 for x in frame["load_value"])]
     if missing:
-        notes.append(f"levels {', '.join(f'{v:g}' for v in missing)} were not measured: perf_analyzer "
-                     "stops at the first level that does not settle")
+        notes.append(f"{model}: levels {', '.join(f'{v:g}' for v in missing)} were not measured: "
+                     "perf_analyzer stops at the first level that does not settle")
     for note in notes:
         warnings.warn(note, UnsettledWarning, stacklevel=2)
     return PerfResult(frame, list(argv), out.stdout, out.csv_text, out.returncode, out.wall_s, notes)

@@ -15,6 +15,7 @@ from typing import Any, cast
 
 import pandas as pd
 
+from servelab.core.notices import LabWarning
 from servelab.results.schema import relative_spread
 
 # perf_analyzer's stdout: a level's header, and each measurement pass under it
@@ -65,8 +66,8 @@ GPU_METRIC_COLUMNS: dict[str, tuple[str, float]] = {
 }
 
 
-class UnsettledWarning(UserWarning):
-    """A load level did not give a stable measurement."""
+class UnsettledWarning(LabWarning):
+    """A load level did not give a stable measurement (shown in a notebook as one plain line)."""
 
 
 # perf_analyzer judges stability on its last three windows and reports their average
@@ -235,7 +236,13 @@ def unsettled_message(frame: pd.DataFrame) -> str | None:
     bad = frame[~frame["settled"].astype(bool)]
     if bad.empty:
         return None
-    levels = ", ".join(f"{m} {v:g}" for m, v in zip(bad["load_mode"], bad["load_value"], strict=True))
-    return (f"perf_analyzer did not obtain a stable measurement for {levels}: their rows carry "
-            "settled=False and the last pass's throughput/mean latency only. On a busy machine use a "
-            "fixed request count (request_count=...) or a wider stability_percentage.")
+    levels = ", ".join(f"{m.replace('_', ' ')} {v:g}"
+                       for m, v in zip(bad["load_mode"], bad["load_value"], strict=True))
+    models = ", ".join(sorted({str(m) for m in bad["model"]})) + " at " if "model" in bad else ""
+    rows, them = ("its row carries", "it") if len(bad) == 1 else ("their rows carry", "them")
+    return (f"perf_analyzer did not obtain a stable measurement for {models}{levels}: {rows} "
+            f"settled=False and the last pass's throughput and mean latency. To settle {them} on a busy "
+            "machine, give each window more requests, accept a wider spread or measure one fixed "
+            "window (in a notebook: the parameters window_requests, stability_pct or "
+            "rate_stability_pct, settle='fixed'; in perf(): measurement_request_count, "
+            "stability_percentage, request_count).")

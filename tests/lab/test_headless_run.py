@@ -11,6 +11,7 @@ import pytest
 
 from servelab.lab import runner as lab
 from servelab.results import schema
+from tests.lab.notebook_noise import noise
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # the first test runs the whole lab
 
@@ -215,6 +216,17 @@ def test_scaling_rows(run_dir: Path) -> None:
     triton = runs[runs["kind"] == "triton_queue"]
     assert triton["rejected"].tolist()[0] == 0 and triton["rejected"].tolist()[1] > 0
     assert (run_dir / "scaling_series.csv").is_file()
+
+
+def test_no_notebook_prints_on_stderr_or_a_python_warning(lab_run: lab.RunOutcome) -> None:
+    """Every executed notebook is quiet: no stderr output (a red box in Jupyter) and no warning in
+    Python's form (file:line: Category) in any output; the lab's own warnings are plain lines
+    (servelab.core.notices; tests/unit/core/test_notices.py shows this check catching one that is not)."""
+    import nbformat
+
+    loud = {n.name: found for n in lab_run.notebooks
+            if (found := noise(nbformat.read(n.output, as_version=4)))}
+    assert not loud, f"printed on stderr or as a Python warning: {loud}"
 
 
 def test_scaling_notebook_is_quiet_and_leaves_no_ray(run_dir: Path) -> None:
