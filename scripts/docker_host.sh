@@ -5,6 +5,9 @@
 #   ./lab images                   build every stack's images, with progress (the notebooks
 #                                  never build: a cell would wait minutes)
 #   ./lab images --status          what each image's build is doing (ready, building, waiting, failed)
+#   ./lab images --push REGISTRY   build every image, then push each as REGISTRY/<name> (an instructor,
+#                                  ahead of class); a host with SERVELAB_IMAGE_REGISTRY=REGISTRY (the
+#                                  environment or docker/.env) pulls them instead of building
 #   ./lab jupyter                  the images notebook 03 needs (Jupyter, FastAPI, GourmetGram), then
 #                                  prepare the checkout, build the model artefacts when missing, start
 #                                  the Jupyter server; the last line of stdout is
@@ -34,6 +37,7 @@ BUILD_DIR="$ROOT/.servelab-build"
 BUILD_BEAT_S="${SERVELAB_BUILD_BEAT_S:-60}"  # a progress line this often while an image builds
 FIRST_DONE="$BUILD_DIR/first.done"           # the foreground's builds are over: the background's may start
 FIRST_WAIT_S="${SERVELAB_FIRST_WAIT_S:-7200}"
+PULL_PREBUILT=1  # 0: build every image here, whatever registry is set (./lab images --push)
 
 say() { printf '[docker] %s\n' "$*" >&2; }  # progress on stderr: stdout ends with the URL
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
@@ -116,10 +120,50 @@ last_step() {  # the build's latest step line in LOG ("#12 [3/8] RUN pip install
   grep -E '^#[0-9]+ \[' "$1" 2>/dev/null | tail -n 1 | cut -c1-120 || true
 }
 
-build_step() {  # build_step KEY: build it, its output in its log, progress on stderr
+# The registry an instructor pushed the class's images to (./lab images --push): the environment's
+# SERVELAB_IMAGE_REGISTRY, else that line of docker/.env (uploaded with the checkout); "" when none.
+image_registry() {
+  if [ -n "${SERVELAB_IMAGE_REGISTRY:-}" ]; then
+    printf '%s' "${SERVELAB_IMAGE_REGISTRY%/}"
+    return
+  fi
+  { sed -n 's/^SERVELAB_IMAGE_REGISTRY=//p' docker/.env 2>/dev/null || true; } | tail -n 1 | sed 's#/*$##'
+}
+
+pull_prebuilt() {  # pull_prebuilt KEY: true when the registry had its image (then tagged with its name)
+  local key="$1" registry log="$BUILD_DIR/$1.log" started=$SECONDS
+  [ "$PULL_PREBUILT" = 1 ] || return 1
+  registry="$(image_registry)"
+  [ -n "$registry" ] || return 1
+  step_of "$key"
+  say "images: pulling $LABEL from $registry/$IMAGE (log: $log)"
+  if docker pull "$registry/$IMAGE" >"$log" 2>&1 </dev/null && docker tag "$registry/$IMAGE" "$IMAGE" >>"$log" 2>&1; then
+    mark "$key" ready
+    say "images: $LABEL ready in $((SECONDS - started)) s (pulled)"
+    return 0
+  fi
+  say "images: $registry/$IMAGE could not be pulled (see $log): building $LABEL here instead"
+  return 1
+}
+
+push_images() {  # push_images REGISTRY KEY...: each image as REGISTRY/<name>
+  local registry="${1%/}" key
+  shift
+  for key in "$@"; do
+    step_of "$key"
+    say "images: pushing $IMAGE as $registry/$IMAGE (log: $BUILD_DIR/$key.push.log)"
+    { docker tag "$IMAGE" "$registry/$IMAGE" && docker push "$registry/$IMAGE"; } \
+      >"$BUILD_DIR/$key.push.log" 2>&1 </dev/null \
+      || die "pushing $registry/$IMAGE failed: its log is $BUILD_DIR/$key.push.log (docker login $registry first?)"
+  done
+  say "images: pushed; on the class's nodes set SERVELAB_IMAGE_REGISTRY=$registry (docker/.env) to pull them"
+}
+
+build_step() {  # build_step KEY: build it (or pull it prebuilt), its output in its log, progress on stderr
   local key="$1" log="$BUILD_DIR/$1.log" started=$SECONDS pid code=0 beat
   step_of "$key"
   mark "$key" building
+  if pull_prebuilt "$key"; then return 0; fi
   say "images: building $LABEL ($IMAGE; log: $log)"
   compose_of "${STEP_ARGS[0]}"
   env "${STEP_ENV[@]}" "${COMPOSE[@]}" "${STEP_ARGS[@]:1}" >"$log" 2>&1 </dev/null &
@@ -332,6 +376,11 @@ main() {
     show_status
     return
   fi
+  local push=""
+  if [ "$command" = build ] && [ "${1:-}" = --push ]; then
+    push="${2:-}"
+    [ -n "$push" ] || die "usage: ./lab images --push REGISTRY (e.g. ghcr.io/<course>; docker login to it first)"
+  fi
   if [ "$command" = background ]; then  # started by jupyter, which checked Docker and exported the ids
     export_ids
     background "$@"
@@ -354,7 +403,9 @@ main() {
     build_images "${first[@]}"
     touch "$FIRST_DONE"
   else  # ./lab images and the headless run: every image, in the foreground
+    if [ -n "$push" ]; then PULL_PREBUILT=0; fi  # what is pushed is built here
     build_images "${FIRST_KEYS[@]}" "${REST_KEYS[@]}"
+    if [ -n "$push" ]; then push_images "$push" "${FIRST_KEYS[@]}" "${REST_KEYS[@]}"; fi
   fi
   [ "$command" = "build" ] && return
   build_model

@@ -9,6 +9,7 @@ host cannot run the lab. scripts/docker_host.sh and ./lab are shellcheck-clean.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import stat
@@ -21,7 +22,8 @@ import pytest
 from servelab.core.paths import REPO_ROOT
 
 DOCKER_STUB = """#!/usr/bin/env bash
-printf '%s\\n' "${SERVELAB_BACKGROUND_BUILD:+[bg] }${FASTAPI_APP:+FASTAPI_APP=$FASTAPI_APP }$*" >>"$DOCKER_LOG"
+bg="${SERVELAB_BACKGROUND_BUILD:+[bg] }"  # the background builder's calls
+printf '%s\\n' "$bg${FASTAPI_APP:+FASTAPI_APP=$FASTAPI_APP }$*" >>"$DOCKER_LOG"
 case "$*" in
   "info --format {{.ServerVersion}}") [ -n "${DOCKER_DENIED:-}" ] && {
       echo "permission denied while trying to connect to the Docker daemon socket" >&2; exit 1; }
@@ -31,6 +33,7 @@ case "$*" in
     else echo '{"io.containerd.runc.v2":{"path":"runc"},"runc":{"path":"runc"}}'; fi ;;
   "compose version") [ -n "${NO_COMPOSE:-}" ] && exit 1; echo "Docker Compose version v2.32.4" ;;
   "image inspect "*) [ -n "${NO_BASE:-}" ] && exit 1 ;;
+  "pull "*) [ "${NO_PULL:-}" = "$2" ] && exit 1 ;;
   *" run --rm "*) exit 0 ;;
   *" build"*) echo "#7 [2/5] RUN pip install stuff"; [ "${FAIL_BUILD:-}" = "${*: -1}" ] && exit 1 ;;
   *" exec -T jupyter "*) echo "ran the lab"; exit "${LAB_EXIT:-0}" ;;
@@ -159,8 +162,9 @@ def test_an_engine_with_the_nvidia_runtime_gets_the_gpu_overrides_and_vllm(host)
     cpu = run_lab(host, "jupyter", DOCKER_NVIDIA="1", SERVELAB_DOCKER_GPU="0")
     assert cpu.returncode == 0 and "CPU only" in cpu.stderr
     background_done(host)
-    assert foreground(calls(host))[-1] == ("compose -p servelab-jupyter -f docker/docker-compose-jupyter.yaml up -d "
-                               "--no-build --pull never --wait --wait-timeout 900")
+    assert foreground(calls(host))[-1] == (
+        "compose -p servelab-jupyter -f docker/docker-compose-jupyter.yaml up -d --no-build --pull never "
+        "--wait --wait-timeout 900")
 
 
 def test_present_artefacts_are_not_rebuilt_and_weights_are_passed(host) -> None:
@@ -245,3 +249,33 @@ def test_scripts_are_shellcheck_clean() -> None:
     done = subprocess.run([tool, str(REPO_ROOT / "lab"), str(REPO_ROOT / "scripts" / "docker_host.sh")],
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stdout
+
+
+def test_prebuilt_images_are_pulled_from_the_class_registry_and_pushed_there(host) -> None:
+    """An instructor's `./lab images --push REGISTRY` builds and pushes every image; a host with
+    SERVELAB_IMAGE_REGISTRY in docker/.env pulls them instead of building, and builds what it cannot
+    pull."""
+    checkout: Path = host["checkout"]  # type: ignore[assignment]
+    pushed = run_lab(host, "images", "--push", "registry.example.org/course/")
+    assert pushed.returncode == 0, pushed.stderr
+    assert [c for c in calls(host) if c.startswith(("tag ", "push "))] == [
+        part for image in ("jupyter:latest", "fastapi_pt:latest", "fastapi_onnx:latest", "triton:24.10",
+                           "llm:latest")
+        for part in (f"tag servelab/{image} registry.example.org/course/servelab/{image}",
+                     f"push registry.example.org/course/servelab/{image}")]
+    assert "set SERVELAB_IMAGE_REGISTRY=registry.example.org/course (docker/.env)" in pushed.stderr
+    assert len([c for c in calls(host) if " build" in c]) == 5  # built here, not pulled
+
+    host["log"].unlink()  # type: ignore[union-attr]
+    (checkout / "docker" / ".env").write_text(
+        "FASTAPI_APP=fastapi_pt\nSERVELAB_IMAGE_REGISTRY=registry.example.org/course\n")
+    done = run_lab(host, "jupyter", NO_PULL="registry.example.org/course/servelab/llm:latest")
+    assert done.returncode == 0, done.stderr
+    background_done(host)
+    assert [c for c in calls(host) if ".yaml build" in c] == [  # only what could not be pulled
+        "[bg] compose -p servelab-llm -f docker/docker-compose-llm.yaml build llm_server"]
+    assert re.search(r"images: Triton ready in \d+ s \(pulled\)", done.stderr)  # 03's and the model's
+    assert "pull registry.example.org/course/servelab/jupyter:latest" in calls(host)
+    background = (checkout / ".servelab-build" / "background.log").read_text()
+    assert ("images: registry.example.org/course/servelab/llm:latest could not be pulled (see "
+            f"{checkout}/.servelab-build/llm.log): building the LLM engine here instead") in background
