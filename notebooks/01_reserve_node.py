@@ -24,6 +24,10 @@
 #   (US Central for CHI@TACC), or `"+2h"` from now.
 # - **Reserved ahead in the GUI**: a lease with your `lease_name` is found and used (adopted);
 #   or give its id as `lease_id` (GUI: Reservations → Leases). Notebook 08 keeps such a lease.
+#   The original lab names it `serve_system_<netID>` in the GUI; this lab looks for
+#   `serve_system_<your user name>` unless you set `lease_name`.
+#
+# A lease this notebook reserves ahead is the lab's own: notebook 08 deletes it once it has started.
 
 # %% [markdown]
 # ## The lab's code in this kernel
@@ -48,10 +52,10 @@ bootstrap.ensure()
 # %% tags=["parameters"]
 target = None  # local | docker | chameleon; None: $SERVELAB_TARGET (docker in the node's Jupyter) or local
 preset = "quick"
-project = None  # None: $CHI_PROJECT, e.g. "CHI-123456"
+project = None  # e.g. "CHI-123456"; None: $CHI_PROJECT, else the hub's first project of yours
 site = None  # None: CHI@TACC
 node_type = None  # None: gpu_p100
-lease_name = None  # None: serve_system_<your user name>
+lease_name = None  # None: serve_system_<your user name>; the original lab's is serve_system_<netID>
 lease_minutes = None  # None: 170 (2 h 50 min)
 lease_start = None  # e.g. "2026-12-01 09:00" (the site's time zone) or "+2h"; None: $CHI_LEASE_START or now
 lease_id = None  # adopt a lease reserved ahead in the GUI; None: $CHI_LEASE_ID, else found by lease_name
@@ -66,14 +70,19 @@ P = params.resolve(target, preset, project=project, site=site, node_type=node_ty
 P
 
 # %% [markdown]
-# ## What to reserve
+# ## What to reserve, and which project pays
 # Parameters win over environment variables (`CHI_PROJECT`, `CHI_SITE`, …), which win over
 # the lab's defaults. Nothing here opens a chooser or asks a question, so it also runs headless.
+#
+# The lease's hours are charged to a **project**. Chameleon's Jupyter sets `OS_PROJECT_NAME` to the
+# *first* of your projects; if you are in several, that may not be your class's. The next cell
+# prints the project it will charge and where that came from; set `project` to change it. Notebooks
+# 02 and 08 then use the same project (it is recorded in `results/chameleon-state.json`).
 
 # %%
-config = provisioning.from_env(project=P.project, site=P.site, node_type=P.node_type,
-                               lease_name=P.lease_name, duration=P.lease_minutes,
-                               lease_start=P.lease_start, lease_id=P.lease_id)
+config = provisioning.configure(project=P.project, site=P.site, node_type=P.node_type,
+                                lease_name=P.lease_name, duration=P.lease_minutes,
+                                lease_start=P.lease_start, lease_id=P.lease_id)
 config
 
 # %% [markdown]

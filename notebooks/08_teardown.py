@@ -16,8 +16,12 @@
 # someone else.) On `local` and `docker` the Chameleon part runs in plan mode.
 #
 # Only what the lab **created** is deleted: notebooks 01 and 02 recorded it in
-# `results/chameleon-state.json`. What they found and reused (adopted), such as a lease you
-# reserved ahead in the GUI, is kept; set `delete_adopted = True` to delete it too.
+# `results/chameleon-state.json`, with the project they charged (this notebook uses the same one).
+# A lease that notebook 01 reserved ahead (`lease_start`) is the lab's own: it goes once it has
+# started, and is kept only while it still waits for its start. What they found and reused
+# (adopted), such as a lease you reserved ahead in the GUI, is kept; set `delete_adopted = True`
+# to delete it too. Whatever stays is printed with until when it holds its node and the one
+# command that deletes it.
 
 # %% [markdown]
 # ## The lab's code in this kernel
@@ -40,9 +44,9 @@ bootstrap.ensure()
 # %% tags=["parameters"]
 target = None  # local | docker | chameleon; None: $SERVELAB_TARGET (docker in the node's Jupyter) or local
 preset = "quick"
-project = None
+project = None  # None: $CHI_PROJECT, else the project notebooks 01 and 02 used (the state file)
 site = None
-lease_name = None
+lease_name = None  # as in notebook 01; None: serve_system_<your user name>
 lease_id = None  # the lease used in notebooks 01 and 02; None: $CHI_LEASE_ID, else found by lease_name
 delete_adopted = False  # True: also delete what the lab adopted (a lease reserved ahead in the GUI)
 
@@ -58,7 +62,7 @@ P
 common.stop_stacks(P)
 
 # %%
-config = provisioning.from_env(project=P.project, site=P.site, lease_name=P.lease_name, lease_id=P.lease_id)
+config = provisioning.configure(project=P.project, site=P.site, lease_name=P.lease_name, lease_id=P.lease_id)
 provisioning.teardown(config, plan_only=P.plan, delete_adopted=P.delete_adopted)
 
 # %% [markdown]

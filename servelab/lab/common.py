@@ -97,7 +97,9 @@ def node_jupyter(node: Any) -> None:
               "notebooks 03-07 run there with target='docker'.")
         return
     print(f"Open the node's Jupyter server and run notebooks 03-07 there with target='docker':\n"
-          f"  {node.jupyter_url}\nSSH for nvtop: ssh {node.user}@{node.address}")
+          f"  {node.jupyter_url}\nSSH for nvtop: ssh {node.user}@{node.address}\n"
+          "  (from a terminal in Chameleon's Jupyter, File → New → Terminal: the server got the hub's key "
+          "pair; from another machine add -i with the private key of the key pair you gave as key_name)")
 
 
 def _local_options(target: str) -> dict[str, Any]:

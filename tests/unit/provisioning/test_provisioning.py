@@ -88,6 +88,21 @@ def test_fresh_create_makes_exactly_these_calls(fake_chi, student) -> None:
     assert node.jupyter_url == JUPYTER_URL  # ./lab jupyter's last line, localhost → the floating IP
 
 
+def test_the_nvtop_hint_says_where_its_ssh_works(fake_chi, student, capsys) -> None:
+    """ssh cc@<ip> logs in with the server's key pair: the hub's (python-chi's default on Chameleon's
+    Jupyter) unless key_name named another, so the hint says from where it works."""
+    from servelab.lab import common
+
+    node = provisioning.launch(config(), chi=fake_chi.api)
+    capsys.readouterr()
+    common.node_jupyter(node)
+    out = capsys.readouterr().out
+    assert f"SSH for nvtop: ssh cc@{FLOATING_IP}\n  (from a terminal in Chameleon's Jupyter, File → New → " \
+           "Terminal: the server got the hub's key pair; from another machine add -i with the private key " \
+           "of the key pair you gave as key_name)" in out
+    assert JUPYTER_URL in out
+
+
 def test_parameters_reach_the_calls(fake_chi, student) -> None:
     cfg = config(site="CHI@UC", node_type="gpu_rtx_6000", duration=60, image="CC-Ubuntu22.04-CUDA",
                  key_name="alice-key", lease_name="my-lease")
