@@ -10,8 +10,10 @@ must fail here, in seconds, with one line that says what to do. Order:
 2. the project is named; the code source is usable (upload: this folder is
    the lab's, with or without git; git: a repository URL is given);
 3. read-only python-chi calls: the site exists (``context.list_sites``), the
-   project and site are selected (``use_project``/``use_site``), the credentials
-   work and the project is one of the user's (``context.list_projects``), the
+   project and site are selected (``use_project``/``use_site``; an application
+   credential's project is its own: no ``use_project``), the credentials work
+   and the project is one of the user's (``context.list_projects``) — with an
+   application credential, the one its token is for —, the
    image exists at the site (``image.get_image``), and the key pair exists there
    (``server.get_keypair``), or — without ``key_name`` — python-chi has its
    Jupyter default (``context.get("keypair_name")`` and a public key file).
@@ -25,7 +27,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from provisioning.chi_api import ChiApi, real_chi, use_context
+from provisioning.chi_api import ChiApi, real_chi, token_project, use_context, uses_application_credential
 from provisioning.config import ChameleonConfig, ProvisioningError
 from provisioning.credentials import check_credentials
 from provisioning.errors import step
@@ -76,15 +78,21 @@ def select_context(config: ChameleonConfig, chi: ChiApi) -> None:
         raise ProvisioningError(
             f"site {config.site!r} is not a Chameleon site (known: {', '.join(sites)}): set site=... or "
             "CHI_SITE; the lab's P100 nodes are at CHI@TACC")
-    with step(f"selecting project {config.project} and site {config.site}"):
+    what = (f"selecting site {config.site} (the project is the application credential's)"
+            if uses_application_credential(chi)
+            else f"selecting project {config.project} and site {config.site}")
+    with step(what):
         use_context(config.project, config.site, chi)
 
 
 def check_project(config: ChameleonConfig, chi: ChiApi) -> None:
-    """The credentials work (a keystone call) and the project is one of the user's."""
+    """The credentials work (a keystone call) and the project is one of the user's; with an
+    application credential, it is also the credential's own project (its token's)."""
     with step(f"checking your credentials with project {config.project} at {config.site}",
               "check the project name and that the credentials are current"):
         projects = list(chi.context.list_projects())
+    if uses_application_credential(chi):
+        check_credential_project(config, chi)
     if config.project not in projects:
         raise ProvisioningError(
             f"project {config.project} is not one of yours (yours: {', '.join(projects) or 'none'}): set "
@@ -92,6 +100,18 @@ def check_project(config: ChameleonConfig, chi: ChiApi) -> None:
     if len(projects) > 1:  # the hub's OS_PROJECT_NAME is only the first of them
         print(f"You are in {len(projects)} projects ({', '.join(projects)}); this lab charges "
               f"{config.project}: to charge another, set project=... (CHI_PROJECT)", flush=True)
+
+
+def check_credential_project(config: ChameleonConfig, chi: ChiApi) -> None:
+    """An application credential works in the one project it was made in: the configured project
+    must be that one (by name or id), else everything would be reserved and charged elsewhere."""
+    with step("reading the application credential's project from its token"):
+        name, project_id = token_project(chi)
+    if config.project not in (name, project_id):
+        raise ProvisioningError(
+            f"the application credential is for project {name or project_id}, not {config.project}: set "
+            f"project={name or project_id} (CHI_PROJECT), or create an application credential in "
+            f"{config.project} (GUI: Identity → Application Credentials) and source its openrc")
 
 
 def check_image(config: ChameleonConfig, chi: ChiApi) -> None:

@@ -8,7 +8,8 @@ Importing python-chi is deferred: the plan mode and the local target never
 need it (nor its credentials).
 
 What is called, per module (python-chi 1.2.x):
-  context  list_sites, use_site, use_project, list_projects, get
+  context  list_sites, use_site, use_project (not with application credentials), list_projects, get,
+           session (the token's project: ``session().session.auth.get_access(...)``)
   lease    Lease(name, start_date/end_date or duration) (add_node_reservation, submit, delete, and the
            attributes id, name, status — a Blazar read each time —, start_date, node_reservations),
            list_leases
@@ -55,7 +56,36 @@ def real_chi() -> ChiApi:
                   network=chi.network)
 
 
+APPLICATION_CREDENTIAL = "v3applicationcredential"  # keystoneauth's plugin for an application credential
+
+
+def auth_type(chi: ChiApi) -> str:
+    """The keystoneauth plugin python-chi authenticates with (its ``auth_type`` setting, from
+    ``OS_AUTH_TYPE``, else ``OS_AUTH_METHOD``, else ``v3token``)."""
+    return str(chi.context.get("auth_type") or "")
+
+
+def uses_application_credential(chi: ChiApi) -> bool:
+    return auth_type(chi) == APPLICATION_CREDENTIAL
+
+
 def use_context(config_project: str, config_site: str, chi: ChiApi) -> None:
-    """Select project and site from the settings — never ``choose_project``/``choose_site`` widgets."""
-    chi.context.use_project(config_project)
+    """Select project and site from the settings — never ``choose_project``/``choose_site`` widgets.
+
+    Not the project with an application credential: it is fixed when the credential is made, and
+    python-chi 1.2.10's ``use_project`` sets ``project_name`` on the auth plugin, a scope Keystone
+    refuses with a 401 ("Application credentials cannot request a scope"). ``token_project`` tells
+    which project the credential's token is for (docs/decisions/2026-11-25-chameleon-robustness.md).
+    """
+    if not uses_application_credential(chi):
+        chi.context.use_project(config_project)
     chi.context.use_site(config_site)
+
+
+def token_project(chi: ChiApi) -> tuple[str, str]:
+    """(name, id) of the project the credentials' token is scoped to, read from the token itself
+    (keystoneauth's ``AccessInfo``: authenticating is the only call, no Keystone policy involved).
+    python-chi's ``session()`` is a keystoneauth ``Adapter`` around the ``Session`` holding the auth."""
+    adapter = chi.context.session()
+    access = adapter.session.auth.get_access(adapter.session)
+    return str(access.project_name or ""), str(access.project_id or "")

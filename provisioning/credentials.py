@@ -11,7 +11,9 @@ Facts from python-chi 1.2.10's ``chi/context.py``: the auth plugin is
 ``OS_AUTH_TYPE`` (else ``OS_AUTH_METHOD``, else ``v3token``); only plugins
 whose name starts with ``v3`` get their options from the environment (so
 ``password`` never works, ``v3password`` does); the auth URL comes from the
-site chosen with ``use_site``, so ``OS_AUTH_URL`` is not needed.
+site chosen with ``use_site``, so ``OS_AUTH_URL`` is not needed. With
+``v3applicationcredential`` an ``OS_PROJECT_NAME``/``OS_PROJECT_ID`` in the environment becomes a
+scope on the plugin, which Keystone refuses for application credentials (their project is fixed).
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ NEEDS: dict[str, tuple[tuple[str, ...], ...]] = {
                        ("OS_IDENTITY_PROVIDER",), ("OS_PROTOCOL",)),
 }
 DEFAULT_AUTH_TYPE = "v3token"  # python-chi's default when OS_AUTH_TYPE is unset
+# python-chi reads these into every v3 plugin's project_name/project_id: a scope
+SCOPE_VARS = ("OS_PROJECT_NAME", "OS_PROJECT_ID")
 
 
 def check_credentials(env: Mapping[str, str] | None = None) -> str:
@@ -70,4 +74,11 @@ def check_credentials(env: Mapping[str, str] | None = None) -> str:
         raise ProvisioningError(
             f"OS_AUTH_TYPE={auth_type} needs {' and '.join(missing)}, which the environment lacks: "
             f"source the whole openrc file again, or {HOW_TO_GET_THEM}")
+    scoped = [var for var in SCOPE_VARS if env.get(var)]
+    if auth_type == "v3applicationcredential" and scoped:
+        raise ProvisioningError(
+            f"{' and '.join(scoped)} {'is' if len(scoped) == 1 else 'are'} set with application credentials: "
+            "Keystone refuses any project scope with them (their project is fixed when they are made): "
+            f"unset {' '.join(scoped)} (the openrc of an application credential sets neither) and give the "
+            "lab the project as CHI_PROJECT=...")
     return auth_type

@@ -22,7 +22,8 @@ Fabric's ``Result`` (and raises ``UnexpectedExit`` on a non-zero exit).
 Knobs: ``fake_chi.rec.failures[call_name] = exc`` makes any recorded call raise;
 ``fake_chi.clock`` (provisioning's time; ``sleep`` advances it), ``fake_chi.lease.
 status_at_start`` / ``.activation_lag``, ``fake_chi.network.floating_ips``,
-``fake_chi.context.sites`` / ``.projects`` / ``.settings``, ``fake_chi.image.images``,
+``fake_chi.context.sites`` / ``.projects`` / ``.settings`` (``auth_type``: the kind of credentials) /
+``.credential_project``, ``fake_chi.image.images``,
 ``fake_chi.server.keypairs``, ``fake_chi.server.outputs`` (command substring →
 stdout), ``fake_chi.server.exit_codes`` (command substring → exit code) and
 ``fake_chi.server.upload_failures`` (exceptions the next uploads raise, one each).
@@ -389,18 +390,52 @@ class FakeImageModule:
         return SimpleNamespace(name=name, uuid=f"img-{name}")
 
 
+class Unauthorized(Exception):
+    """keystoneauth1.exceptions.http.Unauthorized, by name (provisioning chooses its hint by class name)."""
+
+
 class FakeContext:
+    """``chi.context``. Its ``auth_type`` setting is the keystoneauth plugin (``OS_AUTH_TYPE``): the hub's
+    ``v3oidcaccesstoken`` by default; with ``v3applicationcredential`` the token's project is the
+    credential's (``credential_project``: name, id), and after ``use_project`` — python-chi then sets
+    ``project_name`` on the plugin — every Keystone call is refused as Keystone refuses it."""
+
     def __init__(self, rec: Recorder, public_key: Path | None = None) -> None:
         self._rec = rec
         self.sites: list[str] = ["CHI@TACC", "CHI@UC", "KVM@TACC", "CHI@NCAR"]
         self.projects: list[str] | None = None  # None: whichever project was selected is yours
         self.project: str | None = None
+        self.credential_project = ("CHI-231095", "0a1b2c3d231095")  # an application credential's
         # python-chi's context settings as on Chameleon's Jupyter (its default key pair)
         self.settings: dict[str, Any] = {
+            "auth_type": "v3oidcaccesstoken",
             "keypair_name": "alice-jupyter",
             "keypair_public_key": str(public_key) if public_key else None,
             "keypair_private_key": None,
         }
+
+    def _keystone(self, name: str) -> None:
+        """A call that authenticates: recorded; refused as Keystone refuses a scoped application credential"""
+        self._rec(name)
+        if self.settings.get("auth_type") == "v3applicationcredential" and self.project is not None:
+            raise Unauthorized("The request you have made requires authentication. (HTTP 401) "
+                               "Application credentials cannot request a scope.")
+
+    def _token_project(self) -> tuple[str, str]:
+        if self.settings.get("auth_type") == "v3applicationcredential":
+            return self.credential_project
+        name = self.project or ""
+        return name, f"id-{name}" if name else ""
+
+    def session(self) -> SimpleNamespace:
+        """python-chi's keystoneauth ``Adapter``: ``.session.auth.get_access(session)`` is the token."""
+        def get_access(session: Any) -> SimpleNamespace:
+            self._keystone("context.session.get_access")
+            name, project_id = self._token_project()
+            return SimpleNamespace(project_name=name or None, project_id=project_id or None)
+
+        auth = SimpleNamespace(get_access=get_access)
+        return SimpleNamespace(session=SimpleNamespace(auth=auth))
 
     def list_sites(self, show: str | None = None) -> dict[str, dict[str, str]]:
         self._rec("context.list_sites")
@@ -414,8 +449,10 @@ class FakeContext:
         self._rec("context.use_site", site_name)
 
     def list_projects(self, show: str | None = None) -> list[str]:
-        self._rec("context.list_projects")
+        self._keystone("context.list_projects")
         if self.projects is None:
+            if self.settings.get("auth_type") == "v3applicationcredential":
+                return [self.credential_project[0]]
             return [self.project] if self.project else []
         return list(self.projects)
 
