@@ -40,17 +40,22 @@ bootstrap.ensure()
 # %% tags=["parameters"]
 target = None  # local | docker | chameleon; None: $SERVELAB_TARGET (docker in the node's Jupyter) or local
 preset = "quick"
-project = None
+project = None  # None: $CHI_PROJECT, else the project notebook 01 reserved in (the state file)
 site = None
-lease_name = None
+lease_name = None  # as in notebook 01; None: serve_system_<your user name>
 lease_id = None  # the lease to use, as in notebook 01; None: $CHI_LEASE_ID, else found by lease_name
+floating_ip = None  # a free floating IP of the project to use (kept); None: one allocated for this run
+code_source = None  # "upload" (this folder, from git or not: Trovi, a zip) or "git"; None: upload
+repo_url = None  # for code_source = "git": the lab's repository, cloned on the node
 
 # %%
 import provisioning
 from servelab.lab import common, params
 
-P = params.resolve(target, preset, project=project, site=site, lease_name=lease_name, lease_id=lease_id)
-config = provisioning.from_env(project=P.project, site=P.site, lease_name=P.lease_name, lease_id=P.lease_id)
+P = params.resolve(target, preset, project=project, site=site, lease_name=lease_name, lease_id=lease_id,
+                   floating_ip=floating_ip, code_source=code_source, repo_url=repo_url)
+config = provisioning.configure(project=P.project, site=P.site, lease_name=P.lease_name, lease_id=P.lease_id,
+                                floating_ip=P.floating_ip, code_source=P.code_source, repo_url=P.repo_url)
 config
 
 # %% [markdown]
@@ -85,7 +90,8 @@ node
 # every request would also cross the network, and the GPU figures would be this machine's.
 # Come back here for notebook 08.
 #
-# Also open an SSH session to the node (the next cell prints the command), start `nvtop` in it and
+# Also open an SSH session to the node from a terminal in Chameleon's Jupyter (File → New → Terminal:
+# the node accepts the hub's key; the next cell prints the command), start `nvtop` in it and
 # keep it open beside the node's Jupyter. The notebooks say when to look, in a paragraph that
 # starts **On the GPU node, now look at nvtop**: 04 while the concurrency sweep runs, 05 during each
 # instance step, 06 while two ONNX instances take the load, 07 while the batching runs go.
