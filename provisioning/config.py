@@ -81,7 +81,7 @@ class ChameleonConfig:
     remote_dir: str = DEFAULT_REMOTE_DIR
     ssh_user: str = "cc"
     lease_timeout_s: int = 600  # how long after its start time a lease may take to become ACTIVE
-    server_timeout_s: int = 20 * 60
+    server_timeout_s: int | None = None  # the wait for ACTIVE; None: as long as the lease allows (server.py)
     ssh_timeout_s: int = 10 * 60
     node_command_timeout_s: int = 60 * 60  # one node set-up command (apt, image pulls and builds)
     extra: dict[str, str] = field(default_factory=dict)

@@ -60,7 +60,9 @@ def provision_plan(config: ChameleonConfig, state: Path | str | None = None) -> 
                         f"site {config.site}; record what is created or adopted in {_state_path(state)}"),
         _lease_step(config),
         Step("server", f"launch or reuse server {config.server_name} with image {config.image} on the "
-                       f"lease's node reservation, wait until ACTIVE (up to {config.server_timeout_s} s)"),
+                       "lease's node reservation, wait until ACTIVE ("
+                       + (f"up to {config.server_timeout_s} s)" if config.server_timeout_s else
+                          "as long as the lease allows: until its end less the teardown's margin)")),
         Step("floating-ip", f"associate a floating IP with {config.server_name} unless it has one: "
                             + (f"{config.floating_ip} (floating_ip: the project's, kept at teardown)"
                                if config.floating_ip else "a new allocation for this run (recorded with its "

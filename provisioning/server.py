@@ -14,15 +14,21 @@ called with ``delete_ips=False``: python-chi 1.2.10's own release does not relea
 from __future__ import annotations
 
 from typing import Any
+from datetime import timedelta
 
 from provisioning.chi_api import ChiApi
+from provisioning import times
 from provisioning.config import ChameleonConfig, ProvisioningError
 from provisioning.errors import describe, step
 from provisioning.lease import node_reservation_id
 from provisioning.state import ADOPTED, CREATED, State
 from servelab.core.procs import wait_until
+from provisioning.times import show_span, show_time, to_utc
 
 FIP_HINT = ("check the project's floating IP quota in the GUI (Network → Floating IPs): release ones you no "
+# kept from the lease when waiting for the server: deleting it (up to 10 min), its IP and the lease
+TEARDOWN_MARGIN_S = 15 * 60
+DEFAULT_SERVER_WAIT_S = 20 * 60.0  # python-chi's own default, when a lease's end is not known
             "longer use, or name a free one with floating_ip / CHI_FLOATING_IP, and run this step again (the "
             "lease and server are reused)")
 
@@ -52,16 +58,35 @@ def create_server(config: ChameleonConfig, lease: Any, chi: ChiApi, state: State
     return created
 
 
-def wait_server_active(server: Any, config: ChameleonConfig) -> Any:
-    """Wait for ACTIVE (bare metal takes ~10 min) and check it: ``wait`` returns on ERROR too."""
+def server_wait(config: ChameleonConfig, lease: Any = None) -> tuple[float, str]:
+    """How long to wait for ACTIVE, and why, in words: ``server_timeout_s`` when set; else until the
+    lease's end less ``TEARDOWN_MARGIN_S`` — a slow boot is waited for, not torn down with the boot
+    time lost (docs/decisions/2026-11-25-chameleon-robustness.md)."""
+    if config.server_timeout_s:
+        return float(config.server_timeout_s), f"server_timeout_s={config.server_timeout_s}"
+    end = to_utc(getattr(lease, "end_date", None))
+    if end is None:
+        return DEFAULT_SERVER_WAIT_S, "python-chi's usual limit: the lease's end is not known"
+    until = end - timedelta(seconds=TEARDOWN_MARGIN_S)
+    return (max(60.0, (until - times.utcnow()).total_seconds()),
+            f"as long as the lease allows: until {show_time(until, config.site)}, its end less "
+            f"{TEARDOWN_MARGIN_S // 60} min kept for the teardown")
+
+
+def wait_server_active(server: Any, config: ChameleonConfig, lease: Any = None) -> Any:
+    """Wait for ACTIVE (bare metal takes 10–20 min) — as long as ``server_wait`` says — and check it:
+    ``wait`` returns on ERROR too."""
+    limit, why = server_wait(config, lease)
+    print(f"Waiting for server {config.server_name} to become ACTIVE (bare-metal boots take 10–20 min): "
+          f"up to {show_span(limit)}, {why}", flush=True)
     try:
-        server.wait(status="ACTIVE", show="text", timeout=config.server_timeout_s)
+        server.wait(status="ACTIVE", show="text", timeout=int(limit))
     except Exception as exc:  # python-chi raises ServiceError on its timeout
         raise ProvisioningError(
-            f"server {config.server_name} did not become ACTIVE within {config.server_timeout_s} s "
-            f"({describe(exc)}); "
-            "bare-metal boots take 10–20 min: run this step again to keep waiting (the server is reused)"
-        ) from exc
+        again = ("run this step again to keep waiting (the server is reused)" if config.server_timeout_s
+                 else "the lease has no time left for it: delete it (teardown) and reserve a new lease")
+            f"server {config.server_name} did not become ACTIVE within {show_span(limit)} ({why}; "
+            f"{describe(exc)}): {again}") from exc
     status = server.status
     if status != "ACTIVE":
         raise ProvisioningError(
@@ -84,7 +109,7 @@ def ensure_server(config: ChameleonConfig, lease: Any, chi: ChiApi, state: State
                 "and delete_adopted=True when this lab did not create it) and run this step again")
         origin = state.record("server", config.server_name, server.id, ADOPTED, config).origin
         print(f"Reusing server {config.server_name} ({status}; {origin} by this lab)")
-    return wait_server_active(server, config)
+    return wait_server_active(server, config, lease)
 
 
 def allocate_floating_ip(chi: ChiApi) -> dict[str, Any]:

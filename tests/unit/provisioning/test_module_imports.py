@@ -17,6 +17,8 @@ def imports_of(path: Path) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("provisioning."):
             found.add(node.module.split(".")[1])
+        elif isinstance(node, ast.ImportFrom) and node.module == "provisioning":  # from provisioning import x
+            found.update(a.name for a in node.names if (PACKAGE / f"{a.name}.py").is_file())
         elif isinstance(node, ast.Import):
             found.update(a.name.split(".")[1] for a in node.names if a.name.startswith("provisioning."))
     return found

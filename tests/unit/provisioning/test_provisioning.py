@@ -76,7 +76,8 @@ def test_fresh_create_makes_exactly_these_calls(fake_chi, student) -> None:
              key_name=None),
         call("Server.submit", wait_for_active=False, show=None, idempotent=True),
         call("server.get_server", SERVER),  # submit() gave None: fetched again by name
-        call("Server.wait", status="ACTIVE", show="text", timeout=1200),
+        # until the lease's end (2 h 50 min, from a minute after now) less 15 min: server.server_wait
+        call("Server.wait", status="ACTIVE", show="text", timeout=9240),
         call("Server.get_floating_ip"),
         call("network.get_network_id", "public"),  # a new IP for this run, never a free one of the project
         call("neutron.create_floatingip", {"floatingip": {"floating_network_id": "net-public"}}),
@@ -128,7 +129,7 @@ def test_existing_lease_and_server_are_reused(fake_chi, student) -> None:
         call("lease.list_leases"),
         call("server.get_server_id", SERVER),
         call("server.get_server", SERVER),
-        call("Server.wait", status="ACTIVE", show="text", timeout=1200),
+        call("Server.wait", status="ACTIVE", show="text", timeout=6300),  # the lease ends in 2 h, less 15 min
         call("Server.get_floating_ip"),
         *CONNECT_AND_SETUP,
     ]

@@ -1,0 +1,59 @@
+"""A slow bare-metal boot is waited for as long as the lease allows, not torn down after 20 minutes."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+import provisioning
+from provisioning.config import ProvisioningError, from_env
+from provisioning.server import TEARDOWN_MARGIN_S
+from provisioning.times import to_utc
+
+LEASE = "serve_system_alice"
+
+
+def config(**changes: object) -> provisioning.ChameleonConfig:
+    return from_env(env={}, **{"project": "CHI-231095", "code_source": "git",
+                               "repo_url": "https://git.example.org/serve-lab.git", **changes})
+
+
+def wait_timeouts(fake_chi) -> list[int]:
+    return [kwargs["timeout"] for name, _, kwargs in fake_chi.rec.calls if name == "Server.wait"]
+
+
+def test_the_server_is_waited_for_until_the_lease_end_less_the_teardown(fake_chi, student, capsys) -> None:
+    fake_chi.lease.add_existing(LEASE, "ACTIVE")  # made ahead; ends 3 h after now in the stand-in
+    provisioning.launch(config(), chi=fake_chi.api, setup_node=False)
+    end = to_utc(fake_chi.lease.leases[0].end_date)
+    assert wait_timeouts(fake_chi) == [int((end - fake_chi.clock.now()).total_seconds() - TEARDOWN_MARGIN_S)]
+    assert wait_timeouts(fake_chi)[0] > 3 * 20 * 60  # far beyond python-chi's 20 min
+    out = capsys.readouterr().out
+    assert ("Waiting for server node-serve-system-alice to become ACTIVE (bare-metal boots take 10–20 min): "
+            "up to 1 h 45 min, as long as the lease allows: until 2026-11-23 10:45 CST at CHI@TACC "
+            "(17:45 CET here), its end less 15 min kept for the teardown") in out
+
+
+def test_a_set_server_timeout_is_kept(fake_chi, student) -> None:
+    fake_chi.lease.add_existing(LEASE, "ACTIVE")
+    provisioning.launch(config(server_timeout_s=1800), chi=fake_chi.api, setup_node=False)
+    assert wait_timeouts(fake_chi) == [1800]
+
+
+def test_a_boot_that_outlasts_the_lease_says_so_in_one_line(fake_chi, student) -> None:
+    fake_chi.lease.add_existing(LEASE, "ACTIVE")
+    fake_chi.rec.failures["Server.wait"] = RuntimeError("Timeout waiting for server to reach ACTIVE")
+    with pytest.raises(ProvisioningError) as caught:
+        provisioning.launch(config(), chi=fake_chi.api, setup_node=False)
+    message = str(caught.value)
+    assert "did not become ACTIVE within 1 h 45 min (as long as the lease allows: until" in message
+    assert message.endswith("the lease has no time left for it: delete it (teardown) and reserve a new lease")
+    assert "\n" not in message
+
+
+def test_the_plan_says_how_long_it_waits() -> None:
+    steps = {s.name: s.detail for s in provisioning.provision_plan(config())}
+    assert "wait until ACTIVE (as long as the lease allows: until its end less the teardown's margin)" in \
+        steps["server"]
+    assert timedelta(seconds=TEARDOWN_MARGIN_S) == timedelta(minutes=15)
