@@ -8,6 +8,7 @@ does it, so every notebook has it), each is printed as ``warning: <message>`` on
 ``sys.stdout``, every time it happens (not once per code location). Every other warning is shown
 as Python shows it. Code that catches or filters warnings (``pytest.warns``,
 ``warnings.catch_warnings``) still sees a :class:`LabWarning` as a warning.
+Why: docs/decisions/2026-11-25-quiet-run-output.md
 """
 
 from __future__ import annotations

@@ -119,7 +119,8 @@ def kernel_config() -> Any:
     """How papermill's kernel manager starts the lab's kernels: with CurveZMQ keys it makes for each
     kernel whose kernelspec takes them (ipykernel's, as ``ensure_kernel`` installs it, declares so),
     so their channels are encrypted and the kernel does not warn on the instructor's terminal that
-    it runs over TCP in plain text. Where pyzmq lacks CurveZMQ: plain TCP, and that warning."""
+    it runs over TCP in plain text. Where pyzmq lacks CurveZMQ: plain TCP, and that warning.
+    Why not IPC sockets: docs/decisions/2026-11-25-quiet-run-output.md"""
     import zmq
     from traitlets.config import Config
 
