@@ -13,22 +13,22 @@ called with ``delete_ips=False``: python-chi 1.2.10's own release does not relea
 
 from __future__ import annotations
 
-from typing import Any
 from datetime import timedelta
+from typing import Any
 
-from provisioning.chi_api import ChiApi
 from provisioning import times
+from provisioning.chi_api import ChiApi
 from provisioning.config import ChameleonConfig, ProvisioningError
 from provisioning.errors import describe, step
 from provisioning.lease import node_reservation_id
 from provisioning.state import ADOPTED, CREATED, State
-from servelab.core.procs import wait_until
 from provisioning.times import show_span, show_time, to_utc
+from servelab.core.procs import wait_until
 
-FIP_HINT = ("check the project's floating IP quota in the GUI (Network → Floating IPs): release ones you no "
 # kept from the lease when waiting for the server: deleting it (up to 10 min), its IP and the lease
 TEARDOWN_MARGIN_S = 15 * 60
 DEFAULT_SERVER_WAIT_S = 20 * 60.0  # python-chi's own default, when a lease's end is not known
+FIP_HINT = ("check the project's floating IP quota in the GUI (Network → Floating IPs): release ones you no "
             "longer use, or name a free one with floating_ip / CHI_FLOATING_IP, and run this step again (the "
             "lease and server are reused)")
 
@@ -82,9 +82,9 @@ def wait_server_active(server: Any, config: ChameleonConfig, lease: Any = None) 
     try:
         server.wait(status="ACTIVE", show="text", timeout=int(limit))
     except Exception as exc:  # python-chi raises ServiceError on its timeout
-        raise ProvisioningError(
         again = ("run this step again to keep waiting (the server is reused)" if config.server_timeout_s
                  else "the lease has no time left for it: delete it (teardown) and reserve a new lease")
+        raise ProvisioningError(
             f"server {config.server_name} did not become ACTIVE within {show_span(limit)} ({why}; "
             f"{describe(exc)}): {again}") from exc
     status = server.status
