@@ -330,8 +330,9 @@ jupyter_token() {
 ARTIFACTS=(artifacts/food11.json fastapi_pt/food11.pth fastapi_onnx/food11.onnx
            models_staging/food_classifier/1/food11.pth models_staging/food_classifier_onnx/1/model.onnx)
 
-# the Triton image has torch and onnx: it builds the artefacts when they are missing (a git clone)
-# or when trained weights are asked for (SERVELAB_WEIGHTS); an upload carries them already
+# the FastAPI + PyTorch image (one of 03's, built first) has torch, onnx and onnxruntime: it builds the
+# artefacts when they are missing (a git clone, an upload from a Jupyter without torch) or when
+# trained weights are asked for (SERVELAB_WEIGHTS); a checkout that has them uses them as they are
 model_needs_build() {  # 0 (true) when the artefacts are missing or trained weights are asked for
   local file
   [ -n "${SERVELAB_WEIGHTS:-}" ] && return 0
@@ -346,11 +347,11 @@ build_model() {
   fi
   local weights=()
   [ -n "${SERVELAB_WEIGHTS:-}" ] && weights=(--weights "$SERVELAB_WEIGHTS")
-  say "model artefacts: building them in the Triton image"
-  compose_of triton
-  "${COMPOSE[@]}" run --rm --no-deps --pull never --user "$HOST_UID:$HOST_GID" \
+  say "model artefacts: building them in the FastAPI + PyTorch image"
+  compose_of fastapi
+  FASTAPI_APP=fastapi_pt "${COMPOSE[@]}" run --rm --no-deps --pull never --user "$HOST_UID:$HOST_GID" \
     -v "$ROOT:$ROOT" -w "$ROOT" -e SERVELAB_ROOT="$ROOT" -e HOME=/tmp \
-    --entrypoint python3 triton_server -m servelab.core.model build "${weights[@]}" >&2
+    --entrypoint python fastapi_server -m servelab.core.model build "${weights[@]}" >&2
 }
 
 jupyter_up() {
@@ -391,17 +392,10 @@ main() {
   prepare_checkout
   jupyter_token
   rest_keys
-  if [ "$command" = jupyter ]; then
-    # 03's images now, the rest in the background; the model artefacts, when missing, are built in
-    # the Triton image, which is then needed now too
-    local first=("${FIRST_KEYS[@]}") rest=() key
-    for key in "${REST_KEYS[@]}"; do
-      if [ "$key" = triton ] && model_needs_build; then first+=(triton); else rest+=("$key"); fi
-    done
-    [ "${#rest[@]}" -gt 0 ] && start_background "${rest[@]}"
+  if [ "$command" = jupyter ]; then  # 03's images now, the rest in the background
+    start_background "${REST_KEYS[@]}"
     trap 'touch "$FIRST_DONE"' EXIT  # however this ends, the background builder goes on
-    build_images "${first[@]}"
-    touch "$FIRST_DONE"
+    build_images "${FIRST_KEYS[@]}"
   else  # ./lab images and the headless run: every image, in the foreground
     if [ -n "$push" ]; then PULL_PREBUILT=0; fi  # what is pushed is built here
     build_images "${FIRST_KEYS[@]}" "${REST_KEYS[@]}"
@@ -409,6 +403,7 @@ main() {
   fi
   [ "$command" = "build" ] && return
   build_model
+  if [ "$command" = jupyter ]; then touch "$FIRST_DONE"; fi  # the cores go to the background builds now
   jupyter_up
   if [ "$command" = "jupyter" ]; then
     echo "jupyter: http://localhost:8888/lab?token=$JUPYTER_TOKEN"

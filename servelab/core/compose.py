@@ -4,8 +4,9 @@ failed ``up`` said in words.
 - The GPUs are asked for in an override file (``docker/docker-compose-<stack>.gpu.yaml``) that is
   read only where the Docker engine has the NVIDIA runtime, so the same stacks run on any Docker
   host, GPU or not (``gpu_runtime``).
-- Images are built before any notebook runs (``./lab images``; ``./lab jupyter`` and
-  ``./lab run --target docker`` run it first), so no cell waits minutes for a build: ``up`` uses
+- Images are built before any notebook runs (``./lab images``; ``./lab run --target docker`` runs it
+  first; ``./lab jupyter`` builds notebook 03's and leaves Triton's and the LLM engines' building in the
+  background, which ``servelab.core.image_builds`` waits for), so no cell builds: ``up`` uses
   ``--no-build --pull never`` and a missing image is an error naming that command.
 - A failed ``up`` names the service, its state and its last log lines, or the taken port in one line.
 """

@@ -116,21 +116,22 @@ def test_lab_jupyter_prepares_the_checkout_builds_the_model_and_prints_the_url(h
         "info --format {{.ServerVersion}}",
         "compose version",
         "info --format {{json .Runtimes}}",  # no NVIDIA runtime: no GPU override files
-        # 03's images first, then Triton's, which builds the missing model artefacts (a git clone)
+        # 03's images only, then the missing model artefacts (a git clone) built in the PyTorch one
         "compose -p servelab-jupyter -f docker/docker-compose-jupyter.yaml build",
         "FASTAPI_APP=fastapi_pt compose -p servelab-fastapi -f docker/docker-compose-fastapi.yaml build",
         "FASTAPI_APP=fastapi_onnx compose -p servelab-fastapi -f docker/docker-compose-fastapi.yaml build "
         "fastapi_server",
-        "compose -p servelab-triton -f docker/docker-compose-triton.yaml build triton_server",
-        "compose -p servelab-triton -f docker/docker-compose-triton.yaml run --rm --no-deps --pull never "
-        f"--user {ids} -v {checkout}:{checkout} -w {checkout} -e SERVELAB_ROOT={checkout} -e HOME=/tmp "
-        "--entrypoint python3 triton_server -m servelab.core.model build",
+        "FASTAPI_APP=fastapi_pt compose -p servelab-fastapi -f docker/docker-compose-fastapi.yaml run --rm "
+        f"--no-deps --pull never --user {ids} -v {checkout}:{checkout} -w {checkout} "
+        f"-e SERVELAB_ROOT={checkout} -e HOME=/tmp --entrypoint python fastapi_server "
+        "-m servelab.core.model build",
         "compose -p servelab-jupyter -f docker/docker-compose-jupyter.yaml up -d --no-build --pull never "
         "--wait --wait-timeout 900",
     ]
-    # the LLM engine in the background, after the Triton base was looked for
+    # Triton's and the LLM engine's in the background, after the Triton base was looked for
     assert in_background(calls(host)) == [
         "image inspect nvcr.io/nvidia/tritonserver:24.10-py3",
+        "compose -p servelab-triton -f docker/docker-compose-triton.yaml build triton_server",
         "compose -p servelab-llm -f docker/docker-compose-llm.yaml build llm_server"]
     assert "images: Triton's base nvcr.io/nvidia/tritonserver:24.10-py3 is here already" in background
     states = {key: (checkout / ".servelab-build" / f"{key}.status").read_text().splitlines()[0]
@@ -139,8 +140,10 @@ def test_lab_jupyter_prepares_the_checkout_builds_the_model_and_prints_the_url(h
     # the build logs are in files; the terminal gets a progress line per image
     assert "#7 [2/5] RUN pip install stuff" in (checkout / ".servelab-build" / "triton.log").read_text()
     assert "RUN pip install" not in done.stderr
+    assert ("images: building FastAPI + ONNX Runtime (servelab/fastapi_onnx:latest; log: "
+            f"{checkout}/.servelab-build/fastapi_onnx.log)") in done.stderr
     assert f"images: building Triton (servelab/triton:24.10; log: {checkout}/.servelab-build/triton.log)" \
-        in done.stderr
+        in background
     # a second start keeps the token (a student's open browser tab keeps working)
     again = run_lab(host, "jupyter")
     assert again.stdout.splitlines()[-1].endswith(token)
@@ -178,8 +181,7 @@ def test_present_artefacts_are_not_rebuilt_and_weights_are_passed(host) -> None:
     assert done.returncode == 0
     background = background_done(host)
     assert not any(" run --rm " in c for c in calls(host)), "an upload's artefacts are used as they are"
-    # with the artefacts there, Triton is not needed for 03: it builds in the background, after
-    # the pull of its base, which starts at once
+    # Triton builds in the background, after the pull of its base, which starts at once
     assert [c for c in foreground(calls(host)) if " build" in c] == [
         "compose -p servelab-jupyter -f docker/docker-compose-jupyter.yaml build",
         "FASTAPI_APP=fastapi_pt compose -p servelab-fastapi -f docker/docker-compose-fastapi.yaml build",
@@ -274,7 +276,8 @@ def test_prebuilt_images_are_pulled_from_the_class_registry_and_pushed_there(hos
     background_done(host)
     assert [c for c in calls(host) if ".yaml build" in c] == [  # only what could not be pulled
         "[bg] compose -p servelab-llm -f docker/docker-compose-llm.yaml build llm_server"]
-    assert re.search(r"images: Triton ready in \d+ s \(pulled\)", done.stderr)  # 03's and the model's
+    assert re.search(r"images: FastAPI \+ PyTorch and GourmetGram ready in \d+ s \(pulled\)", done.stderr)
+    assert re.search(r"images: Triton ready in \d+ s \(pulled\)", background_done(host))
     assert "pull registry.example.org/course/servelab/jupyter:latest" in calls(host)
     background = (checkout / ".servelab-build" / "background.log").read_text()
     assert ("images: registry.example.org/course/servelab/llm:latest could not be pulled (see "
