@@ -73,6 +73,7 @@ def configure(state: StatePath = None, env: Mapping[str, str] | None = None,
     parameter or ``$CHI_PROJECT`` — the one the state file's live records were made in (what 01
     reserved), before ``$OS_PROJECT_NAME`` (the hub sets it to the first of the user's projects, not
     necessarily the class's). Prints the project it will charge and where that came from.
+    Reasons: docs/decisions/2026-11-25-class-day-provisioning.md.
     """
     environ = dict(os.environ if env is None else env)
     records = State(state)

@@ -152,6 +152,7 @@ def checkout_files(root: Path = REPO_ROOT) -> list[Path]:
     In a git work tree: tracked files and new ones git does not ignore. Without git (a Trovi
     import, an unpacked zip, a copied folder): every file except what the lab's .gitignore and
     NO_GIT_EXCLUDES exclude. What is uploaded is what runs here, committed or not.
+    Reasons: docs/decisions/2026-11-25-class-day-provisioning.md.
     """
     listed = _git_files(root)
     files = set(listed if listed is not None else _folder_files(root))

@@ -6,7 +6,8 @@ allocated for this run through python-chi's network API (recorded as created, re
 teardown) unless ``floating_ip`` names one of the project's (adopted, kept): a project's free
 IPs are shared by everyone in it (python-chi's ``get_or_create_floating_ip`` would take the
 first one, possibly another student's). It is recorded — with its id — before it is
-associated, so teardown releases exactly the one this lab allocated. ``Server.delete`` is
+associated, so teardown releases exactly the one this lab allocated
+(docs/decisions/2026-11-25-class-day-provisioning.md). ``Server.delete`` is
 called with ``delete_ips=False``: python-chi 1.2.10's own release does not release anything
 (docs/decisions/2026-11-23-chameleon-lifecycle.md).
 """

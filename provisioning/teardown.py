@@ -187,6 +187,8 @@ class _Teardown:
         if keep_lease:
             for entry in recorded:
                 self.keep(f"{entry.label} (keep_lease)")
+                self.kept_lease_id = entry.id
+                self.result.still_there.append(f"{entry.label} (keep_lease; {entry.origin} by this lab)")
             return
         try:
             leases = list(self.chi.lease.list_leases())

@@ -207,6 +207,15 @@ def test_teardown_keep_lease_and_nothing_there(fake_chi, student) -> None:
     assert fake_chi.rec.calls == [*CONTEXT, call("server.get_server_id", SERVER)]
 
 
+def test_teardown_keep_lease_says_the_lease_stays(fake_chi, student, capsys) -> None:
+    provisioning.launch(config(), chi=fake_chi.api)
+    result = provisioning.teardown(config(), keep_lease=True, chi=fake_chi.api)
+    assert result is not None and result.deleted == [f"server {SERVER}", f"floating IP {FLOATING_IP}"]
+    assert result.still_there == [f"lease {LEASE} (keep_lease; created by this lab)"]
+    assert "--lease-id lease-1 " in result.delete_command
+    assert "Still on Chameleon after this teardown" in capsys.readouterr().out
+
+
 def test_plan_mode_calls_nothing_and_prints_the_plan(fake_chi, student, capsys) -> None:
     cfg = config()
     assert provisioning.launch(cfg, plan_only=True, chi=fake_chi.api) is None
