@@ -65,8 +65,11 @@ config
 # the node is kept if it can serve that CLI) and adds the user to the `docker` group, installs the
 # NVIDIA container toolkit and points Docker's runtime at it, sets Docker's cgroup driver to
 # `cgroupfs` when `exec-opts` is not set (a workaround for nvidia-container-toolkit issue 48),
-# restarts Docker and installs `nvtop`. Running it twice changes nothing the second time. Its
-# `main`, the steps in order (each a function above it in the file):
+# restarts Docker and installs `nvtop`. Running it twice changes nothing the second time, and a run
+# stopped part-way (this cell stopped, the connection lost) is finished by the next: it waits for whatever
+# holds the apt/dpkg lock (unattended-upgrades runs after boot), names it while it waits, and runs
+# `dpkg --configure -a` when `dpkg --audit` reports an install left half-done. Its `main`, the steps
+# in order (each a function above it in the file):
 
 # %%
 common.show_file("provisioning/node_setup.sh", lines=16, start="main() {")
@@ -76,10 +79,34 @@ common.show_file("provisioning/node_setup.sh", lines=16, start="main() {")
 # Image `CC-Ubuntu24.04-CUDA` on the lease's reservation. A server with the same name is
 # reused; one left in ERROR is reported with what to do (delete it first), never reused.
 # On `local` and `docker` this prints the plan only.
+#
+# The last step, `./lab jupyter` on the node, builds the images notebook 03 needs first (the Jupyter
+# server's, FastAPI with PyTorch and with ONNX Runtime, GourmetGram; the model artefacts in the PyTorch
+# one when none came with the code) and starts the node's Jupyter server; Triton's image (its NGC base alone is about 15 GB, pulled at once in the background) and the
+# LLM engines' build after them in the background while you work. Each image prints a line when it
+# starts and when it is ready (and one a minute while it builds); the builds' own output goes to
+# `.servelab-build/<image>.log` in the lab's folder on the node (`~/serve-system-lab`), and
+# `./lab images --status` there says where each build is. A notebook whose images are still building
+# waits for them, saying which and how long it has waited. The order and what each step is expected
+# to take on the node: `docs/decisions/2026-11-25-node-ready-for-03.md`.
 
 # %%
+from provisioning import times
+
+started = times.utcnow()
 node = provisioning.launch(config, plan_only=P.plan)
 node
+
+# %% [markdown]
+# ## Time budget
+# How long the set-up took, and the time left in the lease for the notebooks (the lease's end, read
+# from Chameleon).
+
+# %%
+from provisioning.budget import time_budget
+
+print(time_budget(config, started) if node is not None else
+      "plan mode: on Chameleon this prints how long the set-up took and the time left in the lease")
 
 # %% [markdown]
 # ## Next: the node's own Jupyter server
