@@ -93,7 +93,9 @@ class Terminated(RuntimeError):
 
 
 class SignalGuard:
-    """Installed by ``signals_raise``: raises ``Terminated``, or — inside ``deferred()`` — only notes it."""
+    """Installed by ``signals_raise``: raises ``Terminated`` for the first SIGTERM/SIGHUP; inside
+    ``deferred()``, and for any later one (a closed SSH session sends SIGHUP and SIGTERM in quick
+    succession: the second must not cut the way to the teardown the first started), only notes it."""
 
     def __init__(self) -> None:
         self.received: list[str] = []
@@ -102,8 +104,9 @@ class SignalGuard:
     def handle(self, signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
         self.received.append(name)
-        if self._defer:
-            say(f"{name} received during {self._defer}: finishing it first")  # the terminal may be gone
+        stopping = self._defer or ("the stop" if len(self.received) > 1 and name != "SIGINT" else "")
+        if stopping:
+            say(f"{name} received during {stopping}: finishing it first")  # the terminal may be gone
             return
         raise Terminated(f"stopped by {name}")
 

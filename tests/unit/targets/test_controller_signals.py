@@ -168,3 +168,16 @@ def test_sigterm_and_ctrl_c_tear_everything_down(tmp_path: Path, sig: signal.Sig
     said = " ".join(detail for _, _, detail in result["steps"])
     assert ("stopped by SIGTERM" if sig == signal.SIGTERM else "stopped by Ctrl-C") in said
     assert "== teardown" in (tmp_path / "terminal.txt").read_text()  # a working terminal sees it too
+
+
+def test_a_second_signal_does_not_cut_the_way_to_the_teardown(capsys) -> None:
+    """A closed SSH session sends SIGHUP and then SIGTERM: the first stops the run, the second only
+    prints, even before the teardown has begun."""
+    from provisioning.errors import SignalGuard, Terminated
+
+    guard = SignalGuard()
+    with pytest.raises(Terminated, match="stopped by SIGHUP"):
+        guard.handle(signal.SIGHUP, None)
+    guard.handle(signal.SIGTERM, None)  # no exception
+    assert guard.received == ["SIGHUP", "SIGTERM"]
+    assert "SIGTERM received during the stop: finishing it first" in capsys.readouterr().out
