@@ -131,9 +131,17 @@ def _run(folder: Path) -> pages.Run:
     return pages.Run(Path(folder), read(folder), outcomes)
 
 
+def lab_sources() -> list[Path]:
+    """The lab's notebooks in order, each as its Jupytext source (``NN_name.py``) where it has one."""
+    return [p.with_suffix(".py") if p.with_suffix(".py").is_file() else p for p in notebook_paths()]
+
+
 def build(run_dir: Path, out: Path | None = None, compare: Path | None = None,
-          log: io.TextIOBase | None = None) -> Path:
-    """Build the site for the run in ``run_dir`` into ``out`` (default ``run_dir/site``); returns ``out``."""
+          sources: Sequence[Path] | None = None, log: io.TextIOBase | None = None) -> Path:
+    """Build the site for the run in ``run_dir`` into ``out`` (default ``run_dir/site``); returns ``out``.
+
+    ``sources``: the notebooks to render, in order (default: the lab's, ``lab_sources()``).
+    """
     from sphinx.application import Sphinx
     from sphinx.util.console import nocolor
 
@@ -142,7 +150,7 @@ def build(run_dir: Path, out: Path | None = None, compare: Path | None = None,
     run = _run(run_dir)
     other = _run(Path(compare)) if compare is not None else None
     out = Path(out) if out is not None else run_dir / "site"
-    sources = [p.with_suffix(".py") if p.with_suffix(".py").is_file() else p for p in notebook_paths()]
+    sources = list(sources) if sources is not None else lab_sources()
     stems = [p.stem for p in sources]
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="servelab-site-") as tmp:

@@ -1,0 +1,150 @@
+"""The handout site built from the session's real quick run (``conftest.run_dir``), opened in headless
+Chromium at 1,280 px and at a phone's 390 px: every notebook page present and in order, every image loads, no
+internal link is broken, code cells and their outputs are both visible, the text never makes a page wider
+than the screen (tables and code scroll in their own box), and the run's provenance is on every page.
+
+Chromium is Debian's, driven by Playwright as in tests/integration/report/test_report_screenshot.py;
+screenshots of one notebook's page at both widths go to test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+from servelab.site import build
+from servelab.site.provenance import read
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+WIDTHS = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
+SHOWN = "03_fastapi"  # the page whose screenshots are kept
+
+pytestmark = pytest.mark.slow
+
+# every <img> made to load now, then the ones that did not
+BROKEN_IMAGES = """async () => {
+  const images = [...document.images];
+  images.forEach(i => { i.loading = 'eager'; });
+  await Promise.all(images.map(i => i.decode().catch(() => null)));
+  return images.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.getAttribute('src'));
+}"""
+WHOLE = "e => e.parentElement.scrollWidth <= e.parentElement.clientWidth"
+# text that reaches past the screen's right edge, outside the boxes that may scroll on their own (code,
+# outputs, tables); the page's own content area scrolling sideways would hide such text, so it counts.
+# The article's text and the banner: the side drawers sit off the screen on a phone until opened
+OVERFLOWING_TEXT = """() => {
+  const width = document.documentElement.clientWidth;
+  const boxes = '.cell_output, .highlight, pre, table, .table-wrapper';
+  const text = ['p', 'li', 'h1', 'h2', 'h3', 'dt', 'dd'].map(tag => 'article ' + tag).join(', ');
+  return [...document.querySelectorAll(text + ', .announcement-content')]
+    .filter(e => e.offsetParent !== null && !e.closest(boxes)
+                 && (e.getBoundingClientRect().right > width + 1 || e.scrollWidth > e.clientWidth + 1))
+    .map(e => e.tagName + ': ' + e.textContent.slice(0, 60));
+}"""
+
+
+@pytest.fixture(scope="module")
+def site(run_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build.build(run_dir, out=tmp_path_factory.mktemp("site") / "site")
+
+
+@pytest.fixture(scope="module")
+def stems() -> list[str]:
+    return [p.stem for p in build.lab_sources()]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    assert CHROMIUM.is_file(), f"{CHROMIUM} is missing: the lab's set-up installs Debian's chromium package"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def test_every_notebook_has_its_page_in_order(site: Path, stems: list[str], browser) -> None:
+    page = browser.new_page(viewport=WIDTHS["desktop"])
+    page.goto((site / "index.html").as_uri())
+    links = page.eval_on_selector_all(".sidebar-tree a.reference.internal", "as => as.map(a => a.href)")
+    assert [Path(urlsplit(link).path).name for link in links] == [f"{stem}.html" for stem in stems]
+    # the pages chain in the same order: each page's "next" link is the following notebook
+    for stem, following in itertools.pairwise(stems):
+        page.goto((site / f"{stem}.html").as_uri())
+        nxt = page.eval_on_selector("a.next-page", "a => a.href")
+        assert Path(urlsplit(nxt).path).name == f"{following}.html"
+    page.close()
+
+
+def _internal_links_broken(page, site: Path) -> list[str]:
+    broken = []
+    for href in page.eval_on_selector_all("a[href]", "as => as.map(a => a.href)"):
+        parts = urlsplit(href)
+        if parts.scheme != "file":
+            continue
+        target = Path(unquote(parts.path))
+        missing = not target.is_file() or not target.is_relative_to(site)
+        if missing or (parts.fragment and target.suffix == ".html"
+                       and f'id="{unquote(parts.fragment)}"' not in target.read_text()):
+            broken.append(href)
+    return broken
+
+
+@pytest.mark.parametrize("width", list(WIDTHS))
+def test_every_page_reads_on_the_screen(site: Path, stems: list[str], run_dir: Path, browser, width: str,
+                                        artifact_dir: Path) -> None:
+    provenance = read(run_dir).line()
+    ran = {n["name"]: n for n in json.loads((run_dir / "run.json").read_text())["notebooks"]}
+    page = browser.new_page(viewport=WIDTHS[width])
+    problems: dict[str, object] = {}
+    for name in ["index", *stems]:
+        page.goto((site / f"{name}.html").as_uri())
+        page.wait_for_load_state("load")
+        banner = page.locator(".announcement-content")
+        found = {
+            # the banner is read whole: it wraps, it never scrolls or clips
+            "provenance": banner.is_visible() and provenance in banner.inner_text()
+                          and banner.evaluate(WHOLE),
+            "broken images": page.evaluate(BROKEN_IMAGES),
+            "broken links": _internal_links_broken(page, site),
+            "page wider than the screen": page.evaluate(
+                "document.documentElement.scrollWidth - document.documentElement.clientWidth") > 0,
+            "text past the edge": page.evaluate(OVERFLOWING_TEXT),
+        }
+        if name in ran:  # the run executed it: its code and its outputs are on the page
+            found["code visible"] = page.locator("div.cell_input").first.is_visible()
+            outputs = page.locator("div.cell_output")
+            found["outputs"] = outputs.count()
+            outputs.first.scroll_into_view_if_needed()
+            found["output visible"] = outputs.first.is_visible()
+            ok = found["code visible"] and found["outputs"] > 0 and found["output visible"]
+        else:
+            ok = True
+        bad = {k: v for k, v in found.items() if k in ("broken images", "broken links", "text past the edge")
+               and v} | {k: v for k, v in found.items() if k == "page wider than the screen" and v}
+        if not found["provenance"] or bad or not ok:
+            problems[name] = found
+        if name == SHOWN:
+            page.screenshot(path=str(artifact_dir / f"site_{SHOWN}_{WIDTHS[width]['width']}.png"))
+            page.screenshot(path=str(artifact_dir / f"site_{SHOWN}_{WIDTHS[width]['width']}_full.png"),
+                            full_page=True)
+    page.close()
+    assert problems == {}, problems
+
+
+def test_the_report_and_the_runs_data_are_on_the_site(site: Path, run_dir: Path) -> None:
+    assert (site / "report.html").read_bytes() == (run_dir / "report.html").read_bytes()
+    index = (site / "index.html").read_text()
+    for name in ("run.json", "fastapi.jsonl"):
+        assert (site / "data" / name).is_file() and f'href="data/{name}"' in index
+    assert not list(site.rglob("*.py")), "the site carries no sources of its own"
