@@ -35,6 +35,7 @@ div.cell_output img, .servelab-compare img { max-width: 100%; height: auto; }
 div.cell_output table { display: block; overflow-x: auto; max-width: 100%; }
 .servelab-compare { display: grid; grid-template-columns: repeat(auto-fit, minmax(18rem, 1fr)); gap: 1rem; }
 .servelab-compare figure { margin: 0; }
+.servelab-compare figcaption { font-size: 0.85rem; }
 /* the provenance banner wraps instead of scrolling: it is read on every page, phones included */
 .announcement { height: auto; min-height: var(--header-height); }
 .announcement-content { white-space: normal; font-size: 0.85rem; line-height: 1.4; overflow-wrap: anywhere; }
@@ -57,6 +58,7 @@ html_static_path = ["_static"]
 html_css_files = ["servelab.css"]
 html_extra_path = ["_extra"]
 html_copy_source = False
+html_show_copyright = False
 html_show_sourcelink = False
 exclude_patterns = ["_extra", "_build", "settings.json"]
 suppress_warnings = ["mystnb.unknown_mime_type"]
@@ -118,12 +120,10 @@ def _index(run: Provenance, compare: Provenance | None, stems: Sequence[str], ou
     return "\n\n".join(parts) + "\n"
 
 
-def _prepare_out(out: Path) -> None:
-    if out.exists():
-        if not (out / MARKER).exists() and any(out.iterdir()):
-            raise SiteError(f"{out} exists and is not a site built here: name an empty or new folder (--out)")
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+def _check_out(out: Path) -> None:
+    """A rebuild replaces a site built here, or fills an empty folder; anything else is left alone."""
+    if out.exists() and not (out / MARKER).exists() and any(out.iterdir()):
+        raise SiteError(f"{out} exists and is not a site built here: name an empty or new folder (--out)")
 
 
 def _run(folder: Path) -> pages.Run:
@@ -150,6 +150,7 @@ def build(run_dir: Path, out: Path | None = None, compare: Path | None = None,
     run = _run(run_dir)
     other = _run(Path(compare)) if compare is not None else None
     out = Path(out) if out is not None else run_dir / "site"
+    _check_out(out)
     sources = list(sources) if sources is not None else lab_sources()
     stems = [p.stem for p in sources]
     start = time.monotonic()
@@ -174,18 +175,22 @@ def build(run_dir: Path, out: Path | None = None, compare: Path | None = None,
                                                   has_report)}
         (src / "settings.json").write_text(json.dumps(settings))
         (src / "conf.py").write_text(CONF)
-        _prepare_out(out)
         print(f"site: rendering {len(sources) + 1} pages with Sphinx (nothing is executed)", file=say,
               flush=True)
         warnings = io.StringIO()
         nocolor()
-        app = Sphinx(str(src), str(src), str(out), str(Path(tmp) / "doctrees"), "html",
+        # built under the temporary folder, then copied: myst-nb writes beside Sphinx's output folder
+        html_dir = Path(tmp) / "build" / "html"
+        app = Sphinx(str(src), str(src), str(html_dir), str(Path(tmp) / "build" / "doctrees"), "html",
                      status=None, warning=warnings, freshenv=True)
         app.build()
-        (out / MARKER).write_text(json.dumps({"run": str(run_dir.resolve()),
-                                              "compare": str(Path(compare).resolve()) if compare else None}))
         if app.statuscode != 0:
             raise SiteError(f"Sphinx failed building the site: {warnings.getvalue()[-2000:]}")
+        (html_dir / MARKER).write_text(json.dumps({"run": str(run_dir.resolve()), "compare": str(
+            Path(compare).resolve()) if compare else None}))
+        if out.exists():
+            shutil.rmtree(out)
+        shutil.copytree(html_dir, out)
         shown = [line for line in warnings.getvalue().splitlines() if line.strip()]
         for line in shown:
             print(f"site: {line}", file=sys.stderr)

@@ -40,6 +40,7 @@ def test_a_changed_source_changes_the_page_and_nothing_runs(tmp_path: Path) -> N
     assert "First prose." in page and "hello from the run" in page
     assert "run 20261125-140000-quick" in page  # the banner
     assert (out / "report.html").is_file() and (out / "data" / "run.json").is_file()
+    assert sorted(p.name for p in run.iterdir()) == ["03_demo.ipynb", "report.html", "run.json", "site"]
     source.write_text(source.read_text().replace("First prose.", "Second prose."))
     out = build.build(run, sources=[source])
     page = (out / "03_demo.html").read_text()
