@@ -247,6 +247,20 @@ def test_a_suspended_controller_still_stops_the_node_run_at_the_lease_end(
     assert names(fake_chi)[-1] == "Lease.delete"
 
 
+def test_a_lease_ending_too_soon_for_the_lab_is_a_clear_node_run_failure(tmp_path: Path, fake_chi,
+                                                                       student) -> None:
+    lease = fake_chi.lease.add_existing("serve_system_alice", "ACTIVE")
+    lease.end_date = (fake_chi.clock.now() + timedelta(minutes=20)).replace(tzinfo=None)  # Blazar's naive UTC
+    shell = RecordingShell()
+    _, outcome, _, _ = chameleon(tmp_path, fake_chi, shell)
+    steps = {s.step: (s.ok, s.detail) for s in outcome.steps}
+    assert steps["node run"] == (False, "the lease ends in 20 min, too soon for the lab and the fetch "
+                                        "(15 min kept for it): extend the lease (GUI: Reservations → "
+                                        "Leases → Update) or reserve a longer one")
+    assert not any(c == "start" for c, _ in shell.calls)  # nothing started on the node
+    assert steps["teardown"][0]
+
+
 def test_remote_commands_quote_their_arguments() -> None:
     command = remote_lab_command("my lab", "20261122-120000-quick", "full", ["04", "05"])
     assert command == ("cd 'my lab' && sg docker -c './lab run --target docker --preset full --run-dir "
