@@ -67,12 +67,12 @@ class Node:
         return self.server.ssh_connection(user=self.user)
 
 
-def configure(state: StatePath = None, env: Mapping[str, str] | None = None,
+def configure(state: StatePath = None, env: Mapping[str, str] | None = None, show: bool = True,
               **params: object) -> ChameleonConfig:
     """Notebooks 01, 02 and 08's settings: ``from_env``, and for the project — without a ``project``
     parameter or ``$CHI_PROJECT`` — the one the state file's live records were made in (what 01
     reserved), before ``$OS_PROJECT_NAME`` (the hub sets it to the first of the user's projects, not
-    necessarily the class's). Prints the project it will charge and where that came from.
+    necessarily the class's). Prints (``show``) the project it will charge and where that came from.
     Reasons: docs/decisions/2026-11-25-class-day-provisioning.md.
     """
     environ = dict(os.environ if env is None else env)
@@ -91,6 +91,8 @@ def configure(state: StatePath = None, env: Mapping[str, str] | None = None,
     else:
         source = ""
     config = from_env(env=environ, **params)
+    if not show:
+        return config
     if config.project:
         print(f"Project charged: {config.project} (from {source})")
     else:

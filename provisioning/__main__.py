@@ -3,7 +3,8 @@
 
 reserve and launch record what they create or adopt in a state file (``--state``, default
 results/chameleon-state.json); teardown deletes what it records as created, adopted things too
-with ``--delete-adopted``. ``--lease-start`` reserves ahead; ``--lease-id`` adopts a lease.
+with ``--delete-adopted``. ``--lease-start`` reserves ahead; ``--lease-id`` adopts a lease. Without
+``--project`` or CHI_PROJECT, the project is the state file's (what reserve used), else OS_PROJECT_NAME.
 Every failure prints ``error: <one line>`` on stderr and exits 1 (130 when
 interrupted; SIGTERM/SIGHUP end it like a failure); ``SERVELAB_DEBUG=1`` shows the traceback instead.
 """
@@ -14,7 +15,7 @@ import argparse
 import os
 import sys
 
-from provisioning import from_env, launch, preflight, reserve, teardown
+from provisioning import configure, launch, preflight, reserve, teardown
 from provisioning.config import CODE_SOURCES, ProvisioningError
 from provisioning.errors import SignalGuard, describe, one_line, signals_raise
 from provisioning.plan import format_plan, provision_plan
@@ -26,7 +27,8 @@ NOT_SETTINGS = ("action", "minutes", "keep_lease", "delete_adopted", "state", "n
 
 def _run(args: argparse.Namespace, signals: SignalGuard) -> None:
     params = {key: value for key, value in vars(args).items() if key not in NOT_SETTINGS}
-    config = from_env(**params, duration=args.minutes)
+    # the state file's project too; a plan names the project in its first step
+    config = configure(state=args.state, show=args.action != "plan", **params, duration=args.minutes)
     if args.action == "plan" and args.nodes > 1:
         title = f"Ray cluster over {args.nodes} nodes for notebook 10 (plan only: nothing is created)"
         print(format_plan(ray_cluster_plan(config, nodes=args.nodes), title=title))

@@ -286,6 +286,23 @@ def test_notebooks_charge_the_project_01_reserved_in(fake_chi, student, tmp_path
     assert provisioning.configure(state=state, env=hub).project == "CHI-111111"
 
 
+def test_cli_teardown_uses_the_state_files_project(fake_chi, student, tmp_path: Path, monkeypatch,
+                                                  capsys) -> None:
+    """`python -m provisioning teardown --state …` on the hub (OS_PROJECT_NAME: the first project) deletes
+    what reserve made in the class's project, which the state file records."""
+    from provisioning import __main__ as cli
+
+    state = tmp_path / "state.json"
+    provisioning.reserve(config(), chi=fake_chi.api, state=state)  # in CHI-231095
+    for var, value in {"OS_AUTH_TYPE": "v3oidcaccesstoken", "OS_ACCESS_TOKEN": "t",
+                       "OS_PROJECT_NAME": "CHI-111111"}.items():
+        monkeypatch.setenv(var, value)
+    monkeypatch.setattr("provisioning.checks.real_chi", lambda: fake_chi.api)
+    assert cli.main(["teardown", "--state", str(state)]) == 0
+    assert fake_chi.rec.names()[-1] == "Lease.delete"  # in another project the record would not match: kept
+    assert f"Project charged: CHI-231095 (from {state}" in capsys.readouterr().out
+
+
 def make_lab_folder(root: Path) -> None:
     """A small folder laid out like the lab: its script (not executable, as after unzipping), code, a
     built artefact, .gitignore'd files, and what a folder without git must not send either."""
