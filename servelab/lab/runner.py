@@ -15,7 +15,7 @@ measured stays on disk, and the report is still drawn from it.
 
 Kernels run the project venv's interpreter through a kernelspec installed into
 that venv under a fixed name, so papermill never picks up some other Python
-that happens to be first on PATH.
+that happens to be first on PATH (``servelab.lab.kernel``).
 """
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ from servelab.core.cpu import cpu_cores, cpu_model
 from servelab.core.paths import REPO_ROOT
 from servelab.core.progress import HEADLESS
 from servelab.lab import stopping
+from servelab.lab.kernel import KERNEL_NAME, ensure_kernel, kernel_config  # noqa: F401  (named here too)
 from servelab.lab.params import ParameterError, check_preset, check_target
 from servelab.results.store import RESULTS_VARIABLE, host_facts, results_dir
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
-KERNEL_NAME = "servelab"
 DEFAULT_CELL_TIMEOUT = {"quick": 420, "full": 1800}
 DEFAULT_NOTEBOOK_TIMEOUT = {"quick": 600, "full": 3600}
 
@@ -93,40 +93,6 @@ def notebook_paths(only: Sequence[str] | None = None) -> list[Path]:
         raise ParameterError(f"no notebooks in {NOTEBOOK_DIR}: generate them with "
                          "`.venv/bin/jupytext --sync notebooks/*.py`")
     return paths
-
-
-def ensure_kernel(name: str = KERNEL_NAME) -> str:
-    """Install (or repair) a kernelspec in this interpreter's prefix that runs this interpreter."""
-    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
-
-    try:
-        spec = KernelSpecManager().get_kernel_spec(name)
-        if spec.argv and Path(spec.argv[0]) == Path(sys.executable):
-            return name
-    except NoSuchKernel:
-        pass
-    from ipykernel.kernelspec import install
-
-    install(kernel_name=name, display_name="serve-lab (.venv)", prefix=sys.prefix)
-    spec_file = Path(sys.prefix) / "share" / "jupyter" / "kernels" / name / "kernel.json"
-    spec_json = json.loads(spec_file.read_text())
-    spec_json["argv"][0] = sys.executable  # the venv's python, not the interpreter it was made from
-    spec_file.write_text(json.dumps(spec_json, indent=1))
-    return name
-
-
-def kernel_config() -> Any:
-    """How papermill's kernel manager starts the lab's kernels: with CurveZMQ keys it makes for each
-    kernel whose kernelspec takes them (ipykernel's, as ``ensure_kernel`` installs it, declares so),
-    so their channels are encrypted and the kernel does not warn on the instructor's terminal that
-    it runs over TCP in plain text. Where pyzmq lacks CurveZMQ: plain TCP, and that warning.
-    Why not IPC sockets: docs/decisions/2026-11-25-quiet-run-output.md"""
-    import zmq
-    from traitlets.config import Config
-
-    config = Config()
-    config.KernelManager.transport_encryption = "auto" if zmq.has("curve") else "disabled"
-    return config
 
 
 def new_run_dir(preset: str, base: Path | None = None, path: Path | None = None) -> Path:
