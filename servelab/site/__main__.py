@@ -28,7 +28,8 @@ def serve(folder: Path, port: int) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="./lab site", description=__doc__.splitlines()[0].strip("`."))
+    about = " ".join(__doc__.split("\n\n")[1].replace("``", "").split())
+    parser = argparse.ArgumentParser(prog="./lab site", description=about)
     parser.add_argument("run_dir", nargs="?", type=Path,
                         help="a run's folder (default: the newest in results/)")
     parser.add_argument("--compare", type=Path,

@@ -90,6 +90,7 @@ def _announcement(run: Provenance, compare: Provenance | None, has_report: bool)
 def _index(run: Provenance, compare: Provenance | None, stems: Sequence[str], outcomes: dict,
            has_report: bool, data: Sequence[str]) -> str:
     rows = "\n".join(f"| {k} | {v} |" for k, v in run.facts().items())
+
     def row(stem: str) -> str:
         if stem not in outcomes:
             return f"| [{stem}]({stem}.ipynb) | not run | |"
