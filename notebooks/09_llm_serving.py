@@ -244,10 +244,11 @@ step09_vllm.compare(common.concat(continuous, vllm_rows))
 # %% [markdown]
 # ## Appendix: the engine's front and the load generator
 # Plumbing the measurements rely on, for the curious. The front checks every generation request
-# before `transformers serve`'s handlers see it, and answers the statistics the plots use:
+# before `transformers serve`'s handlers see it, answers the statistics the plots use and the model
+# list OpenAI clients ask for, and ends the streams in flight when the engine is stopped:
 
 # %%
-common.show_code("servelab/llm/engine.py", "validate", "Front.__call__")
+common.show_code("servelab/llm/engine.py", "validate", "Front.__call__", "Front._generate")
 
 # %% [markdown]
 # The load generator is the lab's own streaming client (`python -m servelab.llm.client`). It uses the

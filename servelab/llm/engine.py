@@ -10,28 +10,48 @@ and runs it under uvicorn, with three additions in front of it:
   request is a 503) and an absurd ``max_tokens`` is accepted;
 - **static batching** (``--batching static``): the lab's batcher over ``model.generate``: up to
   ``--max-batch`` waiting requests run together until the longest is done (the engine has none);
-- **statistics**: ``GET /lab/stats``: sequences running and waiting, and the KV cache's free share.
+- **statistics**: ``GET /lab/stats``: sequences running and waiting, and the KV cache's free share;
+- **OpenAI clients' view**: ``GET /v1/models`` (and ``/v1/models/{id}``) list exactly the served
+  model under the name clients send; errors have OpenAI's shape ``{"error": {message, type, param,
+  code}}``; streams end with ``data: [DONE]``; responses name the model as clients sent it;
+- **a prompt stop**: on SIGTERM/SIGINT the streams in flight end at once with an error event and
+  ``[DONE]`` (a request not yet answered gets a 503), the generation threads stop, the process exits.
 
 ``--batching off`` is ``transformers serve`` without ``--continuous-batching``: one request at a time.
-Why a front in the same process and not a proxy: docs/decisions/2026-11-23-llm-serving.md.
+Why a front in the same process and not a proxy: docs/decisions/2026-11-23-llm-serving.md; the
+OpenAI clients and the stop: docs/decisions/2026-11-25-llm-engine-openai-clients.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import gc
 import json
+import os
 import queue
+import sys
 import threading
 import time
+import urllib.parse
 import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
+
+import uvicorn
 
 BATCHING = ("continuous", "static", "off")
 DEFAULT_MAX_TOKENS = 64  # when a request names none (OpenAI's legacy default is 16; transformers' 1024)
 GENERATION_PATHS = ("/v1/completions", "/v1/chat/completions")
+MODELS_PATH = "/v1/models"
+# uvicorn's wait for responses still running after a stop signal, and the wait for the generation
+# thread: the front ends its streams at once, these bound anything else (the decision note of 2026-11-25)
+GRACEFUL_SHUTDOWN_S = 3
+GENERATION_STOP_S = 2.0
+SHUTTING_DOWN = "the engine is shutting down; this answer was cut short (send the request again)"
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -40,11 +60,12 @@ Send = Callable[[Message], Awaitable[None]]
 
 
 class BadRequest(ValueError):
-    """A request the engine refuses: HTTP ``status`` and a message that says what to change."""
+    """A request the engine refuses: HTTP ``status``, a message that says what to change, and as in
+    OpenAI's errors the request field at fault (``param``) and a machine-readable ``code``."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None) -> None:
         super().__init__(message)
-        self.status = status
+        self.status, self.param, self.code = status, param, code
 
 
 def validate(path: str, body: Any, served: str, context: int,
@@ -54,38 +75,67 @@ def validate(path: str, body: Any, served: str, context: int,
         raise BadRequest(400, "the request body must be a JSON object")
     model = body.get("model", served)
     if model != served:
-        raise BadRequest(404, f"model {model!r} is not served here; this server serves {served!r}")
+        raise BadRequest(404, f"model {model!r} is not served here; this server serves {served!r}",
+                         "model", "model_not_found")
     if path == "/v1/completions":
+        field_name = "prompt"
         prompt = body.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
-            raise BadRequest(400, "prompt must be a non-empty string")
+            raise BadRequest(400, "prompt must be a non-empty string", "prompt")
         text = prompt
     else:
+        field_name = "messages"
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages or not all(
                 isinstance(m, dict) and isinstance(m.get("content"), str) and m["content"].strip()
                 for m in messages):
             raise BadRequest(400, "messages must be a non-empty list of {role, content} "
-                                  "with non-empty content")
+                                  "with non-empty content", "messages")
         text = "\n".join(m["content"] for m in messages)
     prompt_tokens = count_tokens(text)
     room = context - prompt_tokens
     if room < 1:
-        raise BadRequest(400, f"the prompt has {prompt_tokens} tokens; the model's context is {context}")
+        raise BadRequest(400, f"the prompt has {prompt_tokens} tokens; the model's context is {context}",
+                         field_name, "context_length_exceeded")
     key = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
     limit = body.get(key, min(DEFAULT_MAX_TOKENS, room))
     if isinstance(limit, bool) or not isinstance(limit, int):
-        raise BadRequest(400, f"{key} must be a whole number, got {limit!r}")
+        raise BadRequest(400, f"{key} must be a whole number, got {limit!r}", key)
     if not 1 <= limit <= room:
         raise BadRequest(400, f"{key}={limit} is outside 1..{room} "
-                              f"(context {context} - prompt {prompt_tokens} tokens)")
+                              f"(context {context} - prompt {prompt_tokens} tokens)", key)
     return {**body, "model": served, key: limit}
 
 
-def error_body(status: int, message: str) -> bytes:
-    """An OpenAI-style error object."""
-    kind = "model_not_found" if status == 404 else "invalid_request_error"
-    return json.dumps({"error": {"message": message, "type": kind, "code": status}}).encode()
+def error_object(status: int, message: str, param: str | None = None,
+                 code: str | None = None) -> dict[str, Any]:
+    """OpenAI's error object: ``{"error": {message, type, param, code}}`` (type from the status)."""
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def error_body(status: int, message: str, param: str | None = None, code: str | None = None) -> bytes:
+    """:func:`error_object` as JSON bytes."""
+    return json.dumps(error_object(status, message, param, code)).encode()
+
+
+def as_openai_error(status: int, answer: Any) -> dict[str, Any]:
+    """Any error answer (FastAPI's ``{"detail": ...}``, transformers' ``{"error": "..."}``, plain text)
+    in OpenAI's shape; one already in that shape is kept."""
+    if isinstance(answer, dict) and isinstance(answer.get("error"), dict) and "message" in answer["error"]:
+        return {"error": {"type": error_object(status, "")["error"]["type"], "param": None, "code": None,
+                          **answer["error"]}}
+    detail = answer.get("detail", answer.get("error", answer)) if isinstance(answer, dict) else answer
+    if isinstance(detail, list):  # FastAPI's validation errors: one line each
+        detail = "; ".join(f"{'.'.join(str(p) for p in d.get('loc', []))}: {d.get('msg', d)}"
+                           if isinstance(d, dict) else str(d) for d in detail)
+    message = detail if isinstance(detail, str) else json.dumps(detail)
+    return error_object(status, message or f"HTTP {status}")
+
+
+def model_object(served: str, created: int) -> dict[str, Any]:
+    """The served model as an entry of OpenAI's ``GET /v1/models``."""
+    return {"id": served, "object": "model", "created": created, "owned_by": "servelab"}
 
 
 # ----------------------------------------------------------------------------- static batching
@@ -110,9 +160,10 @@ class StaticBatcher:
     def __init__(self, model: Any, tokenizer: Any, max_batch: int, gather_s: float = 0.005) -> None:
         self.model, self.tokenizer = model, tokenizer
         self.max_batch, self.gather_s = max_batch, gather_s
-        self.jobs: queue.Queue[_Job] = queue.Queue()
+        self.jobs: queue.Queue[_Job | None] = queue.Queue()  # None: wake up and stop
         self.running = 0
         self.batches: dict[int, int] = {}  # batch size -> batches run
+        self.closing = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="static-batcher", daemon=True)
         self._thread.start()
 
@@ -121,19 +172,35 @@ class StaticBatcher:
         self.jobs.put(job)
         return job
 
+    def close(self, timeout: float = GENERATION_STOP_S) -> bool:
+        """Stop: the batch running ends at its next decode step and the thread ends; whether it did
+        within ``timeout`` seconds."""
+        self.closing.set()
+        self.jobs.put(None)
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
     def _loop(self) -> None:
-        while True:
-            batch = [self.jobs.get()]
+        while not self.closing.is_set():
+            first = self.jobs.get()
+            if first is None:
+                break
+            batch = [first]
             deadline = time.monotonic() + self.gather_s
             while len(batch) < self.max_batch:
                 try:
-                    batch.append(self.jobs.get(timeout=max(0.0, deadline - time.monotonic())))
+                    job = self.jobs.get(timeout=max(0.0, deadline - time.monotonic()))
                 except queue.Empty:
                     break
+                if job is None:
+                    break
+                batch.append(job)
             self.running = len(batch)
             self.batches[len(batch)] = self.batches.get(len(batch), 0) + 1
             try:
                 self._run(batch)
+            except _Stopped:
+                pass
             except Exception as exc:  # the requests end; the batcher keeps serving
                 print(f"static batch of {len(batch)} failed: {exc!r}", flush=True)
             finally:
@@ -149,20 +216,27 @@ class StaticBatcher:
         ids = torch.tensor([[pad] * (width - len(j.prompt_ids)) + j.prompt_ids for j in batch])
         mask = torch.tensor([[0] * (width - len(j.prompt_ids)) + [1] * len(j.prompt_ids) for j in batch])
         ids, mask = ids.to(self.model.device), mask.to(self.model.device)
-        streamer = _RowStreamer(batch)
+        streamer = _RowStreamer(batch, self.closing)
         with torch.inference_mode():
             self.model.generate(input_ids=ids, attention_mask=mask, do_sample=False, streamer=streamer,
                                 max_new_tokens=max(j.max_tokens for j in batch),
                                 min_new_tokens=max(j.max_tokens for j in batch), pad_token_id=pad)
 
 
-class _RowStreamer:
-    """``generate``'s streamer protocol: each step's tokens go to their own request until it has enough."""
+class _Stopped(Exception):
+    """Raised inside ``generate`` (from its streamer) to end a batch when the engine stops."""
 
-    def __init__(self, batch: list[_Job]) -> None:
-        self.batch, self.first = batch, True
+
+class _RowStreamer:
+    """``generate``'s streamer protocol: each step's tokens go to their own request until it has enough;
+    once ``closing`` is set the next step raises :class:`_Stopped`, which ends ``generate``."""
+
+    def __init__(self, batch: list[_Job], closing: threading.Event) -> None:
+        self.batch, self.first, self.closing = batch, True, closing
 
     def put(self, value: Any) -> None:
+        if self.closing.is_set():
+            raise _Stopped
         if self.first:  # the prompt
             self.first = False
             return
@@ -224,38 +298,229 @@ async def _static_completion(batcher: StaticBatcher, body: dict[str, Any], send:
 
 class Front:
     """ASGI middleware in front of transformers' app: validates generation requests (4xx with a
-    message), answers ``/lab/stats``, and in static mode serves /v1/completions from the batcher."""
+    message), answers ``/lab/stats`` and ``/v1/models``, in static mode serves /v1/completions from the
+    batcher, puts what the app answers on ``/v1/`` into OpenAI's shapes (:class:`_OpenAIShape`), and
+    on :meth:`close` (the stop signal) ends the responses in flight at once and then ``on_stop``
+    (the generation threads)."""
 
     def __init__(self, app: Any, served: str, tokenizer: Any, context: int,
-                 stats: Callable[[], dict[str, Any]], batcher: StaticBatcher | None = None) -> None:
+                 stats: Callable[[], dict[str, Any]], batcher: StaticBatcher | None = None,
+                 on_stop: Callable[[], None] | None = None) -> None:
         self.app, self.served, self.tokenizer, self.context = app, served, tokenizer, context
-        self.stats, self.batcher = stats, batcher
+        self.stats, self.batcher, self.on_stop = stats, batcher, on_stop
+        self.created = int(time.time())
+        self.closing = False
+        self._closed: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text)["input_ids"])
 
+    def close(self) -> None:
+        """The engine is stopping: responses in flight end now, new ones get a 503. Safe to call from a
+        signal handler (it only schedules the wake-up on the event loop)."""
+        self.closing = True
+        if self._loop is not None and self._closed is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is already closed: nothing in flight
+                self._loop.call_soon_threadsafe(self._closed.set)
+
+    def _closed_event(self) -> asyncio.Event:
+        if self._closed is None:
+            self._loop, self._closed = asyncio.get_running_loop(), asyncio.Event()
+            if self.closing:
+                self._closed.set()
+        return self._closed
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = scope.get("path", "")
-        if scope["type"] == "http" and path == "/lab/stats":
-            await _respond(send, 200, json.dumps(self.stats()).encode())
+        if scope["type"] == "lifespan":
+            await self.app(scope, self._lifespan(receive), send)
             return
-        if scope["type"] != "http" or scope["method"] != "POST" or path not in GENERATION_PATHS:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        path, method = scope.get("path", ""), scope["method"]
+        if path == "/lab/stats":
+            await _respond(send, 200, json.dumps(self.stats()).encode())
+        elif method == "GET" and (path == MODELS_PATH or path.startswith(MODELS_PATH + "/")):
+            await self._models(path, send)
+        elif method == "POST" and path in GENERATION_PATHS:
+            await self._generate(scope, receive, send)
+        elif path.startswith("/v1/"):
+            await self.app(scope, receive, _OpenAIShape(send, self.served, done_marker=False))
+        else:
+            await self.app(scope, receive, send)
+
+    async def _models(self, path: str, send: Send) -> None:
+        """``/v1/models``: the one model served; ``/v1/models/{id}``: it, or OpenAI's 404."""
+        if path in (MODELS_PATH, MODELS_PATH + "/"):
+            listing = {"object": "list", "data": [model_object(self.served, self.created)]}
+            await _respond(send, 200, json.dumps(listing).encode())
+            return
+        wanted = urllib.parse.unquote(path[len(MODELS_PATH) + 1:])
+        if wanted == self.served:
+            await _respond(send, 200, json.dumps(model_object(self.served, self.created)).encode())
+        else:
+            await _respond(send, 404, error_body(404, f"model {wanted!r} is not served here; this server "
+                                                      f"serves {self.served!r}", "model", "model_not_found"))
+
+    async def _generate(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope["path"]
         raw = await _read_body(receive)
         try:
+            if self.closing:
+                raise BadRequest(503, SHUTTING_DOWN, code="server_shutting_down")
             try:
                 parsed = json.loads(raw or b"null")
             except ValueError as exc:
                 raise BadRequest(400, f"the request body is not JSON: {exc}") from None
             body = validate(path, parsed, self.served, self.context, self.count_tokens)
         except BadRequest as bad:
-            await _respond(send, bad.status, error_body(bad.status, str(bad)))
+            await _respond(send, bad.status, error_body(bad.status, str(bad), bad.param, bad.code))
             return
+        out = _OpenAIShape(send, self.served, done_marker=True)
         if self.batcher is not None and path == "/v1/completions":
-            await _static_completion(self.batcher, body, send)
+            work = _static_completion(self.batcher, body, out)
+        else:
+            work = self.app(scope, _replay(json.dumps(body).encode(), receive), out)
+        await self._until_closed(work, out)
+
+    async def _until_closed(self, work: Awaitable[None], out: _OpenAIShape) -> None:
+        """Run one response; if the engine starts stopping first, cancel it (transformers' stream then
+        cancels its request in the batch) and end the response with OpenAI's error shape."""
+        task = asyncio.ensure_future(work)
+        closed = asyncio.ensure_future(self._closed_event().wait())
+        try:
+            await asyncio.wait({task, closed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            closed.cancel()
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if task.cancelled():
+            await out.cut_short(SHUTTING_DOWN)
+        else:
+            task.result()  # an exception of the app's is raised here, as without the front
+
+    def _lifespan(self, receive: Receive) -> Receive:
+        """The app's lifespan messages; before the shutdown one reaches it, stop the generation threads
+        (transformers' own shutdown only unloads the model and would leave its batching thread running,
+        which keeps the process alive where it is PID 1 in a container)."""
+        async def wrapped() -> Message:
+            message = await receive()
+            if message.get("type") == "lifespan.shutdown":
+                self.close()
+                if self.on_stop is not None:
+                    self.on_stop()
+            return message
+        return wrapped
+
+
+class _OpenAIShape:
+    """An ASGI ``send`` that puts the app's answers into what OpenAI clients expect: an error answer
+    (FastAPI's ``{"detail": ...}``, transformers' ``{"error": "..."}``) becomes OpenAI's error object;
+    in a stream, an error event likewise, and the stream ends with ``data: [DONE]`` (``done_marker``);
+    the model is named as clients sent it (transformers says ``name@main``)."""
+
+    def __init__(self, send: Send, served: str, done_marker: bool) -> None:
+        self.send, self.served, self.done_marker = send, served, done_marker
+        self.status, self.sse, self.started, self.ended, self.done_sent = 0, False, False, False, False
+        self._start: Message | None = None  # a JSON answer's start, sent with its rewritten body
+        self._body = bytearray()  # that answer's body so far, or an event not yet complete
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.status = int(message["status"])
+            self.sse = _header(message, b"content-type").startswith(b"text/event-stream")
+            if self.sse:
+                self.started = True
+                await self.send(message)
+            else:
+                self._start = message
             return
-        await self.app(scope, _replay(json.dumps(body).encode(), receive), send)
+        if message["type"] != "http.response.body":
+            await self.send(message)
+            return
+        self._body += message.get("body", b"")
+        more = bool(message.get("more_body"))
+        if not self.sse:
+            if not more:
+                await self._send_whole()
+            return
+        events, _, rest = bytes(self._body).rpartition(b"\n\n")
+        self._body = bytearray(rest)
+        chunk = b"".join(self._event(e) for e in events.split(b"\n\n") if e) if events else b""
+        if not more:
+            if self._body:
+                chunk += self._event(bytes(self._body))
+                self._body.clear()
+            if self.done_marker and not self.done_sent:
+                chunk += b"data: [DONE]\n\n"
+                self.done_sent = True
+            self.ended = True
+        if chunk or not more:
+            await self.send({"type": "http.response.body", "body": chunk, "more_body": more})
+
+    def _event(self, event: bytes) -> bytes:
+        if not event.startswith(b"data: "):
+            return event + b"\n\n"
+        data = event[6:].strip()
+        if data == b"[DONE]":
+            self.done_sent = True
+            return event + b"\n\n"
+        try:
+            parsed = json.loads(data)
+        except ValueError:  # transformers writes its error event unescaped: {"error": "<text>"}
+            if not data.startswith(b'{"error": "'):
+                return event + b"\n\n"
+            parsed = {"error": data[len(b'{"error": "'):].removesuffix(b'"}').decode(errors="replace")}
+        if isinstance(parsed, dict) and "error" in parsed:
+            parsed = as_openai_error(500, parsed)
+        elif isinstance(parsed, dict):
+            self._rename(parsed)
+        return b"data: " + json.dumps(parsed).encode() + b"\n\n"
+
+    def _rename(self, answer: dict[str, Any]) -> None:
+        if isinstance(answer.get("model"), str) and answer["model"].split("@")[0] == self.served:
+            answer["model"] = self.served
+
+    async def _send_whole(self) -> None:
+        start = self._start or {"type": "http.response.start", "status": 500, "headers": []}
+        body = bytes(self._body)
+        self._start, self._body = None, bytearray()
+        if _header(start, b"content-type").startswith(b"application/json") or self.status >= 400:
+            try:
+                answer = json.loads(body)
+            except ValueError:
+                answer = body.decode(errors="replace")
+            if self.status >= 400:
+                answer = as_openai_error(self.status, answer)
+            elif isinstance(answer, dict):
+                self._rename(answer)
+            body = json.dumps(answer).encode()
+            headers = [(k, v) for k, v in start.get("headers", []) if k.lower() not in
+                       (b"content-length", b"content-type")]
+            start = {**start, "headers": [*headers, (b"content-type", b"application/json"),
+                                          (b"content-length", str(len(body)).encode())]}
+        self.started = self.ended = True
+        await self.send(start)
+        await self.send({"type": "http.response.body", "body": body})
+
+    async def cut_short(self, message: str) -> None:
+        """End the response now: a 503 error if none was sent yet, else an error event and ``[DONE]``."""
+        if self.ended:
+            return
+        self.ended = True
+        error = error_body(503, message, code="server_shutting_down")
+        if not self.started:
+            await _respond(self.send, 503, error)
+        elif self.sse:
+            await self.send({"type": "http.response.body", "more_body": False,
+                             "body": b"data: " + error + b"\n\n" + b"data: [DONE]\n\n"})
+
+
+def _header(message: Message, name: bytes) -> bytes:
+    return next((v for k, v in message.get("headers", []) if k.lower() == name), b"").lower()
 
 
 async def _read_body(receive: Receive) -> bytes:
@@ -281,7 +546,8 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 
 async def _respond(send: Send, status: int, body: bytes) -> None:
     await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json")]})
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -336,7 +602,33 @@ def build_app(model: str, batching: str = "continuous", max_batch: int = 8, cb_b
                     "kv_free": None, "kv_blocks": None, "batches": dict(batcher.batches)}
         return {"batching": batching, **_cb_stats(state)}
 
-    return Front(app, model, tokenizer, context, stats, batcher)
+    return Front(app, model, tokenizer, context, stats, batcher,
+                 on_stop=lambda: _stop_generation(state, batcher))
+
+
+def _stop_generation(state: Any, batcher: StaticBatcher | None) -> None:
+    """Stop the generation threads at their next step (the front has ended the streams by then).
+    transformers' batching thread is not a daemon: left running, it keeps the process alive."""
+    if batcher is not None:
+        batcher.close()
+    manager = getattr(state, "_cb_manager", None)
+    cb = getattr(manager, "_cb", None)
+    if cb is not None and cb.is_running():
+        cb.stop(block=True, timeout=GENERATION_STOP_S, hard_stop=True)
+    state._cb_manager = None  # stopped: GenerationState.shutdown would stop it again and warn
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, telling the front at the stop signal (uvicorn alone waits for every stream in
+    flight to finish before it stops, with no limit unless ``timeout_graceful_shutdown`` is set)."""
+
+    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None]) -> None:
+        super().__init__(config)
+        self.on_exit = on_exit
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        self.on_exit()
 
 
 def _has_cuda() -> bool:
@@ -361,17 +653,32 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=8000)
     args = parser.parse_args(argv)
     import torch
-    import uvicorn
 
     if not torch.cuda.is_available():
         torch.set_num_threads(args.threads)
     app = build_app(args.model, args.batching, args.max_batch, args.cb_block_size, args.cb_num_blocks,
                     args.cb_max_batch_tokens)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    # what the imports and the model load made lives until the end: out of the collector's sight, the
+    # full collections the stop runs (transformers calls gc.collect three times) take no time
+    gc.freeze()
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
+                            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
+    _Server(config, app.close).run()
+
+
+def _exit_now() -> None:
+    """End the process without the interpreter's teardown. uvicorn re-raises the stop signal on its
+    way out, which ends the process; where it is PID 1 (a container without an init) the kernel
+    ignores that, and tearing down torch's and transformers' objects then takes seconds. By now the
+    generation threads are stopped and every answer is sent."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
     main()
+    _exit_now()
 
 
 __all__ = ["BATCHING", "BadRequest", "Front", "StaticBatcher", "build_app", "validate"]

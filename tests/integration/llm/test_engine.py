@@ -1,6 +1,7 @@
 """The real LLM engine on 127.0.0.1: transformers serve's app behind the lab's front, started as the
 notebook starts it. It streams tokens, refuses bad requests with a 4xx (and keeps serving), reports
-its statistics, and batches statically or continuously."""
+its statistics, batches statically or continuously, and answers the official OpenAI Python client
+(pinned in constraints.txt) as OpenAI's API would: its model list, streams, errors."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import statistics
 from collections.abc import Iterator
 
 import httpx
+import openai
 import pytest
 
 from servelab.llm import model
@@ -47,7 +49,9 @@ def test_streams_one_token_per_event(continuous: Engine) -> None:
     with httpx.stream("POST", f"{continuous.url}/v1/completions", json=body, timeout=60) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
-        events = [json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: {")]
+        lines = [line for line in response.iter_lines() if line]
+        events = [json.loads(line[6:]) for line in lines if line.startswith("data: {")]
+        assert lines[-1] == "data: [DONE]", lines[-3:]  # how an OpenAI stream ends
     texts = [e["choices"][0]["text"] for e in events if e["choices"][0].get("text")]
     assert len(texts) == 9
     last = events[-1]
@@ -119,3 +123,66 @@ def test_static_batches_form_and_each_request_gets_its_own_length(static: Engine
     assert any(int(size) > 1 for size in batches), batches
     bad, _ = completion(static, prompt="")
     assert bad == 400
+
+
+# ----------------------------------------------------------------------------- the official OpenAI client
+
+@pytest.fixture(scope="module")
+def sdk(continuous: Engine) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{continuous.url}/v1", api_key="not-checked", max_retries=0, timeout=60)
+
+
+def test_models_list_names_exactly_the_served_model(sdk: openai.OpenAI, continuous: Engine) -> None:
+    """``/v1/models`` answered 500 (transformers scans the Hub cache, which is missing offline) and
+    would list the cache's models, not the one served."""
+    assert [m.id for m in sdk.models.list()] == [continuous.model]
+    assert sdk.models.retrieve(continuous.model).id == continuous.model  # sent as artifacts%2Fllm
+    with pytest.raises(openai.NotFoundError, match="is not served here") as info:
+        sdk.models.retrieve("gpt-4")
+    assert info.value.code == "model_not_found"
+
+
+def test_a_streamed_completion(sdk: openai.OpenAI, continuous: Engine) -> None:
+    chunks = list(sdk.completions.create(model=continuous.model, prompt="the chef prepares", max_tokens=9,
+                                         stream=True))
+    assert len([c for c in chunks if c.choices and c.choices[0].text]) == 9
+    last = chunks[-1]
+    assert last.choices[0].finish_reason == "length" and last.usage and last.usage.completion_tokens == 9
+    assert {c.model for c in chunks} == {continuous.model}  # as the client named it (not name@main)
+    whole = sdk.completions.create(model=continuous.model, prompt="the chef prepares", max_tokens=5)
+    assert whole.choices[0].text and whole.usage and whole.usage.completion_tokens == 5
+    assert whole.model == continuous.model
+
+
+def test_a_streamed_chat_completion(sdk: openai.OpenAI, continuous: Engine) -> None:
+    chunks = list(sdk.chat.completions.create(model=continuous.model, max_tokens=6, stream=True,
+                                              messages=[{"role": "user", "content": "the chef"}]))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    last = chunks[-1]
+    assert last.choices[0].finish_reason == "length" and last.usage and last.usage.completion_tokens == 6
+    whole = sdk.chat.completions.create(model=continuous.model, max_tokens=4,
+                                        messages=[{"role": "user", "content": "the chef"}])
+    assert whole.choices[0].message.content and whole.usage and whole.usage.completion_tokens == 4
+
+
+def test_bad_requests_raise_the_sdks_errors_with_the_labs_message(sdk: openai.OpenAI,
+                                                                  continuous: Engine) -> None:
+    with pytest.raises(openai.BadRequestError) as info:
+        sdk.completions.create(model=continuous.model, prompt="", max_tokens=4)
+    error = info.value
+    assert error.status_code == 400 and "prompt must be a non-empty string" in error.message
+    assert error.param == "prompt" and error.type == "invalid_request_error"
+    assert isinstance(error.body, dict) and error.body["message"] == "prompt must be a non-empty string"
+    with pytest.raises(openai.BadRequestError, match=r"max_tokens=100000 is outside 1\.\.") as info:
+        sdk.completions.create(model=continuous.model, prompt="the chef", max_tokens=100_000, stream=True)
+    assert info.value.param == "max_tokens"
+    with pytest.raises(openai.BadRequestError, match="messages must be a non-empty list"):
+        sdk.chat.completions.create(model=continuous.model, messages=[], stream=True)
+    with pytest.raises(openai.NotFoundError, match="model 'gpt-4' is not served here"):
+        sdk.completions.create(model="gpt-4", prompt="the chef", max_tokens=4)
+    # refused by transformers' own app (a field it does not know): FastAPI's shape, put into OpenAI's
+    with pytest.raises(openai.UnprocessableEntityError, match="Unexpected fields") as info:
+        sdk.completions.create(model=continuous.model, prompt="the chef", max_tokens=4,
+                               extra_body={"colour": "red"})
+    assert isinstance(info.value.body, dict) and set(info.value.body) == {"message", "type", "param", "code"}

@@ -49,3 +49,15 @@ def test_good_request_gets_the_model_and_a_bounded_default() -> None:
     near_full = ok({"prompt": "w " * 90})
     assert near_full["max_tokens"] == 10  # never more than the context leaves
     assert ok({"prompt": "hi", "max_tokens": 99, "model": "artifacts/llm"})["max_tokens"] == 99
+
+
+@pytest.mark.parametrize(("body", "param", "code"), [
+    ({"prompt": ""}, "prompt", None),
+    ({"prompt": "hi", "max_tokens": 0}, "max_tokens", None),
+    ({"prompt": "hi", "model": "gpt-4"}, "model", "model_not_found"),
+    ({"prompt": "word " * 100}, "prompt", "context_length_exceeded"),
+])
+def test_a_refusal_names_the_field_and_code_as_openai_does(body: dict, param: str, code: str | None) -> None:
+    with pytest.raises(BadRequest) as info:
+        ok(body)
+    assert (info.value.param, info.value.code) == (param, code)

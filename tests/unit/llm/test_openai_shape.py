@@ -1,0 +1,96 @@
+"""What transformers' app answers reaches OpenAI clients in OpenAI's shapes: errors as
+``{"error": {message, type, param, code}}``, streams ending with ``data: [DONE]``, the model named as
+the client named it; a response cut short by the stop ends cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import MutableMapping
+from typing import Any
+
+from servelab.llm.engine import _OpenAIShape, as_openai_error
+
+SERVED = "artifacts/llm"
+
+
+Sent = list[MutableMapping[str, Any]]
+
+
+def run(messages: list[dict[str, Any]], done_marker: bool = True) -> tuple[Sent, bytes]:
+    sent: Sent = []
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(message)
+
+    async def main() -> None:
+        shape = _OpenAIShape(send, SERVED, done_marker)
+        for message in messages:
+            await shape(message)
+    asyncio.run(main())
+    return sent, b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+
+
+def start(status: int, kind: bytes) -> dict[str, Any]:
+    return {"type": "http.response.start", "status": status,
+            "headers": [(b"content-type", kind), (b"content-length", b"999"), (b"x-request-id", b"r1")]}
+
+
+def body(data: bytes, more: bool = False) -> dict[str, Any]:
+    return {"type": "http.response.body", "body": data, "more_body": more}
+
+
+def test_a_stream_gets_done_and_the_clients_model_name() -> None:
+    event = b'data: {"id": "1", "model": "artifacts/llm@main", "choices": [{"text": "hi"}]}\n\n'
+    sent, data = run([start(200, b"text/event-stream"), body(event[:20], True), body(event[20:], True),
+                      body(b"")])
+    assert sent[0]["status"] == 200
+    events = [e for e in data.split(b"\n\n") if e]
+    assert json.loads(events[0][6:])["model"] == SERVED
+    assert events[-1] == b"data: [DONE]" and len(events) == 2
+
+
+def test_transformers_unescaped_error_event_becomes_openais() -> None:
+    _, data = run([start(200, b"text/event-stream"),
+                      body(b'data: {"error": "CB worker said "no""}\n\n', True), body(b"")])
+    error = json.loads(data.split(b"\n\n")[0][6:])["error"]
+    assert error == {"message": 'CB worker said "no"', "type": "server_error", "param": None, "code": None}
+
+
+def test_an_error_answer_in_fastapis_shape_becomes_openais() -> None:
+    detail = b'{"detail": "Unexpected fields in the request: {\'colour\'}"}'
+    sent, data = run([start(422, b"application/json"), body(detail)])
+    answer = json.loads(data)
+    assert answer == {"error": {"message": "Unexpected fields in the request: {'colour'}",
+                                "type": "invalid_request_error", "param": None, "code": None}}
+    headers = dict(sent[0]["headers"])
+    assert headers[b"content-length"] == str(len(data)).encode() and headers[b"x-request-id"] == b"r1"
+
+
+def test_validation_lists_and_plain_text_errors() -> None:
+    listed = as_openai_error(422, {"detail": [{"loc": ["body", "prompt"], "msg": "Field required"}]})
+    assert listed["error"]["message"] == "body.prompt: Field required"
+    assert as_openai_error(500, "Internal Server Error")["error"]["type"] == "server_error"
+    kept = {"error": {"message": "m", "type": "invalid_request_error", "param": "prompt", "code": None}}
+    assert as_openai_error(400, kept) == kept
+
+
+def test_a_response_cut_short_ends_cleanly() -> None:
+    sent: Sent = []
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(message)
+
+    async def main() -> None:
+        streaming = _OpenAIShape(send, SERVED, done_marker=True)
+        await streaming(start(200, b"text/event-stream"))
+        await streaming(body(b'data: {"choices": [{"text": "a"}]}\n\n', True))
+        await streaming.cut_short("stopping")
+        await streaming.cut_short("stopping")  # once is enough
+        waiting = _OpenAIShape(send, SERVED, done_marker=True)  # nothing sent yet: a 503
+        await waiting.cut_short("stopping")
+    asyncio.run(main())
+    tail = sent[2]
+    assert tail["more_body"] is False and tail["body"].endswith(b"data: [DONE]\n\n")
+    assert json.loads(tail["body"].split(b"\n\n")[0][6:])["error"]["code"] == "server_shutting_down"
+    assert sent[3]["status"] == 503 and len(sent) == 5
