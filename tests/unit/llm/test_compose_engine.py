@@ -91,6 +91,8 @@ def test_the_compose_file_runs_what_the_variables_say() -> None:
     service = yaml.safe_load(text)["services"]["llm_server"]
     assert service["ports"] == [f"{server.COMPOSE_PORT}:8000"]
     assert service["command"][:3] == ["python", "-m", "servelab.llm.engine"]
+    # docker stop's SIGTERM reaches the entrypoint shell while it builds the model only through an init
+    assert service["init"] is True
 
 
 def test_notebook_picks_the_compose_engine_on_docker(monkeypatch: pytest.MonkeyPatch) -> None:
