@@ -341,7 +341,7 @@ class Front:
         path, method = scope.get("path", ""), scope["method"]
         if path == "/lab/stats":
             await _respond(send, 200, json.dumps(self.stats()).encode())
-        elif method == "GET" and (path == MODELS_PATH or path.startswith(MODELS_PATH + "/")):
+        elif method in ("GET", "OPTIONS") and (path == MODELS_PATH or path.startswith(MODELS_PATH + "/")):
             await self._models(path, send)
         elif method == "POST" and path in GENERATION_PATHS:
             await self._generate(scope, receive, send)

@@ -9,7 +9,7 @@ import json
 from collections.abc import MutableMapping
 from typing import Any
 
-from servelab.llm.engine import _OpenAIShape, as_openai_error
+from servelab.llm.engine import Front, _OpenAIShape, as_openai_error
 
 SERVED = "artifacts/llm"
 
@@ -94,3 +94,30 @@ def test_a_response_cut_short_ends_cleanly() -> None:
     assert tail["more_body"] is False and tail["body"].endswith(b"data: [DONE]\n\n")
     assert json.loads(tail["body"].split(b"\n\n")[0][6:])["error"]["code"] == "server_shutting_down"
     assert sent[3]["status"] == 503 and len(sent) == 5
+
+
+def test_the_model_list_is_the_served_model_only() -> None:
+    """The front answers ``/v1/models`` itself: transformers' listing scans the Hub cache."""
+    async def no_app(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("the app must not see /v1/models")
+
+    front = Front(no_app, SERVED, tokenizer=None, context=1024, stats=dict)
+
+    def get(path: str, method: str = "GET") -> tuple[int, Any]:
+        sent: Sent = []
+
+        async def send(message: MutableMapping[str, Any]) -> None:
+            sent.append(message)
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b""}
+        asyncio.run(front({"type": "http", "method": method, "path": path}, receive, send))
+        return sent[0]["status"], json.loads(sent[1]["body"])
+
+    status, listing = get("/v1/models")
+    assert status == 200 and [m["id"] for m in listing["data"]] == [SERVED]
+    assert listing["data"][0]["object"] == "model" and isinstance(listing["data"][0]["created"], int)
+    assert get("/v1/models", "OPTIONS")[1] == listing
+    assert get("/v1/models/artifacts/llm")[1] == listing["data"][0]  # uvicorn decodes %2F
+    status, error = get("/v1/models/gpt-4")
+    assert status == 404 and (error["error"]["code"], error["error"]["param"]) == ("model_not_found", "model")
