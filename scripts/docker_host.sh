@@ -341,10 +341,6 @@ model_needs_build() {  # 0 (true) when the artefacts are missing or trained weig
 }
 
 build_model() {
-  if ! model_needs_build; then
-    say "model artefacts: present"
-    return
-  fi
   local weights=()
   [ -n "${SERVELAB_WEIGHTS:-}" ] && weights=(--weights "$SERVELAB_WEIGHTS")
   say "model artefacts: building them in the FastAPI + PyTorch image"
@@ -392,9 +388,21 @@ main() {
   prepare_checkout
   jupyter_token
   rest_keys
-  if [ "$command" = jupyter ]; then  # 03's images now, the rest in the background
+  mkdir -p "$BUILD_DIR"
+  if [ "$command" = jupyter ]; then  # Triton's base pull starts now; its builds once 03's are done
     start_background "${REST_KEYS[@]}"
     trap 'touch "$FIRST_DONE"' EXIT  # however this ends, the background builder goes on
+  fi
+  # The FastAPI images carry the model files (their Dockerfiles COPY fastapi_pt/ and fastapi_onnx/):
+  # missing artefacts are built first, in the PyTorch image, which the list below then builds again
+  # with them (its install layers cached: seconds)
+  if model_needs_build; then
+    build_step fastapi_pt || die "building FastAPI + PyTorch failed (see above)"
+    build_model
+  else
+    say "model artefacts: present"
+  fi
+  if [ "$command" = jupyter ]; then  # 03's images now, the rest in the background
     build_images "${FIRST_KEYS[@]}"
   else  # ./lab images and the headless run: every image, in the foreground
     if [ -n "$push" ]; then PULL_PREBUILT=0; fi  # what is pushed is built here
@@ -402,7 +410,6 @@ main() {
     if [ -n "$push" ]; then push_images "$push" "${FIRST_KEYS[@]}" "${REST_KEYS[@]}"; fi
   fi
   [ "$command" = "build" ] && return
-  build_model
   if [ "$command" = jupyter ]; then touch "$FIRST_DONE"; fi  # the cores go to the background builds now
   jupyter_up
   if [ "$command" = "jupyter" ]; then

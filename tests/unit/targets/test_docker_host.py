@@ -116,15 +116,17 @@ def test_lab_jupyter_prepares_the_checkout_builds_the_model_and_prints_the_url(h
         "info --format {{.ServerVersion}}",
         "compose version",
         "info --format {{json .Runtimes}}",  # no NVIDIA runtime: no GPU override files
-        # 03's images only, then the missing model artefacts (a git clone) built in the PyTorch one
-        "compose -p servelab-jupyter -f docker/docker-compose-jupyter.yaml build",
+        # the missing model artefacts (a git clone) first, built in the PyTorch image, as the FastAPI
+        # images carry them; then 03's images only (the PyTorch one again, now with the artefacts)
         "FASTAPI_APP=fastapi_pt compose -p servelab-fastapi -f docker/docker-compose-fastapi.yaml build",
-        "FASTAPI_APP=fastapi_onnx compose -p servelab-fastapi -f docker/docker-compose-fastapi.yaml build "
-        "fastapi_server",
         "FASTAPI_APP=fastapi_pt compose -p servelab-fastapi -f docker/docker-compose-fastapi.yaml run --rm "
         f"--no-deps --pull never --user {ids} -v {checkout}:{checkout} -w {checkout} "
         f"-e SERVELAB_ROOT={checkout} -e HOME=/tmp --entrypoint python fastapi_server "
         "-m servelab.core.model build",
+        "compose -p servelab-jupyter -f docker/docker-compose-jupyter.yaml build",
+        "FASTAPI_APP=fastapi_pt compose -p servelab-fastapi -f docker/docker-compose-fastapi.yaml build",
+        "FASTAPI_APP=fastapi_onnx compose -p servelab-fastapi -f docker/docker-compose-fastapi.yaml build "
+        "fastapi_server",
         "compose -p servelab-jupyter -f docker/docker-compose-jupyter.yaml up -d --no-build --pull never "
         "--wait --wait-timeout 900",
     ]
@@ -155,7 +157,7 @@ def test_an_engine_with_the_nvidia_runtime_gets_the_gpu_overrides_and_vllm(host)
     assert done.returncode == 0, done.stderr
     background_done(host)
     composed = [c.removeprefix("[bg] ") for c in calls(host) if "compose -p servelab-" in c]
-    assert len(composed) == 8  # 6 image builds (vLLM's too), the model build, the Jupyter server
+    assert len(composed) == 9  # 6 image builds (vLLM's too), the model's (PyTorch image, its build), Jupyter
     for command in composed:  # each stack's file, then its GPU override
         stack = command.split("compose -p servelab-")[1].split()[0]
         assert f"-f docker/docker-compose-{stack}.yaml -f docker/docker-compose-{stack}.gpu.yaml " in command
@@ -199,7 +201,8 @@ def test_present_artefacts_are_not_rebuilt_and_weights_are_passed(host) -> None:
         [key, "ready"] for key in ("jupyter", "fastapi_pt", "fastapi_onnx", "triton", "llm")]
     assert run_lab(host, "jupyter", SERVELAB_WEIGHTS="/data/food11.pth").returncode == 0
     background_done(host)
-    assert foreground(calls(host))[-2].endswith("-m servelab.core.model build --weights /data/food11.pth")
+    model = [c for c in foreground(calls(host)) if " run --rm " in c]
+    assert len(model) == 1 and model[0].endswith("-m servelab.core.model build --weights /data/food11.pth")
 
 
 def test_a_failed_build_says_where_its_log_is_and_marks_it_failed(host) -> None:
@@ -266,7 +269,9 @@ def test_prebuilt_images_are_pulled_from_the_class_registry_and_pushed_there(hos
         for part in (f"tag servelab/{image} registry.example.org/course/servelab/{image}",
                      f"push registry.example.org/course/servelab/{image}")]
     assert "set SERVELAB_IMAGE_REGISTRY=registry.example.org/course (docker/.env)" in pushed.stderr
-    assert len([c for c in calls(host) if " build" in c]) == 5  # built here, not pulled
+    # built here, not pulled: the model's artefacts (missing) in the PyTorch image, then every image
+    assert len([c for c in calls(host) if ".yaml build" in c]) == 6
+    assert len([c for c in calls(host) if "servelab.core.model build" in c]) == 1
 
     host["log"].unlink()  # type: ignore[union-attr]
     (checkout / "docker" / ".env").write_text(
