@@ -275,8 +275,9 @@ start_background() {  # start_background KEY...: marked waiting, built by a deta
   rm -f "$FIRST_DONE"
   SERVELAB_BACKGROUND_BUILD=1 setsid nohup bash "$ROOT/scripts/docker_host.sh" background "$@" \
     >>"$BUILD_DIR/background.log" 2>&1 </dev/null &
-  local IFS=,
-  say "images: ${labels[*]} build in the background once 03's images are built (progress: ./lab images \
+  local joined
+  joined="$(printf '%s, ' "${labels[@]}")"
+  say "images: ${joined%, } build in the background once 03's images are built (progress: ./lab images \
 --status; log: $BUILD_DIR/background.log); a notebook that needs one of them waits for it"
 }
 

@@ -193,7 +193,7 @@ def test_present_artefacts_are_not_rebuilt_and_weights_are_passed(host) -> None:
         "image inspect nvcr.io/nvidia/tritonserver:24.10-py3", "pull nvcr.io/nvidia/tritonserver:24.10-py3",
         "compose -p servelab-triton -f docker/docker-compose-triton.yaml build triton_server",
         "compose -p servelab-llm -f docker/docker-compose-llm.yaml build llm_server"]
-    assert "images: Triton,the LLM engine build in the background once 03's images are built" in done.stderr
+    assert "images: Triton, the LLM engine build in the background once 03's images are built" in done.stderr
     assert "images: background builds over (all ready)" in background
     status = run_lab(host, "images", "--status")
     assert status.returncode == 0
