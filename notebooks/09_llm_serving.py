@@ -138,10 +138,10 @@ engine.stop()
 # %% [markdown]
 # ## Static batching
 # One change: the engine now batches statically — up to `llm_max_batch` waiting requests run
-# together until the longest is done (`servelab/llm/engine.py`, `StaticBatcher`).
+# together until the longest is done (`servelab/llm/static_batcher.py`, `StaticBatcher`).
 
 # %%
-common.show_code("servelab/llm/engine.py", "StaticBatcher")
+common.show_code("servelab/llm/static_batcher.py", "StaticBatcher")
 
 # %%
 engine = step.engine_up(P, "static")

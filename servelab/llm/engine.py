@@ -2,18 +2,18 @@
 
 ``python -m servelab.llm.engine MODEL --batching continuous|static|off`` builds the same FastAPI app
 ``transformers serve MODEL [--continuous-batching]`` builds (its handlers, its generation managers)
-and runs it under uvicorn, with three additions in front of it:
+and runs it under uvicorn, with these additions in front of it (:class:`Front`):
 
-- **validation**: an empty prompt, a ``max_tokens`` outside 1..(context - prompt), a non-integer
-  one or another model's name get a 4xx with a message. ``transformers serve`` 5.23 itself answers a
-  wrong model with 400, but an empty prompt kills its continuous-batching worker (every later
-  request is a 503) and an absurd ``max_tokens`` is accepted;
-- **static batching** (``--batching static``): the lab's batcher over ``model.generate``: up to
-  ``--max-batch`` waiting requests run together until the longest is done (the engine has none);
+- **validation** (:func:`validate`): an empty prompt, a ``max_tokens`` outside 1..(context - prompt),
+  a non-integer one or another model's name get a 4xx with a message. ``transformers serve`` 5.23
+  itself answers a wrong model with 400, but an empty prompt kills its continuous-batching worker
+  (every later request is a 503) and an absurd ``max_tokens`` is accepted;
+- **static batching** (``--batching static``): ``/v1/completions`` goes to the lab's batcher,
+  servelab/llm/static_batcher.py (the engine has none);
 - **statistics**: ``GET /lab/stats``: sequences running and waiting, and the KV cache's free share;
 - **OpenAI clients' view**: ``GET /v1/models`` (and ``/v1/models/{id}``) list exactly the served
-  model under the name clients send; errors have OpenAI's shape ``{"error": {message, type, param,
-  code}}``; streams end with ``data: [DONE]``; responses name the model as clients sent it;
+  model under the name clients send; errors, streams and model names as OpenAI's clients expect
+  them: servelab/llm/openai_shape.py;
 - **a prompt stop**: on SIGTERM/SIGINT the streams in flight end at once with an error event and
   ``[DONE]`` (a request not yet answered gets a 503), the generation threads stop, the process exits.
 
@@ -30,33 +30,36 @@ import contextlib
 import gc
 import json
 import os
-import queue
 import sys
-import threading
 import time
 import urllib.parse
-import uuid
-from collections.abc import Awaitable, Callable, MutableMapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from types import FrameType
 from typing import Any
 
 import uvicorn
 
+from servelab.llm.openai_shape import (
+    GENERATION_PATHS,
+    MODELS_PATH,
+    Message,
+    OpenAIShape,
+    Receive,
+    Scope,
+    Send,
+    error_body,
+    model_object,
+    respond,
+)
+from servelab.llm.static_batcher import StaticBatcher, static_completion
+
 BATCHING = ("continuous", "static", "off")
 DEFAULT_MAX_TOKENS = 64  # when a request names none (OpenAI's legacy default is 16; transformers' 1024)
-GENERATION_PATHS = ("/v1/completions", "/v1/chat/completions")
-MODELS_PATH = "/v1/models"
 # uvicorn's wait for responses still running after a stop signal, and the wait for the generation
 # thread: the front ends its streams at once, these bound anything else (the decision note of 2026-11-25)
 GRACEFUL_SHUTDOWN_S = 3
 GENERATION_STOP_S = 2.0
 SHUTTING_DOWN = "the engine is shutting down; this answer was cut short (send the request again)"
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
 
 
 class BadRequest(ValueError):
@@ -107,199 +110,12 @@ def validate(path: str, body: Any, served: str, context: int,
     return {**body, "model": served, key: limit}
 
 
-def error_object(status: int, message: str, param: str | None = None,
-                 code: str | None = None) -> dict[str, Any]:
-    """OpenAI's error object: ``{"error": {message, type, param, code}}`` (type from the status)."""
-    kind = "invalid_request_error" if status < 500 else "server_error"
-    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
-
-
-def error_body(status: int, message: str, param: str | None = None, code: str | None = None) -> bytes:
-    """:func:`error_object` as JSON bytes."""
-    return json.dumps(error_object(status, message, param, code)).encode()
-
-
-def as_openai_error(status: int, answer: Any) -> dict[str, Any]:
-    """Any error answer (FastAPI's ``{"detail": ...}``, transformers' ``{"error": "..."}``, plain text)
-    in OpenAI's shape; one already in that shape is kept."""
-    if isinstance(answer, dict) and isinstance(answer.get("error"), dict) and "message" in answer["error"]:
-        return {"error": {"type": error_object(status, "")["error"]["type"], "param": None, "code": None,
-                          **answer["error"]}}
-    detail = answer.get("detail", answer.get("error", answer)) if isinstance(answer, dict) else answer
-    if isinstance(detail, list):  # FastAPI's validation errors: one line each
-        detail = "; ".join(f"{'.'.join(str(p) for p in d.get('loc', []))}: {d.get('msg', d)}"
-                           if isinstance(d, dict) else str(d) for d in detail)
-    message = detail if isinstance(detail, str) else json.dumps(detail)
-    return error_object(status, message or f"HTTP {status}")
-
-
-def model_object(served: str, created: int) -> dict[str, Any]:
-    """The served model as an entry of OpenAI's ``GET /v1/models``."""
-    return {"id": served, "object": "model", "created": created, "owned_by": "servelab"}
-
-
-# ----------------------------------------------------------------------------- static batching
-
-@dataclass
-class _Job:
-    prompt_ids: list[int]
-    max_tokens: int
-    loop: asyncio.AbstractEventLoop
-    out: asyncio.Queue[int | None] = field(default_factory=asyncio.Queue)
-    sent: int = 0
-
-    def push(self, token: int | None) -> None:
-        self.loop.call_soon_threadsafe(self.out.put_nowait, token)
-
-
-class StaticBatcher:
-    """Static batching: take up to ``max_batch`` waiting requests, run them as one padded batch until
-    the longest is done, then take the next. A request that finished early waits for its batch (its
-    tokens are streamed as they come); a request that arrives meanwhile waits for the next batch."""
-
-    def __init__(self, model: Any, tokenizer: Any, max_batch: int, gather_s: float = 0.005) -> None:
-        self.model, self.tokenizer = model, tokenizer
-        self.max_batch, self.gather_s = max_batch, gather_s
-        self.jobs: queue.Queue[_Job | None] = queue.Queue()  # None: wake up and stop
-        self.running = 0
-        self.batches: dict[int, int] = {}  # batch size -> batches run
-        self.closing = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="static-batcher", daemon=True)
-        self._thread.start()
-
-    def submit(self, prompt_ids: list[int], max_tokens: int) -> _Job:
-        job = _Job(prompt_ids, max_tokens, asyncio.get_running_loop())
-        self.jobs.put(job)
-        return job
-
-    def close(self, timeout: float = GENERATION_STOP_S) -> bool:
-        """Stop: the batch running ends at its next decode step and the thread ends; whether it did
-        within ``timeout`` seconds."""
-        self.closing.set()
-        self.jobs.put(None)
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
-
-    def _loop(self) -> None:
-        while not self.closing.is_set():
-            first = self.jobs.get()
-            if first is None:
-                break
-            batch = [first]
-            deadline = time.monotonic() + self.gather_s
-            while len(batch) < self.max_batch:
-                try:
-                    job = self.jobs.get(timeout=max(0.0, deadline - time.monotonic()))
-                except queue.Empty:
-                    break
-                if job is None:
-                    break
-                batch.append(job)
-            self.running = len(batch)
-            self.batches[len(batch)] = self.batches.get(len(batch), 0) + 1
-            try:
-                self._run(batch)
-            except _Stopped:
-                pass
-            except Exception as exc:  # the requests end; the batcher keeps serving
-                print(f"static batch of {len(batch)} failed: {exc!r}", flush=True)
-            finally:
-                for job in batch:
-                    job.push(None)
-                self.running = 0
-
-    def _run(self, batch: list[_Job]) -> None:
-        import torch
-
-        width = max(len(j.prompt_ids) for j in batch)
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        ids = torch.tensor([[pad] * (width - len(j.prompt_ids)) + j.prompt_ids for j in batch])
-        mask = torch.tensor([[0] * (width - len(j.prompt_ids)) + [1] * len(j.prompt_ids) for j in batch])
-        ids, mask = ids.to(self.model.device), mask.to(self.model.device)
-        streamer = _RowStreamer(batch, self.closing)
-        with torch.inference_mode():
-            self.model.generate(input_ids=ids, attention_mask=mask, do_sample=False, streamer=streamer,
-                                max_new_tokens=max(j.max_tokens for j in batch),
-                                min_new_tokens=max(j.max_tokens for j in batch), pad_token_id=pad)
-
-
-class _Stopped(Exception):
-    """Raised inside ``generate`` (from its streamer) to end a batch when the engine stops."""
-
-
-class _RowStreamer:
-    """``generate``'s streamer protocol: each step's tokens go to their own request until it has enough;
-    once ``closing`` is set the next step raises :class:`_Stopped`, which ends ``generate``."""
-
-    def __init__(self, batch: list[_Job], closing: threading.Event) -> None:
-        self.batch, self.first, self.closing = batch, True, closing
-
-    def put(self, value: Any) -> None:
-        if self.closing.is_set():
-            raise _Stopped
-        if self.first:  # the prompt
-            self.first = False
-            return
-        for job, token in zip(self.batch, value.reshape(-1).tolist(), strict=True):
-            if job.sent < job.max_tokens:
-                job.sent += 1
-                job.push(int(token))
-
-    def end(self) -> None:
-        pass
-
-
-def _chunk(request_id: str, model: str, text: str, finish: str | None = None,
-           usage: dict[str, int] | None = None) -> bytes:
-    choice: dict[str, Any] = {"index": 0, "text": text}
-    if finish:
-        choice["finish_reason"] = finish
-    body: dict[str, Any] = {"id": request_id, "object": "text_completion", "created": int(time.time()),
-                            "model": model, "choices": [choice]}
-    if usage:
-        body["usage"] = usage
-    return f"data: {json.dumps(body)}\n\n".encode()
-
-
-async def _static_completion(batcher: StaticBatcher, body: dict[str, Any], send: Send) -> None:
-    """Answer one /v1/completions request through the static batcher (streamed or whole)."""
-    from tokenizers.decoders import DecodeStream
-
-    tokenizer = batcher.tokenizer
-    prompt_ids = tokenizer(body["prompt"])["input_ids"]
-    job = batcher.submit(prompt_ids, body["max_tokens"])
-    request_id, model = f"cmpl-{uuid.uuid4().hex[:12]}", body["model"]
-    decoder = DecodeStream([], skip_special_tokens=True)
-    stream = bool(body.get("stream"))
-    headers = [(b"content-type", b"text/event-stream" if stream else b"application/json")]
-    if stream:
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-    pieces: list[str] = []
-    while (token := await job.out.get()) is not None:
-        text = decoder.step(tokenizer._tokenizer, token) or ""
-        pieces.append(text)
-        if stream:
-            await send({"type": "http.response.body", "body": _chunk(request_id, model, text),
-                        "more_body": True})
-    usage = {"prompt_tokens": len(prompt_ids), "completion_tokens": job.sent,
-             "total_tokens": len(prompt_ids) + job.sent}
-    finish = "length" if job.sent >= job.max_tokens else "stop"
-    if stream:
-        tail = _chunk(request_id, model, "", finish, usage) + b"data: [DONE]\n\n"
-        await send({"type": "http.response.body", "body": tail})
-        return
-    whole = {"id": request_id, "object": "text_completion", "created": int(time.time()), "model": model,
-             "choices": [{"index": 0, "text": "".join(pieces), "finish_reason": finish}], "usage": usage}
-    await send({"type": "http.response.start", "status": 200, "headers": headers})
-    await send({"type": "http.response.body", "body": json.dumps(whole).encode()})
-
-
 # ----------------------------------------------------------------------------- the front
 
 class Front:
     """ASGI middleware in front of transformers' app: validates generation requests (4xx with a
     message), answers ``/lab/stats`` and ``/v1/models``, in static mode serves /v1/completions from the
-    batcher, puts what the app answers on ``/v1/`` into OpenAI's shapes (:class:`_OpenAIShape`), and
+    batcher, puts what the app answers on ``/v1/`` into OpenAI's shapes (:class:`OpenAIShape`), and
     on :meth:`close` (the stop signal) ends the responses in flight at once and then ``on_stop``
     (the generation threads)."""
 
@@ -340,13 +156,13 @@ class Front:
             return
         path, method = scope.get("path", ""), scope["method"]
         if path == "/lab/stats":
-            await _respond(send, 200, json.dumps(self.stats()).encode())
+            await respond(send, 200, json.dumps(self.stats()).encode())
         elif method in ("GET", "OPTIONS") and (path == MODELS_PATH or path.startswith(MODELS_PATH + "/")):
             await self._models(path, send)
         elif method == "POST" and path in GENERATION_PATHS:
             await self._generate(scope, receive, send)
         elif path.startswith("/v1/"):
-            await self.app(scope, receive, _OpenAIShape(send, self.served, done_marker=False))
+            await self.app(scope, receive, OpenAIShape(send, self.served, done_marker=False))
         else:
             await self.app(scope, receive, send)
 
@@ -354,13 +170,13 @@ class Front:
         """``/v1/models``: the one model served; ``/v1/models/{id}``: it, or OpenAI's 404."""
         if path in (MODELS_PATH, MODELS_PATH + "/"):
             listing = {"object": "list", "data": [model_object(self.served, self.created)]}
-            await _respond(send, 200, json.dumps(listing).encode())
+            await respond(send, 200, json.dumps(listing).encode())
             return
         wanted = urllib.parse.unquote(path[len(MODELS_PATH) + 1:])
         if wanted == self.served:
-            await _respond(send, 200, json.dumps(model_object(self.served, self.created)).encode())
+            await respond(send, 200, json.dumps(model_object(self.served, self.created)).encode())
         else:
-            await _respond(send, 404, error_body(404, f"model {wanted!r} is not served here; this server "
+            await respond(send, 404, error_body(404, f"model {wanted!r} is not served here; this server "
                                                       f"serves {self.served!r}", "model", "model_not_found"))
 
     async def _generate(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -375,16 +191,16 @@ class Front:
                 raise BadRequest(400, f"the request body is not JSON: {exc}") from None
             body = validate(path, parsed, self.served, self.context, self.count_tokens)
         except BadRequest as bad:
-            await _respond(send, bad.status, error_body(bad.status, str(bad), bad.param, bad.code))
+            await respond(send, bad.status, error_body(bad.status, str(bad), bad.param, bad.code))
             return
-        out = _OpenAIShape(send, self.served, done_marker=True)
+        out = OpenAIShape(send, self.served, done_marker=True)
         if self.batcher is not None and path == "/v1/completions":
-            work = _static_completion(self.batcher, body, out)
+            work = static_completion(self.batcher, body, out)
         else:
             work = self.app(scope, _replay(json.dumps(body).encode(), receive), out)
         await self._until_closed(work, out)
 
-    async def _until_closed(self, work: Awaitable[None], out: _OpenAIShape) -> None:
+    async def _until_closed(self, work: Awaitable[None], out: OpenAIShape) -> None:
         """Run one response; if the engine starts stopping first, cancel it (transformers' stream then
         cancels its request in the batch) and end the response with OpenAI's error shape."""
         task = asyncio.ensure_future(work)
@@ -416,113 +232,6 @@ class Front:
         return wrapped
 
 
-class _OpenAIShape:
-    """An ASGI ``send`` that puts the app's answers into what OpenAI clients expect: an error answer
-    (FastAPI's ``{"detail": ...}``, transformers' ``{"error": "..."}``) becomes OpenAI's error object;
-    in a stream, an error event likewise, and the stream ends with ``data: [DONE]`` (``done_marker``);
-    the model is named as clients sent it (transformers says ``name@main``)."""
-
-    def __init__(self, send: Send, served: str, done_marker: bool) -> None:
-        self.send, self.served, self.done_marker = send, served, done_marker
-        self.status, self.sse, self.started, self.ended, self.done_sent = 0, False, False, False, False
-        self._start: Message | None = None  # a JSON answer's start, sent with its rewritten body
-        self._body = bytearray()  # that answer's body so far, or an event not yet complete
-
-    async def __call__(self, message: Message) -> None:
-        if message["type"] == "http.response.start":
-            self.status = int(message["status"])
-            self.sse = _header(message, b"content-type").startswith(b"text/event-stream")
-            if self.sse:
-                self.started = True
-                await self.send(message)
-            else:
-                self._start = message
-            return
-        if message["type"] != "http.response.body":
-            await self.send(message)
-            return
-        self._body += message.get("body", b"")
-        more = bool(message.get("more_body"))
-        if not self.sse:
-            if not more:
-                await self._send_whole()
-            return
-        events, _, rest = bytes(self._body).rpartition(b"\n\n")
-        self._body = bytearray(rest)
-        chunk = b"".join(self._event(e) for e in events.split(b"\n\n") if e) if events else b""
-        if not more:
-            if self._body:
-                chunk += self._event(bytes(self._body))
-                self._body.clear()
-            if self.done_marker and not self.done_sent:
-                chunk += b"data: [DONE]\n\n"
-                self.done_sent = True
-            self.ended = True
-        if chunk or not more:
-            await self.send({"type": "http.response.body", "body": chunk, "more_body": more})
-
-    def _event(self, event: bytes) -> bytes:
-        if not event.startswith(b"data: "):
-            return event + b"\n\n"
-        data = event[6:].strip()
-        if data == b"[DONE]":
-            self.done_sent = True
-            return event + b"\n\n"
-        try:
-            parsed = json.loads(data)
-        except ValueError:  # transformers writes its error event unescaped: {"error": "<text>"}
-            if not data.startswith(b'{"error": "'):
-                return event + b"\n\n"
-            parsed = {"error": data[len(b'{"error": "'):].removesuffix(b'"}').decode(errors="replace")}
-        if isinstance(parsed, dict) and "error" in parsed:
-            parsed = as_openai_error(500, parsed)
-        elif isinstance(parsed, dict):
-            self._rename(parsed)
-        return b"data: " + json.dumps(parsed).encode() + b"\n\n"
-
-    def _rename(self, answer: dict[str, Any]) -> None:
-        if isinstance(answer.get("model"), str) and answer["model"].split("@")[0] == self.served:
-            answer["model"] = self.served
-
-    async def _send_whole(self) -> None:
-        start = self._start or {"type": "http.response.start", "status": 500, "headers": []}
-        body = bytes(self._body)
-        self._start, self._body = None, bytearray()
-        if _header(start, b"content-type").startswith(b"application/json") or self.status >= 400:
-            try:
-                answer = json.loads(body)
-            except ValueError:
-                answer = body.decode(errors="replace")
-            if self.status >= 400:
-                answer = as_openai_error(self.status, answer)
-            elif isinstance(answer, dict):
-                self._rename(answer)
-            body = json.dumps(answer).encode()
-            headers = [(k, v) for k, v in start.get("headers", []) if k.lower() not in
-                       (b"content-length", b"content-type")]
-            start = {**start, "headers": [*headers, (b"content-type", b"application/json"),
-                                          (b"content-length", str(len(body)).encode())]}
-        self.started = self.ended = True
-        await self.send(start)
-        await self.send({"type": "http.response.body", "body": body})
-
-    async def cut_short(self, message: str) -> None:
-        """End the response now: a 503 error if none was sent yet, else an error event and ``[DONE]``."""
-        if self.ended:
-            return
-        self.ended = True
-        error = error_body(503, message, code="server_shutting_down")
-        if not self.started:
-            await _respond(self.send, 503, error)
-        elif self.sse:
-            await self.send({"type": "http.response.body", "more_body": False,
-                             "body": b"data: " + error + b"\n\n" + b"data: [DONE]\n\n"})
-
-
-def _header(message: Message, name: bytes) -> bytes:
-    return next((v for k, v in message.get("headers", []) if k.lower() == name), b"").lower()
-
-
 async def _read_body(receive: Receive) -> bytes:
     chunks = []
     while True:
@@ -542,13 +251,6 @@ def _replay(body: bytes, receive: Receive) -> Receive:
             return {"type": "http.request", "body": body, "more_body": False}
         return await receive()
     return replay
-
-
-async def _respond(send: Send, status: int, body: bytes) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
 
 
 def _cb_stats(generation_state: Any) -> dict[str, Any]:
@@ -610,7 +312,7 @@ def _stop_generation(state: Any, batcher: StaticBatcher | None) -> None:
     """Stop the generation threads at their next step (the front has ended the streams by then).
     transformers' batching thread is not a daemon: left running, it keeps the process alive."""
     if batcher is not None:
-        batcher.close()
+        batcher.close(GENERATION_STOP_S)
     manager = getattr(state, "_cb_manager", None)
     cb = getattr(manager, "_cb", None)
     if cb is not None and cb.is_running():
@@ -681,4 +383,4 @@ if __name__ == "__main__":
     _exit_now()
 
 
-__all__ = ["BATCHING", "BadRequest", "Front", "StaticBatcher", "build_app", "validate"]
+__all__ = ["BATCHING", "BadRequest", "Front", "build_app", "validate"]

@@ -9,7 +9,8 @@ import json
 from collections.abc import MutableMapping
 from typing import Any
 
-from servelab.llm.engine import Front, _OpenAIShape, as_openai_error
+from servelab.llm.engine import Front
+from servelab.llm.openai_shape import OpenAIShape, as_openai_error
 
 SERVED = "artifacts/llm"
 
@@ -24,7 +25,7 @@ def run(messages: list[dict[str, Any]], done_marker: bool = True) -> tuple[Sent,
         sent.append(message)
 
     async def main() -> None:
-        shape = _OpenAIShape(send, SERVED, done_marker)
+        shape = OpenAIShape(send, SERVED, done_marker)
         for message in messages:
             await shape(message)
     asyncio.run(main())
@@ -82,12 +83,12 @@ def test_a_response_cut_short_ends_cleanly() -> None:
         sent.append(message)
 
     async def main() -> None:
-        streaming = _OpenAIShape(send, SERVED, done_marker=True)
+        streaming = OpenAIShape(send, SERVED, done_marker=True)
         await streaming(start(200, b"text/event-stream"))
         await streaming(body(b'data: {"choices": [{"text": "a"}]}\n\n', True))
         await streaming.cut_short("stopping")
         await streaming.cut_short("stopping")  # once is enough
-        waiting = _OpenAIShape(send, SERVED, done_marker=True)  # nothing sent yet: a 503
+        waiting = OpenAIShape(send, SERVED, done_marker=True)  # nothing sent yet: a 503
         await waiting.cut_short("stopping")
     asyncio.run(main())
     tail = sent[2]
