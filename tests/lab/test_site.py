@@ -135,6 +135,7 @@ def test_every_page_reads_on_the_screen(site: Path, stems: list[str], run_dir: P
         if not found["provenance"] or bad or not ok:
             problems[name] = found
         if name == SHOWN:
+            page.evaluate("window.scrollTo(0, 0)")  # the first screen, banner included
             page.screenshot(path=str(artifact_dir / f"site_{SHOWN}_{WIDTHS[width]['width']}.png"))
             page.screenshot(path=str(artifact_dir / f"site_{SHOWN}_{WIDTHS[width]['width']}_full.png"),
                             full_page=True)
