@@ -149,3 +149,10 @@ def test_the_report_and_the_runs_data_are_on_the_site(site: Path, run_dir: Path)
     for name in ("run.json", "fastapi.jsonl"):
         assert (site / "data" / name).is_file() and f'href="data/{name}"' in index
     assert not list(site.rglob("*.py")), "the site carries no sources of its own"
+
+
+def test_the_run_records_where_and_when_it_ran(run_dir: Path) -> None:
+    """run.json's ``started`` and ``machine`` (the runner writes them): the provenance needs no fallback."""
+    facts = read(run_dir)
+    assert "not recorded" not in facts.line() and "(from the run's name)" not in facts.date
+    assert facts.date.endswith(" UTC") and facts.target == "local" and facts.preset == "quick"
