@@ -82,8 +82,9 @@ common.show_file("provisioning/node_setup.sh", lines=16, start="main() {")
 #
 # The last step, `./lab jupyter` on the node, builds the images notebook 03 needs first (the Jupyter
 # server's, FastAPI with PyTorch and with ONNX Runtime, GourmetGram; the model artefacts in the PyTorch
-# one when none came with the code) and starts the node's Jupyter server; Triton's image (its NGC base alone is about 15 GB, pulled at once in the background) and the
-# LLM engines' build after them in the background while you work. Each image prints a line when it
+# one when none came with the code) and starts the node's Jupyter server; Triton's image (its NGC
+# base alone is about 15 GB, pulled at once in the background) and the LLM engines' build after them
+# in the background while you work. Each image prints a line when it
 # starts and when it is ready (and one a minute while it builds); the builds' own output goes to
 # `.servelab-build/<image>.log` in the lab's folder on the node (`~/serve-system-lab`), and
 # `./lab images --status` there says where each build is. A notebook whose images are still building
