@@ -75,7 +75,7 @@ def server_wait(config: ChameleonConfig, lease: Any = None) -> tuple[float, str]
 
 
 def wait_server_active(server: Any, config: ChameleonConfig, lease: Any = None) -> Any:
-    """Wait for ACTIVE (bare metal takes 10–20 min) — as long as ``server_wait`` says — and check it:
+    """Wait for ACTIVE (a bare-metal boot is slow) as long as ``server_wait`` says, and check it:
     ``wait`` returns on ERROR too."""
     limit, why = server_wait(config, lease)
     print(f"Waiting for server {config.server_name} to become ACTIVE (bare-metal boots take 10–20 min): "
