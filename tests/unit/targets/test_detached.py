@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.procs import wait_until
 from servelab.targets.detached import NodeUnreachable, RemoteRun, follow
 
 
@@ -183,13 +184,6 @@ def watchdogs_of(run: RemoteRun, deadline: int) -> list[int]:
     return found
 
 
-def wait_for(condition, what: str, timeout: float = 30.0) -> None:
-    end = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < end, f"timed out after {timeout:.0f} s waiting for {what}"
-        time.sleep(0.1)
-
-
 def test_the_node_stops_its_run_at_its_own_deadline_with_no_controller(tmp_path: Path) -> None:
     """Nothing follows the run (the controller's laptop sleeps, its terminal is closed): the watchdog
     started with it stops the inner work and the process group at the deadline, and says so."""
@@ -199,7 +193,7 @@ def test_the_node_stops_its_run_at_its_own_deadline_with_no_controller(tmp_path:
                                                  deadline=deadline,
                                                  inner_stop="echo inner > lab/stopped-inner"), timeout=30)
     assert code == 0 and said.strip() == "started"
-    wait_for(lambda: (tmp_path / "lab/results/d1.pid").is_file(), "the pid file")
+    wait_until(lambda: (tmp_path / "lab/results/d1.pid").is_file(), "the pid file", 30)
     pgid = int((tmp_path / "lab/results/d1.pid").read_text())
 
     def group_gone() -> bool:
@@ -209,13 +203,13 @@ def test_the_node_stops_its_run_at_its_own_deadline_with_no_controller(tmp_path:
             return True
         return False
 
-    wait_for(group_gone, "the node's watchdog to stop the run")
+    wait_until(group_gone, "the node's watchdog to stop the run", 30)
     assert time.time() >= deadline  # not before its time
     assert (tmp_path / "lab/stopped-inner").is_file()  # the work handed on was stopped first
     log = (tmp_path / "lab/results/d1.log").read_text()
     assert "begun" in log and "never" not in log and "[node] the run's deadline (" in log
     assert shell.capture(run.poll_command(0), timeout=30)[1].splitlines()[0] == "deadline"
-    wait_for(lambda: not watchdogs_of(run, deadline), "the watchdog to end")
+    wait_until(lambda: not watchdogs_of(run, deadline), "the watchdog to end", 30)
     # a controller that wakes up afterwards reads the whole log and that the node stopped it
     seen: list[str] = []
     followed = follow(lambda: shell, run, deadline, poll_s=0.1, out=seen.append, shell=shell)
@@ -230,7 +224,7 @@ def test_a_run_ending_before_its_deadline_leaves_no_watchdog(tmp_path: Path) -> 
     assert code == 0
     followed = follow(lambda: shell, run, deadline, poll_s=0.1, out=lambda _: None, shell=shell)
     assert followed.exit_code == 0 and not followed.stopped_at_deadline
-    wait_for(lambda: not watchdogs_of(run, deadline), "the watchdog to end with the run", timeout=15)
+    wait_until(lambda: not watchdogs_of(run, deadline), "the watchdog to end with the run", 15)
     assert not (tmp_path / "lab/results/d2.deadline").exists()
 
 
