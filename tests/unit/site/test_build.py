@@ -4,9 +4,6 @@ the next build, nothing re-executed), and bad input as one line, never a traceba
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +14,7 @@ import pytest
 from servelab.core.paths import REPO_ROOT
 from servelab.site import build
 from servelab.site.__main__ import main as site_main
+from tests.unit.lab_script import stubbed_lab
 
 pytestmark = pytest.mark.slow  # two Sphinx builds of two pages (seconds)
 
@@ -84,16 +82,8 @@ def test_the_command_line_says_what_it_built(tmp_path: Path) -> None:
 
 
 def test_lab_site_sets_up_then_runs_the_site_command(tmp_path: Path) -> None:
-    (tmp_path / "scripts").mkdir()
-    shutil.copy(REPO_ROOT / "lab", tmp_path / "lab")
-    log = tmp_path / "calls.log"
-    for stub, body in ((tmp_path / "scripts" / "setup.sh", f'echo "setup $*" >> {log}'),
-                       (tmp_path / "venv" / "bin" / "python", f'echo "python $*" >> {log}')):
-        stub.parent.mkdir(parents=True, exist_ok=True)
-        stub.write_text(f"#!/usr/bin/env bash\n{body}\n")
-        stub.chmod(stub.stat().st_mode | stat.S_IEXEC)
-    done = subprocess.run(["bash", str(tmp_path / "lab"), "site", "results/x", "--serve"],
-                          env={**os.environ, "VENV": str(tmp_path / "venv")}, capture_output=True, text=True,
-                          timeout=60, check=False)
+    lab, log, env = stubbed_lab(tmp_path)
+    done = subprocess.run(["bash", str(lab), "site", "results/x", "--serve"], env=env, capture_output=True,
+                          text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert log.read_text().splitlines() == ["setup ", "python -m servelab.site results/x --serve"]

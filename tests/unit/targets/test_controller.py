@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from servelab.core.paths import REPO_ROOT
+from tests.unit.lab_script import stubbed_lab
 
 pytestmark = pytest.mark.slow  # builds a small venv (about 30 s)
 
@@ -53,19 +52,11 @@ def test_the_chameleon_run_needs_only_the_controller_packages(controller_python:
 
 
 def test_lab_sets_up_only_the_controller_for_chameleon(tmp_path: Path) -> None:
-    (tmp_path / "scripts").mkdir()
-    shutil.copy(REPO_ROOT / "lab", tmp_path / "lab")
-    log = tmp_path / "calls.log"
-    for stub, body in ((tmp_path / "scripts" / "setup.sh", f'echo "setup $*" >> {log}'),
-                       (tmp_path / "venv" / "bin" / "python", f'echo "python $*" >> {log}')):
-        stub.parent.mkdir(parents=True, exist_ok=True)
-        stub.write_text(f"#!/usr/bin/env bash\n{body}\n")
-        stub.chmod(stub.stat().st_mode | stat.S_IEXEC)
-    env = {**os.environ, "VENV": str(tmp_path / "venv")}
+    lab, log, env = stubbed_lab(tmp_path)
     for args, setup in ((["--target", "chameleon", "--keep-node"], "setup --controller"),
                         (["--target=chameleon"], "setup --controller"), (["--preset", "quick"], "setup ")):
         log.write_text("")
-        done = subprocess.run(["bash", str(tmp_path / "lab"), "run", *args], env=env, capture_output=True,
+        done = subprocess.run(["bash", str(lab), "run", *args], env=env, capture_output=True,
                               text=True, timeout=60)
         assert done.returncode == 0, done.stderr
         lines = [line.rstrip() for line in log.read_text().splitlines()]
