@@ -35,6 +35,9 @@ case "$*" in
   "image inspect "*) [ -n "${NO_BASE:-}" ] && exit 1 ;;
   "pull "*) [ "${NO_PULL:-}" = "$2" ] && exit 1 ;;
   *" run --rm "*) exit 0 ;;
+  *"llm build"*) if [ -n "${SLOW_BACKGROUND:-}" ] && [ -n "$bg" ]; then  # held until that file exists
+      while [ ! -e "$SLOW_BACKGROUND" ]; do sleep 0.1; done
+    fi ;;
   *" build"*) echo "#7 [2/5] RUN pip install stuff"; [ "${FAIL_BUILD:-}" = "${*: -1}" ] && exit 1 ;;
   *" exec -T jupyter "*) echo "ran the lab"; exit "${LAB_EXIT:-0}" ;;
 esac
@@ -287,3 +290,16 @@ def test_prebuilt_images_are_pulled_from_the_class_registry_and_pushed_there(hos
     background = (checkout / ".servelab-build" / "background.log").read_text()
     assert ("images: registry.example.org/course/servelab/llm:latest could not be pulled (see "
             f"{checkout}/.servelab-build/llm.log): building the LLM engine here instead") in background
+
+
+def test_the_background_builder_holds_no_output_of_the_caller(host, tmp_path: Path) -> None:
+    """Over SSH (notebook 02) the command returns only when every process holding its output has let
+    go: `./lab jupyter` returns (its pipes closed) while the background builder is still building."""
+    release = tmp_path / "release"
+    done = run_lab(host, "jupyter", SLOW_BACKGROUND=str(release))  # subprocess.run: waits for the pipes' EOF
+    assert done.returncode == 0, done.stderr
+    checkout: Path = host["checkout"]  # type: ignore[assignment]
+    status = (checkout / ".servelab-build" / "llm.status").read_text()
+    assert status.startswith(("state=waiting\n", "state=building\n")), "the LLM engine's build is not over"
+    release.touch()
+    assert "background builds over (all ready)" in background_done(host)
