@@ -1,8 +1,9 @@
 """Where a run ran, as the site shows it on every page: CPU, GPU or none, date, target, preset.
 
-Read from the run's ``run.json`` (the runner records the machine there); a run written before it did
-falls back to the facts stored with its measurements and to its folder's name; what neither holds is
-said to be unrecorded, never guessed.
+Read from the run's ``run.json`` (the runner records the machine there); a ``--target chameleon`` run's
+machine and start are the node's, in the ``node-run.json`` fetched from it (its own run.json describes
+the controller's steps). A run written before the runner recorded them falls back to the facts stored
+with its measurements and to its folder's name; what none holds is said to be unrecorded, never guessed.
 """
 
 from __future__ import annotations
@@ -76,6 +77,16 @@ def _row_facts(run_dir: Path) -> dict[str, Any]:
     return {}
 
 
+def _node_summary(run_dir: Path) -> dict[str, Any]:
+    """The node's own run.json of a chameleon run (``node-run.json``, fetched from the node), else {}."""
+    path = Path(run_dir) / "node-run.json"
+    try:
+        found = json.loads(path.read_text()) if path.is_file() else {}
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
 def _date(run_dir: Path, summary: dict[str, Any]) -> str:
     if summary.get("started"):
         return str(summary["started"])
@@ -89,7 +100,10 @@ def _date(run_dir: Path, summary: dict[str, Any]) -> str:
 def read(run_dir: Path) -> Provenance:
     """The provenance of the run in ``run_dir``."""
     summary = run_json(run_dir)
-    machine = summary.get("machine") or {}
+    node = _node_summary(run_dir)  # where a chameleon run measured: the node
+    machine = summary.get("machine") or node.get("machine") or {}
+    if not summary.get("started") and node.get("started"):
+        summary = {**summary, "started": node["started"]}
     rows = _row_facts(run_dir)
     cores = machine.get("cpu_count") or summary.get("cpu_count")
     cpu = str(machine.get("cpu_model") or UNRECORDED)

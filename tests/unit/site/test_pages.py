@@ -140,6 +140,23 @@ def test_provenance_from_run_json_else_from_the_measurements_and_the_name(tmp_pa
     assert not facts.on_gpu and facts.line().endswith("no GPU")
 
 
+def test_a_chameleon_runs_provenance_is_the_nodes(tmp_path: Path) -> None:
+    """The controller's run.json (target chameleon) records no machine: the node's, fetched as
+    node-run.json, says where the measurements were taken."""
+    run = tmp_path / "20261125-150000-quick"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"preset": "quick", "target": "chameleon", "ok": True,
+                                              "steps": [], "notebooks": []}))
+    (run / "node-run.json").write_text(json.dumps({
+        "preset": "quick", "target": "docker", "started": "2026-11-25 15:20:00 UTC",
+        "machine": {"cpu_model": "Intel Xeon E5-2670 v3", "cpu_count": 48, "gpu": "Tesla P100-PCIE-16GB, "
+                    "Tesla P100-PCIE-16GB"}}))
+    facts = provenance.read(run)
+    assert (facts.cpu, facts.date, facts.target) == ("Intel Xeon E5-2670 v3, 48 cores",
+                                                     "2026-11-25 15:20:00 UTC", "chameleon")
+    assert facts.on_gpu and "GPU Tesla P100-PCIE-16GB" in facts.line()
+
+
 def test_a_folder_that_is_not_a_run_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(provenance.RunFolderError, match=r"has no run\.json: give a folder written by"):
         provenance.read(tmp_path)
