@@ -83,8 +83,9 @@ def wait_server_active(server: Any, config: ChameleonConfig, lease: Any = None) 
     try:
         server.wait(status="ACTIVE", show="text", timeout=int(limit))
     except Exception as exc:  # python-chi raises ServiceError on its timeout
-        again = ("run this step again to keep waiting (the server is reused)" if config.server_timeout_s
-                 else "the lease has no time left for it: delete it (teardown) and reserve a new lease")
+        until_lease_end = not config.server_timeout_s and to_utc(getattr(lease, "end_date", None)) is not None
+        again = ("the lease has no time left for it: delete it (teardown) and reserve a new lease"
+                 if until_lease_end else "run this step again to keep waiting (the server is reused)")
         raise ProvisioningError(
             f"server {config.server_name} did not become ACTIVE within {show_span(limit)} ({why}; "
             f"{describe(exc)}): {again}") from exc

@@ -52,6 +52,23 @@ def test_a_boot_that_outlasts_the_lease_says_so_in_one_line(fake_chi, student) -
     assert "\n" not in message
 
 
+def test_a_wait_without_the_lease_end_says_to_wait_again(student) -> None:
+    """A lease whose end is not known gets python-chi's usual limit: its timeout is no sign that the
+    lease has run out, so the line says to run the step again (the server is reused)."""
+    from provisioning.server import DEFAULT_SERVER_WAIT_S, wait_server_active
+
+    class Booting:
+        def wait(self, status: str, show: str, timeout: int) -> None:
+            assert timeout == int(DEFAULT_SERVER_WAIT_S)
+            raise RuntimeError("Timeout waiting for server to reach ACTIVE")
+
+    with pytest.raises(ProvisioningError) as caught:
+        wait_server_active(Booting(), config(), lease=None)
+    message = str(caught.value)
+    assert "python-chi's usual limit: the lease's end is not known" in message
+    assert message.endswith("run this step again to keep waiting (the server is reused)")
+
+
 def test_the_plan_says_how_long_it_waits() -> None:
     steps = {s.name: s.detail for s in provisioning.provision_plan(config())}
     assert "wait until ACTIVE (as long as the lease allows: until its end less the teardown's margin)" in \
