@@ -23,10 +23,11 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
+
+from servelab.core.procs import wait_until
 
 REPO = Path(__file__).resolve().parents[3]
 CONTROLLER = r'''
@@ -93,11 +94,11 @@ def environment(tmp_path: Path) -> dict[str, str]:
 
 
 def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120.0) -> None:
-    end = time.monotonic() + timeout
-    while not path.exists():
-        assert proc.poll() is None, f"the controller ended early (exit {proc.returncode})"
-        assert time.monotonic() < end, f"the controller did not reach the node run in {timeout:.0f} s"
-        time.sleep(0.1)
+    """Until the controller reaches the node run (``path`` appears); it must not end before."""
+    def ended() -> str | None:
+        return None if proc.poll() is None else f"the controller ended early (exit {proc.returncode})"
+
+    wait_until(path.exists, "the controller to reach the node run", timeout, interval=0.1, alive=ended)
 
 
 def check_all_deleted(tmp_path: Path, signal_name: str) -> dict:
