@@ -30,7 +30,8 @@ from servelab.llm.server import EngineOptions, engine_env, post_json
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
-STOP_BOUND_S = 5.0  # seconds from SIGTERM to exit; compose waits 30 s before it kills
+STOP_BOUND_S = 10.0  # a hang, not a speed target: compose kills after 30 s; the time is printed
+# (measured: docs/decisions/2026-11-25-llm-engine-openai-clients.md)
 
 
 @pytest.fixture(scope="module", autouse=True)
