@@ -246,11 +246,14 @@ background() {
     flock -w "$FIRST_WAIT_S" 9 || die "the other background build did not end within $FIRST_WAIT_S s"
   fi
   # a builder that stops early (an error, a signal) leaves no image waiting for ever: those it did
-  # not build are marked failed, so a notebook waiting for one says so instead of timing out
+  # not build are marked failed, so a notebook waiting for one says so instead of timing out — unless
+  # a newer builder was started meanwhile (02 run again): the keys marked waiting are then its own
   BACKGROUND_KEYS=("$@")
-  trap 'for key in "${BACKGROUND_KEYS[@]}"; do
-          case "$(state_of "$key")" in waiting|building) mark "$key" failed ;; esac
-        done' EXIT
+  trap 'if [ "$(cat "$BUILD_DIR/background.generation" 2>/dev/null)" = "${SERVELAB_BUILD_GENERATION:-}" ]; then
+          for key in "${BACKGROUND_KEYS[@]}"; do
+            case "$(state_of "$key")" in waiting|building) mark "$key" failed ;; esac
+          done
+        fi' EXIT
   pull_base
   local waited=0 key failed=0
   while [ ! -e "$FIRST_DONE" ]; do
@@ -273,7 +276,11 @@ start_background() {  # start_background KEY...: marked waiting, built by a deta
     labels+=("$LABEL")
   done
   rm -f "$FIRST_DONE"
-  SERVELAB_BACKGROUND_BUILD=1 setsid nohup bash "$ROOT/scripts/docker_host.sh" background "$@" \
+  local generation
+  generation="$(date +%s%N)-$$"  # the newest builder's: an older one's exit leaves its keys alone
+  printf '%s\n' "$generation" >"$BUILD_DIR/background.generation"
+  SERVELAB_BACKGROUND_BUILD=1 SERVELAB_BUILD_GENERATION="$generation" \
+    setsid nohup bash "$ROOT/scripts/docker_host.sh" background "$@" \
     >>"$BUILD_DIR/background.log" 2>&1 </dev/null &
   local joined
   joined="$(printf '%s, ' "${labels[@]}")"

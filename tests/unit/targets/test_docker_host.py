@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core import procs
 from servelab.core.paths import REPO_ROOT
 
 DOCKER_STUB = """#!/usr/bin/env bash
@@ -32,7 +33,10 @@ case "$*" in
       echo '{"nvidia":{"path":"nvidia-container-runtime"},"runc":{"path":"runc"}}'
     else echo '{"io.containerd.runc.v2":{"path":"runc"},"runc":{"path":"runc"}}'; fi ;;
   "compose version") [ -n "${NO_COMPOSE:-}" ] && exit 1; echo "Docker Compose version v2.32.4" ;;
-  "image inspect "*) [ -n "${NO_BASE:-}" ] && exit 1 ;;
+  "image inspect "*) if [ -n "${HOLD_INSPECT:-}" ] && [ -n "$bg" ]; then  # held until that file exists
+      while [ ! -e "$HOLD_INSPECT" ]; do sleep 0.1; done
+    fi
+    [ -n "${NO_BASE:-}" ] && exit 1 ;;
   "pull "*) [ "${NO_PULL:-}" = "$2" ] && exit 1 ;;
   *" run --rm "*) exit 0 ;;
   *"llm build"*) if [ -n "${SLOW_BACKGROUND:-}" ] && [ -n "$bg" ]; then  # held until that file exists
@@ -206,6 +210,33 @@ def test_present_artefacts_are_not_rebuilt_and_weights_are_passed(host) -> None:
     background_done(host)
     model = [c for c in foreground(calls(host)) if " run --rm " in c]
     assert len(model) == 1 and model[0].endswith("-m servelab.core.model build --weights /data/food11.pth")
+
+
+def test_an_older_builder_ending_leaves_the_newer_builders_images_waiting(host, tmp_path) -> None:
+    """02 run again while the first background builder still runs: the first one's exit must not mark
+    the images the second will build as failed (a notebook waiting for one would give up)."""
+    checkout: Path = host["checkout"]  # type: ignore[assignment]
+    status_dir = checkout / ".servelab-build"
+    first_held, second_held = tmp_path / "release-first", tmp_path / "release-second"
+    assert run_lab(host, "jupyter", SLOW_BACKGROUND=str(first_held)).returncode == 0
+    procs.wait_until(lambda: (status_dir / "llm.status").exists()
+                     and (status_dir / "llm.status").read_text().startswith("state=building\n"),
+                     "the first builder to reach the LLM engine's build", 10)
+    assert (status_dir / "triton.status").read_text().startswith("state=ready\n")
+    assert run_lab(host, "jupyter", SLOW_BACKGROUND=str(first_held),
+                   HOLD_INSPECT=str(second_held)).returncode == 0
+    assert (status_dir / "triton.status").read_text().startswith("state=waiting\n")  # the second's now
+    first_held.touch()
+    # the second builder looks for the Triton base once it holds the lock, i.e. once the first has exited
+    procs.wait_until(lambda: sum(c == "image inspect nvcr.io/nvidia/tritonserver:24.10-py3"
+                                 for c in in_background(calls(host))) == 2,
+                     "the second builder to start after the first ended", 30)
+    assert (status_dir / "triton.status").read_text().startswith("state=waiting\n")
+    second_held.touch()
+    procs.wait_until(lambda: (status_dir / "background.log").read_text().count("background builds over") == 2,
+                     "the second background builder to end", 30)
+    for key in ("triton", "llm"):
+        assert (status_dir / f"{key}.status").read_text().startswith("state=ready\n")
 
 
 def test_a_failed_build_says_where_its_log_is_and_marks_it_failed(host) -> None:
