@@ -362,28 +362,40 @@ def rules(data: RunData) -> list[Check]:
     fixed_rs, auto_rs = row(fixed_n, "replica_seconds"), row(queue, "replica_seconds")
     replicas = row(fixed_n, "replicas_max") or 1
     up_q, up_u = row(queue, "scale_up_after_s"), row(util, "scale_up_after_s")
+    backlog = check("Once the added replica serves, the backlog shrinks during the high load: fewer requests "
+                    "in flight as the high load ends than when the replica started serving (p99 follows only "
+                    "once the backlog has drained)",
+                    (row(queue, "backlog_at_up"), row(queue, "backlog_end_high")), lambda u, e: e < u,
+                    lambda u, e: f"{u:.0f} in flight when it started serving, {e:.0f} as the high load ended"
+                    + _text(row(fixed_one, "backlog_end_high"), " (one fixed replica: {:.0f})")
+                    + _text(row(queue, "p99_before_up_ms"), "; p99 during the scale-up {:.0f} ms")
+                    + _text(row(queue, "p99_after_up_ms"), ", after it {:.0f} ms")
+                    + _text(row(queue, "timeouts") or None, "; {:.0f} requests timed out (they leave "
+                            "the backlog unanswered)"),
+                    noise=(None, row(queue, "backlog_end_high_spread")))
+    if backlog.status == "not measured" and row(queue, "backlog_end_high") is not None:  # it ran: too late
+        backlog = Check(backlog.effect, "not observed", "no replica was added after the step" if up_q is None
+                        else f"the added replica served only {up_q:.1f} s after the step, once the high load "
+                             "had ended")
+    earlier = check("Autoscaling on queue depth has its added replica serving no later than autoscaling on "
+                    "CPU utilisation",
+                    (up_u, up_q), lambda u, q: q <= u,
+                    lambda u, q: f"serving after the step: utilisation {u:.1f} s, queue depth {q:.1f} s",
+                    noise=(resolution(up_u), resolution(up_q)))
+    if earlier.status == "not measured" and not queue.empty and not util.empty:  # a policy added none
+        earlier = (Check(earlier.effect, "observed", f"queue depth serving {up_q:.1f} s after the step; "
+                         "utilisation added no replica") if up_q is not None else
+                   Check(earlier.effect, "not observed", "queue depth added no replica" + (
+                       f"; utilisation serving {up_u:.1f} s after the step" if up_u is not None
+                       else ", nor did utilisation")))
     return [
         check("Under the step load, autoscaling on queue depth starts a replica within upscale_delay_s + "
               "look_back_period_s + 5 s of the step (metrics are pushed, averaged, then acted on)",
               (after, delay, look_back), lambda a, d, lb: a <= d + lb + 5,
               lambda a, d, lb: f"starting {a:.1f} s after the step (upscale_delay_s {d:g}, "
                                f"look_back_period_s {lb:g}), serving {serving:.1f} s after it"),
-        check("Once the added replica serves, the backlog shrinks during the high load: fewer requests in "
-              "flight as the high load ends than when the replica started serving (p99 follows only "
-              "once the backlog has drained)",
-              (row(queue, "backlog_at_up"), row(queue, "backlog_end_high")), lambda u, e: e < u,
-              lambda u, e: f"{u:.0f} in flight when it started serving, {e:.0f} as the high load ended"
-                           + _text(row(fixed_one, "backlog_end_high"), " (one fixed replica: {:.0f})")
-                           + _text(row(queue, "p99_before_up_ms"), "; p99 during the scale-up {:.0f} ms")
-                           + _text(row(queue, "p99_after_up_ms"), ", after it {:.0f} ms")
-                           + _text(row(queue, "timeouts") or None, "; {:.0f} requests timed out (they leave "
-                                   "the backlog unanswered)"),
-              noise=(None, row(queue, "backlog_end_high_spread"))),
-        check("Autoscaling on queue depth has its added replica serving no later than autoscaling on CPU "
-              "utilisation",
-              (up_u, up_q), lambda u, q: q <= u,
-              lambda u, q: f"serving after the step: utilisation {u:.1f} s, queue depth {q:.1f} s",
-              noise=(resolution(up_u), resolution(up_q))),
+        backlog,
+        earlier,
         check("With max_queued_requests set, accepted requests' p99 is lower than with an unbounded queue",
               (row(shed, "p99_ms", max_queued_requests=-1), row(bounded, "p99_ms")),
               lambda u, b: b < u, lambda u, b: f"unbounded {u:.0f} ms, bounded {b:.0f} ms",

@@ -74,3 +74,21 @@ def test_the_backlog_rule_says_what_one_fixed_replica_did_and_what_p99_did() -> 
     assert backlog.status == "observed", backlog.evidence
     assert "396 in flight" in backlog.evidence and "one fixed replica: 314" in backlog.evidence
     assert "after it 5019 ms" in backlog.evidence
+
+
+def test_a_replica_serving_only_after_the_high_load_is_not_observed_not_unmeasured() -> None:
+    """A step load that ran, whose added replica served only once the high load had ended (seen on a
+    slow 2-core run: 20 s after the step), and a utilisation run that added none: both looked for."""
+    run = data(
+        step_row("queue depth", decided_after_s=11.6, scale_up_after_s=20.1, upscale_delay_s=1.0,
+                 look_back_period_s=1.0, backlog_at_up=None, backlog_end_high=380),
+        step_row("utilisation", scale_up_after_s=None, backlog_end_high=400),
+    )
+    checks = step.rules(run)
+    assert [c.status for c in checks[1:3]] == ["not observed", "observed"]
+    assert "served only 20.1 s after the step, once the high load had ended" in checks[1].evidence
+    assert checks[2].evidence == "queue depth serving 20.1 s after the step; utilisation added no replica"
+    neither = step.rules(data(step_row("queue depth", backlog_end_high=380), step_row("utilisation")))
+    assert [c.status for c in neither[1:3]] == ["not observed", "not observed"]
+    assert neither[1].evidence == "no replica was added after the step"
+    assert neither[2].evidence == "queue depth added no replica, nor did utilisation"
