@@ -39,7 +39,7 @@ case "$*" in
     [ -n "${NO_BASE:-}" ] && exit 1 ;;
   "pull "*) [ "${NO_PULL:-}" = "$2" ] && exit 1 ;;
   *" run --rm "*) exit 0 ;;
-  *"llm build"*) if [ -n "${SLOW_BACKGROUND:-}" ] && [ -n "$bg" ]; then  # held until that file exists
+  *"docker-compose-llm.yaml build"*) if [ -n "${SLOW_BACKGROUND:-}" ] && [ -n "$bg" ]; then  # held until that file exists
       while [ ! -e "$SLOW_BACKGROUND" ]; do sleep 0.1; done
     fi ;;
   *" build"*) echo "#7 [2/5] RUN pip install stuff"; [ "${FAIL_BUILD:-}" = "${*: -1}" ] && exit 1 ;;
@@ -221,7 +221,7 @@ def test_an_older_builder_ending_leaves_the_newer_builders_images_waiting(host, 
     assert run_lab(host, "jupyter", SLOW_BACKGROUND=str(first_held)).returncode == 0
     procs.wait_until(lambda: (status_dir / "llm.status").exists()
                      and (status_dir / "llm.status").read_text().startswith("state=building\n"),
-                     "the first builder to reach the LLM engine's build", 10)
+                     "the first builder to reach the LLM engine's build", 60)
     assert (status_dir / "triton.status").read_text().startswith("state=ready\n")
     assert run_lab(host, "jupyter", SLOW_BACKGROUND=str(first_held),
                    HOLD_INSPECT=str(second_held)).returncode == 0
@@ -230,11 +230,11 @@ def test_an_older_builder_ending_leaves_the_newer_builders_images_waiting(host, 
     # the second builder looks for the Triton base once it holds the lock, i.e. once the first has exited
     procs.wait_until(lambda: sum(c == "image inspect nvcr.io/nvidia/tritonserver:24.10-py3"
                                  for c in in_background(calls(host))) == 2,
-                     "the second builder to start after the first ended", 30)
+                     "the second builder to start after the first ended", 60)
     assert (status_dir / "triton.status").read_text().startswith("state=waiting\n")
     second_held.touch()
     procs.wait_until(lambda: (status_dir / "background.log").read_text().count("background builds over") == 2,
-                     "the second background builder to end", 30)
+                     "the second background builder to end", 60)
     for key in ("triton", "llm"):
         assert (status_dir / f"{key}.status").read_text().startswith("state=ready\n")
 
