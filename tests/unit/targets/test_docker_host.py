@@ -39,7 +39,8 @@ case "$*" in
     [ -n "${NO_BASE:-}" ] && exit 1 ;;
   "pull "*) [ "${NO_PULL:-}" = "$2" ] && exit 1 ;;
   *" run --rm "*) exit 0 ;;
-  *"docker-compose-llm.yaml build"*) if [ -n "${SLOW_BACKGROUND:-}" ] && [ -n "$bg" ]; then  # held until it exists
+  *"docker-compose-llm.yaml build"*)  # the background's LLM build is held until SLOW_BACKGROUND exists
+    if [ -n "${SLOW_BACKGROUND:-}" ] && [ -n "$bg" ]; then
       while [ ! -e "$SLOW_BACKGROUND" ]; do sleep 0.1; done
     fi ;;
   *" build"*) echo "#7 [2/5] RUN pip install stuff"; [ "${FAIL_BUILD:-}" = "${*: -1}" ] && exit 1 ;;
