@@ -12,7 +12,7 @@ from servelab.lab import (
     step07_dynamic_batching,
     step09_llm_serving,
     step09_vllm,
-    step10_scaling_out,
+    step10_report,
 )
 from servelab.report import html
 from servelab.report.effects import Check
@@ -28,7 +28,7 @@ NOTEBOOKS = (
     Notebook("06_onnx_backend", (step06_onnx_backend,), ("onnx_backend", "python_vs_onnx", "onnx_scaling")),
     Notebook("07_dynamic_batching", (step07_dynamic_batching,), ("capacity", "arrivals", "dynamic_batching")),
     Notebook("09_llm_serving", (step09_llm_serving, step09_vllm)),
-    Notebook("10_scaling_out", (step10_scaling_out,)),
+    Notebook("10_scaling_out", (step10_report,)),
 )
 STEPS = tuple(step for notebook in NOTEBOOKS for step in notebook.steps)
 

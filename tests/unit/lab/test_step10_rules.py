@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from servelab.lab import step10_scaling_out as step
+from servelab.lab import step10_report as step
 from servelab.results.schema import RunData
 
 
