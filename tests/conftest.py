@@ -1,13 +1,37 @@
-"""Suite-wide settings: results and logs of a test run go to a temporary folder."""
+"""Suite-wide settings: results and logs of a test run go to a temporary folder; on two workers, each
+test file stays on one worker and the files that need the cores (or take them) run one after another."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+
+# Files that measure what the cores do under load (Ray Serve's autoscaler must see a backlog and act on
+# it in seconds) or that keep the cores busy for a minute (pip resolving images, a venv built): with
+# `pytest -n 2 --dist loadfile` (./lab test) they run on one worker, one after another. Why: the
+# 2026-11-25 entry of docs/decisions/2026-11-23-suite-time.md
+CORES = ("tests/unit/targets/test_controller.py", "tests/unit/targets/test_image_resolution.py",
+         "tests/integration/scaling/")
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` with the ``CORES`` files as one unit of work (pytest-xdist's own
+    ``xdist_group`` marks have no effect under pytest 9.2: the group goes into a node id no longer read)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class CoresTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "cores" if path.startswith(CORES) else path
+
+    return CoresTogether(config, log)
 
 
 @pytest.fixture(autouse=True, scope="session")
