@@ -13,8 +13,8 @@ ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 
 # Files that measure what the cores do under load (Ray Serve's autoscaler must see a backlog and act on
 # it in seconds) or that keep the cores busy for a minute (pip resolving images, a venv built): with
-# `pytest -n 2 --dist loadfile` (./lab test) they run on one worker, one after another. Why: the
-# 2026-11-25 entry of docs/decisions/2026-11-23-suite-time.md
+# `pytest -n 2 --dist loadfile` (./lab test) they run on one worker, one after another. Why:
+# docs/decisions/2026-11-25-ci-ray-contention.md
 CORES = ("tests/unit/targets/test_controller.py", "tests/unit/targets/test_image_resolution.py",
          "tests/integration/scaling/")
 
