@@ -40,7 +40,7 @@ scaling_overload_seconds = None  # shedding: seconds of overload per run
 ray_address = None  # a cluster made with `ray start` to join ("auto"); None: $RAY_ADDRESS, else its own
 
 # %%
-from servelab.lab import common, params
+from servelab.lab import common, params, step10_report
 from servelab.lab import step10_scaling_out as step
 from servelab.lab import step10_triton_queue as triton_queue
 
@@ -111,7 +111,7 @@ queue_run = step.step_load(cluster, auto, phases, photos)
 step.plot_timeline(queue_run, title="step load, autoscaled on queue depth")
 
 # %%
-common.what_this_run_shows(step, "starts a replica within", "the backlog shrinks")
+common.what_this_run_shows(step10_report, "starts a replica within", "the backlog shrinks")
 
 # %% [markdown]
 # ## A replica dies
@@ -126,7 +126,7 @@ common.what_this_run_shows(step, "starts a replica within", "the backlog shrinks
 step.kill_one(cluster, P, rate, photos)
 
 # %%
-common.what_this_run_shows(step, "killed")
+common.what_this_run_shows(step10_report, "killed")
 
 # %% [markdown]
 # ## Queue depth vs utilisation
@@ -148,7 +148,7 @@ util_run = step.step_load(cluster, step.policy(P, policy="utilisation"), phases,
 step.plot_timeline(queue_run, util_run, title="queue depth vs utilisation")
 
 # %%
-common.what_this_run_shows(step, "CPU utilisation")
+common.what_this_run_shows(step10_report, "CPU utilisation")
 
 # %% [markdown]
 # ## Fixed vs autoscaled
@@ -167,7 +167,7 @@ step.plot_timeline(fixed_one, fixed_n, queue_run, title="fixed vs autoscaled")
 step.summaries("step")
 
 # %%
-common.what_this_run_shows(step, "replica-seconds")
+common.what_this_run_shows(step10_report, "replica-seconds")
 
 # %% [markdown]
 # ## Load past capacity: shed instead of queueing
@@ -184,7 +184,7 @@ common.what_this_run_shows(step, "replica-seconds")
 step.shedding(cluster, rate, P, photos)
 
 # %%
-common.what_this_run_shows(step, "max_queued_requests")
+common.what_this_run_shows(step10_report, "max_queued_requests")
 
 # %% [markdown]
 # Triton, which notebooks 04–07 use, has the same idea in its model config: a queue policy on the
@@ -201,7 +201,7 @@ print(step.TRITON_QUEUE_POLICY)
 triton_queue.measure(P)
 
 # %%
-common.what_this_run_shows(step, "Triton")
+common.what_this_run_shows(step10_report, "Triton")
 
 # %%
 step.stop(cluster)

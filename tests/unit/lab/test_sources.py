@@ -1,13 +1,18 @@
-"""The Jupytext .py files are the notebooks' source; the committed .ipynb must match and carry no outputs."""
+"""The Jupytext .py files are the notebooks' source; the committed .ipynb must match and carry no outputs;
+each "what this run shows" cell names a module with rules and words that pick at least one of them."""
 
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
 
 import jupytext
 import nbformat
+import pandas as pd
 import pytest
+
+from servelab.results.schema import RunData
 
 NOTEBOOKS = Path(__file__).resolve().parents[3] / "notebooks"
 SOURCES = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py"))
@@ -59,3 +64,24 @@ def test_code_cells_stay_short(source: Path) -> None:
         if cell.cell_type == "code" and "parameters" not in cell.metadata.get("tags", []):
             statements = len(ast.parse(cell.source).body)
             assert statements <= 5, f"{source.stem} cell {index}: {statements} statements (move logic out)"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_what_this_run_shows_names_rules_and_effects_that_exist(source: Path) -> None:
+    code = [ast.parse(c.source) for c in jupytext.read(source).cells if c.cell_type == "code"]
+    imports = [node for tree in code for node in ast.walk(tree)
+               if isinstance(node, ast.ImportFrom) and node.module == "servelab.lab"]
+    modules = {alias.asname or alias.name: f"servelab.lab.{alias.name}"
+               for node in imports for alias in node.names}
+    calls = [node for tree in code for node in ast.walk(tree) if isinstance(node, ast.Call)
+             and isinstance(node.func, ast.Attribute) and node.func.attr == "what_this_run_shows"]
+    for call in calls:
+        name = ast.unparse(call.args[0])
+        assert name in modules, f"{source.stem}: what_this_run_shows({name}, …) names no servelab.lab import"
+        module = importlib.import_module(modules[name])
+        assert hasattr(module, "rules"), f"{source.stem}: {modules[name]} has no rules() to show"
+        empty = pd.DataFrame()
+        effects = [c.effect for c in module.rules(RunData(empty, empty, empty))]
+        for words in (ast.literal_eval(arg) for arg in call.args[1:]):
+            assert any(words in effect for effect in effects), \
+                f"{source.stem}: no expected effect of {modules[name]} contains {words!r}"
