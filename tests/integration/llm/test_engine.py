@@ -100,10 +100,11 @@ def test_a_repeated_prompt_reuses_its_cached_prefix(continuous: Engine) -> None:
         assert not record.error and record.ttft is not None
         return record.ttft
 
-    prompts = [make_prompt(400, seed) for seed in range(500, 504)]
-    new = [ttft(p) for p in prompts]
-    again = [ttft(prompts[-1]) for _ in range(3)]
-    assert statistics.median(again) < statistics.median(new), (new, again)
+    # pairs: a new prompt, then the same prompt at once (the other worker's load changes between pairs,
+    # hardly within one); the prefill skipped is most of a 400-token prompt's first token here
+    pairs = [(ttft(prompt), ttft(prompt)) for prompt in (make_prompt(400, seed) for seed in range(500, 505))]
+    ratios = [again / new for new, again in pairs]
+    assert statistics.median(ratios) < 0.85, f"(new, again) TTFTs in s: {pairs}"
 
 
 def test_continuous_batching_runs_sequences_together(continuous: Engine) -> None:
