@@ -147,8 +147,8 @@ def _max(rows: list[dict[str, Any]], column: str) -> float | None:
     return max((r[column] for r in rows if r.get(column) is not None), default=None)
 
 
-SHOWN = {"step": SUMMARY_COLUMNS, "kill": ["label", "sent", "ok", "failed", "killed_at_s", "replaced_after_s",
-                                           "fewest_running_after_kill"],
+SHOWN = {"step": SUMMARY_COLUMNS, "kill": ["label", "sent", "ok", "failed", "in_flight_at_kill",
+                                           "killed_at_s", "replaced_after_s", "fewest_running_after_kill"],
          "shedding": ["label", "max_queued_requests", "sent", "ok", "shed_503", "timeouts", "goodput_rps",
                       "p99_ms", "shed_p99_ms"]}
 
@@ -264,13 +264,17 @@ def kill_one(cluster: Cluster, p: LabParams, rate: float, photos: list[tuple[byt
     cluster.wait_replicas(lambda n: n == 2, "two running replicas after the kill", 60)
     failed = [r for r in run.requests if r["status"] != 200]
     statuses = sorted({str(r["status"]) for r in failed})
+    held = sum(r["t_sent"] <= killed["at"] < r["t_done"] for r in run.requests)  # in flight at the kill
     fewest = min((x["replicas"] for x in run.series if x["t"] > killed["at"]), default=None)
     record(SCALING, [{"kind": "kill", **run.summary(), "killed_at_s": round(killed["at"], 2),
                       "replaced_after_s": round(replaced_after, 2), "failed": len(failed),
-                      "failed_statuses": statuses, "fewest_running_after_kill": fewest}])
+                      "failed_statuses": statuses, "failed_sent_after_kill": sum(r["t_sent"] > killed["at"]
+                                                                                for r in failed),
+                      "in_flight_at_kill": held, "fewest_running_after_kill": fewest}])
     print(f"replica (pid {answer['pid']}) killed ({killed['how']}) at {killed['at']:.1f} s; a new replica "
           f"answered {replaced_after:.1f} s later; Serve counted {fewest} running at the fewest; "
-          f"{len(failed)} of {len(run.requests)} requests failed meanwhile ({', '.join(statuses) or 'none'})")
+          f"{len(failed)} of {len(run.requests)} requests failed meanwhile ({', '.join(statuses) or 'none'};"
+          f" {held} in flight at the kill)")
     return summaries("kill")
 
 

@@ -205,11 +205,14 @@ def test_scaling_rows(run_dir: Path) -> None:
     assert (series.groupby("run")["t"].count() >= 5).all() and series["cpu_util_pct"].notna().all()
     loads = runs[runs["kind"].isin(["step", "kill", "shedding"])]
     for column in ("mismatched", "errors", "timeouts"):
-        assert (loads[column] == 0).all(), f"{column}: {loads[['label', column]].to_dict('records')}"
+        survived = loads if column == "mismatched" else loads[loads["kind"] != "kill"]
+        assert (survived[column] == 0).all(), f"{column}: {loads[['label', column]].to_dict('records')}"
     queue = steps[steps["policy"] == "queue depth"]
     assert (queue["replicas_max"] == 2).all(), "the autoscaler added a replica"
     [kill] = runs[runs["kind"] == "kill"].to_dict("records")
-    assert kill["replaced_after_s"] < 60 and kill["failed"] == 0
+    # a request the killed replica held may get a 500 (the Ray Serve note); none sent after the kill fails
+    assert kill["replaced_after_s"] < 60 and kill["timeouts"] == 0 and kill["failed_sent_after_kill"] == 0
+    assert kill["failed"] <= kill["in_flight_at_kill"] and set(kill["failed_statuses"]) <= {"500"}, kill
     shed = runs[runs["kind"] == "shedding"].set_index("max_queued_requests")
     assert shed.loc[-1, "shed_503"] == 0 and shed.loc[4, "shed_503"] > 0
     assert "max_queued_requests=4" in shed.loc[4, "message_503"]
