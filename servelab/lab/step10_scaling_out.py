@@ -236,8 +236,10 @@ def kill_one(cluster: Cluster, p: LabParams, rate: float, photos: list[tuple[byt
 
     def during(t: float) -> None:  # on the sampler's thread: an error is kept and raised below
         if "at" not in killed and "error" not in killed and t >= 2:
-            try:
-                killed.update(how=cluster.kill_replica(answer), at=t, clock=time.perf_counter())
+            try:  # a request sent before the kill returned counts as in flight at the kill
+                start = time.perf_counter()
+                how = cluster.kill_replica(answer)
+                killed.update(how=how, at=t + time.perf_counter() - start, clock=time.perf_counter())
             except Exception as exc:
                 killed["error"] = exc
 
@@ -270,11 +272,16 @@ def kill_one(cluster: Cluster, p: LabParams, rate: float, photos: list[tuple[byt
                       "replaced_after_s": round(replaced_after, 2), "failed": len(failed),
                       "failed_statuses": statuses, "failed_sent_after_kill": sum(r["t_sent"] > killed["at"]
                                                                                 for r in failed),
+                      "failed_sent_s": [round(r["t_sent"] - killed["at"], 3) for r in failed],
+                      "failed_messages": sorted({str(r.get("message", ""))[:200] for r in failed}),
                       "in_flight_at_kill": held, "fewest_running_after_kill": fewest}])
     print(f"replica (pid {answer['pid']}) killed ({killed['how']}) at {killed['at']:.1f} s; a new replica "
           f"answered {replaced_after:.1f} s later; Serve counted {fewest} running at the fewest; "
           f"{len(failed)} of {len(run.requests)} requests failed meanwhile ({', '.join(statuses) or 'none'};"
           f" {held} in flight at the kill)")
+    if failed:
+        sent = ", ".join(f"{r['t_sent'] - killed['at']:+.2f}" for r in failed)
+        print(f"failed requests sent at {sent} s from the kill; answered {failed[0].get('message')!r}")
     return summaries("kill")
 
 

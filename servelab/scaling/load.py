@@ -117,8 +117,8 @@ def run_schedule(url: str, bodies: Sequence[tuple[bytes, str]], phases: Sequence
             samples.append({"t": round(t, 2), "replicas": n, "starting": starting,
                             "cpu_util_pct": psutil.cpu_percent(interval=None),
                             "gpu_util_pct": round(sum(util) / len(util), 1) if util else None})
-            if during is not None:
-                during(t)
+            if during is not None:  # the time now, not the sample's: reading the counts takes a while
+                during(time.perf_counter() - t0)
 
     pool = sender_pool()
     t0 = time.perf_counter()
