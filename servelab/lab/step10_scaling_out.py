@@ -239,7 +239,8 @@ def kill_one(cluster: Cluster, p: LabParams, rate: float, photos: list[tuple[byt
             try:  # a request sent before the kill returned counts as in flight at the kill
                 start = time.perf_counter()
                 how = cluster.kill_replica(answer)
-                killed.update(how=how, at=t + time.perf_counter() - start, clock=time.perf_counter())
+                done = time.perf_counter()
+                killed.update(how=how, at=t + done - start, clock=done)
             except Exception as exc:
                 killed["error"] = exc
 
@@ -267,12 +268,12 @@ def kill_one(cluster: Cluster, p: LabParams, rate: float, photos: list[tuple[byt
     failed = [r for r in run.requests if r["status"] != 200]
     statuses = sorted({str(r["status"]) for r in failed})
     held = sum(r["t_sent"] <= killed["at"] < r["t_done"] for r in run.requests)  # in flight at the kill
+    sent = [r["t_sent"] - killed["at"] for r in failed]  # each failure's send time from the kill
     fewest = min((x["replicas"] for x in run.series if x["t"] > killed["at"]), default=None)
     record(SCALING, [{"kind": "kill", **run.summary(), "killed_at_s": round(killed["at"], 2),
                       "replaced_after_s": round(replaced_after, 2), "failed": len(failed),
-                      "failed_statuses": statuses, "failed_sent_after_kill": sum(r["t_sent"] > killed["at"]
-                                                                                for r in failed),
-                      "failed_sent_s": [round(r["t_sent"] - killed["at"], 3) for r in failed],
+                      "failed_statuses": statuses, "failed_sent_after_kill": sum(s > 0 for s in sent),
+                      "failed_sent_s": [round(s, 3) for s in sent],
                       "failed_messages": sorted({str(r.get("message", ""))[:200] for r in failed}),
                       "in_flight_at_kill": held, "fewest_running_after_kill": fewest}])
     print(f"replica (pid {answer['pid']}) killed ({killed['how']}) at {killed['at']:.1f} s; a new replica "
@@ -280,8 +281,8 @@ def kill_one(cluster: Cluster, p: LabParams, rate: float, photos: list[tuple[byt
           f"{len(failed)} of {len(run.requests)} requests failed meanwhile ({', '.join(statuses) or 'none'};"
           f" {held} in flight at the kill)")
     if failed:
-        sent = ", ".join(f"{r['t_sent'] - killed['at']:+.2f}" for r in failed)
-        print(f"failed requests sent at {sent} s from the kill; answered {failed[0].get('message')!r}")
+        times = ", ".join(f"{s:+.2f}" for s in sent)
+        print(f"failed requests sent at {times} s from the kill; answered {failed[0].get('message')!r}")
     return summaries("kill")
 
 
