@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -119,12 +120,36 @@ def check_all_deleted(tmp_path: Path, signal_name: str) -> dict:
     return result
 
 
+def terminal_signals() -> None:
+    """In the child, before Python starts: SIGINT as a terminal's foreground program has it. The suite
+    may run with SIGINT ignored (a background job of a shell without job control), and an ignored
+    SIGINT is inherited: Python then installs no KeyboardInterrupt and Ctrl-C would do nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+STARTED: list[subprocess.Popen] = []
+
+
 def run_controller(tmp_path: Path, **popen: object) -> subprocess.Popen:
     script = tmp_path / "controller.py"
     script.write_text(CONTROLLER)
     extra = ["--ctty"] if popen.pop("ctty", False) else []
-    return subprocess.Popen([sys.executable, str(script), str(tmp_path), str(REPO), *extra], cwd=REPO,
-                            env=environment(tmp_path), start_new_session=True, **popen)  # type: ignore[call-overload]
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path), str(REPO), *extra], cwd=REPO,
+                            env=environment(tmp_path), start_new_session=True, preexec_fn=terminal_signals,
+                            **popen)  # type: ignore[call-overload]
+    STARTED.append(proc)
+    return proc
+
+
+@pytest.fixture(autouse=True)
+def _no_controller_left() -> Iterator[None]:
+    """A controller a failed test leaves running (its node poll sleeps 600 s) is killed."""
+    yield
+    while STARTED:
+        proc = STARTED.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
 
 
 def test_a_closed_terminal_still_tears_everything_down(tmp_path: Path) -> None:
