@@ -14,7 +14,8 @@
 # At concurrency 8 one instance serves one request at a time while seven wait. Triton can run
 # several copies of a model side by side: the **instance group** in `config.pbtxt` says how many
 # and on which devices. On the GPU node the lab takes the original lab's steps: 1 instance on
-# GPU 0, then 2 on each GPU, then 4 on each GPU.
+# GPU 0, then 2 on each of its two GPUs, then 4 on each. A host with one GPU takes 1, 2 and 4
+# instances on GPU 0.
 #
 # On a CPU there are no GPUs to spread over: the instances share the machine's cores. The counts
 # are scaled to the cores (1, the cores, twice the cores), and a second question appears:
@@ -24,7 +25,7 @@
 # %% tags=["parameters"]
 target = None  # local | docker; None: $SERVELAB_TARGET (docker in the node's Jupyter, see 02) or local
 preset = "quick"
-instance_counts = None  # three or more counts; None: 1 → 2+2 → 4+4 on two GPUs, scaled to the cores on CPU
+instance_counts = None  # 3+ counts; None: 1 → 2+2 → 4+4 on two GPUs, 1 → 2 → 4 on one; the cores on CPU
 scaling_concurrency = None  # None: 8
 # perf_analyzer's settling, explained in 04 ("How perf_analyzer measures"):
 window_requests = None  # requests per measurement window (None: preset)
@@ -84,7 +85,7 @@ one = step.measure_instances(triton, "food_classifier", P)
 one
 
 # %% [markdown]
-# ### Step 2: 2 on each of two GPUs on the node (as many as the cores on a CPU)
+# ### Step 2: 2 on each of two GPUs on the node (2 on GPU 0 with one GPU; as many as the cores on a CPU)
 
 # %%
 count = plan["count"][1]  # change me
@@ -96,7 +97,7 @@ two = step.measure_instances(triton, "food_classifier", P)
 two
 
 # %% [markdown]
-# ### Step 3: 4 on each GPU on the node (twice the cores on a CPU)
+# ### Step 3: 4 on each GPU on the node (4 on GPU 0 with one GPU; twice the cores on a CPU)
 
 # %%
 count = plan["count"][2]  # change me

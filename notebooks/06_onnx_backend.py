@@ -25,7 +25,7 @@
 target = None  # local | docker; None: $SERVELAB_TARGET (docker in the node's Jupyter, see 02) or local
 preset = "quick"
 onnx_concurrency_levels = None  # None: [1, 8, 16]
-onnx_instances = None  # None: 2 (over GPUs 0 and 1)
+onnx_instances = None  # None: 2 (on each of GPUs 0 and 1 on the node)
 # perf_analyzer's settling, explained in 04 ("How perf_analyzer measures"):
 window_requests = None  # requests per measurement window (None: preset)
 settle = None  # "fixed" (one window per level) or "stable" (None: preset)
@@ -109,15 +109,21 @@ common.what_this_run_shows(step, "inference time")
 
 # %% [markdown]
 # ## Two instances on each of GPUs 0 and 1
-# The original lab's change to `instance_group`: `count: 2`, `gpus: [0, 1]` (on a CPU: two
-# instances sharing the cores). As in 05, the edit is a call with the config's fields; the sweep
-# that follows measures what is live.
+# The original lab's change to `instance_group`: `count: 2`, `gpus: [0, 1]` on the two-GPU node.
+# On a host with one GPU the same step is two instances on GPU 0; on a CPU, two instances sharing
+# the cores. `scaled` holds this host's values; as in 05, the edit is a call with the config's
+# fields, and the sweep that follows measures what is live.
 #
 # **Predict.** Will two instances serve more than one here? On the GPU node?
 
 # %%
-count = P.onnx_instances  # 2 unless set in the parameters cell: change me
-triton_steps.set_instances(triton, "food_classifier_onnx", count=count, kind="KIND_GPU", gpus=[0, 1])
+scaled = step.scaled_step(stack, P)
+scaled
+
+# %%
+count = scaled["count"]  # 2 unless onnx_instances is set in the parameters cell: change me
+triton_steps.set_instances(triton, "food_classifier_onnx", count=count, kind=scaled["kind"],
+                           gpus=scaled["gpus"])
 
 # %% [markdown]
 # **On the GPU node, now look at nvtop** while the next cell runs: how busy are both GPUs now?

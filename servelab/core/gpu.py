@@ -31,6 +31,26 @@ def cuda_device_count() -> int:
     return count.value
 
 
+GPUS_SETTING = "SERVELAB_GPUS"
+
+
+def gpu_count(query: Any = None) -> int:
+    """GPUs the lab uses on this host: ``SERVELAB_GPUS`` (a count; 0 keeps every engine on the CPU)
+    over what the driver shows (``query``, default ``cuda_device_count``; tests pass a stand-in).
+
+    A setting above what the driver shows is refused: a plan for GPUs that are not there fails later
+    and less clearly."""
+    found = int((query or cuda_device_count)())
+    setting = os.environ.get(GPUS_SETTING, "").strip().lower()
+    if setting in ("", "auto"):
+        return found
+    if not setting.isdigit():
+        raise ValueError(f"{GPUS_SETTING}={setting!r}: give a number of GPUs (0 for the CPU only) or auto")
+    if int(setting) > found:
+        raise ValueError(f"{GPUS_SETTING}={setting} but the driver shows {found} GPU(s) here")
+    return int(setting)
+
+
 COMPUTE_CAP_QUERY = ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"]
 
 

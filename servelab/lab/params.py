@@ -143,7 +143,7 @@ SPECS: dict[str, Spec] = {
     "scaling_concurrency": Spec(8, 8, _int(1, 256), "concurrency for the instance-scaling runs"),
     "onnx_concurrency_levels": Spec([1, 8, 16], [1, 8, 16], _list_of(_int(1, 256), increasing=True),
                                     "concurrency levels for the ONNX backend (1: one request alone)"),
-    "onnx_instances": Spec(2, 2, _int(1, 64), "ONNX instances in the scaled step (over GPUs 0 and 1)"),
+    "onnx_instances": Spec(2, 2, _int(1, 64), "ONNX instances in the scaled step (on each GPU used)"),
     "capacity_concurrency": Spec(4, 8, _int(1, 256), "concurrency used to measure one instance's capacity"),
     "base_rate_fraction": Spec(0.6, 0.6, _number(0.0, 2.0),
                                "constant vs Poisson rate, as a fraction of the measured capacity"),

@@ -26,9 +26,12 @@ from servelab.targets.base import Stack
 
 
 def instance_plan(stack: Stack, p: LabParams) -> pd.DataFrame:
-    """The instance steps the notebook's cells apply, one row each: 1 on GPU 0 → 2 on each of GPUs 0 and 1
-    → 4 on each; on a CPU 1 → the cores → twice the cores (at least 2 and 4). ``count`` is per listed GPU,
-    as in config.pbtxt's instance_group."""
+    """The instance steps the notebook's cells apply, one row each, fitted to the stack's GPUs
+    (``servelab.triton.gpu_configs.instance_steps``): the node's 1 on GPU 0 → 2 on each of GPUs 0 and 1
+    → 4 on each; one GPU: 1 → 2 → 4 on GPU 0; on a CPU 1 → the cores → twice the cores (at least 2
+    and 4). ``count`` is per listed GPU, as in config.pbtxt's instance_group."""
+    from servelab.triton.gpu_configs import describe, instance_steps
+
     if p.instance_counts:
         counts = list(p.instance_counts)
     elif stack.has_gpu:
@@ -37,12 +40,9 @@ def instance_plan(stack: Stack, p: LabParams) -> pd.DataFrame:
         cores = max(2, cpu_cores())
         counts = [1, cores, 2 * cores]
     rows = []
-    for i, count in enumerate(counts):
-        gpus = ([0] if i == 0 else [0, 1]) if stack.has_gpu else []
-        total = count * max(1, len(gpus))
-        where = f"{'+'.join([str(count)] * len(gpus))} on GPUs {gpus}" if gpus else f"{count} on the CPU"
-        rows.append({"count": count, "kind": "KIND_GPU" if gpus else "KIND_CPU", "gpus": gpus,
-                     "instances": total, "label": where})
+    for count, gpus in instance_steps(stack.gpu_count if stack.has_gpu else 0, counts):
+        rows.append({"count": count, "kind": "KIND_GPU" if gpus else "KIND_CPU", "gpus": list(gpus),
+                     "instances": count * max(1, len(gpus)), "label": describe(count, gpus)})
     return pd.DataFrame(rows)
 
 

@@ -25,6 +25,7 @@ from servelab.report.figures import (
     table_html,
 )
 from servelab.results.schema import TRITON_COLUMNS, RunData, num, step_rows
+from servelab.targets.base import Stack
 
 
 def sweep_live(triton: Triton, name: str, p: LabParams, step: str, levels: Sequence[int]) -> pd.DataFrame:
@@ -32,6 +33,16 @@ def sweep_live(triton: Triton, name: str, p: LabParams, step: str, levels: Seque
     where = live_instances(triton, name)
     runs = [{"concurrency": c, "label": f"{where}, c={c}"} for c in levels]
     return measure_all(triton, name, p, step, runs)
+
+
+def scaled_step(stack: Stack, p: LabParams) -> dict[str, Any]:
+    """The scaled step's ``instance_group`` for this stack's GPUs (``set_instances``' keywords): the
+    node's ``count: 2, gpus: [0, 1]``; one GPU: 2 on GPU 0; a CPU: ``onnx_instances`` instances
+    (``servelab.triton.gpu_configs.onnx_step``)."""
+    from servelab.triton.gpu_configs import onnx_step
+
+    count, gpus = onnx_step(stack.gpu_count if stack.has_gpu else 0, p.onnx_instances)
+    return {"count": count, "kind": "KIND_GPU" if gpus else "KIND_CPU", "gpus": list(gpus)}
 
 
 def plot_backends(python_rows: pd.DataFrame, onnx_rows: pd.DataFrame) -> Any:

@@ -57,12 +57,22 @@ def bodies(count: int = 3) -> list[tuple[bytes, str]]:
 GPU_SHARE = 0.5  # of a GPU per replica where the cluster has GPUs: two replicas per GPU
 
 
+def gpu_share(gpus: float, replicas: int) -> float:
+    """The GPU share each replica asks for: ``GPU_SHARE``, smaller where the cluster's ``gpus`` cannot
+    hold ``replicas`` of it (one GPU and 4 replicas: 0.25 each), 0 without GPUs. Every replica the
+    policy allows then fits the GPUs present."""
+    if gpus <= 0:
+        return 0.0
+    return min(GPU_SHARE, gpus / max(1, replicas))
+
+
 def policy(p: LabParams, **changes: Any) -> Scaling:
     """The notebook's autoscaling config (``changes``: fields to set, e.g. ``fixed=1``); each replica
-    asks for ``GPU_SHARE`` of a GPU where the running Ray cluster has GPUs, for none elsewhere."""
+    asks for a ``gpu_share`` of the running Ray cluster's GPUs (none without GPUs)."""
+    replicas = max(int(changes.get("fixed") or 0), int(changes.get("max_replicas") or p.scaling_max_replicas))
     base = {"min_replicas": 1, "max_replicas": p.scaling_max_replicas, "target_ongoing_requests": 2.0,
             "upscale_delay_s": 1.0, "downscale_delay_s": 3.0, "look_back_period_s": 1.0,
-            "num_gpus": GPU_SHARE if cluster_gpus() > 0 else 0.0}
+            "num_gpus": gpu_share(cluster_gpus(), replicas)}
     return Scaling(**{**base, **changes})
 
 

@@ -36,6 +36,22 @@ from servelab.targets.base import (
     safe_relpath,
 )
 
+
+def engine_gpus(gpu: bool) -> int:
+    """GPUs the containers get, as the plans count them: what the driver shows this process (the
+    Jupyter container is given every GPU, as Triton's is); 1 where the engine has the NVIDIA runtime but
+    this process sees none (it says so: set SERVELAB_GPUS in a process that sees them)."""
+    if not gpu:
+        return 0
+    from servelab.core.gpu import gpu_count
+
+    count = gpu_count()
+    if count == 0:
+        print("the Docker engine has the NVIDIA runtime, but this process sees no GPU: the GPU plans assume "
+              "1 GPU (run the notebooks in the lab's Jupyter container, which is given the GPUs)")
+    return count or 1
+
+
 TRITON_BACKENDS = "/opt/tritonserver/backends"  # where NGC's image keeps them (tritonserver's default)
 
 
@@ -106,6 +122,7 @@ class ComposeStack(Stack):
         if gpu is None:
             gpu = gpu_runtime(lambda argv: self._said(self.transport.run(argv, 30)))
         self.has_gpu = gpu
+        self.gpu_count = engine_gpus(gpu)
         self._backends: list[str] | None = None  # the Triton image's backends, once asked
         self.choose(flask_backend=flask_backend)  # FLASK_BACKEND in the triton stack
         self.choose(fastapi_app or os.environ.get("FASTAPI_APP", "fastapi_pt"))

@@ -38,15 +38,20 @@ def _said_started(argv: Sequence[str], url: str, env: dict[str, str] | None = No
 
 
 class LocalStack(Stack):
-    """Services as local processes; commands run in the project root on this machine."""
+    """Services as local processes; commands run in the project root on this machine. Triton's models
+    go on this host's GPUs when it has any (``servelab.core.gpu.gpu_count``; ``gpus`` overrides,
+    ``SERVELAB_GPUS=0`` keeps them on the CPU), as they do on the node."""
 
     target = "local"
-    has_gpu = False
 
     def __init__(self, root: Path = REPO_ROOT, repository: Path | None = None,
                  fastapi_app: str | None = None, log_dir: Path | None = None,
                  models: Sequence[str] = LAB_MODELS, ready_timeout: float = 180.0,
-                 flask_backend: str = "triton") -> None:
+                 flask_backend: str = "triton", gpus: int | None = None) -> None:
+        from servelab.core.gpu import gpu_count
+
+        self.gpu_count = gpu_count() if gpus is None else int(gpus)
+        self.has_gpu = self.gpu_count > 0
         self.root = Path(root)
         self.repository = Path(repository) if repository else self.root / MODEL_REPOSITORY
         self.choose(fastapi_app or os.environ.get("FASTAPI_APP", "fastapi_pt"))
@@ -91,11 +96,12 @@ class LocalStack(Stack):
         return upstream is not None and upstream.url != flask.upstream
 
     def _start_triton(self, timeout: float) -> Any:
-        """Deploy the staged models into the live repository (CPU-adapted), start Triton, load them."""
+        """Deploy the staged models into the live repository (CPU-adapted without a GPU), start Triton,
+        load them."""
         from servelab.triton.repository import deploy_all
         from servelab.triton.server import TritonServer
 
-        deploy_all(self.repository, gpu=False, names=self.models)
+        deploy_all(self.repository, gpu=self.has_gpu, names=self.models)
         log = Path(self.log_dir) / "tritonserver.log" if self.log_dir else None
         server = TritonServer(self.repository, log_path=log).start(timeout=min(timeout, self.ready_timeout))
         _said_started(server.argv(), server.url)

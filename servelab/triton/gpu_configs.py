@@ -1,7 +1,8 @@
-"""The GPU node's Triton experiments as data: which model, which config, which load.
+"""The lab's Triton GPU plans as data: which model, which config, which load, for the GPUs present.
 
-These are the lab's steps 5–7 as run on the 2×P100 node (target ``docker`` or
-``chameleon``), plus one step beyond the original lab: the ONNX model with the
+These are the lab's steps 5–7 as the 2×P100 node runs them (``PYTHON_SCALING``, ``ONNX_SCALING``), the
+same steps fitted to a host with one GPU or more than two (``instance_steps``, ``onnx_step``: what
+notebooks 05 and 06 apply), plus one step beyond the original lab: the ONNX model with the
 TensorRT execution accelerator, which is only a config change. Every config is
 built from the staged config.pbtxt as a ``ModelConfig`` protobuf with
 ``servelab.triton.config`` — never by editing text — so a notebook shows the
@@ -118,20 +119,62 @@ def _groups(*groups: tuple[int, Sequence[int]]) -> InstanceGroups:
     return tuple((count, GPU, tuple(gpus)) for count, gpus in groups)
 
 
-PYTHON_SCALING = (
-    GpuExperiment("instance_scaling", "1 instance on GPU 0", "food_classifier", _groups((1, [0])),
-                  concurrency=(1, 8, 16)),
-    GpuExperiment("instance_scaling", "2 + 2 instances on GPUs 0 and 1", "food_classifier",
-                  _groups((2, [0]), (2, [1])), concurrency=(8, 16)),
-    GpuExperiment("instance_scaling", "4 + 4 instances on GPUs 0 and 1", "food_classifier",
-                  _groups((4, [0]), (4, [1])), concurrency=(8, 16)),
-)
-ONNX_SCALING = (
-    GpuExperiment("onnx_backend", "1 instance on GPU 0", "food_classifier_onnx", _groups((1, [0])),
-                  concurrency=(1, 8, 16)),
-    GpuExperiment("onnx_backend", "count 2 over GPUs [0, 1]", "food_classifier_onnx",
-                  _groups((2, [0, 1])), concurrency=(8, 16)),
-)
+NODE_GPUS = 2  # the 2×P100 node: the original lab's steps
+
+
+def spread_gpus(gpus: int) -> tuple[int, ...]:
+    """The GPUs a scaled step spreads over on a host with ``gpus`` GPUs: the node's two (0 and 1)
+    where there are two or more, GPU 0 where there is one, none on a CPU."""
+    if gpus < 0:
+        raise ValueError(f"a host cannot have {gpus} GPUs")
+    return (0, 1) if gpus >= 2 else (0,) if gpus == 1 else ()
+
+
+def instance_steps(gpus: int, counts: Sequence[int] = (1, 2, 4)) -> list[tuple[int, tuple[int, ...]]]:
+    """05's instance steps as (count per listed GPU, GPUs): the first on GPU 0, the others spread
+    (``spread_gpus``). The node: 1 on GPU 0 → 2 on each of GPUs 0 and 1 → 4 on each; one GPU:
+    1 → 2 → 4 on GPU 0; a CPU: the counts alone (no GPUs listed)."""
+    spread = spread_gpus(gpus)
+    return [(int(count), spread[:1] if i == 0 else spread) for i, count in enumerate(counts)]
+
+
+def describe(count: int, gpus: Sequence[int]) -> str:
+    """A step as the notebooks label it: "1 instance on GPU 0", "2 + 2 instances on GPUs 0 and 1"."""
+    if not gpus:
+        return f"{count} instance{'s' if count != 1 else ''} on the CPU"
+    total = " + ".join([str(count)] * len(gpus))
+    where = f"GPU {gpus[0]}" if len(gpus) == 1 else "GPUs " + " and ".join(map(str, gpus))
+    return f"{total} instance{'s' if count * len(gpus) != 1 else ''} on {where}"
+
+
+def python_scaling(gpus: int = NODE_GPUS) -> tuple[GpuExperiment, ...]:
+    """05's Python-backend steps on a host with ``gpus`` GPUs (at least one)."""
+    steps = instance_steps(max(1, gpus))
+    return tuple(GpuExperiment("instance_scaling", describe(count, where), "food_classifier",
+                               _groups(*((count, [g]) for g in where)),
+                               concurrency=(1, 8, 16) if i == 0 else (8, 16))
+                 for i, (count, where) in enumerate(steps))
+
+
+def onnx_step(gpus: int, count: int = 2) -> tuple[int, tuple[int, ...]]:
+    """06's scaled ONNX step: ``count`` per GPU over ``spread_gpus`` (the node: ``count: 2, gpus:
+    [0, 1]``; one GPU: 2 on GPU 0; a CPU: ``count`` instances)."""
+    return int(count), spread_gpus(gpus)
+
+
+def onnx_scaling(gpus: int = NODE_GPUS) -> tuple[GpuExperiment, ...]:
+    """06's ONNX-backend steps on a host with ``gpus`` GPUs (at least one)."""
+    count, where = onnx_step(max(1, gpus))
+    return (
+        GpuExperiment("onnx_backend", "1 instance on GPU 0", "food_classifier_onnx", _groups((1, [0])),
+                      concurrency=(1, 8, 16)),
+        GpuExperiment("onnx_backend", f"count {count} over GPUs {list(where)}", "food_classifier_onnx",
+                      _groups((count, where)), concurrency=(8, 16)),
+    )
+
+
+PYTHON_SCALING = python_scaling()  # the node's plans
+ONNX_SCALING = onnx_scaling()
 DYNAMIC_BATCHING = (
     GpuExperiment("dynamic_batching", "1 instance, no dynamic batching", "food_classifier_onnx",
                   _groups((1, [0])), concurrency=()),

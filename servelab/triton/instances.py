@@ -125,6 +125,29 @@ class CpuThreads:
         return f"{wanted} intra-op thread(s) per instance now"
 
 
+def stub_arrays_problem(pb_utils: Any, np: Any) -> str | None:
+    """Why this stub would misread its inputs, or None. Call from ``initialize``.
+
+    The Python backend of Triton 2.51 (r24.10) builds its stub with pybind11 2.10, which reads numpy 1's
+    dtype layout: with numpy 2 every array it makes from the server's buffers repeats the first byte,
+    so a string input kills the stub at the first request (``deserialize_bytes_tensor ...
+    unpack_from``) and a float input arrives as garbage. A stub built with a numpy-2-aware pybind11
+    passes the probe. Why and how it was found: docs/decisions/2026-11-26-triton-python-backend-on-gpu.md
+    """
+    if int(str(np.__version__).split(".")[0]) < 2:
+        return None  # numpy 1: every stub reads it right (and the probe's DLPack path breaks numpy 1.26)
+    probe = np.arange(1, 9, dtype=np.uint8)
+    seen = pb_utils.Tensor.from_dlpack("servelab_probe", probe).as_numpy()
+    if np.array_equal(seen, probe):
+        return None
+    import sys
+
+    return (f"this Triton's Python-backend stub misreads numpy {np.__version__} arrays (it reads "
+            f"{seen.tolist()} for {probe.tolist()}): requests would kill it. The stub imports the packages "
+            f"of {sys.prefix} (numpy at {np.__file__}): give that Python numpy<2 (constraints.txt "
+            "pins numpy 1.26.4), or put numpy<2 first on PYTHONPATH before the lab starts Triton")
+
+
 IMAGE_MAGIC = (b"\xff\xd8\xff", b"\x89PNG", b"GIF8", b"RIFF", b"BM", b"II*\x00", b"MM\x00*")
 
 

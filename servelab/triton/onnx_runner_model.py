@@ -27,7 +27,13 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 from servelab.core.gpu import ort_providers, pad_rows
-from servelab.triton.instances import cpu_instances, ort_threads, running_instances, thread_setting
+from servelab.triton.instances import (
+    cpu_instances,
+    ort_threads,
+    running_instances,
+    stub_arrays_problem,
+    thread_setting,
+)
 
 
 def _providers(args: dict[str, Any]) -> list[Any]:
@@ -43,6 +49,8 @@ class TritonPythonModel:
     """Runs model.onnx with ONNX Runtime: one session run per batch Triton hands it."""
 
     def initialize(self, args: dict[str, Any]) -> None:
+        if problem := stub_arrays_problem(pb_utils, np):  # its inputs would arrive as garbage
+            raise RuntimeError(problem)
         config = json.loads(args["model_config"])
         self.name = config["name"]
         to_numpy = pb_utils.triton_string_to_numpy

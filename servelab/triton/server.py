@@ -4,8 +4,8 @@ The ``nvidia-pytriton`` wheel carries a Triton 2.51 binary and its Python
 backend; this module turns that into a server handle a notebook can start,
 query and stop. The wheel's Python backend needs the stub built for the running
 Python copied next to it, the directory of ``libpython3.X.so`` and the wheel's
-bundled libraries on ``LD_LIBRARY_PATH`` and the venv's ``bin`` first on
-``PATH`` (the stub then imports this venv's numpy/torch) — see DESIGN.md.
+bundled libraries on ``LD_LIBRARY_PATH`` and a ``python3`` whose packages the
+stubs should import first on ``PATH`` (``stub_python_bin``) — see DESIGN.md.
 Explicit model control lets the lab load and reload single models in seconds.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import os
 import shutil
 import sys
@@ -82,14 +83,40 @@ def prepare_backends(target: Path | None = None) -> Path:
     return backends
 
 
+def stub_python_bin() -> Path:
+    """The folder put first on the server's PATH: the stubs import the packages of its ``python3``.
+
+    The stub's embedded Python ignores PYTHONPATH and takes its prefix from the first ``python3`` on
+    PATH. In a venv without PYTHONPATH that is the venv's own ``bin``. Otherwise (PYTHONPATH set, or a
+    system Python) it is a small cached venv whose one ``.pth`` adds this process's ``sys.path`` in
+    order, so the stubs import what this process imports (a numpy<2 put first on PYTHONPATH
+    included). Why: docs/decisions/2026-11-26-triton-python-backend-on-gpu.md
+    """
+    if not os.environ.get("PYTHONPATH") and sys.prefix != sys.base_prefix:
+        return Path(sys.executable).parent
+    stdlib = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")}
+    entries = [p for p in dict.fromkeys(os.path.abspath(p) for p in sys.path if p)
+               if Path(p).is_dir() and p not in stdlib and not p.endswith("lib-dynload")]
+    pth = "".join(f"import site; site.addsitedir({p!r})\n" for p in entries)
+    key = hashlib.sha256(f"{sys.executable}\n{pth}".encode()).hexdigest()[:12]
+    env = cache_dir() / f"triton-stub-env-py{sys.version_info.major}.{sys.version_info.minor}-{key}"
+    site_dir = Path(sysconfig.get_path("purelib", vars={"base": str(env), "platbase": str(env)}))
+    if not (site_dir / "servelab-stub-path.pth").is_file():
+        import venv
+
+        venv.EnvBuilder(with_pip=False, symlinks=True, clear=True).create(env)
+        site_dir.mkdir(parents=True, exist_ok=True)
+        (site_dir / "servelab-stub-path.pth").write_text(pth)
+    return env / "bin"
+
+
 def server_env() -> dict[str, str]:
-    """Environment the server and its Python stubs need (libraries, venv first on PATH)."""
+    """Environment the server and its Python stubs need (libraries, ``stub_python_bin`` first on PATH)."""
     libdirs = [sysconfig.get_config_var("LIBDIR") or "", str(_site_packages() / "nvidia_pytriton.libs")]
     old_ld = os.environ.get("LD_LIBRARY_PATH", "")
-    venv_bin = str(Path(sys.executable).parent)
     return {
         "LD_LIBRARY_PATH": ":".join(p for p in [*libdirs, old_ld] if p),
-        "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}",
+        "PATH": f"{stub_python_bin()}:{os.environ.get('PATH', '')}",
     }
 
 

@@ -32,10 +32,13 @@ class TritonPythonModel:
     def initialize(self, args: dict[str, Any]) -> None:
         config = json.loads(args["model_config"])  # config.pbtxt, as JSON
         _find_servelab(config)
+        from servelab.triton.instances import CpuThreads, stub_arrays_problem
+
+        if problem := stub_arrays_problem(pb_utils, np):  # refuse to load, rather than die at a request
+            raise RuntimeError(problem)
         import torch
 
         from servelab.core.model import load_model
-        from servelab.triton.instances import CpuThreads
 
         # The instance's kind and device come from instance_group: KIND_GPU → a GPU id, KIND_CPU → the CPU
         on_gpu = args.get("model_instance_kind") == "GPU" and torch.cuda.is_available()
