@@ -4,9 +4,11 @@ Around any measurement (perf_analyzer, the FastAPI benchmark): ``with
 Utilisation() as u: run(); u.summary()``. A background thread samples psutil's
 per-core CPU load and, when NVML finds a GPU (nvidia-ml-py), each GPU's
 utilisation and memory — the numbers nvtop shows in the original lab, kept as
-data. ``pids`` adds the CPU of given processes and their children (e.g. the
-Triton server and its Python-backend stubs), which on a shared machine says
-more than the whole-host figure.
+data. A GPU's utilisation over the run comes from the driver's own samples
+of that window; a run too short for any reads "not sampled" (None), never 0.
+``pids`` adds the CPU of given processes and their children (e.g. the Triton
+server and its Python-backend stubs), which on a shared machine says more
+than the whole-host figure.
 """
 
 from __future__ import annotations
@@ -45,6 +47,20 @@ class Gpus:
             except Exception:
                 self.uuids.append(None)
 
+    def util_since(self, since_us: int) -> list[list[float]]:
+        """Per GPU, the driver's own utilisation samples taken after ``since_us`` (NVML's clock: µs since
+        the epoch): what the GPU did during a window, however short. An empty list where the driver kept
+        none (NVML answers NOT_FOUND) or cannot say."""
+        out = []
+        for handle in self.handles:
+            try:
+                _, samples = self.nvml.nvmlDeviceGetSamples(handle, self.nvml.NVML_GPU_UTILIZATION_SAMPLES,
+                                                            since_us)
+                out.append([float(s.sampleValue.uiVal) for s in samples if s.timeStamp > since_us])
+            except Exception:  # no sample in the window, or a driver without the query
+                out.append([])
+        return out
+
     def sample(self) -> list[dict[str, float]]:
         out = []
         for handle in self.handles:
@@ -71,6 +87,8 @@ class Utilisation:
         self._gpus: Gpus | None = None
         self._procs: dict[int, psutil.Process] = {}
         self.started = self.stopped = 0.0
+        self._since_us = 0  # NVML's clock at the start
+        self._gpu_window: list[list[float]] = []  # per GPU: the driver's samples during the run
 
     def _tracked(self) -> list[psutil.Process]:
         """The given processes and all their current children (new stubs appear on reload)."""
@@ -102,6 +120,7 @@ class Utilisation:
     def start(self) -> Utilisation:
         self._gpus = Gpus()
         self.started = time.monotonic()
+        self._since_us = int(time.time() * 1e6)
         psutil.cpu_percent(percpu=True)  # prime: the first call has no interval to measure over
         for proc in self._tracked():
             with contextlib.suppress(psutil.Error):
@@ -117,6 +136,8 @@ class Utilisation:
         if not self.samples or time.monotonic() - self.started > self.interval / 2:
             self.samples.append(self._sample())  # at least one sample, even for a short run
         self.stopped = time.monotonic()
+        if self._gpus and self._gpus.handles:
+            self._gpu_window = self._gpus.util_since(self._since_us)
         return self.summary()
 
     def __enter__(self) -> Utilisation:
@@ -144,15 +165,34 @@ class Utilisation:
         gpu_samples = [s["gpus"] for s in self.samples if "gpus" in s]
         out["gpu_count"] = len(gpu_samples[0]) if gpu_samples else 0
         for index in range(out["gpu_count"]):
-            util = [g[index]["util_pct"] for g in gpu_samples]
+            util, method = self._gpu_util(index, [g[index]["util_pct"] for g in gpu_samples],
+                                          out["util_duration_s"])
             memory = [g[index]["mem_used_mib"] for g in gpu_samples]
-            out[f"gpu{index}_util_mean_pct"] = round(_mean(util), 1)
-            out[f"gpu{index}_util_max_pct"] = round(max(util), 1)
+            out[f"gpu{index}_util_mean_pct"] = round(_mean(util), 1) if util else None
+            out[f"gpu{index}_util_max_pct"] = round(max(util), 1) if util else None
+            out[f"gpu{index}_util_samples"] = len(util)
+            out["gpu_util_method"] = method
             out[f"gpu{index}_mem_max_mib"] = round(max(memory), 1)
             uuids = self._gpus.uuids if self._gpus else []
             if index < len(uuids) and uuids[index]:
                 out[f"gpu{index}_uuid"] = uuids[index]
         return out
+
+    # NVML's utilisation is a moving average over its last sample period (1/6 s to 1 s by GPU): a poll
+    # of a shorter run reads mostly what came before it. Why: docs/decisions/2026-11-26-gpu-utilisation.md
+    POLLED_MIN_S = 1.0
+
+    def _gpu_util(self, index: int, polled: list[float], duration_s: float) -> tuple[list[float], str]:
+        """One GPU's utilisation figures for the summary and how they were taken: the driver's own
+        samples in the window ("nvml samples"); else the polls, for a run long enough for them
+        ("nvml polled"); else none ("not sampled": a run shorter than NVML's averaging period)."""
+        window = self._gpu_window[index] if index < len(self._gpu_window) else []
+        if window:
+            return window, "nvml samples"
+        polled = [u for u in polled if u == u]
+        if polled and duration_s >= self.POLLED_MIN_S:
+            return polled, "nvml polled"
+        return [], "not sampled"
 
     def frame(self) -> Any:
         """Samples as a DataFrame (time, CPU per core, GPU utilisation) for plotting."""

@@ -137,7 +137,8 @@ def measure_with_utilisation(call, *args: Any, **kwargs: Any) -> tuple[Any, dict
 
 def util_columns(util: dict[str, Any]) -> dict[str, Any]:
     """The report's two utilisation columns, plus the monitor's detail."""
-    gpus = [util[k] for k in util if k.startswith("gpu") and k.endswith("_util_mean_pct")]
+    gpus = [v for k, v in util.items()
+            if k.startswith("gpu") and k.endswith("_util_mean_pct") and v is not None]
     return {"cpu_util_pct": util.get("cpu_mean_pct"),
             "gpu_util_pct": round(sum(gpus) / len(gpus), 1) if gpus else None,
             "utilisation": util}

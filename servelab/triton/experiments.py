@@ -148,15 +148,20 @@ def gpu_utilisation(row: Mapping[str, Any], util: Mapping[str, Any]) -> dict[str
     ``parse_perf_csv`` row, whose raw ``--collect-metrics`` cells give the
     ``perf_gpu*`` columns (Triton's own /metrics), numbered like NVML's GPUs
     where both know the UUIDs. NVML's figures stay the ``gpu{i}_*`` columns
-    (and so ``gpu_util_pct``) when it saw a GPU; otherwise perf_analyzer's fill
-    ``gpu{i}_util_mean_pct``/``gpu{i}_mem_max_mib``/``gpu_count``.
+    (and so ``gpu_util_pct``) when it sampled a GPU; otherwise perf_analyzer's fill
+    ``gpu{i}_util_mean_pct`` (and, without NVML, ``gpu{i}_mem_max_mib``/``gpu_count``).
     ``gpu_util_source`` says which: "nvml", "perf_analyzer", or None when
     neither saw a GPU (a CPU host: no GPU figures at all, never a 0).
     """
     nvml_count = int(util.get("gpu_count") or 0)
     order = [u for i in range(nvml_count) if (u := util.get(f"gpu{i}_uuid"))]
     out: dict[str, Any] = perf_gpu_columns(row, order)
-    if nvml_count:
+    unsampled = all(util.get(f"gpu{i}_util_mean_pct") is None for i in range(nvml_count))
+    if nvml_count and unsampled and out.get("perf_gpu_count"):  # too short for NVML: Triton's own figure
+        out["gpu_util_source"] = "perf_analyzer"
+        for i in range(min(nvml_count, int(out["perf_gpu_count"]))):
+            out[f"gpu{i}_util_mean_pct"] = out.get(f"perf_gpu{i}_util_mean_pct")
+    elif nvml_count:
         out["gpu_util_source"] = "nvml"
     elif out:
         out["gpu_util_source"] = "perf_analyzer"

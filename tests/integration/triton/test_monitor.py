@@ -34,4 +34,5 @@ def test_gpu_fields_only_where_a_gpu_exists() -> None:
     if summary["gpu_count"] == 0:
         assert not [k for k in summary if k.startswith("gpu0")]
     else:
-        assert 0 <= summary["gpu0_util_mean_pct"] <= 100 and summary["gpu0_mem_max_mib"] > 0, summary
+        util = summary["gpu0_util_mean_pct"]  # None where the driver kept no sample of so short a run
+        assert (util is None or 0 <= util <= 100) and summary["gpu0_mem_max_mib"] > 0, summary
