@@ -23,7 +23,7 @@ from servelab.lab.gourmetgram import FLASK_COLUMNS
 from servelab.lab.params import LabParams
 from servelab.report.effects import Check, check, row, spread
 from servelab.report.figures import Section, as_image, figure, first, plot_html, table_html
-from servelab.results.schema import FASTAPI, FASTAPI_COLUMNS, RunData, load, num
+from servelab.results.schema import FASTAPI, FASTAPI_COLUMNS, RunData, device_of, load, num
 from servelab.results.store import results_dir
 from servelab.targets.base import Stack
 
@@ -142,12 +142,20 @@ def read_fastapi(df: pd.DataFrame) -> str:
         seq = first(df, "median_ms", backend=backend, mode="sequential")
         conc = first(df, "median_ms", backend=backend, mode="concurrent")
         if seq and conc:
-            parts.append(f"{backend}: median {seq:.0f} ms alone → {conc:.0f} ms with "
+            where = device_of(df, backend=backend)
+            name = f"{backend} on the {where}" if where else backend
+            parts.append(f"{name}: median {seq:.0f} ms alone → {conc:.0f} ms with "
                          f"{int(first(df, 'concurrency', backend=backend, mode='concurrent') or 0)} clients "
                          f"({conc / seq:.1f}×)")
     pt, onnx = (first(df, "median_ms", backend=b, mode="sequential") for b in ("pt", "onnx"))
     if pt and onnx:
-        parts.append(f"ONNX Runtime {pt / onnx:.1f}× faster than PyTorch for one client")
+        on = {b: device_of(df, backend=b, mode="sequential") for b in ("pt", "onnx")}
+        if on["pt"] != on["onnx"]:  # not an engine comparison: say what each side ran on
+            parts.append(f"one client: PyTorch on the {on['pt'] or '?'} {pt:.0f} ms, ONNX Runtime on the "
+                         f"{on['onnx'] or '?'} {onnx:.0f} ms (different devices: not an engine comparison)")
+        else:
+            where = f" (both on the {on['pt']})" if on["pt"] else ""
+            parts.append(f"ONNX Runtime {pt / onnx:.1f}× faster than PyTorch for one client{where}")
     return "; ".join(parts) or "no FastAPI measurements in this run"
 
 
@@ -181,10 +189,17 @@ def rules(data: RunData) -> list[Check]:
         noise=(spread(fastapi, "median_ms", backend=backend, mode="sequential"),
                spread(fastapi, "median_ms", backend=backend, mode="concurrent")))
         for backend in ("pt", "onnx")]
+    effect = "FastAPI: ONNX Runtime answers one client faster than PyTorch"
+    on = {b: device_of(fastapi, backend=b, mode="sequential") for b in ("pt", "onnx")}
+    if on["pt"] != on["onnx"]:  # the comparison holds the device fixed, or it says why it cannot
+        checks.append(Check(effect, "not measured",
+                            f"this run cannot show it: PyTorch ran on the {on['pt'] or 'unknown device'}, "
+                            f"ONNX Runtime on the {on['onnx'] or 'unknown device'}"))
+        return checks
+    both = f" (both on the {on['pt']})" if on["pt"] else ""
     checks.append(check(
-        "FastAPI: ONNX Runtime answers one client faster than PyTorch",
-        (level("median_ms", "pt", "sequential"), level("median_ms", "onnx", "sequential")),
-        lambda pt, ox: ox < pt, lambda pt, ox: f"PyTorch {pt:.0f} ms, ONNX {ox:.0f} ms",
+        effect, (level("median_ms", "pt", "sequential"), level("median_ms", "onnx", "sequential")),
+        lambda pt, ox: ox < pt, lambda pt, ox: f"PyTorch {pt:.0f} ms, ONNX {ox:.0f} ms{both}",
         noise=(spread(fastapi, "median_ms", backend="pt", mode="sequential"),
                spread(fastapi, "median_ms", backend="onnx", mode="sequential"))))
     return checks

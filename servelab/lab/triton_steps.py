@@ -338,7 +338,12 @@ def measure(triton: Triton, name: str, p: LabParams, step: str, label: str = "",
                   "max_trials": p.max_trials}
     load: dict[str, Any] = ({"concurrency": concurrency} if concurrency is not None
                             else {"request_rate": round(float(rate or 0), 1), "distribution": distribution})
-    columns = {"step": step, "threads": instance_threads(triton, name), **(extra or {})}
+    from servelab.core.paths import STAGING_DIR
+    from servelab.triton.config import read_config
+    from servelab.triton.repository import serving_device
+
+    device = serving_device(live_config(triton, name), read_config(STAGING_DIR / name))
+    columns = {"step": step, "threads": instance_threads(triton, name), "device": device, **(extra or {})}
     inputs = experiments.input_data_for(triton, name, workdir=results_dir() / "perf-inputs")
     where = triton.stack.perf_options(inputs)
     def once(retried: str) -> pd.DataFrame:

@@ -17,10 +17,21 @@ import pandas as pd
 
 from servelab.results.schema import num, relative_spread
 
-__all__ = ["STATUSES", "Check", "check", "chosen", "noise_band", "relative_spread", "row", "spread", "usable"]
+__all__ = ["STATUSES", "Check", "check", "chosen", "noise_band", "noise_note", "relative_spread", "row",
+           "spread", "usable"]
 
 NOISE_NOTE = ("Runs on a shared or small CPU are noisy, and several of the lab's effects belong to a GPU: "
               "a 'not observed' here is a fact about this run on this machine, not a hidden failure.")
+GPU_NOISE_NOTE = ("Short runs are noisy on any machine, and a GPU run still measures some engines on the CPU "
+                  "(each row names its device): a 'not observed' here is a fact about this run on this "
+                  "machine, not a hidden failure.")
+
+
+def noise_note(devices: Any) -> str:
+    """The caveat the report prints with its verdicts: ``NOISE_NOTE`` for a run whose rows' ``device``
+    values (``devices``) are all the CPU, ``GPU_NOISE_NOTE`` where any computed on a GPU."""
+    on_gpu = any(str(d).lower().startswith("cuda") for d in devices if d == d and d is not None)
+    return GPU_NOISE_NOTE if on_gpu else NOISE_NOTE
 
 
 STATUSES = ("observed", "within noise", "not observed", "not measured")

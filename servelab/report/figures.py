@@ -243,6 +243,10 @@ HEADINGS = {"label": "measurement", "throughput": "throughput (/s)", "throughput
 LESSONS = ("threads", "batch", "mean_batch_size", "max_batch")  # the first that varies is the table's lesson
 
 
+def _text_series(df: pd.DataFrame, column: str) -> list[str]:
+    return ["" if v is None or v != v else str(v) for v in df[column]] if column in df else [""] * len(df)
+
+
 def short_view(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame | None:
     """The report's short form (at most ``MAX_COLUMNS`` columns, plain headings) of a table drawn with
     ``TRITON_COLUMNS`` or ``FASTAPI_COLUMNS``; None for any other table."""
@@ -265,6 +269,10 @@ def short_view(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame | None:
             picked.append("errors")
     else:
         return None
+    devices = _text_series(frame, "device")
+    if any(d.startswith("cuda") for d in devices):  # a GPU run: every row says where it computed
+        frame = frame.assign(label=[f"{label} · {d}" if d else label
+                                    for label, d in zip(frame["label"], devices, strict=True)])
     util = [c for c in ("gpu_util_pct", "cpu_util_pct") if num(frame, c).notna().any()]
     lesson = [c for c in LESSONS if c in frame and frame[c].dropna().astype(str).nunique() > 1][:1]
     if not lesson and num(frame, "threads").notna().any():  # the thread count is always worth seeing

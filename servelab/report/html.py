@@ -20,9 +20,9 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from servelab.report.effects import NOISE_NOTE, STATUSES, Check
+from servelab.report.effects import STATUSES, Check, noise_note
 from servelab.report.figures import Section, fig_utilisation, plot_html, read_util, table_html
-from servelab.results.schema import FASTAPI, RunData, load
+from servelab.results.schema import RunData, device_of
 
 
 class ReportStep(Protocol):
@@ -172,7 +172,7 @@ def verdict_section(run_dir: Path, notebooks: Sequence[Notebook], data: RunData)
         passed += f" {run['error']}"
     summary = (f"<p><strong>{html.escape(passed)} {html.escape(effects_summary(every))}.</strong> "
                f'<a href="#effects">Each effect and its numbers</a> are at the end. '
-               f"{html.escape(NOISE_NOTE)}</p>")
+               f"{html.escape(noise_note(_devices(data)))}</p>")
     table = f'<table class="data verdict"><tr>{head}</tr>{"".join(rows)}</table>'
     return Section("Verdict", [summary, table], "verdict")
 
@@ -187,14 +187,32 @@ def _verdict_row(name: str, status: str, seconds: Any, checks: Sequence[Check] |
             f"<td>{'' if seconds is None else seconds}</td>{cells}<td>{notes}</td></tr>")
 
 
+def run_devices(data: RunData) -> str:
+    """Where a run's engines computed, from its rows' own ``device``: "FastAPI pt on the GPU (NVIDIA H100
+    80GB HBM3), FastAPI onnx on the CPU, Triton food_classifier on the GPU (...)"."""
+    parts = []
+    for kind, df, key in (("FastAPI", data.fastapi, "backend"), ("Triton", data.triton, "model")):
+        if df.empty or key not in df:
+            continue
+        for name in dict.fromkeys(df[key].dropna()):
+            where = device_of(df, **{key: name})
+            parts.append(f"{kind} {name} on the {where}" if where else f"{kind} {name}")
+    return ", ".join(parts) or "no measurements"
+
+
+def _devices(data: RunData) -> list[Any]:
+    """Every row's ``device`` (FastAPI, Triton), for ``noise_note``."""
+    return [d for df in (data.fastapi, data.triton) if "device" in df for d in df["device"]]
+
+
 def _effects_section(steps: Sequence[ReportStep], data: RunData, compare: Path | None = None) -> Section:
     checks = expected_effects(steps, data)
     other: list[Check] = []
     other_name = ""
     if compare is not None:
-        other = expected_effects(steps, RunData.load(compare))
-        facts = load(compare, FASTAPI)
-        other_name = f"{Path(compare).name} ({facts.iloc[0].get('gpu', '?')})" if not facts.empty else ""
+        compared = RunData.load(compare)
+        other = expected_effects(steps, compared)
+        other_name = f"{Path(compare).name} ({run_devices(compared)})"
     others: list[Check | None] = list(other) if other else [None] * len(checks)
     rows = "".join(
         f'<tr class="{c.status.replace(" ", "-")}"><td>{html.escape(c.effect)}'
@@ -204,7 +222,7 @@ def _effects_section(steps: Sequence[ReportStep], data: RunData, compare: Path |
         + "</tr>" for c, o in zip(checks, others, strict=True))
     summary = (f"<p>{html.escape(effects_summary(checks))}. 'within noise': the gap the effect needs is no "
                "larger than the spread of the measurement's own windows or repeats (the numbers end with "
-               f"it). {html.escape(NOISE_NOTE)}</p>")
+               f"it). {html.escape(noise_note(_devices(data)))}</p>")
     head = ("<tr><th>expected effect</th><th>this run</th><th>numbers</th>"
             + (f"<th>compared run {html.escape(other_name)}</th>" if other else "") + "</tr>")
     table = f'<table class="data effects">{head}{rows}</table>'

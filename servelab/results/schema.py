@@ -79,6 +79,31 @@ def num(df: pd.DataFrame, column: str) -> pd.Series:
     return pd.to_numeric(df[column], errors="coerce") if column in df else pd.Series(math.nan, index=df.index)
 
 
+def device_label(device: Any, gpu: Any = None) -> str:
+    """A row's ``device`` as a sentence names it: "GPU (NVIDIA H100 80GB HBM3)" for ``cuda`` (the
+    machine's ``gpu`` column gives the name), "CPU" for ``cpu``; "" when the row does not say."""
+    text = "" if device is None or device != device else str(device).strip().lower()
+    if text.startswith("cuda") or text == "gpu":
+        name = "" if gpu is None or gpu != gpu or not str(gpu).strip() else f" ({str(gpu).strip()})"
+        return f"GPU{name}"
+    return "CPU" if text == "cpu" else ""
+
+
+def device_of(df: pd.DataFrame, **where: Any) -> str:
+    """``device_label`` of the rows matching ``where`` (column == value); "" when none says, and both
+    joined with " and " when they ran on several devices."""
+    sel = df
+    for key, value in where.items():
+        if key not in sel:
+            return ""
+        sel = sel[sel[key] == value]
+    if sel.empty or "device" not in sel:
+        return ""
+    gpus = sel["gpu"] if "gpu" in sel else pd.Series(None, index=sel.index)
+    labels = [device_label(d, g) for d, g in zip(sel["device"], gpus, strict=True)]
+    return " and ".join(dict.fromkeys(label for label in labels if label))
+
+
 def relative_spread(values: Any) -> float | None:
     """(max − min) / mean of repeated measurements of one level (windows, repeats); None for fewer
     than two. The noise the verdicts compare gaps with (``servelab.report.effects.check``)."""
@@ -100,10 +125,10 @@ def batch_size_counts(df: pd.DataFrame) -> dict[int, int]:
 
 
 # what the notebooks and the report show of a Triton measurement, in this order
-TRITON_COLUMNS = ["step", "model", "label", "instances", "threads", "dynamic_batching", "concurrency",
-                  "batch", "distribution", "rate", "throughput", "p50_ms", "p99_ms", "queue_ms",
-                  "compute_input_ms", "compute_infer_ms", "compute_output_ms", "cpu_util_pct", "gpu_util_pct",
-                  "mean_batch_size", "batch_counts", "settled", "warmup"]
+TRITON_COLUMNS = ["step", "model", "device", "label", "instances", "threads", "dynamic_batching",
+                  "concurrency", "batch", "distribution", "rate", "throughput", "p50_ms", "p99_ms",
+                  "queue_ms", "compute_input_ms", "compute_infer_ms", "compute_output_ms", "cpu_util_pct",
+                  "gpu_util_pct", "mean_batch_size", "batch_counts", "settled", "warmup"]
 
 
 FASTAPI_COLUMNS = ["backend", "device", "max_batch", "mode", "concurrency", "requests", "errors", "median_ms",

@@ -1,0 +1,68 @@
+"""Every comparison of engines names each side's device, from the rows' own ``device``: the first GPU
+run compared ONNX Runtime on 16 CPU cores with PyTorch on the H100 and called it "1.4x faster"."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from servelab.lab import step03_fastapi
+from servelab.report.effects import GPU_NOISE_NOTE, NOISE_NOTE, noise_note
+from servelab.report.figures import short_view
+from servelab.report.html import run_devices
+from servelab.results.schema import FASTAPI_COLUMNS, RunData, device_label, device_of
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def fastapi(pt_device: str, onnx_device: str, gpu: str | None = H100) -> pd.DataFrame:
+    rows = []
+    for backend, device, alone, many in (("pt", pt_device, 7.9, 32.6), ("onnx", onnx_device, 5.6, 25.9)):
+        for mode, median, clients in (("sequential", alone, 1), ("concurrent", many, 16)):
+            rows.append({"backend": backend, "device": device, "gpu": gpu, "mode": mode, "concurrency": clients,
+                         "median_ms": median, "median_spread": 0.02, "p99_ms": median * 2,
+                         "throughput_rps": 1000 / median})
+    return pd.DataFrame(rows)
+
+
+def data(df: pd.DataFrame) -> RunData:
+    return RunData(df, pd.DataFrame(), pd.DataFrame())
+
+
+def test_device_labels() -> None:
+    assert device_label("cuda", H100) == f"GPU ({H100})" and device_label("cuda:1") == "GPU"
+    assert device_label("cpu", H100) == "CPU" and device_label(None) == "" and device_label(float("nan")) == ""
+    df = fastapi("cuda", "cpu")
+    assert device_of(df, backend="pt") == f"GPU ({H100})" and device_of(df, backend="onnx") == "CPU"
+    assert device_of(df) == f"GPU ({H100}) and CPU" and device_of(df, backend="tf") == ""
+
+
+def test_engines_on_different_devices_are_not_compared() -> None:
+    df = fastapi("cuda", "cpu")
+    reading = step03_fastapi.read_fastapi(df)
+    assert "faster" not in reading and "different devices: not an engine comparison" in reading
+    assert f"PyTorch on the GPU ({H100}) 8 ms" in reading and "ONNX Runtime on the CPU 6 ms" in reading
+    [verdict] = [c for c in step03_fastapi.rules(data(df)) if "ONNX Runtime answers" in c.effect]
+    assert verdict.status == "not measured" and verdict.evidence.startswith("this run cannot show it")
+    assert "PyTorch ran on the GPU" in verdict.evidence and "ONNX Runtime on the CPU" in verdict.evidence
+
+
+def test_engines_on_one_device_are_compared_and_the_device_is_named() -> None:
+    df = fastapi("cpu", "cpu", gpu=None)
+    assert "ONNX Runtime 1.4× faster than PyTorch for one client (both on the CPU)" in step03_fastapi.read_fastapi(df)
+    [verdict] = [c for c in step03_fastapi.rules(data(df)) if "ONNX Runtime answers" in c.effect]
+    assert verdict.status == "observed" and "(both on the CPU)" in verdict.evidence
+
+
+def test_the_noise_note_and_the_compared_runs_name_follow_the_rows_devices() -> None:
+    assert noise_note(["cpu", "cpu", None]) == NOISE_NOTE
+    assert noise_note(["cpu", "cuda"]) == GPU_NOISE_NOTE and "shared or small CPU" not in GPU_NOISE_NOTE
+    assert run_devices(data(fastapi("cuda", "cpu"))) == f"FastAPI pt on the GPU ({H100}), FastAPI onnx on the CPU"
+
+
+def test_a_gpu_runs_tables_say_where_each_row_computed() -> None:
+    view = short_view(fastapi("cuda", "cpu"), FASTAPI_COLUMNS)
+    assert view is not None
+    assert list(view["measurement"])[:2] == ["pt sequential c=1 · cuda", "pt concurrent c=16 · cuda"]
+    assert list(view["measurement"])[2] == "onnx sequential c=1 · cpu"
+    cpu_only = short_view(fastapi("cpu", "cpu", gpu=None), FASTAPI_COLUMNS)
+    assert cpu_only is not None and "·" not in "".join(cpu_only["measurement"])
