@@ -18,8 +18,8 @@ def fastapi(pt_device: str, onnx_device: str, gpu: str | None = H100) -> pd.Data
     rows = []
     for backend, device, alone, many in (("pt", pt_device, 7.9, 32.6), ("onnx", onnx_device, 5.6, 25.9)):
         for mode, median, clients in (("sequential", alone, 1), ("concurrent", many, 16)):
-            rows.append({"backend": backend, "device": device, "gpu": gpu, "mode": mode, "concurrency": clients,
-                         "median_ms": median, "median_spread": 0.02, "p99_ms": median * 2,
+            rows.append({"backend": backend, "device": device, "gpu": gpu, "mode": mode,
+                         "concurrency": clients, "median_ms": median, "median_spread": 0.02, "p99_ms": median * 2,
                          "throughput_rps": 1000 / median})
     return pd.DataFrame(rows)
 
@@ -30,7 +30,8 @@ def data(df: pd.DataFrame) -> RunData:
 
 def test_device_labels() -> None:
     assert device_label("cuda", H100) == f"GPU ({H100})" and device_label("cuda:1") == "GPU"
-    assert device_label("cpu", H100) == "CPU" and device_label(None) == "" and device_label(float("nan")) == ""
+    assert device_label("cpu", H100) == "CPU" and device_label(None) == ""
+    assert device_label(float("nan")) == ""
     df = fastapi("cuda", "cpu")
     assert device_of(df, backend="pt") == f"GPU ({H100})" and device_of(df, backend="onnx") == "CPU"
     assert device_of(df) == f"GPU ({H100}) and CPU" and device_of(df, backend="tf") == ""
@@ -48,7 +49,8 @@ def test_engines_on_different_devices_are_not_compared() -> None:
 
 def test_engines_on_one_device_are_compared_and_the_device_is_named() -> None:
     df = fastapi("cpu", "cpu", gpu=None)
-    assert "ONNX Runtime 1.4× faster than PyTorch for one client (both on the CPU)" in step03_fastapi.read_fastapi(df)
+    reading = step03_fastapi.read_fastapi(df)
+    assert "ONNX Runtime 1.4× faster than PyTorch for one client (both on the CPU)" in reading
     [verdict] = [c for c in step03_fastapi.rules(data(df)) if "ONNX Runtime answers" in c.effect]
     assert verdict.status == "observed" and "(both on the CPU)" in verdict.evidence
 
@@ -56,7 +58,8 @@ def test_engines_on_one_device_are_compared_and_the_device_is_named() -> None:
 def test_the_noise_note_and_the_compared_runs_name_follow_the_rows_devices() -> None:
     assert noise_note(["cpu", "cpu", None]) == NOISE_NOTE
     assert noise_note(["cpu", "cuda"]) == GPU_NOISE_NOTE and "shared or small CPU" not in GPU_NOISE_NOTE
-    assert run_devices(data(fastapi("cuda", "cpu"))) == f"FastAPI pt on the GPU ({H100}), FastAPI onnx on the CPU"
+    said = run_devices(data(fastapi("cuda", "cpu")))
+    assert said == f"FastAPI pt on the GPU ({H100}), FastAPI onnx on the CPU"
 
 
 def test_a_gpu_runs_tables_say_where_each_row_computed() -> None:
