@@ -19,8 +19,8 @@ def fastapi(pt_device: str, onnx_device: str, gpu: str | None = H100) -> pd.Data
     for backend, device, alone, many in (("pt", pt_device, 7.9, 32.6), ("onnx", onnx_device, 5.6, 25.9)):
         for mode, median, clients in (("sequential", alone, 1), ("concurrent", many, 16)):
             rows.append({"backend": backend, "device": device, "gpu": gpu, "mode": mode,
-                         "concurrency": clients, "median_ms": median, "median_spread": 0.02, "p99_ms": median * 2,
-                         "throughput_rps": 1000 / median})
+                         "concurrency": clients, "median_ms": median, "median_spread": 0.02,
+                         "p99_ms": median * 2, "throughput_rps": 1000 / median})
     return pd.DataFrame(rows)
 
 
