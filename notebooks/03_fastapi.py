@@ -197,6 +197,12 @@ common.what_this_run_shows(step)
 # figures in docs/decisions/2026-11-24-gpu-expectations.md): one client, median 17 ms with PyTorch
 # and 9 ms with ONNX Runtime (the P100 is too old for ONNX Runtime's TensorRT provider, so the
 # original calls its gain modest); with 16 senders requests wait in the queue behind each other.
+#
+# Below it, what the lab's own GPU reference run measured for this step (`results/reference/`,
+# measured by this notebook's code on a GPU host; the line above the table names the run).
+
+# %%
+common.reference("fastapi", step.FASTAPI_COLUMNS)
 
 # %% [markdown]
 # ## The web app, now backed by the ONNX service

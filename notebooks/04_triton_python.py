@@ -144,6 +144,12 @@ common.what_this_run_shows(step, "Triton Python backend")
 # figures in docs/decisions/2026-11-24-gpu-expectations.md): compute infer stays near 19 ms at
 # concurrency 1, 8 and 16 while the queue grows to 132 ms at 8 and 283 ms at 16; throughput stays
 # at 52 infer/s, and nvtop shows the GPU mostly idle: the delay is queuing, not a lack of compute.
+#
+# Below it, what the lab's own GPU reference run measured for this step (`results/reference/`,
+# measured by this notebook's code on a GPU host; the line above the table names the run).
+
+# %%
+common.reference("triton", triton_steps.TRITON_COLUMNS, step="python_concurrency")
 
 # %% [markdown]
 # ## Client-side batching
@@ -168,6 +174,12 @@ common.what_this_run_shows(step, "Client batch")
 # [snippets/triton.md](https://github.com/teaching-on-testbeds/serve-system-chi/blob/main/snippets/triton.md);
 # figures in docs/decisions/2026-11-24-gpu-expectations.md): a batch of 16 costs little more than
 # one image: one client, 52 images/s sending single images and 657 images/s sending batches of 16.
+#
+# Below it, what the lab's own GPU reference run measured for this step (`results/reference/`,
+# measured by this notebook's code on a GPU host; the line above the table names the run).
+
+# %%
+common.reference("triton", triton_steps.TRITON_COLUMNS, step="python_client_batch")
 
 # %% [markdown]
 # ## The web app through Triton

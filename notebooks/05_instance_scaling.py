@@ -137,6 +137,12 @@ common.what_this_run_shows(step, "raise throughput", "largest instance count")
 # with the GPUs still not full: the Python backend's per-request overhead was the limit. A run of
 # this team's on an H100 measured 87 → 148 → 336 infer/s for 1 → 2 → 4 instances at concurrency
 # 16 (same note), so whether 4+4 beats 2+2 depends on the GPU at hand.
+#
+# Below it, what the lab's own GPU reference run measured for this step (`results/reference/`,
+# measured by this notebook's code on a GPU host; the line above the table names the run).
+
+# %%
+common.reference("triton", triton_steps.TRITON_COLUMNS, step="instance_scaling")
 
 # %% [markdown]
 # ## The threads lesson

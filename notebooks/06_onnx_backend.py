@@ -106,6 +106,13 @@ common.what_this_run_shows(step, "inference time")
 # figures in docs/decisions/2026-11-24-gpu-expectations.md): one ONNX instance at concurrency 1
 # computes a request in 4.6 ms (the Python backend: 18.6 ms) and serves 138 infer/s (52), with the
 # GPU busier in nvtop.
+#
+# Below it, what the lab's own GPU reference run measured for this step (`results/reference/`,
+# measured by this notebook's code on a GPU host; the line above the table names the run).
+
+# %%
+common.reference("triton", triton_steps.TRITON_COLUMNS,
+                 step=["python_vs_onnx", "onnx_backend"])
 
 # %% [markdown]
 # ## Two instances on each of GPUs 0 and 1
@@ -150,6 +157,12 @@ common.what_this_run_shows(step, "two instances")
 # figures in docs/decisions/2026-11-24-gpu-expectations.md): with `count: 2, gpus: [0, 1]` both
 # GPUs are fully used; 1182 infer/s at concurrency 8 and 1257 at 16, where 6.8 ms of queue
 # remains: requests arrive faster than the instances serve them.
+#
+# Below it, what the lab's own GPU reference run measured for this step (`results/reference/`,
+# measured by this notebook's code on a GPU host; the line above the table names the run).
+
+# %%
+common.reference("triton", triton_steps.TRITON_COLUMNS, step="onnx_scaling")
 
 # %% [markdown]
 # ## The web app on the ONNX model

@@ -180,6 +180,13 @@ common.what_this_run_shows(step, "dynamic batching")
 # costs little more than one image on that GPU (657 against 52 images/s from one client). So on the
 # GPU node the requests that queue during one execution are served together in the next, at about
 # the cost of one.
+#
+# Below it, what the lab's own GPU reference run measured for this step (`results/reference/`,
+# measured by this notebook's code on a GPU host; the line above the table names the run).
+
+# %%
+common.reference("triton", triton_steps.TRITON_COLUMNS,
+                 step=["arrivals", "dynamic_batching"])
 
 # %% [markdown]
 # ## Watching Triton as a dashboard would

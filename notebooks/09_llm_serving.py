@@ -221,6 +221,12 @@ step09_vllm.compare(common.concat(continuous, vllm_rows))
 # and the KV cache in GPU memory limits how many sequences run at once. On a GPU host,
 # `docker/docker-compose-llm.yaml` runs this engine, and vLLM beside it where the GPU has compute
 # capability 7.0 or higher.
+#
+# Below it, what the lab's own GPU reference run measured for this step (`results/reference/`,
+# measured by this notebook's code on a GPU host; the line above the table names the run).
+
+# %%
+common.reference("llm", step.LLM_SHOWN, step=["mixed", "equal", "kv_cache"])
 
 # %% [markdown]
 # **Try:** set `llm_small_kv_blocks` (the parameters cell) to 24, halfway to `llm_kv_blocks`, and

@@ -144,6 +144,30 @@ def util_columns(util: dict[str, Any]) -> dict[str, Any]:
             "utilisation": util}
 
 
+def reference(table: str, columns: Sequence[str], **where: Any) -> pd.DataFrame | None:
+    """What the lab's GPU reference run measured for this step: its ``table`` rows ("fastapi", "triton",
+    "llm") matching ``where`` (column == value, or in a list), shown as this notebook's tables are, after
+    one line naming the run (``servelab.results.reference``); one line and None when it has none."""
+    from servelab.results.reference import describe, reference_rows, reference_run
+
+    run = reference_run()
+    rows = reference_rows(table, run)
+    for key, value in where.items():  # a list of values picks any of them
+        wanted = list(value) if isinstance(value, list | tuple) else [value]
+        rows = rows[rows[key].isin(wanted)] if key in rows else rows.iloc[0:0]
+    if run is None or rows.empty:
+        held = f": {describe(run)} holds other notebooks" if run is not None else ""
+        print(f"no GPU reference measurement of this step yet{held}")
+        return None
+    print(f"Expected on a GPU, measured by {describe(run)}:")
+    if "gpu_util_pct" in rows and not rows.get("utilisation", pd.Series(dtype=str)).astype(str).str.contains(
+            "gpu_util_method").any():  # sampled before the window sampling: a poll of a short run reads 0
+        rows = rows.assign(gpu_util_pct=None)
+        print("(GPU % left out: that run's monitor polled NVML, which reads 0 for runs this short; "
+              "docs/decisions/2026-11-26-gpu-utilisation.md)")
+    return show_columns(rows.reset_index(drop=True), columns)
+
+
 def show_columns(df: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
     """``df``'s ``columns`` (those present), shown in a notebook as the report's short view (at most
     eight columns: ``servelab.report.figures.short_view``); every column stays in the frame and the CSVs."""

@@ -36,8 +36,15 @@ def fastapi_up(stack: Stack, kind: str) -> Endpoint:
     """
     if kind not in ("pt", "onnx"):
         raise ValueError(f"unknown FastAPI service {kind!r}: use 'pt' or 'onnx'")
+    import httpx
+
     stack.up("fastapi", services=["fastapi_server"], fastapi_app=f"fastapi_{kind}")
-    return Endpoint(f"fastapi_{kind}", stack.url("fastapi_server").rstrip("/"))
+    api = Endpoint(f"fastapi_{kind}", stack.url("fastapi_server").rstrip("/"))
+    facts = httpx.get(f"{api.url}/health", timeout=30.0).json()
+    engine = {"pt": "PyTorch", "onnx": "ONNX Runtime"}[kind]
+    providers = f" ({', '.join(facts['providers'])})" if facts.get("providers") else ""
+    print(f"$ curl -s {api.url}/health  # the engine: {engine} on {facts.get('device')}{providers}")
+    return api
 
 
 def fastapi_down(stack: Stack) -> None:

@@ -57,7 +57,18 @@ def triton_up(stack: Stack, models: Sequence[str]) -> Triton:
                   if m.get("state") == "READY" and m["name"] not in models]:
         print(f"$ curl -s -X POST http://{triton.url}/v2/repository/models/{other}/unload  # not used here")
         triton.client().unload_model(other)
+    for name in models:
+        print(f"{name} computes on the {where_it_computes(triton, name)[1]}")
     return triton
+
+
+def where_it_computes(triton: Triton, name: str) -> tuple[str, str]:
+    """(``device`` as the tables record it, the words a notebook prints) for ``name``'s live instances."""
+    from servelab.core.paths import STAGING_DIR
+    from servelab.triton.config import read_config
+    from servelab.triton.repository import serving_device
+
+    return serving_device(live_config(triton, name), read_config(STAGING_DIR / name))
 
 
 def triton_down(stack: Stack) -> None:
@@ -338,12 +349,8 @@ def measure(triton: Triton, name: str, p: LabParams, step: str, label: str = "",
                   "max_trials": p.max_trials}
     load: dict[str, Any] = ({"concurrency": concurrency} if concurrency is not None
                             else {"request_rate": round(float(rate or 0), 1), "distribution": distribution})
-    from servelab.core.paths import STAGING_DIR
-    from servelab.triton.config import read_config
-    from servelab.triton.repository import serving_device
-
-    device = serving_device(live_config(triton, name), read_config(STAGING_DIR / name))
-    columns = {"step": step, "threads": instance_threads(triton, name), "device": device, **(extra or {})}
+    columns = {"step": step, "threads": instance_threads(triton, name),
+               "device": where_it_computes(triton, name)[0], **(extra or {})}
     inputs = experiments.input_data_for(triton, name, workdir=results_dir() / "perf-inputs")
     where = triton.stack.perf_options(inputs)
     def once(retried: str) -> pd.DataFrame:

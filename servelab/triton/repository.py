@@ -48,20 +48,22 @@ def to_python_runner(cfg: ModelConfig) -> ModelConfig:
     return new
 
 
-def serving_device(live: ModelConfig, staged: ModelConfig) -> str:
-    """Where a deployed model's instances compute, as the tables' ``device`` says it: ``cuda`` for
-    KIND_GPU instances; ``cpu`` for KIND_CPU ones, and for the generated ONNX runner (a staged ONNX
-    model served by the Python backend) on KIND_GPU when this Python's onnxruntime has no CUDA
-    provider: the runner then falls back to the CPU, and it imports this Python's packages."""
+def serving_device(live: ModelConfig, staged: ModelConfig) -> tuple[str, str]:
+    """Where a deployed model's instances compute: (``device`` as the tables record it, the words a
+    notebook prints). ``cuda`` for KIND_GPU instances; ``cpu`` for KIND_CPU ones, and for the generated
+    ONNX runner (a staged ONNX model served by the Python backend) on KIND_GPU when this Python's
+    onnxruntime has no CUDA provider: the runner then falls back to the CPU (it imports this Python's
+    packages)."""
     if not any(g.kind == mc.ModelInstanceGroup.KIND_GPU for g in live.instance_group):
-        return "cpu"
+        return "cpu", "CPU"
     if live.backend == "python" and is_onnx(staged):
         import onnxruntime
 
         from servelab.core.gpu import ort_has_cuda
 
-        return "cuda" if ort_has_cuda(onnxruntime) else "cpu"
-    return "cuda"
+        if not ort_has_cuda(onnxruntime):
+            return "cpu", "CPU (KIND_GPU, but onnxruntime here has no CUDA provider: the runner falls back)"
+    return "cuda", "GPU"
 
 
 def _check_artefacts(staged: Path) -> None:

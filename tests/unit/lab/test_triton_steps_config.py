@@ -99,7 +99,10 @@ def test_triton_up_unloads_the_models_a_notebook_does_not_use(monkeypatch: pytes
 
     monkeypatch.setattr(triton_steps, "deploy", lambda triton, name: None)
     monkeypatch.setattr(triton_steps, "Triton", lambda stack, url: Server(stack, url, client))
+    monkeypatch.setattr(triton_steps, "where_it_computes", lambda triton, name: ("cpu", "CPU"))
     stack: Any = Up(has_gpu=False)
     triton_steps.triton_up(stack, ["food_classifier"])
     assert client.unloaded == ["food_classifier_onnx"]
-    assert "/v2/repository/models/food_classifier_onnx/unload" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "/v2/repository/models/food_classifier_onnx/unload" in said
+    assert "food_classifier computes on the CPU" in said  # each notebook says where its model runs

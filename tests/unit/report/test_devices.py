@@ -69,3 +69,42 @@ def test_a_gpu_runs_tables_say_where_each_row_computed() -> None:
     assert list(view["measurement"])[2] == "onnx sequential c=1 · cpu"
     cpu_only = short_view(fastapi("cpu", "cpu", gpu=None), FASTAPI_COLUMNS)
     assert cpu_only is not None and "·" not in "".join(cpu_only["measurement"])
+
+
+def test_where_a_triton_model_computes(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import onnxruntime
+
+    from servelab.core import gpu
+    from servelab.core.paths import STAGING_DIR
+    from servelab.triton.config import read_config, set_instances
+    from servelab.triton.repository import serving_device, to_python_runner
+
+    python, onnx = (read_config(STAGING_DIR / n) for n in ("food_classifier", "food_classifier_onnx"))
+    on_gpu, on_cpu = set_instances(python, 1, "KIND_GPU", [0]), set_instances(python, 2, "KIND_CPU", [])
+    assert serving_device(on_gpu, python) == ("cuda", "GPU")
+    assert serving_device(on_cpu, python) == ("cpu", "CPU")
+    assert serving_device(set_instances(onnx, 1, "KIND_GPU", [0]), onnx) == ("cuda", "GPU")  # Triton's ORT
+    runner = to_python_runner(set_instances(onnx, 1, "KIND_GPU", [0]))  # the local runner: this Python's ORT
+    monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: ["CPUExecutionProvider"])
+    device, words = serving_device(runner, onnx)
+    assert device == "cpu" and "no CUDA provider" in words
+    monkeypatch.setattr(onnxruntime, "get_available_providers",
+                        lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    monkeypatch.setattr(gpu, "cuda_device_count", lambda: 1)
+    assert serving_device(runner, onnx) == ("cuda", "GPU")
+
+
+def test_a_cpu_runs_report_sets_the_gpu_reference_beside_it(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from servelab.lab.run_report import write_report
+    from servelab.results.reference import REFERENCE_SETTING, reference_run
+
+    reference = reference_run()
+    assert reference is not None and (reference / "run.json").is_file()  # the committed H100 run
+    fastapi("cpu", "cpu", gpu=None).to_json(tmp_path / "fastapi.jsonl", orient="records", lines=True)
+    page = write_report(tmp_path).read_text()
+    assert f"compared run {reference.name} (FastAPI pt on the GPU ({H100}), FastAPI onnx on the CPU" in page
+    monkeypatch.setenv(REFERENCE_SETTING, "none")
+    assert "compared run" not in write_report(tmp_path).read_text()
+    monkeypatch.delenv(REFERENCE_SETTING)
+    fastapi("cuda", "cpu").to_json(tmp_path / "fastapi.jsonl", orient="records", lines=True)
+    assert "compared run" not in write_report(tmp_path).read_text()  # a GPU run needs no GPU beside it
