@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +46,92 @@ class Provenance:
         return (f"run {self.run}: {self.date}, target {self.target}, preset {self.preset}, "
                 f"CPU {self.cpu}, {device}")
 
+    def where(self, devices: dict[str, str]) -> str:
+        """Where measurements of this run ran, from their rows' own ``device`` (``measured_on``): a row
+        of a GPU machine that ran on its CPU is CPU. Rows that record none ran on the CPU when the machine
+        has no GPU, else their device is said to be unrecorded."""
+        machine_cpu = f"CPU ({self.cpu})" if self.cpu != UNRECORDED else "CPU"
+        kinds = {step: device_kind(d) if d else ("" if self.on_gpu else "CPU") for step, d in devices.items()}
+        known = set(kinds.values())
+        if not kinds or known == {""}:
+            machine = f"GPU {self.gpu}" if self.on_gpu else "no GPU"
+            return f"device not recorded in its rows (the machine: {machine}, {machine_cpu})"
+        if known == {"GPU"}:
+            return f"GPU {self.gpu}" if self.on_gpu else "GPU"
+        if known == {"CPU"}:
+            return machine_cpu + (f", not its GPU {self.gpu}" if self.on_gpu else "")
+        parts = ", ".join(f"{step} on {kind or 'an unrecorded device'}"
+                          + (f" ({devices[step]})" if devices[step] and kind not in ("CPU", "GPU") else "")
+                          for step, kind in kinds.items())
+        gpu = f"GPU {self.gpu}" if self.on_gpu else "GPU"
+        return f"{gpu} and {machine_cpu}: {parts}"
+
     def facts(self) -> dict[str, str]:
         """The same facts as a table's rows."""
         passed = UNRECORDED if self.ok is None else "yes" if self.ok else "no"
         return {"run": self.run, "date": self.date, "target": self.target, "preset": self.preset,
                 "CPU": self.cpu, "GPU": self.gpu, "every notebook passed": passed}
+
+
+def device_kind(device: str) -> str:
+    """``GPU`` or ``CPU`` for a row's ``device`` (``cuda``, ``cuda:0``, ``cpu``, ``KIND_GPU``…), else
+    the value as it is."""
+    text = str(device).lower()
+    if "cuda" in text or "gpu" in text:
+        return "GPU"
+    return "CPU" if "cpu" in text else str(device)
+
+
+def _stamp(text: Any) -> datetime | None:
+    for fmt in ("%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%dT%H:%M:%S.%f%z"):
+        try:
+            return datetime.strptime(str(text), fmt)
+        except ValueError:
+            continue
+    return None
+
+
+def ran_between(executed: Any) -> tuple[datetime, datetime] | None:
+    """When an executed notebook, or one of its cells, ran (papermill's start and end), or None when it
+    does not say."""
+    meta = executed.metadata.get("papermill", {}) if executed is not None else {}
+    start, end = (datetime.fromisoformat(str(meta[k])) if meta.get(k) else None
+                  for k in ("start_time", "end_time"))
+    return (start, end) if start and end else None
+
+
+def measured_on(run_dir: Path, window: tuple[datetime, datetime] | None = None) -> dict[str, str]:
+    """Each measurement's ``step`` (else its ``experiment``) → the ``device`` its rows recorded, for the
+    rows stored within ``window`` (a notebook's or a cell's run; None: every row), in the order first
+    stored. A step whose rows record no device maps to "", and is left out when others record one."""
+    found: dict[str, list[str]] = {}
+    for row in _rows(run_dir):
+        stamp = _stamp(row.get("timestamp"))  # whole seconds: a row stored at 12.9 s says 12 s
+        if window is not None and (stamp is None or not (window[0].replace(microsecond=0) <= stamp
+                                                         <= window[1])):
+            continue
+        step = str(row.get("step") or row.get("experiment") or "measurement")
+        device = str(row.get("device") or "")
+        seen = found.setdefault(step, [])
+        if device and device not in seen:
+            seen.append(device)
+    devices = {step: " and ".join(seen) for step, seen in found.items()}
+    recorded = {step: device for step, device in devices.items() if device}
+    return recorded or devices
+
+
+def _rows(run_dir: Path) -> tuple[dict[str, Any], ...]:
+    """Every measurement row the run stored (its ``*.jsonl``)."""
+    found = []
+    for path in sorted(Path(run_dir).glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(row, dict):
+                found.append(row)
+    return tuple(found)
 
 
 def run_json(run_dir: Path) -> dict[str, Any]:
@@ -66,15 +148,7 @@ def run_json(run_dir: Path) -> dict[str, Any]:
 
 def _row_facts(run_dir: Path) -> dict[str, Any]:
     """The host facts stored with the run's first measurement (``servelab.results.store``)."""
-    for path in sorted(Path(run_dir).glob("*.jsonl")):
-        for line in path.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(row, dict) and "gpu" in row:
-                return row
-    return {}
+    return next((row for row in _rows(run_dir) if "gpu" in row), {})
 
 
 def _node_summary(run_dir: Path) -> dict[str, Any]:
