@@ -84,12 +84,50 @@ def test_the_command_line_says_what_it_built(tmp_path: Path) -> None:
     assert f"python3 -m http.server -d {run / 'site'} 8000" in done.stdout
 
 
-def test_lab_site_sets_up_then_runs_the_site_command(tmp_path: Path) -> None:
+def test_lab_site_uses_the_full_environment_where_set_up_made_one(tmp_path: Path) -> None:
     lab, log, env = stubbed_lab(tmp_path)
+    (tmp_path / "venv" / ".servelab-stamp").write_text("full abc\n")
     done = subprocess.run(["bash", str(lab), "site", "results/x", "--serve"], env=env, capture_output=True,
                           text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert log.read_text().splitlines() == ["setup ", "python -m servelab.site results/x --serve"]
+
+
+@pytest.mark.parametrize("stamp", [None, "controller abc\n"])
+def test_lab_site_without_the_full_set_up_makes_only_the_small_environment(tmp_path: Path,
+                                                                          stamp: str | None) -> None:
+    """No full environment (a fresh clone, CI's site job, an instructor's controller-only one): set-up's
+    ``--site`` and that environment's Python, never the full set-up."""
+    lab, log, env = stubbed_lab(tmp_path)
+    if stamp:
+        (tmp_path / "venv" / ".servelab-stamp").write_text(stamp)
+    small = tmp_path / "small" / "bin" / "python"
+    small.parent.mkdir(parents=True)
+    small.write_text(f'#!/usr/bin/env bash\necho "small python $*" >> {log}\n')
+    small.chmod(0o755)
+    env["SITE_VENV"] = str(small.parent.parent)
+    done = subprocess.run(["bash", str(lab), "site", "--out", "site"], env=env, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert log.read_text().splitlines() == ["setup --site", "small python -m servelab.site --out site"]
+
+
+def test_the_small_environment_holds_what_rendering_imports() -> None:
+    """requirements/site.txt: pinned in constraints.txt, part of the full set-up (lab.txt), and enough for
+    the site's modules, which import nothing of the lab's heavy packages (checked in a fresh interpreter)."""
+    site = [line.strip() for line in (REPO_ROOT / "requirements" / "site.txt").read_text().splitlines()
+            if line.strip() and not line.startswith("#")]
+    pins = {line.split("==")[0].lower() for line in (REPO_ROOT / "constraints.txt").read_text().splitlines()
+            if "==" in line}
+    assert site and all(name.lower() in pins for name in site), site
+    assert "-r site.txt" in (REPO_ROOT / "requirements" / "lab.txt").read_text().splitlines()
+    heavy = ["torch", "pandas", "matplotlib", "numpy", "papermill", "tritonclient", "ray", "transformers"]
+    probe = ("import sys; import servelab.site.__main__, servelab.site.build, servelab.site.pages; "
+             f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
 
 
 # A small run and a GPU run beside it, built once with a real Sphinx and read back with an HTML parser as a
