@@ -1,8 +1,9 @@
 """``python -m servelab.site [results/<run>] [--compare results/<gpu-run>] [--out DIR] [--serve]``.
 
 Builds the handout site from the notebooks' sources and a run's folder (default: the newest run under
-``results/``), nothing re-executed; a committed reference run (``results/reference/<name>/``) is put beside
-unless ``--compare`` names another or ``--no-compare``; ``--serve`` then serves it on 127.0.0.1 until Ctrl-C.
+``results/``), nothing re-executed; a committed reference run (``results/reference/<name>/``;
+``$SERVELAB_REFERENCE`` picks one, ``none`` none) is put beside unless ``--compare`` names another or
+``--no-compare``; ``--serve`` then serves it on 127.0.0.1 until Ctrl-C.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ import functools
 import html
 import io
 import json
+import os
 import re
 import shutil
 import sys
@@ -27,6 +28,7 @@ from pathlib import Path
 
 import nbformat
 
+from servelab.core.paths import RESULTS_DIR
 from servelab.lab.runner import notebook_paths
 from servelab.results.store import results_dir
 from servelab.site import pages
@@ -38,6 +40,7 @@ MARKER = ".servelab-site"  # in a built site: a rebuild may replace that folder,
 DATA_SUFFIXES = (".csv", ".jsonl", ".json")
 STATIC = Path(__file__).parent / "static"  # servelab.css, servelab.js
 REFERENCE = "reference"  # results/reference/<name>/: a committed run (a GPU node's) put beside by default
+REFERENCE_SETTING = "SERVELAB_REFERENCE"  # the lab's setting for it: a run's folder, or "none"
 CONF = """# written by servelab.site.build: the site's Sphinx configuration
 import json
 from pathlib import Path
@@ -85,12 +88,17 @@ def run_folder(folder: Path) -> Path:
 
 
 def default_compare(base: Path | None = None) -> Path | None:
-    """The committed reference run (``results/reference/<name>/``, the newest), or None when there is none."""
-    reference = Path(base or results_dir()) / REFERENCE
-    try:
-        return newest_run(reference) if reference.is_dir() else None
-    except RunFolderError:
+    """The committed reference run the command line puts beside, chosen as the lab's reports choose theirs:
+    ``$SERVELAB_REFERENCE`` (a run's folder, or ``none``), else the newest (by its ``started``) under
+    ``results/reference/`` (``base``); None when there is none."""
+    setting = os.environ.get(REFERENCE_SETTING, "").strip()
+    if setting.lower() == "none":
         return None
+    if setting:
+        return Path(setting) if (Path(setting) / "run.json").is_file() else None
+    runs = sorted(Path(base or RESULTS_DIR / REFERENCE).glob("*/run.json"),
+                  key=lambda p: str(run_json(p.parent).get("started", "")))
+    return runs[-1].parent if runs else None
 
 
 def _announcement(run: Provenance, compare: Provenance | None, has_report: bool) -> str:

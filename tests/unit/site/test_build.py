@@ -310,3 +310,27 @@ def test_the_copied_reports_fit_a_phone_and_lead_back_to_the_handout(
             back).is_file()
         stylesheet = page.select_one('link[rel="stylesheet"]')["href"]
         assert (site / report).parent.joinpath(stylesheet).is_file()
+
+
+def test_the_reference_run_is_put_beside_unless_told_otherwise(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --compare the newest committed reference run (results/reference/<name>/, by its start) goes
+    beside; $SERVELAB_REFERENCE picks one or, as none, leaves it out, and so does --no-compare."""
+    base = tmp_path / "reference"
+    for name, started in (("h100", "2026-11-26 09:23:32 UTC"), ("p100", "2026-11-20 10:00:00 UTC")):
+        (base / name).mkdir(parents=True)
+        (base / name / "run.json").write_text(json.dumps({"started": started}))
+    monkeypatch.delenv(build.REFERENCE_SETTING, raising=False)
+    assert build.default_compare(base) == base / "h100"
+    monkeypatch.setenv(build.REFERENCE_SETTING, str(base / "p100"))
+    assert build.default_compare(base) == base / "p100"
+    monkeypatch.setenv(build.REFERENCE_SETTING, "none")
+    assert build.default_compare(base) is None
+    monkeypatch.setenv(build.REFERENCE_SETTING, str(base / "p100"))
+    built: list[object] = []
+    monkeypatch.setattr("servelab.site.__main__.build", lambda run, out, compare, links: built.append(compare)
+                        or tmp_path / "site")
+    _, run = _small_run(tmp_path)
+    assert site_main([str(run)]) == 0 and site_main([str(run), "--no-compare"]) == 0
+    assert built == [base / "p100", None]
+    assert "the reference run" in capsys.readouterr().out
