@@ -32,8 +32,10 @@ from servelab.core.paths import RESULTS_DIR
 from servelab.lab.runner import notebook_paths
 from servelab.results.store import results_dir
 from servelab.site import pages
+from servelab.site.compare import COMPARE
 from servelab.site.links import Links, referenced_file
-from servelab.site.provenance import Provenance, RunFolderError, read, run_json
+from servelab.site.outputs import FIGURES
+from servelab.site.provenance import Provenance, Run, RunFolderError, read, run_json
 from servelab.site.redact import LAB, Redactor
 
 MARKER = ".servelab-site"  # in a built site: a rebuild may replace that folder, and only that
@@ -110,7 +112,7 @@ def _announcement(run: Provenance, compare: Provenance | None, has_report: bool)
     return text
 
 
-def _index(run: pages.Run, compare: pages.Run | None, sources: Sequence[Path], links: Links,
+def _index(run: Run, compare: Run | None, sources: Sequence[Path], links: Links,
            data: Sequence[str]) -> str:
     rows = "\n".join(f"| {k} | {v} |" for k, v in run.provenance.facts().items())
 
@@ -162,9 +164,9 @@ def _check_out(out: Path) -> None:
         raise SiteError(f"{out} exists and is not a site built here: name an empty or new folder (--out)")
 
 
-def _run(folder: Path, report: str = "") -> pages.Run:
+def _run(folder: Path, report: str = "") -> Run:
     outcomes = {n["name"]: n for n in run_json(folder).get("notebooks", []) if isinstance(n, dict)}
-    return pages.Run(Path(folder), read(folder), outcomes, report)
+    return Run(Path(folder), read(folder), outcomes, report)
 
 
 def lab_sources() -> list[Path]:
@@ -273,12 +275,12 @@ def build(run_dir: Path, out: Path | None = None, compare: Path | None = None,
         run = _run(run_dir, report)
         other = None
         if compare is not None:
-            other_report, _ = _copy_run_files(compare, extra, f"{pages.COMPARE}/", "../index.html")
+            other_report, _ = _copy_run_files(compare, extra, f"{COMPARE}/", "../index.html")
             other = _run(compare, other_report)
         docs = _doc_links(links, extra)
         (extra / pages.DOWNLOADS).mkdir()
         for path in sources:
-            page, download = pages.page(path, run, other, extra / pages.FIGURES, links, docs)
+            page, download = pages.page(path, run, other, extra / FIGURES, links, docs)
             nbformat.write(page, src / f"{path.stem}.ipynb")
             nbformat.write(download, extra / pages.DOWNLOADS / f"{path.stem}.ipynb")
         (src / "index.md").write_text(_index(run, other, sources, links, data))

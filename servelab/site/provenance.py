@@ -4,16 +4,20 @@ Read from the run's ``run.json`` (the runner records the machine there); a ``--t
 machine and start are the node's, in the ``node-run.json`` fetched from it (its own run.json describes
 the controller's steps). A run written before the runner recorded them falls back to the facts stored
 with its measurements and to its folder's name; what none holds is said to be unrecorded, never guessed.
+Where each measurement ran is its row's own ``device`` (``measured_on``, ``Provenance.where``): a GPU
+machine's measurement on its CPU says CPU. ``Run`` is a run as the pages read it.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+import nbformat
 
 UNRECORDED = "not recorded"
 _RUN_ID = re.compile(r"^(\d{4})(\d{2})(\d{2})-(\d{2})(\d{2})(\d{2})")
@@ -188,3 +192,25 @@ def read(run_dir: Path) -> Provenance:
                       date=_date(run_dir, summary), target=str(summary.get("target") or UNRECORDED),
                       preset=str(summary.get("preset") or UNRECORDED),
                       ok=summary.get("ok") if isinstance(summary.get("ok"), bool) else None)
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run as the pages read it: its folder, its provenance and its notebooks' outcomes (run.json)."""
+
+    folder: Path
+    provenance: Provenance
+    outcomes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    report: str = ""  # the site's link to the run's report, "" when it has none
+
+    def executed(self, stem: str) -> Any | None:
+        """The run's executed copy of notebook ``stem``, or None when the run has none."""
+        path = self.folder / f"{stem}.ipynb"
+        return nbformat.read(path, as_version=4) if path.is_file() else None
+
+    def where(self, executed: Any, cell: Any = None) -> str:
+        """Where the measurements were taken (their rows' ``device``) that ``cell`` of the executed notebook
+        stored, else (a cell that draws what earlier ones stored) that the whole notebook stored."""
+        window = ran_between(cell)
+        devices = measured_on(self.folder, window) if window is not None else {}
+        return self.provenance.where(devices or measured_on(self.folder, ran_between(executed)))

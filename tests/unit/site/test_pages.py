@@ -48,7 +48,7 @@ def _executed(sources: list[str], outputs: list[list[dict]],
 
 
 def _run(folder: Path, *, notebooks: dict[str, dict] | None = None, gpu: str = "none", ok: bool = True,
-         target: str = "local") -> pages.Run:
+         target: str = "local") -> provenance.Run:
     folder.mkdir(parents=True, exist_ok=True)
     outcomes = []
     for stem, nb in (notebooks or {}).items():
