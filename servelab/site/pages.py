@@ -70,11 +70,10 @@ def _note(text: str, kind: str = "note") -> Any:
     return nbformat.v4.new_markdown_cell(f":::{{{kind}}}\n{text}\n:::")
 
 
-def _links_cell(stem: str, links: Links, download: bool) -> Any:
-    parts = []
-    if download:
-        parts.append(f'<a class="servelab-download" href="{DOWNLOADS}/{stem}.ipynb" download>'
-                     "Download this notebook (.ipynb, with this run's outputs)</a>")
+def _links_cell(stem: str, links: Links, ran: bool) -> Any:
+    outputs = "with this run's outputs" if ran else "without outputs: the run did not reach it"
+    parts = [f'<a class="servelab-download" href="{DOWNLOADS}/{stem}.ipynb" download>'
+             f"Download this notebook (.ipynb, {outputs})</a>"]
     parts.append(f'<a class="servelab-launch" href="{html.escape(links.launch)}">{links.launch_label}</a>')
     source = links.file(f"notebooks/{stem}.py")
     if source:
@@ -112,7 +111,7 @@ def page(source_path: Path, run: Run, compare: Run | None, figures: Path, links:
                            f"`{outcome.get('error', '')}`. Cells after that point have no outputs.",
                            "warning"))
     changed = 0
-    bar = _links_cell(stem, links, download=executed is not None)
+    bar = _links_cell(stem, links, ran=executed is not None)
     if not page_nb.cells or page_nb.cells[0].cell_type != "markdown":
         cells.insert(0, bar)  # under the title when the notebook starts with one, else first
     for position, cell in enumerate(page_nb.cells):

@@ -142,6 +142,11 @@ def test_every_page_reads_on_the_screen(site: Path, stems: list[str], run_dir: P
                                    and banner.evaluate(WHOLE))
             found["text past the edge"] = page.evaluate(OVERFLOWING_TEXT)
             ok = bool(found["provenance"])
+        if name in stems:  # each notebook's page: its download and where to launch it
+            download = page.eval_on_selector_all("a.servelab-download", "as => as.map(a => a.href)")
+            found["download and launch"] = (len(download) == 1 and Path(unquote(urlsplit(download[0]).path))
+                                            .is_file() and page.locator("a.servelab-launch").count() == 1)
+            ok = ok and found["download and launch"]
         if name in ran:  # the run executed it: its code and its outputs are on the page
             found["code visible"] = page.locator("div.cell_input").first.is_visible()
             outputs = page.locator("div.cell_output")

@@ -108,6 +108,7 @@ def test_a_notebook_the_run_did_not_reach_is_shown_without_outputs(source: Path,
     run = _run(tmp_path / "run")
     page = pages.page(source, run, None, tmp_path / "figures")[0]
     assert "did not run this notebook" in page.cells[0].source
+    assert "Download this notebook (.ipynb, without outputs" in page.cells[2].source  # under the title
     assert all(c.outputs == [] for c in _code(page))
     stopped = _run(tmp_path / "stopped", ok=False, notebooks={"03_demo": _executed(
         ["target = None", 'print("hello")', "plot()"], [[], [STREAM], []])})
