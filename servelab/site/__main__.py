@@ -1,7 +1,9 @@
 """``python -m servelab.site [results/<run>] [--compare results/<gpu-run>] [--out DIR] [--serve]``.
 
 Builds the handout site from the notebooks' sources and a run's folder (default: the newest run under
-``results/``), nothing re-executed; ``--serve`` then serves it on 127.0.0.1 until Ctrl-C.
+``results/``), nothing re-executed; a committed reference run (``results/reference/<name>/``;
+``$SERVELAB_REFERENCE`` picks one, ``none`` none) is put beside unless ``--compare`` names another or
+``--no-compare``; ``--serve`` then serves it on 127.0.0.1 until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from servelab.site.build import SiteError, build, newest_run
+from servelab.site.build import SiteError, build, default_compare, newest_run
+from servelab.site.links import Links
 from servelab.site.provenance import RunFolderError
 
 
@@ -33,8 +36,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("run_dir", nargs="?", type=Path,
                         help="a run's folder (default: the newest in results/)")
     parser.add_argument("--compare", type=Path,
-                        help="a second run's folder (a GPU node's): its figures beside")
+                        help="a second run's folder (a GPU node's), or a folder of runs (its newest): set "
+                             "beside (default: the newest in results/reference/, when there is one)")
+    parser.add_argument("--no-compare", action="store_true",
+                        help="no second run beside, not even the reference")
     parser.add_argument("--out", type=Path, help="where the site goes (default: <run>/site)")
+    parser.add_argument("--repo", help="the lab repository's web address the pages link to (default: "
+                                       "$SERVELAB_REPO_URL, the CI's, or the checkout's origin)")
+    parser.add_argument("--launch", help="where students launch the lab, e.g. its Trovi artifact's address "
+                                         "(default: $SERVELAB_LAUNCH_URL, else Chameleon's JupyterHub)")
     parser.add_argument("--serve", action="store_true", help="serve the built site on 127.0.0.1")
     parser.add_argument("--port", type=int, default=8000, help="--serve's port (default 8000)")
     args = parser.parse_args(argv)
@@ -44,7 +54,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise RunFolderError(f"{run_dir} is not a folder: give a run's folder, e.g. results/<run>")
         if args.compare is not None and not args.compare.is_dir():
             raise RunFolderError(f"--compare {args.compare} is not a folder: give a run's folder")
-        out = build(run_dir, args.out, args.compare)
+        compare = None if args.no_compare else args.compare or default_compare()
+        if compare is not None and args.compare is None:
+            print(f"site: beside it, the reference run {compare} (--no-compare leaves it out)", flush=True)
+        out = build(run_dir, args.out, compare, links=Links.find(args.repo, args.launch))
     except (RunFolderError, SiteError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

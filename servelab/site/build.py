@@ -1,46 +1,48 @@
 """Build the handout site for one run: Sphinx with myst-nb, nothing executed, a folder any static host serves.
 
 ``build(run_dir)`` writes ``run_dir/site/`` (or ``out``): an index with the run's provenance and the
-notebooks in order, one page per notebook (``servelab.site.pages``), the run's ``report.html`` and its
-data files (``data/``). Every page carries the run's provenance in its banner. ``compare`` names a
-second run (a GPU node's) whose figures are set beside this run's. Why Sphinx + myst-nb and what a
-build costs: docs/decisions/2026-11-25-handout-site.md
+notebooks in order, one page per notebook (``servelab.site.pages``), each notebook to download
+(``notebooks/``), the run's ``report.html`` (with a link back to the handout) and its data files
+(``data/``), all redacted (``servelab.site.redact``). Every page carries the run's provenance in its
+banner. ``compare`` names a second run (a GPU node's, or a reference run's folder) set beside this run's,
+its report and data under ``compare/``. Every figure links to its full size. ``default_compare`` is the
+committed reference run the command line puts beside when given none. Why Sphinx + myst-nb, what a build
+costs: docs/decisions/2026-11-25-handout-site.md; what the second pass added and measured:
+docs/decisions/2026-11-26-handout-site-second-pass.md
 """
 
 from __future__ import annotations
 
+import functools
 import html
 import io
 import json
+import os
+import re
 import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import nbformat
 
+from servelab.core.paths import RESULTS_DIR
 from servelab.lab.runner import notebook_paths
 from servelab.results.store import results_dir
 from servelab.site import pages
-from servelab.site.provenance import Provenance, RunFolderError, read, run_json
+from servelab.site.compare import COMPARE
+from servelab.site.links import Links, referenced_file
+from servelab.site.outputs import FIGURES
+from servelab.site.provenance import Provenance, Run, RunFolderError, read, run_json
+from servelab.site.redact import LAB, Redactor
 
 MARKER = ".servelab-site"  # in a built site: a rebuild may replace that folder, and only that
 DATA_SUFFIXES = (".csv", ".jsonl", ".json")
-STYLE = """
-/* outputs and side-by-side figures scroll in their own box; the text never makes the page wider */
-div.cell_output, div.cell_input, div.output, .highlight { overflow-x: auto; max-width: 100%; }
-div.cell_output img, .servelab-compare img { max-width: 100%; height: auto; }
-div.cell_output table { display: block; overflow-x: auto; max-width: 100%; }
-.servelab-compare { display: grid; grid-template-columns: repeat(auto-fit, minmax(18rem, 1fr)); gap: 1rem; }
-.servelab-compare figure { margin: 0; }
-.servelab-compare figcaption { font-size: 0.85rem; }
-/* the provenance banner wraps instead of scrolling: it is read on every page, phones included */
-.announcement { height: auto; min-height: var(--header-height); }
-.announcement-content { white-space: normal; font-size: 0.85rem; line-height: 1.4; overflow-wrap: anywhere; }
-.announcement-content a { color: inherit; text-decoration: underline; }
-"""
+STATIC = Path(__file__).parent / "static"  # servelab.css, servelab.js
+REFERENCE = "reference"  # results/reference/<name>/: a committed run (a GPU node's) put beside by default
+REFERENCE_SETTING = "SERVELAB_REFERENCE"  # the lab's setting for it: a run's folder, or "none"
 CONF = """# written by servelab.site.build: the site's Sphinx configuration
 import json
 from pathlib import Path
@@ -51,11 +53,13 @@ html_title = settings["title"]
 extensions = ["myst_nb"]
 nb_execution_mode = "off"  # the run's outputs, never re-executed
 nb_merge_streams = True
+nb_render_markdown_format = "myst"  # a markdown output's tables and code render (commonmark has neither)
 myst_enable_extensions = ["colon_fence"]
 html_theme = "furo"
 html_theme_options = {"announcement": settings["announcement"]}
 html_static_path = ["_static"]
 html_css_files = ["servelab.css"]
+html_js_files = ["servelab.js"]
 html_extra_path = ["_extra"]
 html_copy_source = False
 html_show_copyright = False
@@ -78,46 +82,79 @@ def newest_run(base: Path | None = None) -> Path:
     return runs[-1].parent
 
 
+def run_folder(folder: Path) -> Path:
+    """``folder`` when it is a run's folder, else the newest run in it (a downloaded artifact, a
+    ``results/reference/`` folder)."""
+    folder = Path(folder)
+    return folder if (folder / "run.json").is_file() else newest_run(folder)
+
+
+def default_compare(base: Path | None = None) -> Path | None:
+    """The committed reference run the command line puts beside, chosen as the lab's reports choose theirs:
+    ``$SERVELAB_REFERENCE`` (a run's folder, or ``none``), else the newest (by its ``started``) under
+    ``results/reference/`` (``base``); None when there is none."""
+    setting = os.environ.get(REFERENCE_SETTING, "").strip()
+    if setting.lower() == "none":
+        return None
+    if setting:
+        return Path(setting) if (Path(setting) / "run.json").is_file() else None
+    runs = sorted(Path(base or RESULTS_DIR / REFERENCE).glob("*/run.json"),
+                  key=lambda p: str(run_json(p.parent).get("started", "")))
+    return runs[-1].parent if runs else None
+
+
 def _announcement(run: Provenance, compare: Provenance | None, has_report: bool) -> str:
     text = f"Outputs from {html.escape(run.line())}."
     if compare is not None:
-        text += f" Figures beside them: {html.escape(compare.line())}."
+        text += f" Beside them: {html.escape(compare.line())}."
     if has_report:
         text += ' <a href="report.html">The run\'s report</a>.'
     return text
 
 
-def _index(run: Provenance, compare: Provenance | None, stems: Sequence[str], outcomes: dict,
-           has_report: bool, data: Sequence[str]) -> str:
-    rows = "\n".join(f"| {k} | {v} |" for k, v in run.facts().items())
+def _index(run: Run, compare: Run | None, sources: Sequence[Path], links: Links,
+           data: Sequence[str]) -> str:
+    rows = "\n".join(f"| {k} | {v} |" for k, v in run.provenance.facts().items())
 
-    def row(stem: str) -> str:
-        if stem not in outcomes:
-            return f"| [{stem}]({stem}.ipynb) | not run | |"
-        outcome = outcomes[stem]
+    def row(path: Path) -> str:
+        stem = path.stem
+        link = f"[{pages.title(path)}]({stem}.ipynb)"
+        if stem not in run.outcomes:
+            return f"| {link} | not run | |"
+        outcome = run.outcomes[stem]
         status = "ok" if outcome.get("ok") else "stopped"
-        return f"| [{stem}]({stem}.ipynb) | {status} | {outcome.get('seconds', '')} |"
+        return f"| {link} | {status} | {outcome.get('seconds', '')} |"
 
-    ran = "\n".join(row(stem) for stem in stems)
+    ran = "\n".join(row(path) for path in sources)
     parts = [
         "# serve-system lab: the handout",
         "Read the lab before your lease: every notebook in order, with its code, configs and commands, "
         "and the outputs of one real run of the whole lab. Outputs come from the run named below and "
         "from nowhere else; your own run, on your own node, measures its own numbers.",
+        f'<a href="{html.escape(links.launch)}">{links.launch_label}</a>: where you run the lab. Notebooks '
+        "01, 02 and 08 run in Chameleon's Jupyter; 03–07, 09 and 10 in the Jupyter server that 02 starts "
+        "on your node." + (f' The lab\'s repository: <a href="{html.escape(links.repo)}">'
+                           f"{html.escape(links.repo)}</a>." if links.repo else ""),
         "## Where these outputs come from", "| fact | value |\n|---|---|\n" + rows,
+        f"In the outputs, `{LAB}` stands for the lab's folder on the machine that ran it, `results/<run>` "
+        "for the run's folder, and `serve_system_<netID>` for a lease named after whoever ran it.",
     ]
     if compare is not None:
-        other = "\n".join(f"| {k} | {v} |" for k, v in compare.facts().items())
-        parts += ["Figures from a second run are shown beside this run's where both drew one:",
+        other = "\n".join(f"| {k} | {v} |" for k, v in compare.provenance.facts().items())
+        parts += ["Where this run and a second one both drew figures or tables, the second run's sit beside "
+                  "them, each captioned with where its measurements ran (their own records: a GPU machine's "
+                  "measurement on its CPU says CPU). The second run:",
                   "| fact | value |\n|---|---|\n" + other]
+        if compare.report:
+            parts.append(f'Its report: <a href="{compare.report}">{compare.report}</a>.')
     parts += ["## The notebooks", "| notebook | in this run | seconds |\n|---|---|---|\n" + ran]
-    if has_report:
+    if run.report:
         parts.append("The run's report, its verdict and every expected effect checked on its data: "
-                     '<a href="report.html">report.html</a>.')
+                     f'<a href="{run.report}">report.html</a>.')
     if data:
-        links = ", ".join(f'<a href="data/{name}">{name}</a>' for name in data)
-        parts.append(f"The run's measurements: {links}.")
-    parts.append("```{toctree}\n:hidden:\n:maxdepth: 1\n\n" + "\n".join(stems) + "\n```")
+        joined = ", ".join(f'<a href="data/{name}">{name}</a>' for name in data)
+        parts.append(f"The run's measurements: {joined}.")
+    parts.append("```{toctree}\n:hidden:\n:maxdepth: 1\n\n" + "\n".join(p.stem for p in sources) + "\n```")
     return "\n\n".join(parts) + "\n"
 
 
@@ -127,9 +164,9 @@ def _check_out(out: Path) -> None:
         raise SiteError(f"{out} exists and is not a site built here: name an empty or new folder (--out)")
 
 
-def _run(folder: Path) -> pages.Run:
+def _run(folder: Path, report: str = "") -> Run:
     outcomes = {n["name"]: n for n in run_json(folder).get("notebooks", []) if isinstance(n, dict)}
-    return pages.Run(Path(folder), read(folder), outcomes)
+    return Run(Path(folder), read(folder), outcomes, report)
 
 
 def lab_sources() -> list[Path]:
@@ -137,43 +174,121 @@ def lab_sources() -> list[Path]:
     return [p.with_suffix(".py") if p.with_suffix(".py").is_file() else p for p in notebook_paths()]
 
 
+def _redactor(run_dir: Path) -> Redactor:
+    """The run's redactions, from the folders its executed notebooks recorded (papermill)."""
+    notebooks = [nbformat.read(p, as_version=4) for p in sorted(Path(run_dir).glob("*.ipynb"))[:1]]
+    return Redactor.for_run(run_dir, notebooks)
+
+
+def copy_report(source: Path, target: Path, redactor: Redactor, handout: str) -> None:
+    """A run's ``report.html`` for the site: redacted, laid out for a phone's width (a report written before
+    it carried the viewport tag gets one), with the site's style and script and a link back to ``handout``."""
+    text = redactor.text(source.read_text(errors="replace"), escape=True)
+    static = "../" * handout.count("../") + "_static"
+    head = f'<link rel="stylesheet" href="{static}/servelab.css"><script src="{static}/servelab.js"></script>'
+    if 'name="viewport"' not in text and "name='viewport'" not in text:
+        head = '<meta name="viewport" content="width=device-width, initial-scale=1">' + head
+    text = re.sub(r"</head>", lambda _: head + "</head>", text, count=1, flags=re.I)
+    back = f'<p class="servelab-back"><a href="{handout}">← back to the handout</a></p>'
+    text = re.sub(r"<body[^>]*>", lambda m: m.group(0) + back, text, count=1, flags=re.I)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+
+
+def _copy_run_files(run_dir: Path, extra: Path, prefix: str, handout: str) -> tuple[str, list[str]]:
+    """The run's report and data files into ``extra/prefix``; (the report's link or "", the data's names)."""
+    redactor = _redactor(run_dir)
+    report = ""
+    if (run_dir / "report.html").is_file():
+        copy_report(run_dir / "report.html", extra / prefix / "report.html", redactor, handout)
+        report = f"{prefix}report.html"
+    data = sorted(p.name for p in run_dir.iterdir() if p.is_file() and p.suffix in DATA_SUFFIXES)
+    (extra / prefix / "data").mkdir(parents=True, exist_ok=True)
+    for name in data:
+        redactor.file(run_dir / name, extra / prefix / "data" / name)
+    return report, data
+
+
+def _doc_links(links: Links, extra: Path) -> Callable[[str], str]:
+    """A ``docs/…`` file named on a page → its link: the repository's, else a copy put in the site ("" when
+    the checkout has no such file)."""
+    @functools.cache
+    def href(path: str) -> str:
+        if links.repo:
+            return links.file(path)
+        found = referenced_file(path)
+        if found is None:
+            return ""
+        (extra / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(found, extra / path)
+        return path
+
+    return href
+
+
+_IMG = re.compile(r"<img\b[^>]*>")
+
+
+def link_full_size(markup: str) -> str:
+    """Every image of a page that is not already a link made one to its own file (its full size)."""
+    def wrap(match: re.Match[str]) -> str:
+        start = match.start()
+        if markup.rfind("<a ", 0, start) > markup.rfind("</a>", 0, start):
+            return match.group(0)  # already inside a link
+        src = re.search(r'\bsrc="([^"]+)"', match.group(0))
+        if src is None or src.group(1).startswith("data:"):
+            return match.group(0)
+        return (f'<a class="servelab-full" href="{src.group(1)}" title="open full size">'
+                f"{match.group(0)}</a>")
+
+    return _IMG.sub(wrap, markup)
+
+
 def build(run_dir: Path, out: Path | None = None, compare: Path | None = None,
-          sources: Sequence[Path] | None = None, log: io.TextIOBase | None = None) -> Path:
+          sources: Sequence[Path] | None = None, log: io.TextIOBase | None = None,
+          links: Links | None = None) -> Path:
     """Build the site for the run in ``run_dir`` into ``out`` (default ``run_dir/site``); returns ``out``.
 
-    ``sources``: the notebooks to render, in order (default: the lab's, ``lab_sources()``).
+    ``compare``: a second run's folder, or a folder of runs (its newest). ``sources``: the notebooks to
+    render, in order (default: the lab's, ``lab_sources()``). ``links``: where pages link out (default:
+    found, ``Links.find``).
     """
     from sphinx.application import Sphinx
     from sphinx.util.console import nocolor
 
     say = log if log is not None else sys.stdout
     run_dir = Path(run_dir)
-    run = _run(run_dir)
-    other = _run(Path(compare)) if compare is not None else None
+    compare = run_folder(compare) if compare is not None else None
+    links = links if links is not None else Links.find()
     out = Path(out) if out is not None else run_dir / "site"
     _check_out(out)
     sources = list(sources) if sources is not None else lab_sources()
-    stems = [p.stem for p in sources]
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="servelab-site-") as tmp:
         src = Path(tmp) / "src"
+        extra = src / "_extra"
         (src / "_static").mkdir(parents=True)
-        (src / "_extra" / "data").mkdir(parents=True)
-        print(f"site: {len(sources)} notebooks with the outputs of {run_dir}", file=say, flush=True)
+        extra.mkdir()
+        print(f"site: {len(sources)} notebooks with the outputs of {run_dir}"
+              + (f", {compare} beside" if compare else ""), file=say, flush=True)
+        report, data = _copy_run_files(run_dir, extra, "", "index.html")
+        run = _run(run_dir, report)
+        other = None
+        if compare is not None:
+            other_report, _ = _copy_run_files(compare, extra, f"{COMPARE}/", "../index.html")
+            other = _run(compare, other_report)
+        docs = _doc_links(links, extra)
+        (extra / pages.DOWNLOADS).mkdir()
         for path in sources:
-            nbformat.write(pages.page(path, run, other, src / pages.FIGURES), src / f"{path.stem}.ipynb")
-        has_report = (run_dir / "report.html").is_file()
-        if has_report:
-            shutil.copy2(run_dir / "report.html", src / "_extra" / "report.html")
-        data = sorted(p.name for p in run_dir.iterdir() if p.is_file() and p.suffix in DATA_SUFFIXES)
-        for name in data:
-            shutil.copy2(run_dir / name, src / "_extra" / "data" / name)
-        (src / "index.md").write_text(_index(run.provenance, other.provenance if other else None, stems,
-                                             run.outcomes, has_report, data))
-        (src / "_static" / "servelab.css").write_text(STYLE)
+            page, download = pages.page(path, run, other, extra / FIGURES, links, docs)
+            nbformat.write(page, src / f"{path.stem}.ipynb")
+            nbformat.write(download, extra / pages.DOWNLOADS / f"{path.stem}.ipynb")
+        (src / "index.md").write_text(_index(run, other, sources, links, data))
+        for asset in STATIC.iterdir():
+            shutil.copy2(asset, src / "_static" / asset.name)
         settings = {"title": "serve-system lab",
                     "announcement": _announcement(run.provenance, other.provenance if other else None,
-                                                  has_report)}
+                                                  bool(report))}
         (src / "settings.json").write_text(json.dumps(settings))
         (src / "conf.py").write_text(CONF)
         print(f"site: rendering {len(sources) + 1} pages with Sphinx (nothing is executed)", file=say,
@@ -187,8 +302,11 @@ def build(run_dir: Path, out: Path | None = None, compare: Path | None = None,
         app.build()
         if app.statuscode != 0:
             raise SiteError(f"Sphinx failed building the site: {warnings.getvalue()[-2000:]}")
-        (html_dir / MARKER).write_text(json.dumps({"run": str(run_dir.resolve()), "compare": str(
-            Path(compare).resolve()) if compare else None}))
+        for built in html_dir.glob("*.html"):
+            built.write_text(link_full_size(built.read_text()))
+        # names only: the site is published, the building machine's folders are not
+        (html_dir / MARKER).write_text(json.dumps({"run": run_dir.resolve().name,
+                                                   "compare": compare.resolve().name if compare else None}))
         if out.exists():
             shutil.rmtree(out)
         shutil.copytree(html_dir, out)
@@ -197,3 +315,4 @@ def build(run_dir: Path, out: Path | None = None, compare: Path | None = None,
             print(f"site: {line}", file=sys.stderr)
     print(f"site: built {out} in {time.monotonic() - start:.1f} s", file=say, flush=True)
     return out
+

@@ -5,40 +5,38 @@ every code cell comes from it, so a changed notebook changes its page on the nex
 gets the outputs of the executed notebook's cell with the same source (papermill's ``NN_name.ipynb``
 in the run's folder); a cell changed since the run is shown without outputs and says so, as is every
 cell of a notebook the run did not reach. Papermill's injected-parameters cell is kept: it is what the
-run was given. With a second run (``compare``, e.g. a GPU node's), a cell whose figures both runs drew
-shows them side by side, each captioned with where it ran.
+run was given. Every output is redacted (``servelab.site.redact``); a project file a cell prints
+(``common.show_code``/``show_file``) is shown as highlighted code; a figure embedded in an HTML output is
+written as a file of its own, so that it links to its full size like every other.
+
+With a second run (``compare``, e.g. a GPU node's), a cell where that run drew figures or tables shows
+them beside: its figures next to this run's, each side captioned with where its measurements ran (their
+rows' own ``device``), with that run's tables (of the cell, else the nearest before it), its reading and
+a link to its report. Each page starts with its links: the notebook to download, where to launch it, its
+source in the repository; a ``docs/…`` file named in the prose is a link.
 """
 
 from __future__ import annotations
 
-import base64
+import copy
 import difflib
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import functools
+import html
+import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import nbformat
 
-from servelab.site.provenance import Provenance
+from servelab.site.compare import Beside
+from servelab.site.links import Links, link_doc_references
+from servelab.site.outputs import FigureFiles, externalised, linked, listing, raw_html
+from servelab.site.provenance import Run
+from servelab.site.redact import Redactor
 
-IMAGE_TYPES = {"image/png": "png", "image/jpeg": "jpg", "image/svg+xml": "svg"}
 INJECTED = "injected-parameters"
-FIGURES = "_figures"  # under the Sphinx source folder: the side-by-side figures' files
-
-
-@dataclass(frozen=True)
-class Run:
-    """A run as the pages read it: its folder, its provenance and its notebooks' outcomes (run.json)."""
-
-    folder: Path
-    provenance: Provenance
-    outcomes: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    def executed(self, stem: str) -> Any | None:
-        """The run's executed copy of notebook ``stem``, or None when the run has none."""
-        path = self.folder / f"{stem}.ipynb"
-        return nbformat.read(path, as_version=4) if path.is_file() else None
+DOWNLOADS = "notebooks"  # in the built site: each page's notebook, to download
 
 
 def source_notebook(path: Path) -> Any:
@@ -46,6 +44,15 @@ def source_notebook(path: Path) -> Any:
     import jupytext
 
     return jupytext.read(path)
+
+
+def title(path: Path) -> str:
+    """The notebook's title: its first markdown heading (what the site's sidebar shows), else its name."""
+    for cell in source_notebook(path).cells:
+        found = re.search(r"^#\s+(.+?)\s*$", str(cell.source), re.M) if cell.cell_type == "markdown" else None
+        if found:
+            return found.group(1)
+    return path.stem
 
 
 def _key(cell: Any) -> str:
@@ -63,59 +70,38 @@ def _note(text: str, kind: str = "note") -> Any:
     return nbformat.v4.new_markdown_cell(f":::{{{kind}}}\n{text}\n:::")
 
 
-def _images(outputs: Sequence[Any]) -> list[tuple[str, bytes]]:
-    """The figures among a cell's outputs, as (extension, bytes), in order."""
-    found = []
-    for output in outputs:
-        data = output.get("data", {}) if output.get("output_type") in ("display_data", "execute_result") \
-            else {}
-        for mime, ext in IMAGE_TYPES.items():
-            if mime in data:
-                raw = data[mime]
-                raw = "".join(raw) if isinstance(raw, list) else raw
-                found.append((ext, raw.encode() if ext == "svg" else base64.b64decode(raw)))
-                break
-    return found
+def _links_cell(stem: str, links: Links, ran: bool) -> Any:
+    outputs = "with this run's outputs" if ran else "without outputs: the run did not reach it"
+    parts = [f'<a class="servelab-download" href="{DOWNLOADS}/{stem}.ipynb" download>'
+             f"Download this notebook (.ipynb, {outputs})</a>"]
+    parts.append(f'<a class="servelab-launch" href="{html.escape(links.launch)}">{links.launch_label}</a>')
+    source = links.file(f"notebooks/{stem}.py")
+    if source:
+        parts.append(f'<a class="servelab-source" href="{html.escape(source)}">'
+                     "Its source in the repository</a>")
+    return raw_html('<p class="servelab-links">' + " · ".join(parts) + "</p>")
 
 
-def _without_images(outputs: Sequence[Any]) -> list[Any]:
-    return [o for o in outputs if not (o.get("output_type") in ("display_data", "execute_result")
-                                       and any(m in o.get("data", {}) for m in IMAGE_TYPES))]
-
-
-def _side_by_side(stem: str, index: int, runs: Sequence[tuple[Provenance, list[tuple[str, bytes]]]],
-                  figures: Path) -> Any:
-    """A markdown cell with each run's figures of one cell in a column of their own."""
-    figures.mkdir(parents=True, exist_ok=True)
-    columns = []
-    for column, (provenance, images) in enumerate(runs):
-        where = f"GPU {provenance.gpu}" if provenance.on_gpu else "CPU only"
-        parts = []
-        for k, (ext, data) in enumerate(images):
-            name = f"{stem}-cell{index}-run{column}-{k}.{ext}"
-            (figures / name).write_bytes(data)
-            caption = f"{where}: run {provenance.run}, target {provenance.target}" if k == 0 else where
-            parts.append(f":::{{figure}} {FIGURES}/{name}\n:alt: figure {k + 1} of this cell on "
-                         f"{where}\n\n{caption}\n:::")
-        columns.append("::::{container} servelab-run\n" + "\n\n".join(parts) + "\n::::")
-    return nbformat.v4.new_markdown_cell("::::::{container} servelab-compare\n" + "\n\n".join(columns)
-                                         + "\n::::::")
-
-
-def page(source_path: Path, run: Run, compare: Run | None, figures: Path) -> Any:
-    """The page's notebook for ``source_path``: its source's cells with ``run``'s outputs (see above)."""
+def page(source_path: Path, run: Run, compare: Run | None, figures: Path, links: Links | None = None,
+         docs: Callable[[str], str] | None = None) -> tuple[Any, Any]:
+    """The page's notebook for ``source_path`` and the notebook a reader downloads (the source's cells
+    with the run's redacted outputs), see above. ``figures``: the folder the figure files go to (the
+    site's ``_figures/``); ``docs``: a ``docs/…`` file named in the prose or a markdown output → its link."""
     stem = source_path.stem
+    links = links or Links()
+    files = FigureFiles(figures)
     page_nb = source_notebook(source_path)
+    download = copy.deepcopy(page_nb)
     executed = run.executed(stem)
     outcome = run.outcomes.get(stem)
+    redactor = Redactor.for_run(run.folder, [executed])
     executed_code = [c for c in executed.cells if c.cell_type == "code"] if executed else []
     injected = next((c for c in executed_code if INJECTED in c.metadata.get("tags", [])), None)
     executed_code = [c for c in executed_code if c is not injected]
-    other = compare.executed(stem) if compare else None
-    other_code = [c for c in other.cells if c.cell_type == "code"] if other else []
+    beside = Beside(run, compare, stem, files) if compare is not None else None
     code = [c for c in page_nb.cells if c.cell_type == "code"]
     matched = _matches(code, executed_code)
-    other_matched = _matches(code, other_code)
+    other_matched = _matches(code, beside.code) if beside is not None else {}
     cells: list[Any] = []
     if executed is None or outcome is None:
         cells.append(_note(f"Run {run.provenance.run} did not run this notebook: its code is shown "
@@ -125,31 +111,42 @@ def page(source_path: Path, run: Run, compare: Run | None, figures: Path) -> Any
                            f"`{outcome.get('error', '')}`. Cells after that point have no outputs.",
                            "warning"))
     changed = 0
-    for cell in page_nb.cells:
+    bar = _links_cell(stem, links, ran=executed is not None)
+    if not page_nb.cells or page_nb.cells[0].cell_type != "markdown":
+        cells.insert(0, bar)  # under the title when the notebook starts with one, else first
+    for position, cell in enumerate(page_nb.cells):
         if cell.cell_type != "code":
+            if docs:
+                cell.source = link_doc_references(str(cell.source), docs)
             cells.append(cell)
+            if position == 0:
+                cells.append(bar)
             continue
         index = code.index(cell)
         cell.outputs, cell.execution_count = [], None
+        ran = None
         if index in matched:
             ran = executed_code[matched[index]]
-            cell.outputs, cell.execution_count = list(ran.get("outputs", [])), ran.get("execution_count")
+            outputs = [redactor.output(copy.deepcopy(o)) for o in ran.get("outputs", [])]
+            download.cells[position].outputs = copy.deepcopy(outputs)
+            download.cells[position].execution_count = ran.get("execution_count")
+            cell.outputs = listing(str(cell.source), linked(outputs, docs))
+            cell.execution_count = ran.get("execution_count")
         elif executed is not None:
             changed += 1
             cells.append(cell)
             cells.append(_note(f"This cell changed after run {run.provenance.run}: its output is not shown."))
             continue
         cells.append(cell)
-        if compare is not None and index in other_matched:
-            mine, theirs = _images(cell.outputs), _images(other_code[other_matched[index]].get("outputs", []))
-            if mine and theirs:
-                cell.outputs = _without_images(cell.outputs)
-                cells.append(_side_by_side(stem, index, [(run.provenance, mine),
-                                                         (compare.provenance, theirs)], figures))
+        block = beside.block(index, other_matched[index], cell, executed, ran) \
+            if beside is not None and index in other_matched else None
+        cell.outputs = externalised(cell.outputs, functools.partial(files.write, stem, index, "this"))
+        if block is not None:
+            cells.append(block)
         if injected is not None and "parameters" in cell.metadata.get("tags", []):
             cells.append(_note(f"The parameters run {run.provenance.run} was given (papermill):"))
             cells.append(nbformat.v4.new_code_cell(injected.source,
                                                    outputs=list(injected.get("outputs", []))))
     page_nb.cells = cells
     page_nb.metadata["servelab"] = {"changed_cells": changed}
-    return page_nb
+    return page_nb, download

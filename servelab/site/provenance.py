@@ -4,15 +4,20 @@ Read from the run's ``run.json`` (the runner records the machine there); a ``--t
 machine and start are the node's, in the ``node-run.json`` fetched from it (its own run.json describes
 the controller's steps). A run written before the runner recorded them falls back to the facts stored
 with its measurements and to its folder's name; what none holds is said to be unrecorded, never guessed.
+Where each measurement ran is its row's own ``device`` (``measured_on``, ``Provenance.where``): a GPU
+machine's measurement on its CPU says CPU. ``Run`` is a run as the pages read it.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+import nbformat
 
 UNRECORDED = "not recorded"
 _RUN_ID = re.compile(r"^(\d{4})(\d{2})(\d{2})-(\d{2})(\d{2})(\d{2})")
@@ -45,11 +50,92 @@ class Provenance:
         return (f"run {self.run}: {self.date}, target {self.target}, preset {self.preset}, "
                 f"CPU {self.cpu}, {device}")
 
+    def where(self, devices: dict[str, str]) -> str:
+        """Where measurements of this run ran, from their rows' own ``device`` (``measured_on``): a row
+        of a GPU machine that ran on its CPU is CPU. Rows that record none ran on the CPU when the machine
+        has no GPU, else their device is said to be unrecorded."""
+        machine_cpu = f"CPU ({self.cpu})" if self.cpu != UNRECORDED else "CPU"
+        kinds = {step: device_kind(d) if d else ("" if self.on_gpu else "CPU") for step, d in devices.items()}
+        known = set(kinds.values())
+        if not kinds or known == {""}:
+            machine = f"GPU {self.gpu}" if self.on_gpu else "no GPU"
+            return f"device not recorded in its rows (the machine: {machine}, {machine_cpu})"
+        if known == {"GPU"}:
+            return f"GPU {self.gpu}" if self.on_gpu else "GPU"
+        if known == {"CPU"}:
+            return machine_cpu + (f", not its GPU {self.gpu}" if self.on_gpu else "")
+        parts = ", ".join(f"{step} on {kind or 'an unrecorded device'}"
+                          + (f" ({devices[step]})" if devices[step] and kind not in ("CPU", "GPU") else "")
+                          for step, kind in kinds.items())
+        gpu = f"GPU {self.gpu}" if self.on_gpu else "GPU"
+        return f"{gpu} and {machine_cpu}: {parts}"
+
     def facts(self) -> dict[str, str]:
         """The same facts as a table's rows."""
         passed = UNRECORDED if self.ok is None else "yes" if self.ok else "no"
         return {"run": self.run, "date": self.date, "target": self.target, "preset": self.preset,
                 "CPU": self.cpu, "GPU": self.gpu, "every notebook passed": passed}
+
+
+def device_kind(device: str) -> str:
+    """``GPU`` or ``CPU`` for a row's ``device`` (``cuda``, ``cuda:0``, ``cpu``, ``KIND_GPU``…), else
+    the value as it is."""
+    text = str(device).lower()
+    if "cuda" in text or "gpu" in text:
+        return "GPU"
+    return "CPU" if "cpu" in text else str(device)
+
+
+def _stamp(text: Any) -> datetime | None:
+    for fmt in ("%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%dT%H:%M:%S.%f%z"):
+        try:
+            return datetime.strptime(str(text), fmt)
+        except ValueError:
+            continue
+    return None
+
+
+def ran_between(executed: Any) -> tuple[datetime, datetime] | None:
+    """When an executed notebook, or one of its cells, ran (papermill's start and end), or None when it
+    does not say."""
+    meta = executed.metadata.get("papermill", {}) if executed is not None else {}
+    start, end = (datetime.fromisoformat(str(meta[k])) if meta.get(k) else None
+                  for k in ("start_time", "end_time"))
+    return (start, end) if start and end else None
+
+
+def measured_on(run_dir: Path, window: tuple[datetime, datetime] | None = None) -> dict[str, str]:
+    """Each measurement's ``step`` (else its ``experiment``) → the ``device`` its rows recorded, for the
+    rows stored within ``window`` (a notebook's or a cell's run; None: every row), in the order first
+    stored. A step whose rows record no device maps to "", and is left out when others record one."""
+    found: dict[str, list[str]] = {}
+    for row in _rows(run_dir):
+        stamp = _stamp(row.get("timestamp"))  # whole seconds: a row stored at 12.9 s says 12 s
+        if window is not None and (stamp is None or not (window[0].replace(microsecond=0) <= stamp
+                                                         <= window[1])):
+            continue
+        step = str(row.get("step") or row.get("experiment") or "measurement")
+        device = str(row.get("device") or "")
+        seen = found.setdefault(step, [])
+        if device and device not in seen:
+            seen.append(device)
+    devices = {step: " and ".join(seen) for step, seen in found.items()}
+    recorded = {step: device for step, device in devices.items() if device}
+    return recorded or devices
+
+
+def _rows(run_dir: Path) -> tuple[dict[str, Any], ...]:
+    """Every measurement row the run stored (its ``*.jsonl``)."""
+    found = []
+    for path in sorted(Path(run_dir).glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(row, dict):
+                found.append(row)
+    return tuple(found)
 
 
 def run_json(run_dir: Path) -> dict[str, Any]:
@@ -66,15 +152,7 @@ def run_json(run_dir: Path) -> dict[str, Any]:
 
 def _row_facts(run_dir: Path) -> dict[str, Any]:
     """The host facts stored with the run's first measurement (``servelab.results.store``)."""
-    for path in sorted(Path(run_dir).glob("*.jsonl")):
-        for line in path.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(row, dict) and "gpu" in row:
-                return row
-    return {}
+    return next((row for row in _rows(run_dir) if "gpu" in row), {})
 
 
 def _node_summary(run_dir: Path) -> dict[str, Any]:
@@ -114,3 +192,25 @@ def read(run_dir: Path) -> Provenance:
                       date=_date(run_dir, summary), target=str(summary.get("target") or UNRECORDED),
                       preset=str(summary.get("preset") or UNRECORDED),
                       ok=summary.get("ok") if isinstance(summary.get("ok"), bool) else None)
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run as the pages read it: its folder, its provenance and its notebooks' outcomes (run.json)."""
+
+    folder: Path
+    provenance: Provenance
+    outcomes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    report: str = ""  # the site's link to the run's report, "" when it has none
+
+    def executed(self, stem: str) -> Any | None:
+        """The run's executed copy of notebook ``stem``, or None when the run has none."""
+        path = self.folder / f"{stem}.ipynb"
+        return nbformat.read(path, as_version=4) if path.is_file() else None
+
+    def where(self, executed: Any, cell: Any = None) -> str:
+        """Where the measurements were taken (their rows' ``device``) that ``cell`` of the executed notebook
+        stored, else (a cell that draws what earlier ones stored) that the whole notebook stored."""
+        window = ran_between(cell)
+        devices = measured_on(self.folder, window) if window is not None else {}
+        return self.provenance.where(devices or measured_on(self.folder, ran_between(executed)))

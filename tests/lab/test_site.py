@@ -1,7 +1,9 @@
-"""The handout site built from the session's real quick run (``conftest.run_dir``), opened in headless
-Chromium at 1,280 px and at a phone's 390 px: every notebook page present and in order, every image loads, no
-internal link is broken, code cells and their outputs are both visible, the text never makes a page wider
-than the screen (tables and code scroll in their own box), and the run's provenance is on every page.
+"""The handout site built from the session's real quick run (``conftest.run_dir``), with that same run beside
+it as a second run (so every compared block is laid out), opened in headless Chromium at 1,280 px and as a
+390 px mobile browser: every notebook page present and in order, every image loads, no internal link is
+broken, code cells and their outputs are both visible, nothing makes a page or the copied reports wider than
+the screen (tables and code scroll in their own box, and a table that does says so), every piece of code has
+a copy button, printed code wraps instead of being cut off, and the run's provenance is on every page.
 
 Chromium is Debian's, driven by Playwright as in tests/integration/report/test_report_screenshot.py;
 screenshots of one notebook's page at both widths go to test-artifacts/.
@@ -24,6 +26,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 WIDTHS = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
+REPORTS = ("report", "compare/report")  # the copied reports: read on the same screens
 SHOWN = "03_fastapi"  # the page whose screenshots are kept
 
 pytestmark = pytest.mark.slow
@@ -36,6 +39,16 @@ BROKEN_IMAGES = """async () => {
   return images.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.getAttribute('src'));
 }"""
 WHOLE = "e => e.parentElement.scrollWidth <= e.parentElement.clientWidth"
+# a table wider than its box, without the line above it that says it scrolls (servelab.js)
+UNHINTED_TABLES = """() => [...document.querySelectorAll(
+    'div.cell_output table, .servelab-compare table, div.table, table.data')]
+  .filter(e => e.offsetParent !== null && e.scrollWidth > e.clientWidth + 1
+               && !(e.previousElementSibling && e.previousElementSibling.matches('.servelab-scroll-hint')))
+  .map(e => e.textContent.slice(0, 60))"""
+# printed: a piece of code cut off at the paper's edge
+CUT_WHEN_PRINTED = """() => [...document.querySelectorAll('article pre')]
+  .filter(e => e.offsetParent !== null && e.scrollWidth > e.clientWidth + 1)
+  .map(e => e.textContent.slice(0, 60))"""
 # text that reaches past the screen's right edge, outside the boxes that may scroll on their own (code,
 # outputs, tables); the page's own content area scrolling sideways would hide such text, so it counts.
 # The article's text and the banner: the side drawers sit off the screen on a phone until opened
@@ -52,7 +65,7 @@ OVERFLOWING_TEXT = """() => {
 
 @pytest.fixture(scope="module")
 def site(run_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build.build(run_dir, out=tmp_path_factory.mktemp("site") / "site")
+    return build.build(run_dir, out=tmp_path_factory.mktemp("site") / "site", compare=run_dir)
 
 
 @pytest.fixture(scope="module")
@@ -105,46 +118,68 @@ def test_every_page_reads_on_the_screen(site: Path, stems: list[str], run_dir: P
                                         artifact_dir: Path) -> None:
     provenance = read(run_dir).line()
     ran = {n["name"]: n for n in json.loads((run_dir / "run.json").read_text())["notebooks"]}
-    page = browser.new_page(viewport=WIDTHS[width])
+    phone = width == "phone"  # a mobile browser: it honours (or misses) a page's viewport tag
+    context = browser.new_context(viewport=WIDTHS[width], is_mobile=phone, has_touch=phone)
+    page = context.new_page()
     problems: dict[str, object] = {}
-    for name in ["index", *stems]:
+    for name in ["index", *stems, *REPORTS]:
         page.goto((site / f"{name}.html").as_uri())
         page.wait_for_load_state("load")
-        banner = page.locator(".announcement-content")
-        found = {
-            # the banner is read whole: it wraps, it never scrolls or clips
-            "provenance": banner.is_visible() and provenance in banner.inner_text()
-                          and banner.evaluate(WHOLE),
+        found: dict[str, object] = {
             "broken images": page.evaluate(BROKEN_IMAGES),
             "broken links": _internal_links_broken(page, site),
             "page wider than the screen": page.evaluate(
                 "document.documentElement.scrollWidth - document.documentElement.clientWidth") > 0,
-            "text past the edge": page.evaluate(OVERFLOWING_TEXT),
+            "layout wider than the screen": page.evaluate("document.documentElement.clientWidth")
+                                            > WIDTHS[width]["width"],
+            "tables that scroll without saying so": page.evaluate(UNHINTED_TABLES),
         }
+        ok = True
+        if name not in REPORTS:
+            banner = page.locator(".announcement-content")
+            # the banner is read whole: it wraps, it never scrolls or clips
+            found["provenance"] = (banner.is_visible() and provenance in banner.inner_text()
+                                   and banner.evaluate(WHOLE))
+            found["text past the edge"] = page.evaluate(OVERFLOWING_TEXT)
+            ok = bool(found["provenance"])
+        if name in stems:  # each notebook's page: its download and where to launch it
+            download = page.eval_on_selector_all("a.servelab-download", "as => as.map(a => a.href)")
+            found["download and launch"] = (len(download) == 1 and Path(unquote(urlsplit(download[0]).path))
+                                            .is_file() and page.locator("a.servelab-launch").count() == 1)
+            ok = ok and found["download and launch"]
         if name in ran:  # the run executed it: its code and its outputs are on the page
             found["code visible"] = page.locator("div.cell_input").first.is_visible()
             outputs = page.locator("div.cell_output")
             found["outputs"] = outputs.count()
             outputs.first.scroll_into_view_if_needed()
             found["output visible"] = outputs.first.is_visible()
-            ok = found["code visible"] and found["outputs"] > 0 and found["output visible"]
-        else:
-            ok = True
-        bad = {k: v for k, v in found.items() if k in ("broken images", "broken links", "text past the edge")
-               and v} | {k: v for k, v in found.items() if k == "page wider than the screen" and v}
-        if not found["provenance"] or bad or not ok:
+            found["code without a copy button"] = page.locator("div.cell_input").count() - page.locator(
+                "div.cell_input button.servelab-copy").count()
+            ok = ok and found["code visible"] and found["outputs"] > 0 and found["output visible"] \
+                and found["code without a copy button"] == 0
+        listed = ("broken images", "broken links", "text past the edge", "page wider than the screen",
+                  "tables that scroll without saying so", "layout wider than the screen")
+        bad = {k: v for k, v in found.items() if k in listed and v}
+        if bad or not ok:
             problems[name] = found
         if name == SHOWN:
             page.evaluate("window.scrollTo(0, 0)")  # the first screen, banner included
             page.screenshot(path=str(artifact_dir / f"site_{SHOWN}_{WIDTHS[width]['width']}.png"))
             page.screenshot(path=str(artifact_dir / f"site_{SHOWN}_{WIDTHS[width]['width']}_full.png"),
                             full_page=True)
-    page.close()
+            page.emulate_media(media="print")
+            if cut := page.evaluate(CUT_WHEN_PRINTED):
+                problems[f"{name} printed"] = cut
+            page.emulate_media(media="screen")
+    context.close()
     assert problems == {}, problems
 
 
 def test_the_report_and_the_runs_data_are_on_the_site(site: Path, run_dir: Path) -> None:
-    assert (site / "report.html").read_bytes() == (run_dir / "report.html").read_bytes()
+    copied = (site / "report.html").read_text()
+    assert '<p class="servelab-back"><a href="index.html">' in copied
+    assert "Verdict" in copied and copied.count("<section") == (run_dir / "report.html").read_text().count(
+        "<section")
     index = (site / "index.html").read_text()
     for name in ("run.json", "fastapi.jsonl"):
         assert (site / "data" / name).is_file() and f'href="data/{name}"' in index

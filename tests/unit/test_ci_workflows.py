@@ -8,6 +8,7 @@ and blank lines aside); it must appear, word for word as the shell splits it, as
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 import shlex
@@ -137,24 +138,139 @@ def test_the_chameleon_job_gives_the_credentials_the_lab_reads() -> None:
     assert check_credentials(env) == "v3applicationcredential"
     assert env["CHI_PROJECT"] and env["CHI_SITE"] and env["CHI_KEY_NAME"]
     readme = (REPO_ROOT / "README.md").read_text()
-    secrets = set(re.findall(r"secrets\.(\w+)", (REPO_ROOT / ".github" / "workflows" /
-                                                 "lab-chameleon.yml").read_text()))
+    text = (REPO_ROOT / ".github" / "workflows" / "lab-chameleon.yml").read_text()
+    secrets = set(re.findall(r"(?:secrets|vars)\.(\w+)", text))
     assert secrets and all(f"`{name}`" in readme for name in secrets), secrets
     gitlab = yaml.safe_load(GITLAB.read_text())["lab-chameleon"]
     variables = {**dict.fromkeys(secrets, "x"), **gitlab["variables"]}
     assert check_credentials(variables) == "v3applicationcredential"
 
 
+def _workflow(name: str) -> dict:
+    return yaml.safe_load((REPO_ROOT / ".github" / "workflows" / name).read_text())
+
+
+def _on(workflow: dict) -> dict:
+    return workflow.get("on", workflow.get(True, {}))  # PyYAML reads a bare `on:` key as True
+
+
 def test_pages_get_the_folder_the_site_is_built_into() -> None:
-    workflow = yaml.safe_load((REPO_ROOT / ".github" / "workflows" / "lab.yml").read_text())
-    steps = workflow["jobs"]["run"]["steps"]
-    [site] = [s for s in steps if s.get("run", "").startswith("./lab site")]
+    steps = _workflow("lab.yml")["jobs"]["site"]["steps"]
+    built = {s["run"].split("--out ")[1].split()[0] for s in steps
+             if s.get("run", "").startswith("./lab site")}
     [upload] = [s for s in steps if str(s.get("uses", "")).startswith("actions/upload-pages-artifact")]
-    assert site["run"].split("--out ")[1].strip() == upload["with"]["path"]
-    deploy = workflow["jobs"]["pages"]["steps"]
+    assert built == {upload["with"]["path"]}
+    deploy = _workflow("lab.yml")["jobs"]["pages"]["steps"]
     assert any(str(s.get("uses", "")).startswith("actions/deploy-pages") for s in deploy)
     gitlab = yaml.safe_load(GITLAB.read_text())["pages"]
     assert "./lab site --out public" in gitlab["script"] and "public" in gitlab["artifacts"]["paths"]
+
+
+def test_only_a_run_that_passed_is_deployed_and_a_deploy_is_never_cut_off() -> None:
+    """The site is built only after a run that passed, the deploy only after the site: nothing on the way to
+    Pages runs under always(); the deploy sits in a group of its own that never cancels, and nothing cancels
+    a whole workflow run (a newer push cancels only the previous lab run)."""
+    workflow = _workflow("lab.yml")
+    jobs = workflow["jobs"]
+    assert "concurrency" not in workflow
+    assert jobs["site"]["needs"] == "run" and "needs.run.result == 'success'" in jobs["site"]["if"]
+    assert "failure()" not in jobs["site"]["if"] and "cancelled()" not in jobs["site"]["if"]
+    assert jobs["pages"]["needs"] == "site" and "always()" not in jobs["pages"]["if"]
+    assert "needs.site.result == 'success'" in jobs["pages"]["if"]
+    assert not [s for s in jobs["site"]["steps"] if "always()" in str(s.get("if", ""))]
+    assert jobs["pages"]["concurrency"] == {"group": "pages", "cancel-in-progress": False}
+    assert jobs["run"]["concurrency"]["cancel-in-progress"] is True
+    assert jobs["run"]["concurrency"]["group"] != "pages"
+
+
+def test_a_manual_job_builds_the_site_with_the_gpu_workflows_artifact_beside() -> None:
+    """By hand (gpu_run_id) or by the repository variable, the GPU (or Chameleon) workflow run's artifact is
+    downloaded and the site built with it as --compare; the site job installs only what rendering needs."""
+    gpu_artifact = next(s["with"]["name"] for s in _workflow("lab-gpu.yml")["jobs"]["docker"]["steps"]
+                        if str(s.get("uses", "")).startswith("actions/upload-artifact"))
+    chameleon_artifact = next(s["with"]["name"] for s in _workflow("lab-chameleon.yml")["jobs"]["chameleon"][
+        "steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact"))
+    lab = _workflow("lab.yml")
+    assert {"gpu_run_id", "cpu_run_id"} <= set(_on(lab)["workflow_dispatch"]["inputs"])
+    site = lab["jobs"]["site"]
+    assert "inputs.gpu_run_id" in site["env"]["GPU_RUN_ID"] and "vars.SERVELAB_GPU_RUN_ID" in site["env"][
+        "GPU_RUN_ID"]
+    assert site["permissions"]["actions"] == "read"
+    [download] = [s for s in site["steps"] if str(s.get("uses", "")).startswith("actions/download-artifact")
+                  and "GPU_RUN_ID" in str(s["with"].get("run-id"))]
+    pattern = download["with"]["pattern"]
+    assert fnmatch.fnmatch(gpu_artifact, pattern) and fnmatch.fnmatch(chameleon_artifact, pattern)
+    [compare] = [s for s in site["steps"] if "--compare" in s.get("run", "")]
+    assert compare["run"].split("--compare ")[1].split()[0] == download["with"]["path"]
+    assert compare["if"] == download["if"]
+    assert not any(s.get("run", "").startswith("./lab run") for s in site["steps"])  # no full set-up here
+
+
+def test_pushes_that_change_only_prose_run_nothing_and_pip_downloads_are_cached_on_the_pins() -> None:
+    push = _on(_workflow("lab.yml"))["push"]
+    assert {"docs/**", "**/*.md"} <= set(push["paths-ignore"])
+    for name in ("lab.yml", "lab-chameleon.yml"):
+        for job_name, job in _workflow(name)["jobs"].items():
+            if not any(s.get("run", "").startswith("./lab ") and "--target docker" not in s["run"]
+                       for s in job.get("steps", [])):
+                continue  # installs nothing with pip
+            caches = [s["with"] for s in job["steps"] if str(s.get("uses", "")).startswith("actions/cache@")
+                      and "pip" in s["with"]["path"]]
+            pythons = [s["with"] for s in job["steps"] if str(s.get("uses", "")).startswith(
+                "actions/setup-python") and s["with"].get("cache") == "pip"]
+            keyed = [c for c in caches if "hashFiles('constraints.txt')" in c["key"]] + [
+                p for p in pythons if p.get("cache-dependency-path") == "constraints.txt"]
+            assert keyed, f"{name}: job {job_name} has no pip cache keyed on constraints.txt"
+
+
+def test_the_chameleon_job_runs_one_at_a_time_takes_the_lease_inputs_and_keeps_its_state_files() -> None:
+    workflow = _workflow("lab-chameleon.yml")
+    assert workflow["concurrency"]["cancel-in-progress"] is False and workflow["concurrency"]["group"]
+    inputs = _on(workflow)["workflow_dispatch"]["inputs"]
+    assert {"lease_start", "lease_id", "lease_name", "delete_adopted"} <= set(inputs)
+    assert inputs["delete_adopted"]["type"] == "boolean"
+    [job] = workflow["jobs"].values()
+    from provisioning.config import ENV_VARS
+
+    for name in ("lease_start", "lease_id", "lease_name"):
+        assert job["env"][ENV_VARS[name]] == f"${{{{ inputs.{name} }}}}"
+    runs = {s["run"]: str(s.get("if", "")) for s in job["steps"] if "run" in s}
+    assert "inputs.delete_adopted" in runs["./lab run --target chameleon --delete-adopted"]
+    assert "!inputs.delete_adopted" in runs["./lab run --target chameleon"]
+    # the state files sit where the lab writes them (a run's folder under results/) and where a later run
+    # looks for a lease an earlier one reserved ahead (provisioning.state.State.reserved_earlier)
+    from provisioning.state import STATE_NAME
+
+    restore = next(s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/cache/restore"))
+    save = next(s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/cache/save"))
+    assert restore["with"]["path"] == save["with"]["path"] == f"results/*/{STATE_NAME}"
+    assert save["if"] == "always()" and save["with"]["key"] == restore["with"]["key"]
+    assert restore["with"]["key"].startswith(restore["with"]["restore-keys"])
+    steps = [s.get("run", s.get("uses", "")) for s in job["steps"]]
+    order = [steps.index(restore["uses"]), steps.index("./lab run --target chameleon"),
+             steps.index(save["uses"])]
+    assert order == sorted(order)
+
+
+def test_plain_settings_are_variables_and_only_credentials_are_secrets() -> None:
+    """An instructor reads the site, region, project, key pair's name and auth URL in the logs; the
+    application credential and the SSH key stay secrets."""
+    text = (REPO_ROOT / ".github" / "workflows" / "lab-chameleon.yml").read_text()
+    [job] = _workflow("lab-chameleon.yml")["jobs"].values()
+    for name in ("CHI_SITE", "OS_REGION_NAME", "CHI_PROJECT", "CHI_KEY_NAME", "OS_AUTH_URL"):
+        assert job["env"][name] == f"${{{{ vars.{name} }}}}", name
+    secrets = {"OS_APPLICATION_CREDENTIAL_ID", "OS_APPLICATION_CREDENTIAL_SECRET", "CHI_SSH_PRIVATE_KEY"}
+    assert set(re.findall(r"secrets\.(\w+)", text)) == secrets
+
+
+def test_the_readme_has_the_first_time_checklist() -> None:
+    """What no workflow file can set, where an instructor reads before the first class."""
+    readme = (REPO_ROOT / "README.md").read_text()
+    teaching = readme.split("### Teaching with this lab", 1)[1].split("\n## ", 1)[0]
+    for fact in ("Source: **GitHub Actions**, before the first deploy",
+                 "**private** repository needs a paid plan",
+                 "**Scheduled runs stop after 60 days without activity**", "must be in the `docker` group"):
+        assert fact in teaching, fact
 
 
 @pytest.mark.parametrize("path", [*WORKFLOWS, GITLAB], ids=lambda p: p.name)

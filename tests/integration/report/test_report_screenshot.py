@@ -25,6 +25,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 SCREEN = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
 
 pytestmark = pytest.mark.slow
 
@@ -45,21 +46,29 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def page(report: Path, artifact_dir: Path) -> Iterator[object]:
+def browser() -> Iterator[object]:
     from playwright.sync_api import sync_playwright
 
     assert CHROMIUM.is_file(), f"{CHROMIUM} is missing: the lab's set-up installs Debian's chromium package"
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport=SCREEN)
-        page.goto(report.as_uri())
-        page.wait_for_load_state("load")
         try:
-            yield page
+            yield browser
         finally:
-            page.screenshot(path=str(artifact_dir / "report_1280_first_screen.png"))
-            page.screenshot(path=str(artifact_dir / "report_1280_full.png"), full_page=True)
             browser.close()
+
+
+@pytest.fixture(scope="module")
+def page(report: Path, browser, artifact_dir: Path) -> Iterator[object]:
+    page = browser.new_page(viewport=SCREEN)
+    page.goto(report.as_uri())
+    page.wait_for_load_state("load")
+    try:
+        yield page
+    finally:
+        page.screenshot(path=str(artifact_dir / "report_1280_first_screen.png"))
+        page.screenshot(path=str(artifact_dir / "report_1280_full.png"), full_page=True)
+        page.close()
 
 
 def test_the_verdict_is_the_first_screen(page) -> None:
@@ -87,6 +96,24 @@ def test_nothing_makes_the_page_wider_than_the_screen(page) -> None:
         .map((e) => e.tagName + ' in ' + (e.closest('section')?.querySelector('h2')?.textContent || ''))""",
                          SCREEN["width"])
     assert wide == [], f"elements beyond {SCREEN['width']} px: {wide}"
+
+
+def test_a_phone_reads_it_at_its_own_width(report: Path, browser, artifact_dir: Path) -> None:
+    """At a phone's 390 px (a mobile browser, which honours the viewport tag): nothing makes the page
+    wider than the screen; tables scroll in their own box."""
+    phone = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
+    try:
+        page = phone.new_page()
+        page.goto(report.as_uri())
+        page.wait_for_load_state("load")
+        page.screenshot(path=str(artifact_dir / "report_390_first_screen.png"))
+        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+        wide = page.evaluate("""(limit) => Array.from(document.querySelectorAll('body *'))
+            .filter((e) => !e.closest('div.table, table.data') && e.getBoundingClientRect().right > limit)
+            .map((e) => e.tagName + ' ' + e.textContent.slice(0, 40))""", PHONE["width"])
+        assert wide == [], f"beyond {PHONE['width']} px outside a scrolling table: {wide}"
+    finally:
+        phone.close()
 
 
 def test_triton_and_fastapi_tables_are_short_and_fit(page) -> None:

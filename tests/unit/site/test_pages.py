@@ -6,13 +6,16 @@ Built on small notebooks written here; the real run's site is tested in tests/la
 from __future__ import annotations
 
 import base64
+import getpass
 import json
 from pathlib import Path
 
 import nbformat
 import pytest
 
+from servelab.core.paths import REPO_ROOT
 from servelab.site import build, pages, provenance
+from servelab.site.links import Links, web_address
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 16).decode()
 SOURCE = """# %% [markdown]
@@ -45,7 +48,7 @@ def _executed(sources: list[str], outputs: list[list[dict]],
 
 
 def _run(folder: Path, *, notebooks: dict[str, dict] | None = None, gpu: str = "none", ok: bool = True,
-         target: str = "local") -> pages.Run:
+         target: str = "local") -> provenance.Run:
     folder.mkdir(parents=True, exist_ok=True)
     outcomes = []
     for stem, nb in (notebooks or {}).items():
@@ -77,7 +80,7 @@ def test_unchanged_cells_get_the_runs_outputs_and_the_parameters_it_was_given(so
                                                                               tmp_path: Path) -> None:
     run = _run(tmp_path / "run", notebooks={"03_demo": _executed(
         ["target = None", 'print("hello")', "plot()"], [[], [STREAM], [FIGURE]])})
-    page = pages.page(source, run, None, tmp_path / "figures")
+    page = pages.page(source, run, None, tmp_path / "figures")[0]
     code = _code(page)
     assert [c.source for c in code] == ["target = None", "# Parameters\ntarget = 'local'", 'print("hello")',
                                         "plot()"]
@@ -91,7 +94,7 @@ def test_a_cell_changed_since_the_run_has_no_output_and_says_so(source: Path, tm
         ["target = None", 'print("hello")', "plot()"], [[], [STREAM], [FIGURE]])})
     source.write_text(SOURCE.replace('print("hello")', 'print("bonjour")')
                       .replace("Some prose.", "New prose."))
-    page = pages.page(source, run, None, tmp_path / "figures")
+    page = pages.page(source, run, None, tmp_path / "figures")[0]
     changed = next(c for c in _code(page) if "bonjour" in c.source)
     assert changed.outputs == []
     following = page.cells[page.cells.index(changed) + 1]
@@ -103,26 +106,169 @@ def test_a_cell_changed_since_the_run_has_no_output_and_says_so(source: Path, tm
 
 def test_a_notebook_the_run_did_not_reach_is_shown_without_outputs(source: Path, tmp_path: Path) -> None:
     run = _run(tmp_path / "run")
-    page = pages.page(source, run, None, tmp_path / "figures")
+    page = pages.page(source, run, None, tmp_path / "figures")[0]
     assert "did not run this notebook" in page.cells[0].source
+    assert "Download this notebook (.ipynb, without outputs" in page.cells[2].source  # under the title
     assert all(c.outputs == [] for c in _code(page))
     stopped = _run(tmp_path / "stopped", ok=False, notebooks={"03_demo": _executed(
         ["target = None", 'print("hello")', "plot()"], [[], [STREAM], []])})
-    assert "stopped" in pages.page(source, stopped, None, tmp_path / "f2").cells[0].source
+    assert "stopped" in pages.page(source, stopped, None, tmp_path / "f2")[0].cells[0].source
 
 
-def test_a_second_runs_figures_sit_beside_this_runs(source: Path, tmp_path: Path) -> None:
-    nb = _executed(["target = None", 'print("hello")', "plot()"], [[], [STREAM], [FIGURE]])
-    run = _run(tmp_path / "cpu", notebooks={"03_demo": nb})
-    gpu = _run(tmp_path / "gpu", notebooks={"03_demo": nb}, gpu="Tesla P100-PCIE-16GB", target="docker")
-    page = pages.page(source, run, gpu, tmp_path / "figures")
-    plot = next(c for c in _code(page) if c.source == "plot()")
+TABLE = {"output_type": "execute_result", "execution_count": 1, "metadata": {},
+         "data": {"text/html": "<table><tr><th>measurement</th></tr><tr><td>onnx 5.8 ms</td></tr></table>",
+                  "text/plain": "onnx 5.8 ms"}}
+READING = {"output_type": "stream", "name": "stdout",
+           "text": "onnx: median 6 ms\nplot saved: /somewhere/else/runA/plots/x.png\n"}
+EMBEDDED = {"output_type": "display_data", "metadata": {}, "data": {
+    "text/html": f'<figure><img src="data:image/png;base64,{PNG}" alt="fastapi_onnx: up to 633 req/s">'
+                 "<figcaption>fastapi_onnx: up to 633 req/s</figcaption></figure>", "text/plain": "monitor"}}
+COMPARED = SOURCE + "\n# %%\nmeasure()\n\n# %%\nmonitor()\n"
+
+
+def _timed(nb, start: str, cells: dict[int, tuple[str, str]]) -> dict:
+    """``nb`` as papermill leaves it: when it ran, and when each of the code cells named by index ran."""
+    nb.metadata["papermill"] = {"start_time": f"{start}+00:00", "end_time": "2026-11-26T09:30:00+00:00"}
+    code = [c for c in nb.cells if c.cell_type == "code" and "injected-parameters" not in c.metadata.get(
+        "tags", [])]
+    for index, (begin, end) in cells.items():
+        code[index].metadata["papermill"] = {"start_time": f"{begin}+00:00", "end_time": f"{end}+00:00"}
+    return nb
+
+
+def _rows(folder: Path, rows: list[tuple[str, str, str]]) -> None:
+    """Measurement rows (step, device, timestamp) as the lab stores them (``fastapi.jsonl``)."""
+    (folder / "fastapi.jsonl").write_text("".join(json.dumps({
+        "experiment": "fastapi", "step": step, "device": device, "timestamp": stamp, "gpu": "x"}) + "\n"
+        for step, device, stamp in rows))
+
+
+def test_a_second_runs_figures_sit_beside_this_runs_with_its_table_reading_and_report(
+        source: Path, tmp_path: Path) -> None:
+    """The GPU run's PyTorch rows ran on its GPU and its ONNX rows on its CPU: each side's caption says so
+    from the rows' own device, the figure's block carries that run's table (the nearest before the figure),
+    its reading and its report; a figure embedded in an HTML output is compared too."""
+    source.write_text(COMPARED.replace("plot()", "table()\n\n# %%\nplot()"))
+    cells = ["target = None", 'print("hello")', "table()", "plot()", "measure()", "monitor()"]
+    mine = _executed(cells, [[], [STREAM], [TABLE], [FIGURE], [TABLE], [EMBEDDED]])
+    theirs = _executed(cells, [[], [STREAM], [TABLE], [READING, FIGURE], [TABLE], [EMBEDDED]])
+    times = {2: ("2026-11-26T09:24:00", "2026-11-26T09:24:05"),
+             3: ("2026-11-26T09:24:06", "2026-11-26T09:24:07"),
+             4: ("2026-11-26T09:24:08", "2026-11-26T09:24:09")}
+    run = _run(tmp_path / "cpu", notebooks={"03_demo": _timed(mine, "2026-11-26T09:20:00", times)})
+    _rows(tmp_path / "cpu", [("fastapi_onnx", "cpu", "2026-11-26T09:24:08+0000")])
+    gpu_folder = tmp_path / "gpu"
+    _run(gpu_folder, notebooks={"03_demo": _timed(theirs, "2026-11-26T09:20:00", times)},
+         gpu="NVIDIA H100 80GB HBM3", target="docker")
+    _rows(gpu_folder, [("fastapi_pt", "cuda", "2026-11-26T09:24:01+0000"),
+                       ("fastapi_onnx", "cpu", "2026-11-26T09:24:08+0000")])
+    gpu = build._run(gpu_folder, "compare/report.html")
+    page = pages.page(source, run, gpu, tmp_path / "figures")[0]
+    code = _code(page)
+    plot = next(c for c in code if c.source == "plot()")
     assert plot.outputs == []  # its figure moved into the side-by-side block
     block = page.cells[page.cells.index(plot) + 1].source
-    assert block.count(":::{figure}") == 2 and "CPU only: run cpu" in block
-    assert "GPU Tesla P100-PCIE-16GB: run gpu, target docker" in block
+    assert block.startswith("```{raw} html") and block.count("<figure>") == 2
+    # the figure draws every row: the GPU run's PyTorch on its GPU, its ONNX Runtime on its CPU
+    assert "This run: CPU (AMD EPYC, 2 cores) (run cpu, target local)" in block
+    assert ("Beside: GPU NVIDIA H100 80GB HBM3 and CPU (AMD EPYC, 2 cores): fastapi_pt on GPU, fastapi_onnx "
+            "on CPU (run gpu, target docker)") in block
+    assert "<td>onnx 5.8 ms</td>" in block and "onnx: median 6 ms" in block and "plot saved" not in block
+    assert 'href="compare/report.html"' in block and "own axes" in block
+    # a cell that stored rows is captioned by its own: the GPU run's ONNX rows ran on its CPU
+    measure = page.cells[page.cells.index(next(c for c in code if c.source == "measure()")) + 1].source
+    assert "Beside: CPU (AMD EPYC, 2 cores), not its GPU NVIDIA H100 80GB HBM3 (run gpu" in measure
+    assert "GPU NVIDIA H100 80GB HBM3 and" not in measure and "<figure>" not in measure
+    monitor = next(c for c in code if c.source == "monitor()")
+    block = page.cells[page.cells.index(monitor) + 1].source
+    assert block.count("<figure>") == 2 and "<figcaption>fastapi_onnx: up to 633 req/s</figcaption>" in block
+    assert monitor.outputs == []
     assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == [
-        "03_demo-cell2-run0-0.png", "03_demo-cell2-run1-0.png"]
+        "03_demo-cell3-other-0.png", "03_demo-cell3-this-0.png", "03_demo-cell5-other-0.png",
+        "03_demo-cell5-this-0.png"]
+
+
+def test_a_figure_in_an_html_output_becomes_a_file_that_opens_full_size(source: Path, tmp_path: Path) -> None:
+    run = _run(tmp_path / "run", notebooks={"03_demo": _executed(
+        ["target = None", 'print("hello")', "plot()"], [[], [STREAM], [EMBEDDED]])})
+    page = pages.page(source, run, None, tmp_path / "figures")[0]
+    plot = next(c for c in _code(page) if c.source == "plot()")
+    markup = plot.outputs[0]["data"]["text/html"]
+    assert "data:image" not in markup
+    assert '<a class="servelab-full" href="_figures/03_demo-cell2-this-0.png"' in markup
+    assert (tmp_path / "figures" / "03_demo-cell2-this-0.png").read_bytes() == base64.b64decode(PNG)
+
+
+def test_outputs_never_show_the_machines_paths_or_user_name(source: Path, tmp_path: Path) -> None:
+    """The run's folder (where it ran, recorded by papermill, and where it is read now), the checkout's,
+    the home folder and a lease named after the user: replaced, in the page and in the download."""
+    user = getpass.getuser()
+    text = (f"plot saved: /elsewhere/20261126-quick/plots/a.png\nThe lab's code: /srv/lab\n"
+            f"{REPO_ROOT}/.venv/bin/python --chdir {REPO_ROOT}\n{Path.home()}/.cache\n"
+            f"lease_name='serve_system_{user}' server node-serve-system-{user}\n")
+    html_out = {"output_type": "display_data", "metadata": {},
+                "data": {"text/html": f"<b>serve_system_{user}</b> {tmp_path}/20261126-quick/x.csv",
+                         "text/plain": "x"}}
+    nb = _executed(["target = None", 'print("hello")', "plot()"],
+                   [[], [{**STREAM, "text": text}], [html_out]])
+    nb.metadata["papermill"] = {"input_path": "/srv/lab/notebooks/03_demo.ipynb",
+                                "output_path": "/elsewhere/20261126-quick/03_demo.ipynb"}
+    run = _run(tmp_path / "20261126-quick", notebooks={"03_demo": nb})
+    page, download = pages.page(source, run, None, tmp_path / "figures")
+    for shown in (page, download):
+        hello, plot = (next(c for c in _code(shown) if c.source == s) for s in ('print("hello")', "plot()"))
+        assert hello.outputs[0]["text"] == (
+            "plot saved: results/20261126-quick/plots/a.png\nThe lab's code: $LAB\n"
+            "$LAB/.venv/bin/python --chdir $LAB\n~/.cache\n"
+            "lease_name='serve_system_<netID>' server node-serve-system-<netID>\n")
+        assert plot.outputs[0]["data"]["text/html"] == (
+            "<b>serve_system_&lt;netID&gt;</b> results/20261126-quick/x.csv")
+
+
+def test_a_printed_project_file_is_highlighted_code(tmp_path: Path) -> None:
+    listing = ("# servelab/serving/http.py, lines 1-2: PredictRequest\nclass PredictRequest:\n    pass\n\n"
+               "# docker/Dockerfile (lines 1-1 of 9)\nFROM python:3.11\n")
+    source = tmp_path / "04_demo.py"
+    source.write_text('# %% [markdown]\n# # 4. Demo\n\n# %%\ncommon.show_code("servelab/serving/http.py")\n')
+    run = _run(tmp_path / "run", notebooks={"04_demo": _executed(
+        ['common.show_code("servelab/serving/http.py")'], [[{**STREAM, "text": listing}]])})
+    [cell] = _code(pages.page(source, run, None, tmp_path / "figures")[0])
+    [output] = cell.outputs
+    assert output["data"]["text/markdown"] == (
+        "```python\n# servelab/serving/http.py, lines 1-2: PredictRequest\nclass PredictRequest:\n    pass\n"
+        "```\n\n```docker\n# docker/Dockerfile (lines 1-1 of 9)\nFROM python:3.11\n```")
+    assert output["data"]["text/plain"] == listing  # the text itself is unchanged
+
+
+def test_every_page_links_its_download_launch_and_source_and_the_docs_it_names(source: Path,
+                                                                              tmp_path: Path) -> None:
+    source.write_text(SOURCE.replace("Some prose.", "Why: docs/decisions/a-note.md. And "
+                                     "`docs/ci/gitlab-ci.yml`, not https://example.org/docs/x.md."))
+    run = _run(tmp_path / "run", notebooks={"03_demo": _executed(
+        ["target = None", 'print("hello")', "plot()"], [[], [STREAM], [FIGURE]])})
+    trovi = "https://chameleoncloud.org/experiment/share/x"
+    links = Links(repo="https://github.com/o/lab", ref="abc123", launch=trovi)
+    page = pages.page(source, run, None, tmp_path / "figures", links, links.file)[0]
+    bar = page.cells[1].source
+    assert 'href="notebooks/03_demo.ipynb" download' in bar
+    assert f'<a class="servelab-launch" href="{trovi}">Launch on Chameleon (Trovi)</a>' in bar
+    assert 'href="https://github.com/o/lab/blob/abc123/notebooks/03_demo.py"' in bar
+    prose = page.cells[0].source
+    blob = "https://github.com/o/lab/blob/abc123"
+    assert (f'<a class="servelab-doc reference external" href="{blob}/docs/decisions/a-note.md">'
+            "docs/decisions/a-note.md</a>.") in prose
+    assert f'href="{blob}/docs/ci/gitlab-ci.yml"><code>docs/ci/gitlab-ci.yml</code></a>' in prose
+    assert "https://example.org/docs/x.md" in prose and prose.count("<a ") == 2
+
+
+@pytest.mark.parametrize(("remote", "address"), [
+    ("git@github.com:o/serve-system-lab.git", "https://github.com/o/serve-system-lab"),
+    ("https://token@github.com/o/lab.git", "https://github.com/o/lab"),
+    ("https://gitlab.example.org/course/lab", "https://gitlab.example.org/course/lab"),
+    ("/work/main", ""),
+])
+def test_a_remote_as_the_repositorys_web_address(remote: str, address: str) -> None:
+    assert web_address(remote) == address
 
 
 def test_provenance_from_run_json_else_from_the_measurements_and_the_name(tmp_path: Path) -> None:
