@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from servelab.core.paths import RESULTS_DIR
-from servelab.results.schema import RunData
+
+if TYPE_CHECKING:  # pandas stays out of the import: the site's small venv reads reference_run too
+    import pandas as pd
 
 REFERENCE_DIR = RESULTS_DIR / "reference"
 REFERENCE_SETTING = "SERVELAB_REFERENCE"  # a reference run's folder, or "none"
@@ -44,5 +44,9 @@ def describe(run: Path) -> str:
 def reference_rows(table: str, run: Path | None = None) -> pd.DataFrame:
     """The reference run's ``table`` as ``RunData`` names it ("fastapi", "triton", "llm": Triton's with
     the short column names); empty without a reference."""
+    import pandas as pd
+
+    from servelab.results.schema import RunData
+
     run = run if run is not None else reference_run()
     return getattr(RunData.load(run), table) if run is not None else pd.DataFrame()

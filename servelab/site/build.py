@@ -17,7 +17,6 @@ import functools
 import html
 import io
 import json
-import os
 import re
 import shutil
 import sys
@@ -28,7 +27,6 @@ from pathlib import Path
 
 import nbformat
 
-from servelab.core.paths import RESULTS_DIR
 from servelab.lab.runner import notebook_paths
 from servelab.results.store import results_dir
 from servelab.site import pages
@@ -41,8 +39,6 @@ from servelab.site.redact import LAB, Redactor
 MARKER = ".servelab-site"  # in a built site: a rebuild may replace that folder, and only that
 DATA_SUFFIXES = (".csv", ".jsonl", ".json")
 STATIC = Path(__file__).parent / "static"  # servelab.css, servelab.js
-REFERENCE = "reference"  # results/reference/<name>/: a committed run (a GPU node's) put beside by default
-REFERENCE_SETTING = "SERVELAB_REFERENCE"  # the lab's setting for it: a run's folder, or "none"
 CONF = """# written by servelab.site.build: the site's Sphinx configuration
 import json
 from pathlib import Path
@@ -90,17 +86,12 @@ def run_folder(folder: Path) -> Path:
 
 
 def default_compare(base: Path | None = None) -> Path | None:
-    """The committed reference run the command line puts beside, chosen as the lab's reports choose theirs:
-    ``$SERVELAB_REFERENCE`` (a run's folder, or ``none``), else the newest (by its ``started``) under
-    ``results/reference/`` (``base``); None when there is none."""
-    setting = os.environ.get(REFERENCE_SETTING, "").strip()
-    if setting.lower() == "none":
-        return None
-    if setting:
-        return Path(setting) if (Path(setting) / "run.json").is_file() else None
-    runs = sorted(Path(base or RESULTS_DIR / REFERENCE).glob("*/run.json"),
-                  key=lambda p: str(run_json(p.parent).get("started", "")))
-    return runs[-1].parent if runs else None
+    """The committed reference run the command line puts beside, as the lab's reports choose it
+    (``servelab.results.reference.reference_run``: ``$SERVELAB_REFERENCE``, else the newest under
+    ``results/reference/``); None when there is none."""
+    from servelab.results.reference import REFERENCE_DIR, reference_run
+
+    return reference_run(Path(base) if base else REFERENCE_DIR)
 
 
 def _announcement(run: Provenance, compare: Provenance | None, has_report: bool) -> str:

@@ -14,6 +14,7 @@ import nbformat
 import pytest
 
 from servelab.core.paths import REPO_ROOT
+from servelab.results.reference import REFERENCE_SETTING
 from servelab.site import build
 from servelab.site.__main__ import main as site_main
 from servelab.site.links import JUPYTERHUB, Links
@@ -320,13 +321,13 @@ def test_the_reference_run_is_put_beside_unless_told_otherwise(
     for name, started in (("h100", "2026-11-26 09:23:32 UTC"), ("p100", "2026-11-20 10:00:00 UTC")):
         (base / name).mkdir(parents=True)
         (base / name / "run.json").write_text(json.dumps({"started": started}))
-    monkeypatch.delenv(build.REFERENCE_SETTING, raising=False)
+    monkeypatch.delenv(REFERENCE_SETTING, raising=False)
     assert build.default_compare(base) == base / "h100"
-    monkeypatch.setenv(build.REFERENCE_SETTING, str(base / "p100"))
+    monkeypatch.setenv(REFERENCE_SETTING, str(base / "p100"))
     assert build.default_compare(base) == base / "p100"
-    monkeypatch.setenv(build.REFERENCE_SETTING, "none")
+    monkeypatch.setenv(REFERENCE_SETTING, "none")
     assert build.default_compare(base) is None
-    monkeypatch.setenv(build.REFERENCE_SETTING, str(base / "p100"))
+    monkeypatch.setenv(REFERENCE_SETTING, str(base / "p100"))
     built: list[object] = []
     monkeypatch.setattr("servelab.site.__main__.build", lambda run, out, compare, links: built.append(compare)
                         or tmp_path / "site")
