@@ -18,6 +18,7 @@ and runs it under uvicorn, with these additions in front of it (:class:`Front`):
   ``[DONE]`` (a request not yet answered gets a 503), the generation threads stop, the process exits.
 
 ``--batching off`` is ``transformers serve`` without ``--continuous-batching``: one request at a time.
+The continuous-batching cache is the lab's (``CB_*`` below) unless the ``--cb-*`` flags say otherwise.
 Why a front in the same process and not a proxy: docs/decisions/2026-11-23-llm-serving.md; the
 OpenAI clients and the stop: docs/decisions/2026-11-25-llm-engine-openai-clients.md.
 """
@@ -54,6 +55,13 @@ from servelab.llm.openai_shape import (
 from servelab.llm.static_batcher import StaticBatcher, static_completion
 
 BATCHING = ("continuous", "static", "off")
+# The continuous-batching cache the engine starts with unless told otherwise: the README's command,
+# notebook 09 (servelab.llm.server.EngineOptions, servelab.lab.params) and the compose stack all start
+# these. Left to itself transformers sizes the cache from free memory (GBs on a CPU, and a first
+# request that takes 20 s): docs/decisions/2026-11-26-llm-engine-defaults-and-benchmark-tools.md
+CB_BLOCK_SIZE = 32  # tokens per KV cache block
+CB_NUM_BLOCKS = 48  # blocks in the KV cache
+CB_MAX_BATCH_TOKENS = 512  # tokens in one forward pass (a longer prompt is prefilled in chunks)
 DEFAULT_MAX_TOKENS = 64  # when a request names none (OpenAI's legacy default is 16; transformers' 1024)
 # uvicorn's wait for responses still running after a stop signal, and the wait for the generation
 # thread: the front ends its streams at once, these bound anything else (the decision note of 2026-11-25)
@@ -265,9 +273,12 @@ def _cb_stats(generation_state: Any) -> dict[str, Any]:
             "kv_blocks": int(scheduler.cache.num_blocks)}
 
 
-def build_app(model: str, batching: str = "continuous", max_batch: int = 8, cb_block_size: int | None = None,
-              cb_num_blocks: int | None = None, cb_max_batch_tokens: int | None = None) -> Front:
-    """transformers serve's app for ``model`` (path or Hub id) behind the lab's front."""
+def build_app(model: str, batching: str = "continuous", max_batch: int = 8,
+              cb_block_size: int = CB_BLOCK_SIZE, cb_num_blocks: int = CB_NUM_BLOCKS,
+              cb_max_batch_tokens: int = CB_MAX_BATCH_TOKENS) -> Front:
+    """transformers serve's app for ``model`` (path or Hub id) behind the lab's front; with continuous
+    batching, a KV cache of ``cb_num_blocks`` blocks of ``cb_block_size`` tokens and forward passes of
+    up to ``cb_max_batch_tokens`` tokens."""
     from transformers import ContinuousBatchingConfig
     from transformers.cli.serving.chat_completion import ChatCompletionHandler
     from transformers.cli.serving.completion import CompletionHandler
@@ -284,8 +295,8 @@ def build_app(model: str, batching: str = "continuous", max_batch: int = 8, cb_b
     manager = ModelManager(device="cpu" if not _has_cuda() else "auto", dtype="auto",
                            trust_remote_code=False, attn_implementation=None, continuous_batching=continuous,
                            quantization=None, model_timeout=-1, force_model=model)
-    cb_config = ContinuousBatchingConfig(page_size=cb_block_size or 256, num_blocks=cb_num_blocks,
-                                         max_batch_tokens=cb_max_batch_tokens)  # page 256: its default
+    cb_config = ContinuousBatchingConfig(page_size=cb_block_size, num_blocks=cb_num_blocks,
+                                         max_batch_tokens=cb_max_batch_tokens)
     state = GenerationState(continuous_batching=continuous, compile=False, cb_config=cb_config)
     app = build_server(manager, ChatCompletionHandler(model_manager=manager, generation_state=state),
                        completion_handler=CompletionHandler(model_manager=manager, generation_state=state),
@@ -297,6 +308,9 @@ def build_app(model: str, batching: str = "continuous", max_batch: int = 8, cb_b
     tokenizer = getattr(processor, "tokenizer", processor)
     context = int(getattr(loaded.config, "max_position_embeddings", 2048))
     batcher = StaticBatcher(loaded, tokenizer, max_batch) if batching == "static" else None
+    if continuous:
+        print(describe_cache(loaded.config, loaded.dtype, cb_block_size, cb_num_blocks, cb_max_batch_tokens),
+              flush=True)
 
     def stats() -> dict[str, Any]:
         if batcher is not None:
@@ -306,6 +320,24 @@ def build_app(model: str, batching: str = "continuous", max_batch: int = 8, cb_b
 
     return Front(app, model, tokenizer, context, stats, batcher,
                  on_stop=lambda: _stop_generation(state, batcher))
+
+
+def kv_bytes_per_token(config: Any, dtype: Any) -> int:
+    """What one token costs in the KV cache: keys and values, for every layer and KV head."""
+    import torch
+
+    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    return 2 * config.num_hidden_layers * heads * head_dim * torch.empty((), dtype=dtype).element_size()
+
+
+def describe_cache(config: Any, dtype: Any, block_size: int, num_blocks: int, max_batch_tokens: int) -> str:
+    """One line for the engine's log: the KV cache's tokens and memory, and the forward pass's size."""
+    per_token = kv_bytes_per_token(config, dtype)
+    tokens = block_size * num_blocks
+    return (f"KV cache: {num_blocks} blocks x {block_size} tokens = {tokens:,} tokens x "
+            f"{per_token / 1024:g} KiB = {tokens * per_token / 2**20:.1f} MiB (--cb-num-blocks, "
+            f"--cb-block-size); up to {max_batch_tokens} tokens per forward pass (--cb-max-batch-tokens)")
 
 
 def _stop_generation(state: Any, batcher: StaticBatcher | None) -> None:
@@ -345,9 +377,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("model", help="model folder or Hub id (the name clients send as 'model')")
     parser.add_argument("--batching", choices=BATCHING, default="continuous")
     parser.add_argument("--max-batch", type=int, default=8, help="static: requests per batch")
-    parser.add_argument("--cb-block-size", type=int, help="continuous: KV cache block size (tokens)")
-    parser.add_argument("--cb-num-blocks", type=int, help="continuous: KV cache blocks")
-    parser.add_argument("--cb-max-batch-tokens", type=int, help="continuous: tokens per forward pass")
+    parser.add_argument("--cb-num-blocks", type=int, default=CB_NUM_BLOCKS,
+                        help="continuous: KV cache blocks (default %(default)s). Memory: blocks x block "
+                             "size x the model's KV bytes per token (2 x layers x KV heads x head size x "
+                             "bytes per value), printed at start: 12 MiB for the lab's model. A request's "
+                             "prompt and answer must fit in the cache: raise it for a longer context")
+    parser.add_argument("--cb-block-size", type=int, default=CB_BLOCK_SIZE,
+                        help="continuous: tokens per KV cache block (default %(default)s). Memory: the cache "
+                             "holds blocks x block size tokens, so a larger block costs that much more for "
+                             "the same number of blocks (transformers' own default, 256, costs 8x)")
+    parser.add_argument("--cb-max-batch-tokens", type=int, default=CB_MAX_BATCH_TOKENS,
+                        help="continuous: tokens in one forward pass (default %(default)s); a longer prompt "
+                             "is prefilled in chunks. Memory: the forward pass's buffers grow with it "
+                             "(transformers' own choice from free memory cost about 0.3 GB more here)")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch intra-op threads on a CPU (1: two threads oversubscribe a shared 2-core "
                              "machine and a decode step gets up to 30x slower; see the decision note)")
