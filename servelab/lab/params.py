@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
+from servelab.llm.engine import CB_BLOCK_SIZE, CB_NUM_BLOCKS
 from servelab.targets.base import TARGETS
 
 PRESETS = ("quick", "full")
@@ -168,8 +169,9 @@ SPECS: dict[str, Spec] = {
                                _list_of(_number(0.0, 100.0), increasing=True),
                                "Poisson rates, as multiples of what the engine serves one request at a time"),
     "llm_max_batch": Spec(8, 8, _int(1, 256), "static batching: requests per batch"),
-    "llm_kv_blocks": Spec(48, 48, _int(2, 1_000_000),
-                          "continuous batching: KV cache blocks of 32 tokens (room for about 16 requests)"),
+    "llm_kv_blocks": Spec(CB_NUM_BLOCKS, CB_NUM_BLOCKS, _int(2, 1_000_000),  # the engine's default
+                          f"continuous batching: KV cache blocks of {CB_BLOCK_SIZE} tokens (room for about "
+                          "16 requests)"),
     "llm_small_kv_blocks": Spec(9, 12, _int(2, 1_000_000),
                                 "continuous batching: the smaller KV cache of the cache experiment"),
     # 10 scaling out with Ray Serve (rates are fractions of one replica's measured capacity)
@@ -312,8 +314,9 @@ def _check_together(values: Mapping[str, Any]) -> None:
         raise ParameterError(f"llm_output_lengths={lengths!r} must be [shortest, longest], e.g. [8, 256]")
     small, big = values.get("llm_small_kv_blocks"), values.get("llm_kv_blocks")
     prompt = values.get("llm_short_prompt")
-    if small is not None and lengths is not None and prompt is not None and small * 32 < prompt + lengths[-1]:
-        raise ParameterError(f"llm_small_kv_blocks={small} holds {small * 32} tokens, less than one request "
+    holds = None if small is None else small * CB_BLOCK_SIZE
+    if holds is not None and lengths is not None and prompt is not None and holds < prompt + lengths[-1]:
+        raise ParameterError(f"llm_small_kv_blocks={small} holds {holds} tokens, less than one request "
                              f"({prompt} prompt + {lengths[-1]} output tokens): raise it")
     if small is not None and big is not None and small >= big:
         raise ParameterError(f"llm_small_kv_blocks={small} must be smaller than llm_kv_blocks={big}: "

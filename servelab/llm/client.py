@@ -142,6 +142,13 @@ def output_lengths(count: int, low: int, high: int, seed: int) -> list[int]:
     return [rng.randint(low, high) for _ in range(count)]
 
 
+def request_body(model: str, prompt: str, max_tokens: int) -> dict[str, Any]:
+    """One streamed completion asking for exactly ``max_tokens`` tokens (``ignore_eos``, as guidellm and
+    vLLM's benchmark client ask), decoded greedily, with the usage (the engine's prompt count) at its end."""
+    return {"model": model, "prompt": prompt, "max_tokens": max_tokens, "stream": True, "temperature": 0.0,
+            "ignore_eos": True, "stream_options": {"include_usage": True}}
+
+
 async def stream_one(client: Any, url: str, body: dict[str, Any], record: Record, start: float) -> None:
     """POST one streamed completion; note each token's arrival (a chunk with text) in ``record``."""
     try:
@@ -200,9 +207,7 @@ async def run_load(url: str, model: str, prompts: Sequence[str], prompt_tokens: 
         async def one(i: int) -> None:
             await asyncio.sleep(max(0.0, start + send_at[i] - time.perf_counter()))
             records[i].sent = time.perf_counter() - start
-            body = {"model": model, "prompt": prompts[i], "max_tokens": lengths[i], "stream": True,
-                    "temperature": 0.0}
-            await stream_one(client, url, body, records[i], start)
+            await stream_one(client, url, request_body(model, prompts[i], lengths[i]), records[i], start)
 
         await asyncio.gather(*(one(i) for i in range(len(prompts))))
         done.set()
@@ -215,7 +220,7 @@ def stream_sync(url: str, model: str, prompt: str, max_tokens: int, prompt_token
     import httpx
 
     record = Record(prompt_tokens, max_tokens, 0.0)
-    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "stream": True, "temperature": 0.0}
+    body = request_body(model, prompt, max_tokens)
     start = time.perf_counter()
     with httpx.Client(timeout=httpx.Timeout(REQUEST_TIMEOUT_S)) as client, \
             client.stream("POST", f"{url}/v1/completions", json=body) as response:

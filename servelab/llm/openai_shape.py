@@ -4,9 +4,11 @@
   any other error answer put into that shape (:func:`as_openai_error`);
 - ``GET /v1/models``'s entry for the served model (:func:`model_object`);
 - a streamed ``text_completion`` event (:func:`completion_chunk`);
+- :class:`BadRequest`: a refusal with its status, the field at fault and OpenAI's error code;
 - :class:`OpenAIShape`: an ASGI ``send`` that rewrites what transformers' app answers into those
   shapes: error answers and error events, ``data: [DONE]`` at a stream's end, the model named as the
-  client sent it, and a response cut short by the stop ended cleanly.
+  client sent it, usage in the stream only as ``stream_options`` asks for it (as OpenAI and vLLM send
+  it), and a response cut short by the stop ended cleanly.
 
 Only JSON and the ASGI messages here: no model, no transformers. Why the clients need each of these:
 docs/decisions/2026-11-25-llm-engine-openai-clients.md.
@@ -26,6 +28,17 @@ Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
+
+USAGE = (None, "final", "continuous")  # stream_options: none; include_usage; and continuous_usage_stats
+
+
+class BadRequest(ValueError):
+    """A request the engine refuses: HTTP ``status``, a message that says what to change, and as in
+    OpenAI's errors the request field at fault (``param``) and a machine-readable ``code``."""
+
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.param, self.code = status, param, code
 
 
 def error_object(status: int, message: str, param: str | None = None,
@@ -59,6 +72,12 @@ def model_object(served: str, created: int) -> dict[str, Any]:
     return {"id": served, "object": "model", "created": created, "owned_by": "servelab"}
 
 
+def usage_object(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    """OpenAI's ``usage``: prompt, completion and total tokens."""
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens}
+
+
 def completion_chunk(request_id: str, model: str, text: str, finish: str | None = None,
                      usage: dict[str, int] | None = None) -> bytes:
     """One streamed ``text_completion`` event (``data: {...}``) carrying ``text``."""
@@ -76,10 +95,21 @@ class OpenAIShape:
     """An ASGI ``send`` that puts the app's answers into what OpenAI clients expect: an error answer
     (FastAPI's ``{"detail": ...}``, transformers' ``{"error": "..."}``) becomes OpenAI's error object;
     in a stream, an error event likewise, and the stream ends with ``data: [DONE]`` (``done_marker``);
-    the model is named as clients sent it (transformers says ``name@main``)."""
+    the model is named as clients sent it (transformers says ``name@main``).
 
-    def __init__(self, send: Send, served: str, done_marker: bool) -> None:
+    Usage in a generation stream (``usage``), as OpenAI and vLLM send it: ``None`` (no
+    ``stream_options``): none; ``"final"`` (``include_usage``): the chunk that ends the answer carries
+    none, and one more chunk with ``choices: []`` and the request's usage follows it;
+    ``"continuous"`` (also ``continuous_usage_stats``, vLLM's): besides, every chunk carries the usage
+    so far: ``prompt_tokens`` (the front's count) and the chunks with text so far as
+    ``completion_tokens`` (the chunk that ends the answer carries the engine's exact count)."""
+
+    def __init__(self, send: Send, served: str, done_marker: bool, usage: str | None = None,
+                 prompt_tokens: int = 0) -> None:
+        if usage not in USAGE:
+            raise ValueError(f"usage={usage!r}: one of {USAGE}")
         self.send, self.served, self.done_marker = send, served, done_marker
+        self.usage, self.prompt_tokens, self.streamed = usage, prompt_tokens, 0
         self.status, self.sse, self.started, self.ended, self.done_sent = 0, False, False, False, False
         self._start: Message | None = None  # a JSON answer's start, sent with its rewritten body
         self._body = bytearray()  # that answer's body so far, or an event not yet complete
@@ -134,7 +164,26 @@ class OpenAIShape:
             parsed = as_openai_error(500, parsed)
         elif isinstance(parsed, dict):
             self._rename(parsed)
+            if self.done_marker:
+                return b"".join(b"data: " + json.dumps(one).encode() + b"\n\n"
+                                for one in self._with_usage(parsed))
         return b"data: " + json.dumps(parsed).encode() + b"\n\n"
+
+    def _with_usage(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
+        """One generation chunk with its usage as ``self.usage`` asks: the chunk, and after the one that
+        carried the app's usage (the last) the usage chunk OpenAI's ``include_usage`` adds."""
+        final = chunk.pop("usage", None)
+        choices = chunk.get("choices") or []
+        if any(isinstance(c, dict) and (c.get("text") or (c.get("delta") or {}).get("content"))
+               for c in choices):
+            self.streamed += 1
+        if self.usage == "continuous":
+            chunk["usage"] = final or usage_object(self.prompt_tokens, self.streamed)
+        if not final or self.usage is None:
+            return [chunk]
+        tail: dict[str, Any] = {key: chunk[key] for key in ("id", "object", "created", "model")
+                                if key in chunk}
+        return [chunk, {**tail, "choices": [], "usage": final}]
 
     def _rename(self, answer: dict[str, Any]) -> None:
         if isinstance(answer.get("model"), str) and answer["model"].split("@")[0] == self.served:
@@ -187,5 +236,6 @@ async def respond(send: Send, status: int, body: bytes) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-__all__ = ["GENERATION_PATHS", "MODELS_PATH", "Message", "OpenAIShape", "Receive", "Scope", "Send",
-           "as_openai_error", "completion_chunk", "error_body", "error_object", "model_object", "respond"]
+__all__ = ["GENERATION_PATHS", "MODELS_PATH", "USAGE", "BadRequest", "Message", "OpenAIShape", "Receive",
+           "Scope", "Send", "as_openai_error", "completion_chunk", "error_body", "error_object",
+           "model_object", "respond", "usage_object"]

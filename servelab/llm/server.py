@@ -24,6 +24,7 @@ from servelab.core.compose import explain_up_failure, file_args, gpu_runtime, up
 from servelab.core.paths import REPO_ROOT
 from servelab.core.procs import ManagedProcess, WaitTimeoutError, free_port
 from servelab.llm.client import STATS_PATH, parse_stats
+from servelab.llm.engine import CB_BLOCK_SIZE, CB_MAX_BATCH_TOKENS, CB_NUM_BLOCKS
 from servelab.llm.model import LLM_VARIABLE, is_hub_id, served_name
 from servelab.results.store import results_dir
 
@@ -31,23 +32,27 @@ from servelab.results.store import results_dir
 @dataclass
 class EngineOptions:
     """How the engine batches: ``continuous`` (KV cache of ``cb_num_blocks`` × ``cb_block_size`` tokens),
-    ``static`` (``max_batch`` requests run to the longest) or ``off`` (one request at a time)."""
+    ``static`` (``max_batch`` requests run to the longest) or ``off`` (one request at a time). The cache's
+    defaults are the engine's own (servelab/llm/engine.py), so options left alone start the engine the
+    README's command starts."""
 
     batching: str = "continuous"
     max_batch: int = 8
-    cb_num_blocks: int | None = 64
-    cb_block_size: int | None = 32
-    cb_max_batch_tokens: int | None = 512
+    cb_num_blocks: int | None = CB_NUM_BLOCKS
+    cb_block_size: int | None = CB_BLOCK_SIZE
+    cb_max_batch_tokens: int | None = CB_MAX_BATCH_TOKENS
 
     def argv(self) -> list[str]:
+        """The engine's flags for these options: only those that differ from its defaults."""
         args = ["--batching", self.batching]
         if self.batching == "static":
             args += ["--max-batch", str(self.max_batch)]
         if self.batching == "continuous":
-            for flag, value in (("--cb-num-blocks", self.cb_num_blocks),
-                                ("--cb-block-size", self.cb_block_size),
-                                ("--cb-max-batch-tokens", self.cb_max_batch_tokens)):
-                if value is not None:
+            for flag, value, default in (
+                    ("--cb-num-blocks", self.cb_num_blocks, CB_NUM_BLOCKS),
+                    ("--cb-block-size", self.cb_block_size, CB_BLOCK_SIZE),
+                    ("--cb-max-batch-tokens", self.cb_max_batch_tokens, CB_MAX_BATCH_TOKENS)):
+                if value is not None and value != default:
                     args += [flag, str(value)]
         return args
 
@@ -118,7 +123,8 @@ def compose_argv(options: EngineOptions, *args: str) -> list[str]:
     """``docker compose`` for the engine's stack on a GPU host, its settings as an ``env`` prefix."""
     st = os.stat(REPO_ROOT)
     variables = {"HOST_UID": str(st.st_uid), "HOST_GID": str(st.st_gid), "LLM_BATCHING": options.batching,
-                 "LLM_MAX_BATCH": str(options.max_batch), "LLM_KV_BLOCKS": str(options.cb_num_blocks or 48)}
+                 "LLM_MAX_BATCH": str(options.max_batch),
+                 "LLM_KV_BLOCKS": str(options.cb_num_blocks or CB_NUM_BLOCKS)}
     if os.environ.get(LLM_VARIABLE):  # as the client names it: a Hub id, or a path in the checkout
         variables[LLM_VARIABLE] = served_name()
     prefix = ["env", *(f"{k}={v}" for k, v in sorted(variables.items()))]

@@ -2,8 +2,10 @@
 
 :class:`StaticBatcher` takes up to ``max_batch`` waiting requests and runs them as one padded batch
 through ``model.generate`` until the longest is done, then takes the next; each request's tokens are
-streamed to it as they come. :func:`static_completion` answers one ``/v1/completions`` request from
-it in OpenAI's shape (streamed or whole). :meth:`StaticBatcher.close` ends the running batch at its
+streamed to it as they come. A request ends at its ``max_tokens`` or at an end-of-sequence token, which
+is held back until it has its minimum length (``min_tokens``; ``ignore_eos``: ``max_tokens``).
+:func:`static_completion` answers one ``/v1/completions`` request from it in OpenAI's shape (streamed or
+whole). :meth:`StaticBatcher.close` ends the running batch at its
 next decode step. The engine (servelab/llm/engine.py) routes requests here.
 """
 
@@ -26,8 +28,10 @@ class _Job:
     prompt_ids: list[int]
     max_tokens: int
     loop: asyncio.AbstractEventLoop
+    min_tokens: int = 0  # no end-of-sequence token before this many tokens
     out: asyncio.Queue[int | None] = field(default_factory=asyncio.Queue)
     sent: int = 0
+    stopped: bool = False  # ended by its end-of-sequence token (the last token sent)
 
     def push(self, token: int | None) -> None:
         self.loop.call_soon_threadsafe(self.out.put_nowait, token)
@@ -48,8 +52,8 @@ class StaticBatcher:
         self._thread = threading.Thread(target=self._loop, name="static-batcher", daemon=True)
         self._thread.start()
 
-    def submit(self, prompt_ids: list[int], max_tokens: int) -> _Job:
-        job = _Job(prompt_ids, max_tokens, asyncio.get_running_loop())
+    def submit(self, prompt_ids: list[int], max_tokens: int, min_tokens: int = 0) -> _Job:
+        job = _Job(prompt_ids, max_tokens, asyncio.get_running_loop(), min_tokens)
         self.jobs.put(job)
         return job
 
@@ -91,17 +95,22 @@ class StaticBatcher:
 
     def _run(self, batch: list[_Job]) -> None:
         import torch
+        from transformers import LogitsProcessorList
+
+        from servelab.llm.min_tokens import RowMinTokens, eos_ids
 
         width = max(len(j.prompt_ids) for j in batch)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         ids = torch.tensor([[pad] * (width - len(j.prompt_ids)) + j.prompt_ids for j in batch])
         mask = torch.tensor([[0] * (width - len(j.prompt_ids)) + [1] * len(j.prompt_ids) for j in batch])
         ids, mask = ids.to(self.model.device), mask.to(self.model.device)
-        streamer = _RowStreamer(batch, self.closing)
+        eos = eos_ids(self.model.generation_config)
+        streamer = _RowStreamer(batch, self.closing, eos)
+        least = LogitsProcessorList([RowMinTokens([j.min_tokens for j in batch], width, eos)])
         with torch.inference_mode():
             self.model.generate(input_ids=ids, attention_mask=mask, do_sample=False, streamer=streamer,
-                                max_new_tokens=max(j.max_tokens for j in batch),
-                                min_new_tokens=max(j.max_tokens for j in batch), pad_token_id=pad)
+                                max_new_tokens=max(j.max_tokens for j in batch), logits_processor=least,
+                                pad_token_id=pad)
 
 
 class _Stopped(Exception):
@@ -109,11 +118,12 @@ class _Stopped(Exception):
 
 
 class _RowStreamer:
-    """``generate``'s streamer protocol: each step's tokens go to their own request until it has enough;
-    once ``closing`` is set the next step raises :class:`_Stopped`, which ends ``generate``."""
+    """``generate``'s streamer protocol: each step's tokens go to their own request until it has enough
+    or its end-of-sequence token (one of ``eos``) came; once ``closing`` is set the next step raises
+    :class:`_Stopped`, which ends ``generate``."""
 
-    def __init__(self, batch: list[_Job], closing: threading.Event) -> None:
-        self.batch, self.first, self.closing = batch, True, closing
+    def __init__(self, batch: list[_Job], closing: threading.Event, eos: list[int]) -> None:
+        self.batch, self.first, self.closing, self.eos = batch, True, closing, set(eos)
 
     def put(self, value: Any) -> None:
         if self.closing.is_set():
@@ -122,21 +132,26 @@ class _RowStreamer:
             self.first = False
             return
         for job, token in zip(self.batch, value.reshape(-1).tolist(), strict=True):
-            if job.sent < job.max_tokens:
-                job.sent += 1
-                job.push(int(token))
+            if job.stopped or job.sent >= job.max_tokens:
+                continue
+            job.sent += 1
+            job.push(int(token))
+            # held back until the request's minimum (RowMinTokens), so the answer may end here
+            job.stopped = int(token) in self.eos
 
     def end(self) -> None:
         pass
 
 
-async def static_completion(batcher: StaticBatcher, body: dict[str, Any], send: Send) -> None:
-    """Answer one /v1/completions request through the static batcher (streamed or whole)."""
+async def static_completion(batcher: StaticBatcher, body: dict[str, Any], send: Send,
+                            min_tokens: int = 0) -> None:
+    """Answer one /v1/completions request through the static batcher (streamed or whole); no
+    end-of-sequence token ends it before ``min_tokens`` tokens."""
     from tokenizers.decoders import DecodeStream
 
     tokenizer = batcher.tokenizer
     prompt_ids = tokenizer(body["prompt"])["input_ids"]
-    job = batcher.submit(prompt_ids, body["max_tokens"])
+    job = batcher.submit(prompt_ids, body["max_tokens"], min_tokens)
     request_id, model = f"cmpl-{uuid.uuid4().hex[:12]}", body["model"]
     decoder = DecodeStream([], skip_special_tokens=True)
     stream = bool(body.get("stream"))
@@ -152,7 +167,7 @@ async def static_completion(batcher: StaticBatcher, body: dict[str, Any], send: 
                         "more_body": True})
     usage = {"prompt_tokens": len(prompt_ids), "completion_tokens": job.sent,
              "total_tokens": len(prompt_ids) + job.sent}
-    finish = "length" if job.sent >= job.max_tokens else "stop"
+    finish = "stop" if job.stopped or job.sent < job.max_tokens else "length"
     if stream:
         tail = completion_chunk(request_id, model, "", finish, usage) + b"data: [DONE]\n\n"
         await send({"type": "http.response.body", "body": tail})

@@ -55,7 +55,8 @@ def test_streams_one_token_per_event(continuous: Engine) -> None:
     texts = [e["choices"][0]["text"] for e in events if e["choices"][0].get("text")]
     assert len(texts) == 9
     last = events[-1]
-    assert last["usage"]["completion_tokens"] == 9 and last["choices"][0]["finish_reason"] == "length"
+    assert last["choices"][0]["finish_reason"] == "length"
+    assert not any("usage" in e for e in events)  # as OpenAI's API: usage in a stream only when asked
 
 
 @pytest.mark.parametrize(("body", "status", "words"), [
@@ -145,10 +146,11 @@ def test_models_list_names_exactly_the_served_model(sdk: openai.OpenAI, continuo
 
 def test_a_streamed_completion(sdk: openai.OpenAI, continuous: Engine) -> None:
     chunks = list(sdk.completions.create(model=continuous.model, prompt="the chef prepares", max_tokens=9,
-                                         stream=True))
+                                         stream=True, stream_options={"include_usage": True}))
     assert len([c for c in chunks if c.choices and c.choices[0].text]) == 9
-    last = chunks[-1]
-    assert last.choices[0].finish_reason == "length" and last.usage and last.usage.completion_tokens == 9
+    ended, last = chunks[-2:]  # the usage comes in a chunk of its own, with no choices (include_usage)
+    assert ended.choices[0].finish_reason == "length" and not ended.usage
+    assert last.choices == [] and last.usage and last.usage.completion_tokens == 9
     assert {c.model for c in chunks} == {continuous.model}  # as the client named it (not name@main)
     whole = sdk.completions.create(model=continuous.model, prompt="the chef prepares", max_tokens=5)
     assert whole.choices[0].text and whole.usage and whole.usage.completion_tokens == 5
@@ -157,11 +159,13 @@ def test_a_streamed_completion(sdk: openai.OpenAI, continuous: Engine) -> None:
 
 def test_a_streamed_chat_completion(sdk: openai.OpenAI, continuous: Engine) -> None:
     chunks = list(sdk.chat.completions.create(model=continuous.model, max_tokens=6, stream=True,
+                                              stream_options={"include_usage": True},
                                               messages=[{"role": "user", "content": "the chef"}]))
     assert chunks[0].choices[0].delta.role == "assistant"
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-    last = chunks[-1]
-    assert last.choices[0].finish_reason == "length" and last.usage and last.usage.completion_tokens == 6
+    ended, last = chunks[-2:]
+    assert ended.choices[0].finish_reason == "length"
+    assert last.choices == [] and last.usage and last.usage.completion_tokens == 6
     whole = sdk.chat.completions.create(model=continuous.model, max_tokens=4,
                                         messages=[{"role": "user", "content": "the chef"}])
     assert whole.choices[0].message.content and whole.usage and whole.usage.completion_tokens == 4

@@ -1,6 +1,7 @@
 """What transformers' app answers reaches OpenAI clients in OpenAI's shapes: errors as
 ``{"error": {message, type, param, code}}``, streams ending with ``data: [DONE]``, the model named as
-the client named it; a response cut short by the stop ends cleanly."""
+the client named it, usage in the stream as ``stream_options`` asks (as vLLM sends it); a response cut
+short by the stop ends cleanly."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import asyncio
 import json
 from collections.abc import MutableMapping
 from typing import Any
+
+import pytest
 
 from servelab.llm.engine import Front
 from servelab.llm.openai_shape import OpenAIShape, as_openai_error
@@ -122,3 +125,66 @@ def test_the_model_list_is_the_served_model_only() -> None:
     assert get("/v1/models/artifacts/llm")[1] == listing["data"][0]  # uvicorn decodes %2F
     status, error = get("/v1/models/gpt-4")
     assert status == 404 and (error["error"]["code"], error["error"]["param"]) == ("model_not_found", "model")
+
+
+# ----------------------------------------------------------------------------- usage in the stream
+
+def app_stream(chat: bool = False) -> list[dict[str, Any]]:
+    """A stream as transformers' app sends it: two tokens, then a chunk that ends the answer with usage."""
+    kind = "chat.completion.chunk" if chat else "text_completion"
+
+    def chunk(piece: str | None, finish: str | None = None, usage: bool = False) -> bytes:
+        choice: dict[str, Any] = {"index": 0, "finish_reason": finish}
+        if chat:
+            choice["delta"] = {"content": piece} if piece is not None else {"role": "assistant"}
+        else:
+            choice["text"] = piece or ""
+        event: dict[str, Any] = {"id": "c1", "object": kind, "created": 1, "model": "artifacts/llm@main",
+                                 "choices": [choice]}
+        if usage:
+            event["usage"] = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+        return b"data: " + json.dumps(event).encode() + b"\n\n"
+    first = [body(chunk(None), True)] if chat else []
+    return [start(200, b"text/event-stream"), *first, body(chunk("a"), True), body(chunk("b"), True),
+            body(chunk("", "length", usage=True), True), body(b"")]
+
+
+def events(usage: str | None, chat: bool = False) -> list[Any]:
+    sent: Sent = []
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(message)
+
+    async def main() -> None:
+        shape = OpenAIShape(send, SERVED, done_marker=True, usage=usage, prompt_tokens=3)
+        for message in app_stream(chat):
+            await shape(message)
+    asyncio.run(main())
+    data = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return [e[6:].decode() if e == b"data: [DONE]" else json.loads(e[6:]) for e in data.split(b"\n\n") if e]
+
+
+def test_no_stream_options_no_usage_in_the_stream() -> None:
+    """As OpenAI and vLLM: usage only when asked for (transformers puts it in its last chunk anyway)."""
+    got = events(None)
+    assert [e if isinstance(e, str) else "usage" in e for e in got] == [False, False, False, "[DONE]"]
+    assert got[2]["choices"][0]["finish_reason"] == "length"
+
+
+def test_include_usage_adds_a_usage_chunk_with_no_choices_before_done() -> None:
+    """vLLM's benchmark client reads the usage only from a chunk whose choices are empty."""
+    got = events("final")
+    assert "usage" not in got[2] and got[2]["choices"][0]["finish_reason"] == "length"
+    assert got[3] == {"id": "c1", "object": "text_completion", "created": 1, "model": SERVED, "choices": [],
+                      "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}}
+    assert got[4] == "[DONE]" and len(got) == 5
+
+
+@pytest.mark.parametrize("chat", [False, True])
+def test_continuous_usage_stats_put_the_usage_so_far_in_every_chunk(chat: bool) -> None:
+    """guidellm asks for it: each chunk carries the prompt's tokens and the tokens streamed so far."""
+    got = events("continuous", chat)
+    so_far = [e["usage"]["completion_tokens"] for e in got if not isinstance(e, str)]
+    assert so_far == ([0] if chat else []) + [1, 2, 2, 2]  # the end and the usage chunk: the engine's count
+    assert all(e["usage"]["prompt_tokens"] == 3 for e in got if not isinstance(e, str))
+    assert got[-2]["choices"] == [] and got[-1] == "[DONE]"

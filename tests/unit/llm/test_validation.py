@@ -1,4 +1,6 @@
-"""The engine's front refuses bad requests with a 4xx and a message, and fills in what it may."""
+"""The engine's front refuses bad requests with a 4xx and a message, and fills in what it may: one prompt
+as text, chat content as text, the model, a bounded ``max_tokens``; a request must fit the model's
+context and the KV cache."""
 
 from __future__ import annotations
 
@@ -11,14 +13,17 @@ def count(text: str) -> int:
     return len(text.split())
 
 
-def ok(body: object, path: str = "/v1/completions") -> dict:
-    return validate(path, body, "artifacts/llm", 100, count)
+def ok(body: object, path: str = "/v1/completions", **options: object) -> dict:
+    return validate(path, body, "artifacts/llm", 100, count, **options).body  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(("body", "status", "words"), [
     ({"prompt": ""}, 400, "prompt must be a non-empty string"),
     ({"prompt": "   "}, 400, "prompt must be a non-empty string"),
-    ({"prompt": ["a", "b"]}, 400, "prompt must be a non-empty string"),
+    ({"prompt": ["a", "b"]}, 400, "prompt must be one prompt per request (a string), got a list of 2"),
+    ({"prompt": [17, 42]}, 400, "one prompt per request"),  # token ids
+    ({"prompt": [[17, 42]]}, 400, "prompt must be a non-empty string"),
+    ({"prompt": [""]}, 400, "prompt must be a non-empty string"),
     ({}, 400, "prompt must be a non-empty string"),
     ({"prompt": "hi", "max_tokens": 10**9}, 400, "max_tokens=1000000000 is outside 1..99"),
     ({"prompt": "hi", "max_tokens": 0}, 400, "outside 1..99"),
@@ -41,6 +46,36 @@ def test_chat_needs_messages_with_content() -> None:
     chat = {"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 5}
     good = ok(chat, "/v1/chat/completions")
     assert good["max_completion_tokens"] == 5
+
+
+def test_one_prompt_in_a_list_is_the_prompt() -> None:
+    """genai-perf and aiperf send their one prompt as a list of one string."""
+    assert ok({"prompt": ["two words"], "max_tokens": 3})["prompt"] == "two words"
+
+
+def test_chat_content_as_text_parts_is_text() -> None:
+    """guidellm and vLLM's benchmark client send a user message's content as text parts."""
+    parts = [{"type": "text", "text": "the chef"}, {"type": "text", "text": "prepares"}]
+    messages = ok({"messages": [{"role": "user", "content": parts, "name": "text"}]}, "/v1/chat/completions")
+    assert messages["messages"] == [{"role": "user", "content": "the chef prepares", "name": "text"}]
+    image = [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]
+    with pytest.raises(BadRequest, match=r"messages\[0\]\.content: only text parts") as info:
+        ok({"messages": [{"role": "user", "content": image}]}, "/v1/chat/completions")
+    assert info.value.param == "messages"
+
+
+def test_a_request_must_fit_the_kv_cache() -> None:
+    """Larger than the cache, transformers' batching worker stops for good ("No requests can be
+    scheduled"): the front refuses it first, and says which flag holds the cache."""
+    assert ok({"prompt": "w " * 10, "max_tokens": 40}, cache_tokens=50)["max_tokens"] == 40
+    said = r"max_tokens=41 is outside 1\.\.40 \(KV cache 50 .*--cb-num-blocks"
+    with pytest.raises(BadRequest, match=said) as info:
+        ok({"prompt": "w " * 10, "max_tokens": 41}, cache_tokens=50)
+    assert info.value.param == "max_tokens"
+    with pytest.raises(BadRequest, match="the engine's KV cache holds 50") as info:
+        ok({"prompt": "w " * 60}, cache_tokens=50)
+    assert info.value.code == "context_length_exceeded"
+    assert ok({"prompt": "w " * 10, "max_tokens": 90}, cache_tokens=500)["max_tokens"] == 90  # context rules
 
 
 def test_good_request_gets_the_model_and_a_bounded_default() -> None:

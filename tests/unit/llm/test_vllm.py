@@ -59,7 +59,7 @@ def test_the_gpu_is_asked_in_a_container_of_the_engine_image() -> None:
     run = Recorder(stdout="8.0\n")
     assert vllm.gpu_capabilities(run=run) == ([(8, 0)], "")
     assert run.calls == [compose("run", "--rm", "--no-deps", "--entrypoint", "nvidia-smi", "llm_server",
-                                 "--query-gpu=compute_cap", "--format=csv,noheader", kv_blocks=64)]
+                                 "--query-gpu=compute_cap", "--format=csv,noheader")]
     caps, error = vllm.gpu_capabilities(run=Recorder(fail="could not select device driver \"nvidia\""))
     assert caps == [] and "failed (exit 1)" in error and "nvidia" in error
 
