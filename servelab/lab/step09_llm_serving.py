@@ -55,7 +55,23 @@ def engine_up(p: LabParams, batching: str, kv_blocks: int | None = None) -> Engi
         raise RuntimeError(f"target={p.target!r}: notebook 09 runs on the node (target 'docker') or here "
                            "(target 'local'), like notebooks 03-07")
     print(f"$ {short_command(engine.command)}")
+    print(f"$ curl -s {engine.url}/lab/stats  # where the engine computes: {engine_device(engine) or '?'}")
     return engine
+
+
+def engine_device(engine: Engine) -> str:
+    """``cuda`` or ``cpu``, as the lab's front reports it at ``/lab/stats``; "" where it does not say.
+    vLLM (no lab front) runs only on GPU hosts here (``step09_vllm``)."""
+    import urllib.request
+
+    if engine.kind == "vllm":
+        return "cuda"
+
+    try:
+        with urllib.request.urlopen(f"{engine.url}/lab/stats", timeout=5) as response:
+            return str(json.loads(response.read().decode()).get("device") or "")
+    except (OSError, ValueError):
+        return ""
 
 
 # ----------------------------------------------------------------------------- experiments
@@ -66,7 +82,7 @@ def one_request(engine: Engine, p: LabParams) -> pd.DataFrame:
     Per length, one untimed warm-up request, then ``llm_single_repeats`` timed ones, each with a prompt
     the engine has not seen (it keeps the KV blocks of earlier prompts: a repeated prompt could skip its
     prefill). Finally the last long prompt once more, printed beside the rest, not recorded."""
-    rows, warm, seeds = [], [], iter(range(1000, 100_000))
+    rows, warm, seeds, device = [], [], iter(range(1000, 100_000)), engine_device(engine)
 
     def one(name: str, prompt: str, tokens: int, asked: int = 2) -> Record:  # untimed ones: the TTFT only
         r = stream_sync(engine.url, engine.model, prompt, asked, tokens)
@@ -79,7 +95,8 @@ def one_request(engine: Engine, p: LabParams) -> pd.DataFrame:
         for i in range(p.llm_single_repeats):
             prompt = make_prompt(tokens, next(seeds))
             r = one(name, prompt, tokens, p.llm_single_tokens)
-            rows.append({"step": "single", "batching": engine.options.batching, "prompt": name, "repeat": i,
+            rows.append({"step": "single", "batching": engine.options.batching, "device": device,
+                         "prompt": name, "repeat": i,
                          "prompt_tokens": r.prompt_tokens, "output_tokens": len(r.tokens),
                          "ttft_ms": round((r.ttft or 0) * 1000, 2),
                          "tpot_ms": round((r.tokens[-1] - r.tokens[0]) / (len(r.tokens) - 1) * 1000, 2)})
@@ -133,7 +150,7 @@ def load_run(engine: Engine, p: LabParams, step: str, rate: float, lengths: tupl
           f"TTFT p99 {summary['ttft_p99_ms']} ms" + (f"; {done.stderr.strip()}" if done.returncode else ""))
     o = engine.options
     halves = [max((s.get("running", 0) for s in samples[i::2]), default=None) for i in (0, 1)]
-    return {"step": step, "engine": engine.kind, "batching": o.batching,
+    return {"step": step, "engine": engine.kind, "batching": o.batching, "device": engine_device(engine),
             "label": label or f"{o.batching} {rate:.2f}/s",
             "rate": round(rate, 3), "output_lengths": f"{lengths[0]}-{lengths[1]}",
             "prompt_tokens": p.llm_short_prompt, **summary,

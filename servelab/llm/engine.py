@@ -406,11 +406,14 @@ def build_app(model: str, batching: str = "continuous", max_batch: int = 8,
         print(describe_cache(loaded.config, loaded.dtype, cb_block_size, cb_num_blocks, cb_max_batch_tokens),
               flush=True)
 
+    device = "cuda" if _has_cuda() else "cpu"  # where the model computes (the stats say it, rows record it)
+
     def stats() -> dict[str, Any]:
         if batcher is not None:
-            return {"batching": batching, "running": batcher.running, "waiting": batcher.jobs.qsize(),
-                    "kv_free": None, "kv_blocks": None, "batches": dict(batcher.batches)}
-        return {"batching": batching, **_cb_stats(state)}
+            return {"batching": batching, "device": device, "running": batcher.running,
+                    "waiting": batcher.jobs.qsize(), "kv_free": None, "kv_blocks": None,
+                    "batches": dict(batcher.batches)}
+        return {"batching": batching, "device": device, **_cb_stats(state)}
 
     return Front(app, model, tokenizer, context, stats, batcher,
                  on_stop=lambda: _stop_generation(state, batcher), batching=batching,
