@@ -160,8 +160,9 @@ def reference(table: str, columns: Sequence[str], **where: Any) -> pd.DataFrame 
         print(f"no GPU reference measurement of this step yet{held}")
         return None
     print(f"Expected on a GPU, measured by {describe(run)}:")
-    if "gpu_util_pct" in rows and not rows.get("utilisation", pd.Series(dtype=str)).astype(str).str.contains(
-            "gpu_util_method").any():  # sampled before the window sampling: a poll of a short run reads 0
+    methods = rows.get("utilisation", pd.Series(dtype=str)).astype("str")
+    if "gpu_util_pct" in rows and not methods.str.contains("gpu_util_method").any():
+        # sampled before the window sampling: a poll of a short run reads 0
         rows = rows.assign(gpu_util_pct=None)
         print("(GPU % left out: that run's monitor polled NVML, which reads 0 for runs this short; "
               "docs/decisions/2026-11-26-gpu-utilisation.md)")
@@ -184,6 +185,7 @@ class Measured(pd.DataFrame):
     _metadata: ClassVar[list[str]] = ["shown_as", "made_with"]
     shown_as: list[str] | None = None  # the table's kind: TRITON_COLUMNS or FASTAPI_COLUMNS
     made_with: tuple[str, ...] = ()  # its columns when made: a frame with others is shown whole
+    defines: str | None = None  # definitions of its columns new to this notebook, fixed at its first display
 
     @classmethod
     def of(cls, frame: pd.DataFrame, kind: list[str]) -> Measured:
@@ -204,17 +206,33 @@ class Measured(pd.DataFrame):
             return None
         return short_view(pd.DataFrame(self), self.shown_as)
 
+    def _defines(self, short: pd.DataFrame) -> str:
+        """What this table's columns mean, for the ones this notebook has not defined yet (the first
+        table with a CPU % column says what 100 % is): decided once, at the first display."""
+        if self.defines is None:
+            from servelab.report.terms import define, used_in
+
+            object.__setattr__(self, "defines", define(*used_in([str(c) for c in short.columns])))
+        return self.defines or ""
+
     def _repr_html_(self) -> str | None:
+        import html
+
         short = self._short()
         if short is None:
             return pd.DataFrame(self).to_html()
         hidden = len(self.columns) - len(short.columns)
         note = f"<p><small>{hidden} more columns in this frame and the run's CSV</small></p>" * bool(hidden)
-        return short.to_html(index=False, border=0, na_rep="") + note
+        said = self._defines(short)
+        terms = f"<p><small>{html.escape(said).replace(chr(10), '<br>')}</small></p>" if said else ""
+        return short.to_html(index=False, border=0, na_rep="") + note + terms
 
     def __repr__(self) -> str:
         short = self._short()
-        return repr(pd.DataFrame(self)) if short is None else short.to_string(index=False, na_rep="")
+        if short is None:
+            return repr(pd.DataFrame(self))
+        said = self._defines(short)
+        return short.to_string(index=False, na_rep="") + (f"\n{said}" if said else "")
 
 
 @dataclass
@@ -243,6 +261,7 @@ def what_this_run_shows(step: Any, *effects: str) -> list[str]:
     """The step's expected effects whose text contains one of ``effects`` (all when none), checked on
     this run's data (``step.rules``): observed or not on this machine, with the numbers. A GPU effect
     not seen here says so: it is what to expect on the GPU node, not a failure. Printed and returned."""
+    from servelab.report.terms import DEFAULT_OVER, define
     from servelab.results.schema import RunData
 
     lines = []
@@ -252,5 +271,7 @@ def what_this_run_shows(step: Any, *effects: str) -> list[str]:
         gpu = " (a GPU effect: expect it on the GPU node)" if check.gpu_only and check.status != "observed" \
             else ""
         lines.append(f"{MARKS[check.status]} in this run: {check.effect} — {check.evidence}{gpu}")
-    print("\n".join(lines) or f"no expected effect matches {effects}")
+    said = define("spread", over=getattr(step, "SPREAD_OVER", DEFAULT_OVER)) \
+        if any("(spread " in line for line in lines) else ""
+    print("\n".join(lines + [said] * bool(said)) or f"no expected effect matches {effects}")
     return Printed(lines)

@@ -54,27 +54,55 @@ def _tick_labels(df: pd.DataFrame, x: str) -> list[str]:
     return [str(r.get("label") or v) for v, (_, r) in zip(values, df.iterrows(), strict=True)]
 
 
+# what tells apart configurations measured at the same load level (the first one that varies)
+CONFIG_COLUMNS = ("model", "instances", "threads", "dynamic_batching", "batch")
+HATCHES = ("", "//", "..", "xx", "\\\\")
+
+
+def config_column(df: pd.DataFrame, x: str) -> str | None:
+    """The column whose values are the configurations in ``df`` when several were measured at the same
+    ``x`` (two models, or 1 and 2 instances, at each concurrency); None for one configuration's sweep."""
+    if x not in df or not df[x].duplicated().any():
+        return None
+    return next((c for c in CONFIG_COLUMNS if c != x and c in df and df[c].astype(str).nunique() > 1), None)
+
+
 def fig_breakdown(df: pd.DataFrame, x: str = "concurrency", title: str = "") -> Figure:
-    """Server-side queue vs compute time per request (stacked), and client p50/p99, per ``x``."""
+    """Server-side queue vs compute time per request (stacked), and client p50/p99, per ``x``. Several
+    configurations at the same ``x`` (``config_column``) get bars side by side and a line each; rows
+    that are configurations themselves (``x`` not a number) get points, never a line between them."""
+    by = config_column(df, x)
+    groups = [("", df)] if by is None else [(str(k), g) for k, g in df.groupby(by, sort=False)]
+    levels = (sorted(set(num(df, x).dropna())) if by is not None else list(range(len(df))))
     fig, (left, right) = figure(cols=2)
-    labels = _tick_labels(df, x)
-    positions = list(range(len(df)))
-    bottom = pd.Series([0.0] * len(df))
-    for column, colour in [(QUEUE, "tab:red"), *zip(COMPUTE_PARTS, ("tab:olive", "tab:blue", "tab:cyan"),
-                                                    strict=True)]:
-        values = num(df, column).fillna(0.0).reset_index(drop=True)
-        left.bar(positions, values, bottom=bottom, color=colour, label=column.removesuffix("_ms"))
-        bottom = bottom + values
-    left.set_xticks(positions, labels, fontsize=7, rotation=15 if len(labels[0]) > 8 else 0)
-    left.set_ylabel("server time per request (ms)")
-    left.set_xlabel(x)
-    left.legend(fontsize=7)
-    right.plot(positions, num(df, "p50_ms"), "o-", label="p50")
-    right.plot(positions, num(df, "p99_ms"), "s--", label="p99")
-    right.set_xticks(positions, labels, fontsize=7, rotation=15 if len(labels[0]) > 8 else 0)
-    right.set_ylabel("client latency (ms)")
-    right.set_xlabel(x)
-    right.legend(fontsize=8)
+    width = 0.8 / len(groups)
+    numeric = num(df, x).notna().all()
+    for n, (name, group) in enumerate(groups):
+        at = ([levels.index(v) for v in num(group, x)] if by is not None else list(range(len(group))))
+        shift = [p + (n - (len(groups) - 1) / 2) * width for p in at]
+        bottom = pd.Series([0.0] * len(group))
+        for column, colour in [(QUEUE, "tab:red"), *zip(COMPUTE_PARTS, ("tab:olive", "tab:blue", "tab:cyan"),
+                                                        strict=True)]:
+            values = num(group, column).fillna(0.0).reset_index(drop=True)
+            left.bar(shift, values, width * 0.95, bottom=bottom, color=colour,
+                     hatch=HATCHES[n % len(HATCHES)], edgecolor="white" if n else None,
+                     label=column.removesuffix("_ms") if n == 0 else None)
+            bottom = bottom + values
+        style = ("o-", "s--") if numeric else ("o", "s")
+        prefix = f"{name} " if name else ""
+        right.plot(at, num(group, "p50_ms"), style[0], label=f"{prefix}p50")
+        right.plot(at, num(group, "p99_ms"), style[1], label=f"{prefix}p99")
+        if by is not None:
+            left.bar([0], [0], 0, color="white", edgecolor="grey", hatch=HATCHES[n % len(HATCHES)],
+                     label=name)
+    labels = ([_label(pd.Series({x: v}), x) for v in levels] if by is not None else _tick_labels(df, x))
+    ticks = list(range(len(labels)))
+    rotation = 15 if max((len(t) for t in labels), default=0) > 8 else 0
+    for ax, ylabel in ((left, "server time per request (ms)"), (right, "client latency (ms)")):
+        ax.set_xticks(ticks, labels, fontsize=7, rotation=rotation)
+        ax.set_ylabel(ylabel)
+        ax.set_xlabel(x)
+        ax.legend(fontsize=7)
     fig.suptitle(title or "queue vs compute", fontsize=11)
     fig.tight_layout()
     return fig
@@ -89,7 +117,7 @@ def fig_scaling(df: pd.DataFrame, title: str = "") -> Figure:
     left.set_xticks(positions, labels, fontsize=7, rotation=15)
     left.set_ylabel("inferences/s")
     right.bar(positions, num(df, "p99_ms"), color="tab:red", label="p99")
-    right.plot(positions, num(df, "p50_ms"), "ko-", label="p50")
+    right.plot(positions, num(df, "p50_ms"), "ko", label="p50")  # configurations: points, no line between
     right.set_xticks(positions, labels, fontsize=7, rotation=15)
     right.set_ylabel("latency (ms)")
     right.legend(fontsize=8)
@@ -149,25 +177,70 @@ def first(df: pd.DataFrame, column: str, **where: Any) -> float | None:
     return float(values.iloc[-1]) if len(values) else None
 
 
+HELD = {"model": "{}", "instances": "instances {}", "concurrency": "concurrency {}", "rate": "{}/s",
+        "distribution": "{} arrivals", "batch": "client batch {}"}
+
+
+def held(df: pd.DataFrame, x: str) -> str:
+    """What stays the same across ``df``'s rows, besides ``x``: "food_classifier, concurrency 8"."""
+    parts = []
+    for column, form in HELD.items():
+        values = {_label(r, column) for _, r in df.iterrows()} if column in df else set()
+        values -= {"None", "nan", ""}
+        if column != x and len(values) == 1:
+            parts.append(form.format(values.pop()))
+    return ", ".join(parts)
+
+
 def read_breakdown(df: pd.DataFrame, x: str = "concurrency") -> str:
+    """One configuration's rows, first to last along ``x``, naming what stays fixed; several configurations
+    at the same ``x`` (``config_column``) are compared level by level instead (``read_pairs``)."""
     if df.empty:
         return "no measurements"
+    by = config_column(df, x)
+    if by is not None:
+        return read_pairs(df, by, x)
     lo, hi = df.iloc[0], df.iloc[-1]
     queue_lo, queue_hi = (float(r.get(QUEUE) or 0) for r in (lo, hi))
     infer_lo, infer_hi = (float(r.get("compute_infer_ms") or 0) for r in (lo, hi))
-    return (f"from {x} {_label(lo, x)} to {_label(hi, x)}: queue {queue_lo:.1f} → {queue_hi:.1f} ms, "
-            f"compute infer {infer_lo:.1f} → {infer_hi:.1f} ms, p99 {float(lo.get('p99_ms') or 0):.0f} → "
-            f"{float(hi.get('p99_ms') or 0):.0f} ms")
+    fixed = held(df, x)
+    return (f"{fixed + ': ' if fixed else ''}from {x} {_label(lo, x)} to {_label(hi, x)}: queue "
+            f"{queue_lo:.1f} → {queue_hi:.1f} ms, compute infer {infer_lo:.1f} → {infer_hi:.1f} ms, p99 "
+            f"{float(lo.get('p99_ms') or 0):.0f} → {float(hi.get('p99_ms') or 0):.0f} ms")
 
 
-def read_per_level(df: pd.DataFrame, by: str) -> str:
-    """At each concurrency, the rows that differ in ``by`` (model or instances) side by side."""
-    parts = []
-    for level, group in df.groupby("concurrency", sort=True):
-        cells = [f"{r[by]}: {float(r['throughput']):.1f}/s, infer {float(r['compute_infer_ms']):.1f} ms, "
-                 f"p99 {float(r['p99_ms']):.0f} ms" for _, r in group.iterrows()]
-        parts.append(f"concurrency {level:g} — " + "; ".join(cells))
-    return " | ".join(parts) or "no measurements"
+def read_pairs(df: pd.DataFrame, by: str, x: str = "concurrency") -> str:
+    """Configurations (``by``: model, instances) compared at each ``x`` level all of them measured, one
+    line per level, the level named: "at concurrency 8: compute infer 34.2 → 11.0 ms, …", the
+    configurations in the order they were measured."""
+    names = list(dict.fromkeys(str(v) for v in df[by]))
+    lines = []
+    for level in sorted(set(num(df, x).dropna())):
+        at = df[num(df, x) == level]
+        rows = [at[at[by].astype(str) == name] for name in names]
+        if any(r.empty for r in rows):
+            continue
+        last = [r.iloc[-1] for r in rows]
+
+        def figures(column: str, form: str, rows: list[pd.Series] = last) -> str:
+            values = [_number(r.get(column)) for r in rows]
+            return " → ".join("?" if v is None else form.format(v) for v in values)
+        loose = " (unsettled)" if any(str(r.get("settled")) == "False" for r in last) else ""
+        lines.append(f"at {x} {level:g}: compute infer {figures('compute_infer_ms', '{:.1f}')} ms, queue "
+                     f"{figures(QUEUE, '{:.1f}')} ms, throughput {figures('throughput', '{:.1f}')}/s, p99 "
+                     f"{figures('p99_ms', '{:.0f}')} ms{loose}")
+    if not lines:
+        return "no level measured in every configuration"
+    return f"{' → '.join(names)}, level by level:\n" + "\n".join(lines)
+
+
+def _number(value: Any) -> float | None:
+    """A cell as a float; None where it is missing or not a number."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if number != number else number
 
 
 def read_scaling(df: pd.DataFrame) -> str:
@@ -234,8 +307,9 @@ def save_png(data: bytes, name: str) -> Path:
 # The report's tables of Triton and FastAPI measurements show a short set of columns under plain headings
 # (the CSVs keep every column): what was run, throughput, p50, p99, queue, compute, utilisation and the
 # one setting the table varies (threads or batch), when it varies. ``short_view`` is the one place.
-MAX_COLUMNS = 8
-HEADINGS = {"label": "measurement", "throughput": "throughput (/s)", "throughput_rps": "throughput (/s)",
+MAX_COLUMNS = 9
+HEADINGS = {"server_cpu_pct": "server CPU %",
+            "label": "measurement", "throughput": "throughput (/s)", "throughput_rps": "throughput (/s)",
             "p50_ms": "p50 (ms)", "median_ms": "p50 (ms)", "p99_ms": "p99 (ms)", "queue_ms": "queue (ms)",
             "compute_infer_ms": "compute (ms)", "cpu_util_pct": "CPU %", "gpu_util_pct": "GPU %",
             "threads": "threads", "batch": "client batch", "mean_batch_size": "mean batch",
@@ -273,13 +347,15 @@ def short_view(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame | None:
     if any(d.startswith("cuda") for d in devices):  # a GPU run: every row says where it computed
         frame = frame.assign(label=[f"{label} · {d}" if d else label
                                     for label, d in zip(frame["label"], devices, strict=True)])
-    util = [c for c in ("gpu_util_pct", "cpu_util_pct") if num(frame, c).notna().any()]
+    # utilisation: the GPU's, the machine's CPU and, beside it, the server processes' share of it
+    util = [c for c in ("gpu_util_pct", "cpu_util_pct", "server_cpu_pct") if num(frame, c).notna().any()]
     lesson = [c for c in LESSONS if c in frame and frame[c].dropna().astype(str).nunique() > 1][:1]
     if not lesson and num(frame, "threads").notna().any():  # the thread count is always worth seeing
         lesson = ["threads"]
     picked += util[:1]
-    if len(util) > 1 and len(picked) + len(lesson) < MAX_COLUMNS:
-        picked.append(util[1])
+    for more in util[1:]:
+        if len(picked) + len(lesson) < MAX_COLUMNS:
+            picked.append(more)
     picked = [c for c in picked + lesson if c in frame][:MAX_COLUMNS]
     return frame[picked].round(1).rename(columns=HEADINGS)
 
@@ -305,4 +381,4 @@ class Section:
 
 def plot_html(fig: Figure, reading: str) -> str:
     return (f'<figure><img src="{png(fig)}" alt="{html.escape(reading)}">'
-            f"<figcaption>{html.escape(reading)}</figcaption></figure>")
+            f"<figcaption>{html.escape(reading).replace(chr(10), '<br>')}</figcaption></figure>")

@@ -109,13 +109,14 @@ def test_triton_tables_show_the_short_set_and_the_setting_that_varies() -> None:
     plain = short_view(triton_rows(throughput=[10.0, 20.0]), TRITON_COLUMNS)
     assert plain is not None
     assert list(plain) == ["measurement", "throughput (/s)", "p50 (ms)", "p99 (ms)", "queue (ms)",
-                           "compute (ms)", "CPU %"]
+                           "compute (ms)", "CPU %", "server CPU %"]
     threads = short_view(triton_rows(threads=["default", "split"]), TRITON_COLUMNS)
     assert threads is not None and list(threads)[-1] == "threads"
     batching = short_view(triton_rows(mean_batch_size=[1.0, 5.5]), TRITON_COLUMNS)
     assert batching is not None and list(batching)[-1] == "mean batch"
     gpu = short_view(triton_rows(gpu_util_pct=[50.0, 60.0], batch=[1, 16]), TRITON_COLUMNS)
-    assert gpu is not None and list(gpu)[-2:] == ["GPU %", "client batch"] and len(gpu.columns) == MAX_COLUMNS
+    assert gpu is not None and list(gpu)[-3:] == ["GPU %", "CPU %", "client batch"]
+    assert len(gpu.columns) == MAX_COLUMNS  # the server's own CPU gives way on a GPU run
     assert len(short_view(triton_rows(gpu_util_pct=[5.0, 6.0]), TRITON_COLUMNS).columns) <= MAX_COLUMNS
 
 
