@@ -275,7 +275,9 @@ def save_figure(fig: Figure, name: str | None = None) -> bytes:
 
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
-    print(f"plot saved: {save_png(buffer.getvalue(), name or _title(fig))}")
+    from servelab.core.paths import shown
+
+    print(f"plot saved: {shown(str(save_png(buffer.getvalue(), name or _title(fig))))}")
     return buffer.getvalue()
 
 
@@ -367,7 +369,19 @@ def table_html(df: pd.DataFrame, columns: list[str]) -> str:
     frame = short if short is not None else df[[c for c in columns if c in df]].round(2)
     if df.empty or frame.columns.empty:
         return "<p><em>no rows</em></p>"
+    frame = whole_numbers(frame)
     return f'<div class="table">{frame.to_html(index=False, border=0, classes="data", na_rep="")}</div>'
+
+
+def whole_numbers(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its float columns that hold only whole numbers (counts a missing value made float:
+    501.0 requests) as integers."""
+    out = frame.copy()
+    for column in out.columns:
+        values = out[column]
+        if values.dtype.kind == "f" and values.notna().any() and (values.dropna() % 1 == 0).all():
+            out[column] = ["" if pd.isna(v) else int(v) for v in values]
+    return out
 
 
 @dataclass
