@@ -65,12 +65,35 @@ def concat(*frames: pd.DataFrame) -> pd.DataFrame:
     return joined if kind is None else Measured.of(joined, kind)
 
 
+# which notebooks store rows under each experiment's name
+WRITTEN_BY = {"fastapi": "03", "flask": "03, 04, 06", "triton": "04, 05, 06, 07", "llm": "09",
+              "scaling": "10 (and Triton's queue policy)", "scaling_series": "10"}
+
+
+def settings(config: Any) -> pd.DataFrame:
+    """A settings dataclass (``provisioning``'s ``ChameleonConfig``) as a table of what the next cells
+    will use, one row per field, instead of its one-line repr; empty values show as "(none)"."""
+    from dataclasses import fields
+
+    values = {f.name: getattr(config, f.name) for f in fields(config)}
+    shown = [str(v) if v not in ("", None, {}, []) else "(none)" for v in values.values()]
+    return pd.DataFrame({"setting": list(values), "value": shown})
+
+
+def plan_mode(p: LabParams) -> None:
+    """Say whether the provisioning cells create anything (``p.plan``), in a sentence."""
+    print("plan mode: the next cells print what they would create on Chameleon and call nothing "
+          f"(target {p.target!r})" if p.plan else
+          f"live: the next cells create and delete resources on Chameleon (target {p.target!r})")
+
+
 def results_overview() -> pd.DataFrame:
-    """How many rows each experiment stored in this run's results."""
+    """How many rows each experiment stored in this run's results, and which notebooks wrote them."""
     directory = results_dir()
-    rows = [{"experiment": path.stem, "rows": len(read_rows(path.stem, directory)), "file": path.name}
+    rows = [{"experiment": path.stem, "notebooks": WRITTEN_BY.get(path.stem, ""),
+             "rows": len(read_rows(path.stem, directory)), "file": path.name}
             for path in sorted(directory.glob("*.jsonl"))]
-    return pd.DataFrame(rows, columns=["experiment", "rows", "file"])
+    return pd.DataFrame(rows, columns=["experiment", "notebooks", "rows", "file"])
 
 
 def open_stack(p: LabParams) -> Stack:
