@@ -62,6 +62,9 @@ def fig_backends(df: pd.DataFrame) -> Figure:
         group = group.sort_values("concurrency")
         left.plot(num(group, "concurrency"), num(group, "compute_infer_ms"), "o-", label=str(model))
         right.plot(num(group, "concurrency"), num(group, "throughput"), "o-", label=str(model))
+    levels = sorted(set(num(df, "concurrency").dropna()))
+    for ax in (left, right):
+        ax.set_xticks(levels, [f"{c:g}" for c in levels])
     left.set_xlabel("concurrency")
     left.set_ylabel("compute infer (ms)")
     right.set_xlabel("concurrency")

@@ -127,22 +127,25 @@ def fig_scaling(df: pd.DataFrame, title: str = "") -> Figure:
 
 
 def fig_utilisation(df: pd.DataFrame) -> Figure:
-    """Mean CPU (and GPU) utilisation during each measurement: one horizontal bar per row, its step and
-    label written level beside it, so the figure grows with the rows and every name stays readable."""
+    """Mean CPU (the machine's, and the server processes' share where sampled) and GPU utilisation during
+    each measurement: bars per row, its step and label written level beside it, so the figure grows with
+    the rows and every name stays readable."""
     rows = max(len(df), 1)
     fig, ax = figure(width=9, height=1.2 + 0.24 * rows)
     labels = [_util_label(_text(r.get("step")), _text(r.get("label")) or _text(r.get("mode")))
               for _, r in df.iterrows()]
     positions = list(range(len(df)))
-    has_gpu = "gpu_util_pct" in df and num(df, "gpu_util_pct").notna().any()
-    width = 0.4 if has_gpu else 0.7
-    ax.barh([p - width / 2 if has_gpu else p for p in positions], num(df, "cpu_util_pct"), width,
-            label="CPU %")
-    if has_gpu:
-        ax.barh([p + width / 2 for p in positions], num(df, "gpu_util_pct"), width, label="GPU %")
+    # the machine's CPU, the server processes' share of it (same scale), the GPU: those sampled
+    named = (("cpu_util_pct", "CPU % (whole machine)"), ("server_cpu_pct", "server CPU %"),
+             ("gpu_util_pct", "GPU %"))
+    series = [(c, name) for c, name in named if c in df and num(df, c).notna().any()]
+    width = 0.8 / max(1, len(series))
+    for n, (column, name) in enumerate(series):
+        shifted = [p + (n - (len(series) - 1) / 2) * width for p in positions]
+        ax.barh(shifted, num(df, column), width, label=name)
     ax.set_yticks(positions, labels, fontsize=8)
     ax.invert_yaxis()  # the run's order, top to bottom
-    ax.set_xlabel("mean utilisation during the measurement (%)")
+    ax.set_xlabel("mean utilisation during the measurement (%; CPU: 100 = all cores)")
     ax.set_xlim(0, 105)
     ax.grid(axis="x", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
