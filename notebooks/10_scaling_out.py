@@ -207,7 +207,7 @@ common.what_this_run_shows(step10_report, "max_queued_requests")
 
 # %%
 print(step.TRITON_QUEUE_POLICY)
-triton_queue.measure(P)
+triton_rows = triton_queue.measure(P)
 
 # %%
 common.what_this_run_shows(step10_report, "Triton")

@@ -198,15 +198,17 @@ def fig_timeline(series: pd.DataFrame, title: str = "step load") -> Figure:
         for e in scale_events([{str(k): v for k, v in r.items()} for r in run.to_dict("records")]):
             for ax in axes:
                 ax.axvline(e["t"], color="grey", linestyle="--", linewidth=0.8)
-    for ax, label in zip(axes, ("replicas", "ongoing / replica", "latency (ms)", "CPU/GPU (%)"), strict=True):
+    # the CPU: the whole machine's, 100 % = all its cores (Serve's proxy and the load generator included)
+    names = ("replicas", "ongoing / replica", "latency (ms)", "machine CPU,\nGPU (%)")
+    for ax, label in zip(axes, names, strict=True):
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     axes[2].set_yscale("log")
     axes[0].legend(fontsize=7, loc="upper right")
     axes[2].legend(fontsize=6, loc="upper left", ncol=2)
-    axes[-1].set_xlabel("seconds since the load started (dashed: replica count changed; "
-                        "dotted: replicas including those starting); CPU: the whole machine, "
-                        "100 % = all cores")
+    axes[3].set_ylim(0, 105)  # percentages: 100 % = every core (or the GPU) busy
+    axes[-1].set_xlabel("seconds since the load started\n(dashed: replica count changed; "
+                        "dotted: replicas including those starting)")
     axes[0].set_title(title, fontsize=11)
     fig.tight_layout()
     return fig
