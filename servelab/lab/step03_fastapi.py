@@ -22,7 +22,8 @@ from servelab.lab.common import (
 from servelab.lab.gourmetgram import FLASK_COLUMNS
 from servelab.lab.params import LabParams
 from servelab.report.effects import Check, cannot_show, check, row, spread
-from servelab.report.figures import Section, as_image, figure, first, plot_html, table_html
+from servelab.report.figures import Section, as_image, figure, plot_html, table_html
+from servelab.report.readings import first
 from servelab.results.schema import FASTAPI, FASTAPI_COLUMNS, RunData, device_of, load, num
 from servelab.results.store import results_dir
 from servelab.targets.base import Stack

@@ -8,14 +8,8 @@ import pandas as pd
 from servelab.lab.params import LabParams
 from servelab.lab.triton_steps import Triton, measure_all
 from servelab.report.effects import Check, check, row, spread
-from servelab.report.figures import (
-    Section,
-    fig_breakdown,
-    first,
-    plot_html,
-    read_breakdown,
-    table_html,
-)
+from servelab.report.figures import Section, fig_breakdown, plot_html, table_html
+from servelab.report.readings import first, read_breakdown
 from servelab.results.schema import QUEUE, TRITON_COLUMNS, RunData, num, step_rows
 
 # what a verdict's "(spread …)" spans here (servelab.report.terms)

@@ -13,14 +13,8 @@ from servelab.lab.params import LabParams
 from servelab.lab.triton_steps import Triton, live_config, measure, set_instances
 from servelab.lab.triton_views import live_instances, server_view
 from servelab.report.effects import Check, check, chosen, row, spread, unusable, usable
-from servelab.report.figures import (
-    Section,
-    as_image,
-    fig_scaling,
-    plot_html,
-    read_scaling,
-    table_html,
-)
+from servelab.report.figures import Section, as_image, fig_scaling, plot_html, table_html
+from servelab.report.readings import read_scaling
 from servelab.results.schema import TRITON_COLUMNS, RunData, num, relative_spread, step_rows
 from servelab.targets.base import Stack
 

@@ -14,16 +14,8 @@ from servelab.lab.params import LabParams
 from servelab.lab.triton_steps import Triton, measure_all
 from servelab.lab.triton_views import live_instances
 from servelab.report.effects import Check, check, row, spread, unusable
-from servelab.report.figures import (
-    Section,
-    as_image,
-    fig_breakdown,
-    figure,
-    plot_html,
-    read_breakdown,
-    read_pairs,
-    table_html,
-)
+from servelab.report.figures import Section, as_image, fig_breakdown, figure, plot_html, table_html
+from servelab.report.readings import read_breakdown, read_pairs
 from servelab.results.schema import TRITON_COLUMNS, RunData, num, step_rows
 from servelab.targets.base import Stack
 

@@ -11,16 +11,8 @@ from matplotlib.figure import Figure
 from servelab.lab.params import LabParams
 from servelab.lab.triton_steps import Triton, measure_all
 from servelab.report.effects import Check, check, row, spread, unusable
-from servelab.report.figures import (
-    Section,
-    as_image,
-    fig_breakdown,
-    figure,
-    finish,
-    first,
-    plot_html,
-    table_html,
-)
+from servelab.report.figures import Section, as_image, fig_breakdown, figure, finish, plot_html, table_html
+from servelab.report.readings import first
 from servelab.results.schema import QUEUE, TRITON_COLUMNS, RunData, batch_size_counts, num, step_rows
 
 # what a verdict's "(spread …)" spans here (servelab.report.terms)

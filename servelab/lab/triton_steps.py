@@ -18,7 +18,8 @@ import pandas as pd
 from servelab.lab.common import concat, hostport, show_code, show_columns
 from servelab.lab.params import LabParams
 from servelab.lab.triton_stats import stats_change, stats_json  # noqa: F401  (the notebooks call them here)
-from servelab.report.figures import as_image, fig_breakdown, read_breakdown
+from servelab.report.figures import as_image, fig_breakdown
+from servelab.report.readings import read_breakdown
 from servelab.results.schema import TRITON_COLUMNS, normalise_triton
 from servelab.results.store import results_dir
 from servelab.targets.base import MODEL_REPOSITORY, Stack

@@ -1,4 +1,5 @@
-"""Figures and their one-line readings, shared by the step modules; the report embeds the same ones.
+"""Figures and tables, shared by the step modules; the report embeds the same ones (their one-line
+readings: ``servelab.report.readings``).
 
 Figures are drawn with matplotlib's Agg canvas (no global state, any backend); ``as_image`` shows
 one in a notebook, ``plot_html``/``table_html`` put one in the report. A ``Section`` is one heading
@@ -18,6 +19,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from servelab.report.readings import config_column, level_text
 from servelab.results.schema import COMPUTE_PARTS, FASTAPI_COLUMNS, QUEUE, TRITON_COLUMNS, num
 
 
@@ -39,32 +41,15 @@ def finish(fig: Figure, ax: Any, xlabel: str | None, ylabel: str, title: str) ->
     return fig
 
 
-def _label(row: pd.Series, x: str) -> str:
-    value = row.get(x)
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return str(value)
-
-
 def _tick_labels(df: pd.DataFrame, x: str) -> list[str]:
     """The ``x`` values, or the rows' labels where ``x`` alone does not tell the rows apart."""
-    values = [_label(r, x) for _, r in df.iterrows()]
+    values = [level_text(r, x) for _, r in df.iterrows()]
     if len(set(values)) == len(values) or "label" not in df:
         return values
     return [str(r.get("label") or v) for v, (_, r) in zip(values, df.iterrows(), strict=True)]
 
 
-# what tells apart configurations measured at the same load level (the first one that varies)
-CONFIG_COLUMNS = ("model", "instances", "threads", "dynamic_batching", "batch")
 HATCHES = ("", "//", "..", "xx", "\\\\")
-
-
-def config_column(df: pd.DataFrame, x: str) -> str | None:
-    """The column whose values are the configurations in ``df`` when several were measured at the same
-    ``x`` (two models, or 1 and 2 instances, at each concurrency); None for one configuration's sweep."""
-    if x not in df or not df[x].duplicated().any():
-        return None
-    return next((c for c in CONFIG_COLUMNS if c != x and c in df and df[c].astype(str).nunique() > 1), None)
 
 
 def fig_breakdown(df: pd.DataFrame, x: str = "concurrency", title: str = "") -> Figure:
@@ -95,7 +80,7 @@ def fig_breakdown(df: pd.DataFrame, x: str = "concurrency", title: str = "") -> 
         if by is not None:
             left.bar([0], [0], 0, color="white", edgecolor="grey", hatch=HATCHES[n % len(HATCHES)],
                      label=name)
-    labels = ([_label(pd.Series({x: v}), x) for v in levels] if by is not None else _tick_labels(df, x))
+    labels = ([level_text(pd.Series({x: v}), x) for v in levels] if by is not None else _tick_labels(df, x))
     ticks = list(range(len(labels)))
     rotation = 15 if max((len(t) for t in labels), default=0) > 8 else 0
     for ax, ylabel in ((left, "server time per request (ms)"), (right, "client latency (ms)")):
@@ -168,99 +153,6 @@ def png(fig: Figure) -> str:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
-
-
-def first(df: pd.DataFrame, column: str, **where: Any) -> float | None:
-    sel = df
-    for key, value in where.items():
-        if key not in sel:
-            return None
-        sel = sel[sel[key] == value]
-    values = num(sel, column).dropna()
-    return float(values.iloc[-1]) if len(values) else None
-
-
-HELD = {"model": "{}", "instances": "instances {}", "concurrency": "concurrency {}", "rate": "{}/s",
-        "distribution": "{} arrivals", "batch": "client batch {}"}
-
-
-def held(df: pd.DataFrame, x: str) -> str:
-    """What stays the same across ``df``'s rows, besides ``x``: "food_classifier, concurrency 8"."""
-    parts = []
-    for column, form in HELD.items():
-        values = {_label(r, column) for _, r in df.iterrows()} if column in df else set()
-        values -= {"None", "nan", ""}
-        if column != x and len(values) == 1:
-            parts.append(form.format(values.pop()))
-    return ", ".join(parts)
-
-
-def read_breakdown(df: pd.DataFrame, x: str = "concurrency") -> str:
-    """One configuration's rows, first to last along ``x``, naming what stays fixed; several configurations
-    at the same ``x`` (``config_column``) are compared level by level instead (``read_pairs``)."""
-    if df.empty:
-        return "no measurements"
-    by = config_column(df, x)
-    if by is not None:
-        return read_pairs(df, by, x)
-    lo, hi = df.iloc[0], df.iloc[-1]
-    queue_lo, queue_hi = (float(r.get(QUEUE) or 0) for r in (lo, hi))
-    infer_lo, infer_hi = (float(r.get("compute_infer_ms") or 0) for r in (lo, hi))
-    fixed = held(df, x)
-    return (f"{fixed + ': ' if fixed else ''}from {x} {_label(lo, x)} to {_label(hi, x)}: queue "
-            f"{queue_lo:.1f} → {queue_hi:.1f} ms, compute infer {infer_lo:.1f} → {infer_hi:.1f} ms, p99 "
-            f"{float(lo.get('p99_ms') or 0):.0f} → {float(hi.get('p99_ms') or 0):.0f} ms")
-
-
-def read_pairs(df: pd.DataFrame, by: str, x: str = "concurrency") -> str:
-    """Configurations (``by``: model, instances) compared at each ``x`` level all of them measured, one
-    line per level, the level named: "at concurrency 8: compute infer 34.2 → 11.0 ms, …", the
-    configurations in the order they were measured."""
-    names = list(dict.fromkeys(str(v) for v in df[by]))
-    lines = []
-    for level in sorted(set(num(df, x).dropna())):
-        at = df[num(df, x) == level]
-        rows = [at[at[by].astype(str) == name] for name in names]
-        if any(r.empty for r in rows):
-            continue
-        last = [r.iloc[-1] for r in rows]
-
-        def figures(column: str, form: str, rows: list[pd.Series] = last) -> str:
-            values = [_number(r.get(column)) for r in rows]
-            return " → ".join("?" if v is None else form.format(v) for v in values)
-        loose = " (unsettled)" if any(str(r.get("settled")) == "False" for r in last) else ""
-        lines.append(f"at {x} {level:g}: compute infer {figures('compute_infer_ms', '{:.1f}')} ms, queue "
-                     f"{figures(QUEUE, '{:.1f}')} ms, throughput {figures('throughput', '{:.1f}')}/s, p99 "
-                     f"{figures('p99_ms', '{:.0f}')} ms{loose}")
-    if not lines:
-        return "no level measured in every configuration"
-    return f"{' → '.join(names)}, level by level:\n" + "\n".join(lines)
-
-
-def _number(value: Any) -> float | None:
-    """A cell as a float; None where it is missing or not a number."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if number != number else number
-
-
-def read_scaling(df: pd.DataFrame) -> str:
-    if df.empty:
-        return "no measurements"
-    best = df.iloc[num(df, "throughput").argmax()]  # the row of the best throughput (NaN skipped)
-    name = best.get("label", best.get("instances"))
-    return (f"best throughput {float(best['throughput']):.1f}/s with {name}; "
-            + ", ".join(f"{r.get('label', r.get('instances'))}: {float(r['throughput']):.1f}/s, "
-                        f"p99 {float(r['p99_ms']):.0f} ms" for _, r in df.iterrows()))
-
-
-def read_util(df: pd.DataFrame) -> str:
-    cpu = num(df, "cpu_util_pct").dropna()
-    if cpu.empty:
-        return "no utilisation samples"
-    return f"CPU utilisation ranged {cpu.min():.0f}–{cpu.max():.0f}% across the measurements"
 
 
 def as_image(fig: Figure, name: str | None = None) -> Any:
@@ -341,7 +233,7 @@ def short_view(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame | None:
         picked = ["label", "throughput", "p50_ms", "p99_ms", QUEUE, "compute_infer_ms"]
     elif list(columns) == FASTAPI_COLUMNS:
         frame = df.assign(label=[" ".join(_text(r.get(c)) for c in ("backend", "mode")) +
-                                 (f" c={_label(r, 'concurrency')}" if _text(r.get("concurrency")) else "")
+                                 (f" c={level_text(r, 'concurrency')}" if _text(r.get("concurrency")) else "")
                                  for _, r in df.iterrows()])
         picked = ["label", "throughput_rps", "median_ms", "p99_ms"]
         if num(df, "errors").fillna(0).gt(0).any():

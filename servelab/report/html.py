@@ -21,7 +21,8 @@ from typing import Any, Protocol
 import pandas as pd
 
 from servelab.report.effects import STATUSES, Check, noise_note
-from servelab.report.figures import Section, fig_utilisation, plot_html, read_util, table_html
+from servelab.report.figures import Section, fig_utilisation, plot_html, table_html
+from servelab.report.readings import read_util
 from servelab.report.terms import glossary
 from servelab.results.schema import RunData, device_of
 

@@ -320,14 +320,14 @@ def shown_command(argv: Sequence[str], warm_up: bool = False) -> str:
     if warm_up:
         load = [f"{flag} {argv[i + 1]}" for i, flag in enumerate(argv[:-1]) if flag in WARM_UP_FLAGS]
         return f"# warm-up first, not recorded: the same command with {' '.join(load)}"
-    cwd = Path.cwd()
+    cwd, run = Path.cwd(), os.environ.get("SERVELAB_RESULTS")
     words = []
     for word in argv[1:]:
         path = Path(word)
-        if path.is_absolute() and path.is_relative_to(cwd):
+        if path.is_absolute() and path.is_relative_to(cwd) and not (run and path.is_relative_to(run)):
             word = str(path.relative_to(cwd))
         words.append(word)
-    return "$ " + shown(shlex.join(["perf_analyzer", *words]))
+    return "$ " + shown(shlex.join(["perf_analyzer", *words]))  # the run's folder, the checkout, venv, home
 
 
 # what perf() printed last in this process: a level of the same run prints only what changed
@@ -351,8 +351,9 @@ def said(argv: Sequence[str], warm_up: bool = False) -> str | None:
     old = {flag: before[i + 1] for i, flag in enumerate(before[:-1]) if flag in LEVEL_FLAGS[:-1]}
     changed = [f"{flag} {argv[i + 1]}" for i, flag in enumerate(argv[:-1])
                if flag in LEVEL_FLAGS[:-1] and old.get(flag) != argv[i + 1]]
-    return (f"$ perf_analyzer … {' '.join(changed) or '(the same level)'}"
-            "  # the rest as above, its own -f CSV")
+    if not changed:
+        return "$ perf_analyzer …  # the same command as above, its own -f CSV"
+    return f"$ perf_analyzer … {' '.join(changed)}  # the rest as above, its own -f CSV"
 
 
 def _other_flags(argv: Sequence[str]) -> list[str]:

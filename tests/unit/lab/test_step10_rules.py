@@ -184,3 +184,21 @@ def test_tritons_refusals_are_named_by_their_cause_and_wait() -> None:
     assert triton.status == "observed"
     assert triton.evidence == ("refused: unbounded 0, bounded 31; 31 by the waiting limit (answered after "
                                "p99 529.8 ms)")
+
+
+def test_the_timeline_line_agrees_with_its_plot_and_the_plot_is_drawn_once() -> None:
+    """Issue 36: "replica count changed at no moment" under a plot whose dotted line showed a replica
+    starting at about 17 s; and every timeline appeared twice (pyplot's figure and the image)."""
+    import matplotlib.pyplot as plt
+
+    from servelab.lab.step10_scaling_out import describe_replicas, fig_timeline
+
+    series = [{"run": "queue depth", "t": float(t), "replicas": 1, "starting": int(t >= 17), "phase": 1,
+               "in_flight": 2, "ongoing_per_replica": 2.0, "p50_ms": 20.0, "p99_ms": 40.0,
+               "cpu_util_pct": 50.0} for t in range(1, 21)]
+    line = describe_replicas("queue depth", series)
+    assert line == ("queue depth: 1 replica(s) serving throughout; a replica starting from 17.0 s never "
+                    "served before the run ended")
+    before = len(plt.get_fignums())
+    fig = fig_timeline(pd.DataFrame(series))
+    assert len(plt.get_fignums()) == before and fig.axes[3].get_ylim() == (0, 105)

@@ -150,3 +150,11 @@ def test_the_utilisation_chart_writes_every_name_level_and_grows_with_them() -> 
     assert height >= 40 * 20, "at least 20 px a row"
     few = fig_utilisation(rows.head(4).assign(label="capacity", step="capacity"))
     assert [t.get_text() for t in few.axes[0].get_yticklabels()] == ["capacity"] * 4
+
+
+def test_counts_print_as_whole_numbers() -> None:
+    """Issue 36: a column of counts with a missing value printed 501.0."""
+    html = table_html(pd.DataFrame([{"label": "a", "sent": 501.0, "ok": None, "p99_ms": 12.5},
+                                    {"label": "b", "sent": 3.0, "ok": 2.0, "p99_ms": 1.0}]),
+                      ["label", "sent", "ok", "p99_ms"])
+    assert "<td>501</td>" in html and "501.0" not in html and "<td>2</td>" in html and "<td>12.5</td>" in html
