@@ -156,6 +156,7 @@ def test_a_replica_that_started_but_never_served_is_said_so_never_nan() -> None:
 
 def test_the_kill_rule_needs_a_request_in_flight() -> None:
     [*_, replaced, in_flight] = step.rules(data(
+        step_row("fixed", replicas_max=2, replica_seconds=40.0),
         {"kind": "kill", "replaced_after_s": 4.1, "in_flight_at_kill": 0, "failed": 0,
          "failed_sent_after_kill": 0}))
     assert replaced.status == "observed"
@@ -167,7 +168,8 @@ def test_the_kill_rule_needs_a_request_in_flight() -> None:
 
 
 def test_shedding_that_refused_nothing_cannot_show_the_bound() -> None:
-    checks = step.rules(data({"kind": "shedding", "max_queued_requests": -1, "p99_ms": 900.0},
+    checks = step.rules(data(step_row("fixed", replicas_max=2, replica_seconds=40.0),
+                             {"kind": "shedding", "max_queued_requests": -1, "p99_ms": 900.0},
                              {"kind": "shedding", "max_queued_requests": 4, "p99_ms": 300.0, "shed_503": 0}))
     [bound] = [c for c in checks if "max_queued_requests" in c.effect]
     assert bound.status == "not measured" and "refused no request" in bound.evidence
@@ -177,6 +179,7 @@ def test_tritons_refusals_are_named_by_their_cause_and_wait() -> None:
     """A burst refused by the 100 ms waiting limit, after about half a second, is not a queue bound that
     refuses at once: the evidence names each cause and how long its refusals took."""
     checks = step.rules(data(
+        step_row("fixed", replicas_max=2, replica_seconds=40.0),
         {"kind": "triton_queue", "max_queue_size": None, "rejected": 0},
         {"kind": "triton_queue", "max_queue_size": 4, "rejected": 31,
          "rejected_by": {"Request timeout expired": {"count": 31, "p99_ms": 529.8}}}))
