@@ -38,8 +38,8 @@
 target = None  # local (a process here) | docker (docker-compose-llm.yaml); None: $SERVELAB_TARGET or local
 preset = "quick"
 llm_single_repeats = None  # single requests per prompt length
-llm_short_prompt = None  # tokens in the short prompt
-llm_long_prompt = None  # tokens in the long prompt
+llm_short_prompt = None  # tokens in the short prompt (about: a prompt is whole words)
+llm_long_prompt = None  # tokens in the long prompt (about: the engine counts them)
 llm_single_tokens = None  # output tokens per single request
 llm_requests = None  # requests per load level
 llm_output_lengths = None  # [shortest, longest] output tokens asked (mixed lengths)
