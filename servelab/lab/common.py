@@ -293,7 +293,8 @@ def what_this_run_shows(step: Any, *effects: str) -> list[str]:
             continue
         gpu = " (a GPU effect: expect it on the GPU node)" if check.gpu_only and check.status != "observed" \
             else ""
-        lines.append(f"{MARKS[check.status]} in this run: {check.effect} — {check.evidence}{gpu}")
+        mark = "not measured" if check.evidence.startswith("this run cannot show it") else MARKS[check.status]
+        lines.append(f"{mark} in this run: {check.effect} — {check.evidence}{gpu}")
     said = define("spread", over=getattr(step, "SPREAD_OVER", DEFAULT_OVER)) \
         if any("(spread " in line for line in lines) else ""
     print("\n".join(lines + [said] * bool(said)) or f"no expected effect matches {effects}")
