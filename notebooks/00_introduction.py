@@ -27,8 +27,13 @@
 # | 5 | `05_instance_scaling` | the number of model instances, across two GPUs |
 # | 6 | `06_onnx_backend` | an optimised backend (ONNX Runtime) and its scaling |
 # | 7 | `07_dynamic_batching` | bursty arrivals and dynamic batching |
-# | 8 | `08_teardown` | release everything |
-# | 9 | `09_llm_serving` | an LLM: prefill vs decode, static vs continuous batching (before 08) |
+# | 8 | `08_teardown` | release everything: run it last, after 09 and 10 |
+# | 9 | `09_llm_serving` | a language model: prefill vs decode, static vs continuous batching |
+# | 10 | `10_scaling_out` | replicas behind a router (Ray Serve): autoscaling on queue depth, load shedding |
+#
+# Notebooks 09 and 10 start and stop their own engines on the node, so they come before 08 gives the
+# node back; the headless run (`./lab run`) runs them in that order too, 08 last, so that 08's
+# summary lists everything the run measured.
 
 # %% [markdown]
 # ## What you need
@@ -40,7 +45,7 @@
 #
 # **Where each notebook runs.** 01, 02 and 08 run here, in Chameleon's Jupyter, with
 # `target="chameleon"`: they reserve, launch and release the node. Notebook 02 ends by starting
-# a second Jupyter server *on the node*; 03–07 and 09 run there with `target="docker"`, so every
+# a second Jupyter server *on the node*; 03–07, 09 and 10 run there with `target="docker"`, so every
 # client and every measurement of CPU and GPU use is taken on the machine that runs the
 # servers, not across the network.
 #

@@ -62,7 +62,7 @@ lease_id = None  # adopt a lease reserved ahead in the GUI; None: $CHI_LEASE_ID,
 
 # %%
 import provisioning
-from servelab.lab import params
+from servelab.lab import common, params
 
 P = params.resolve(target, preset, project=project, site=site, node_type=node_type,
                    lease_name=lease_name, lease_minutes=lease_minutes, lease_start=lease_start,
@@ -83,7 +83,7 @@ P
 config = provisioning.configure(project=P.project, site=P.site, node_type=P.node_type,
                                 lease_name=P.lease_name, duration=P.lease_minutes,
                                 lease_start=P.lease_start, lease_id=P.lease_id)
-config
+common.settings(config)
 
 # %% [markdown]
 # ## Plan mode
@@ -91,7 +91,7 @@ config
 # in **plan mode**: it prints exactly what it would create and calls nothing.
 
 # %%
-P.plan
+common.plan_mode(P)
 
 # %% [markdown]
 # ## Create (or reuse) the lease and wait until it is active

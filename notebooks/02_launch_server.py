@@ -56,7 +56,7 @@ P = params.resolve(target, preset, project=project, site=site, lease_name=lease_
                    floating_ip=floating_ip, code_source=code_source, repo_url=repo_url)
 config = provisioning.configure(project=P.project, site=P.site, lease_name=P.lease_name, lease_id=P.lease_id,
                                 floating_ip=P.floating_ip, code_source=P.code_source, repo_url=P.repo_url)
-config
+common.settings(config)
 
 # %% [markdown]
 # ## The set-up script

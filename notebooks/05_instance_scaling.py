@@ -122,8 +122,9 @@ step.plot_scaling(scaling, title="Python backend: instances vs latency and throu
 
 # %% [markdown]
 # **What to look for.** How did throughput and p99 at concurrency 8 change from step to step, and
-# where did they stop changing? Which resource was busy at each step: `CPU %` here, nvtop
-# on the node? What this run shows:
+# where did they stop changing? Which resource was busy at each step: `CPU %` (the whole machine,
+# the load generator included) and `server CPU %` (Triton's own processes) here, nvtop on the node?
+# What this run shows:
 
 # %%
 common.what_this_run_shows(step, "raise throughput", "largest instance count")
@@ -178,6 +179,10 @@ triton_steps.set_instances(triton, "food_classifier", count=2, kind="KIND_GPU", 
 # %%
 split_threads = step.measure_threads(triton, "food_classifier", P)
 split_threads
+
+# %% [markdown]
+# On a CPU the split-threads configuration is the one step 2 measured: its two readings are a repeat
+# of one configuration, and the verdict weighs their gap as noise, beside each level's own windows.
 
 # %%
 common.what_this_run_shows(step, "thread")

@@ -86,10 +86,17 @@ onnx_one
 
 # %% [markdown]
 # ## Python backend vs ONNX backend at the same load
+# The Python backend's sweep, at the same concurrency levels, measured the same way:
 
 # %%
 python_one = triton_steps.concurrency_sweep(triton, "food_classifier", P, step="python_vs_onnx",
                                      levels=P.onnx_concurrency_levels)
+python_one
+
+# %% [markdown]
+# Both backends side by side, one line per concurrency level, so each comparison holds the load fixed:
+
+# %%
 step.plot_backends(python_one, onnx_one)
 
 # %% [markdown]
@@ -139,6 +146,9 @@ triton_steps.set_instances(triton, "food_classifier_onnx", count=count, kind=sca
 onnx_two = step.sweep_live(triton, "food_classifier_onnx", P, step="onnx_scaling",
                            levels=P.onnx_concurrency_levels)
 onnx_two
+
+# %% [markdown]
+# One instance against two, compared at each concurrency level (bars side by side, one line each):
 
 # %%
 triton_steps.plot_breakdown(common.concat(onnx_one, onnx_two), title="ONNX backend: 1 vs 2 instances")

@@ -165,8 +165,10 @@ step.plot_batch_sizes(batching)
 #
 # **Reading it.** Which batch sizes did the server form at each rate (the histogram, and
 # `on["batch_counts"]` for the counts per rate; `mean batch` in the table)?
-# At the highest rate, what did batching do to p99; at the lowest, what did waiting to form a batch
-# cost? Remember that below capacity throughput only follows the offered rate. What this run shows:
+# At the highest rate, what did batching do to p99; at the lowest, what did it cost, and where did
+# that time go: the queue (waiting, at most `max_queue_delay_us` for others to join) or the compute
+# per request (on a CPU a batch of n costs about n images' compute, which every request in it waits
+# for)? Remember that below capacity throughput only follows the offered rate. What this run shows:
 
 # %%
 common.what_this_run_shows(step, "dynamic batching")

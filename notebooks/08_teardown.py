@@ -67,7 +67,9 @@ provisioning.teardown(config, plan_only=P.plan, delete_adopted=P.delete_adopted)
 
 # %% [markdown]
 # ## What this run measured
-# Every measurement was stored as data; the headless run turns it into one report.
+# Every measurement was stored as data: the table lists each experiment's rows and the notebooks that
+# wrote them. Run this notebook last, after 09 and 10 (the headless run does), and it lists them all;
+# the headless run then draws one report (`report.html`) from the same files.
 
 # %%
 common.results_overview()

@@ -38,8 +38,8 @@
 target = None  # local (a process here) | docker (docker-compose-llm.yaml); None: $SERVELAB_TARGET or local
 preset = "quick"
 llm_single_repeats = None  # single requests per prompt length
-llm_short_prompt = None  # tokens in the short prompt
-llm_long_prompt = None  # tokens in the long prompt
+llm_short_prompt = None  # tokens in the short prompt (about: a prompt is whole words)
+llm_long_prompt = None  # tokens in the long prompt (about: the engine counts them)
 llm_single_tokens = None  # output tokens per single request
 llm_requests = None  # requests per load level
 llm_output_lengths = None  # [shortest, longest] output tokens asked (mixed lengths)
@@ -94,6 +94,10 @@ step.refused(engine)
 # warms the engine up, then `llm_single_repeats` timed ones follow, each with a prompt the engine has
 # not seen: the engine keeps the KV blocks of earlier prompts (prefix caching), and a prompt it has
 # seen may skip its prefill. At the end the last long prompt is sent again: compare its first token.
+# A prompt is made of whole words of the lab's text, so the warm-up's own token count (the engine's)
+# sizes the timed prompts to the asked length; the table's `prompt_tokens` is what the engine counted.
+# `tpot_ms` is the time per output token: the mean gap between a request's streamed tokens after its
+# first; `ttft_ms` the time to its first token.
 #
 # **Predict.** How many times longer is the long prompt than the short one? Will its first token take
 # that many times longer? Will each *later* token take longer too?
@@ -239,8 +243,10 @@ common.reference("llm", step.LLM_SHOWN, step=["mixed", "equal", "kv_cache"])
 # ## Questions
 # 1. Did the long prompt's first token come later than the short one's, and by more or less than the
 #    prompts' length ratio? If it did, which did the prompt's length delay more in this run, the first
-#    token or each later token, and why? If it did not, what hid the prefill (look at the repeated
-#    prompt)?
+#    token or each later token, and why? If the gap was within noise, how long does a prefill of that
+#    many tokens take next to what every request pays anyway (the HTTP round trip, scheduling, the
+#    first decode step)? Each timed prompt was new, so prefix caching did not hide it: the repeated
+#    prompt's line shows what caching does when it applies.
 # 2. With mixed output lengths, compare the two batchings' TTFT p99 and tokens/s at the top rate in
 #    this run. Where does a static batch lose time, and did that show here?
 # 3. With equal output lengths, did static batching's tokens/s move closer to continuous batching's

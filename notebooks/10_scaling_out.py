@@ -102,6 +102,10 @@ phases = step.step_phases(rate, P)
 # autoscaler sees), p50 and p99 of the requests that finished in that second, and the CPU (and the
 # GPU, where there is one). Dashed lines mark the moments the replica count changed.
 #
+# The lesson needs the high phase to outrun one replica. Its rate comes from the capacity measured
+# above; where one replica answered the whole high phase anyway (a capacity estimate that came out
+# low on a busy machine), the verdicts below say that this run cannot show the effect, and why.
+#
 # **Predict.** The high phase asks for more than one replica can serve. How long after the step will
 # the second replica start serving? What happens to the backlog (requests in flight) and to p99 in
 # the meantime, and after it?
@@ -118,6 +122,9 @@ common.what_this_run_shows(step10_report, "starts a replica within", "the backlo
 # Two fixed replicas under light load; 2 s in, one replica's process is killed (SIGKILL, as in a
 # crash; `ray.kill` when the notebook joined a cluster it did not start). Serve's controller notices
 # through its health checks (every `health_check_period_s`) and starts a replacement.
+#
+# Only the requests the replica holds at the moment of the kill can be lost; under this light load
+# there may be none at that moment, and then the verdict says the run cannot show their fate.
 #
 # **Predict.** What happens to requests routed to the dead replica? How long until two replicas run
 # again?
@@ -188,17 +195,19 @@ common.what_this_run_shows(step10_report, "max_queued_requests")
 
 # %% [markdown]
 # Triton, which notebooks 04–07 use, has the same idea in its model config: a queue policy on the
-# dynamic batcher that refuses requests past a queue size or a waiting time. The cell below brings up
+# dynamic batcher with two limits. A request that finds `max_queue_size` requests waiting is refused
+# on arrival; one that has waited `default_timeout_microseconds` in the queue is refused then, so its
+# answer comes only after that wait. The output names which limit refused each. The cell below brings up
 # this target's Triton with the ONNX model (as notebooks 06 and 07 do) and sends one burst of 32
 # concurrent requests, first with dynamic batching alone, then with the policy: each config change
 # is shown as a diff (`servelab/lab/step10_triton_queue.py`). Triton is stopped again afterwards.
 #
-# **Predict.** How many of the 32 will Triton refuse with a queue of 4? How long will a refused
-# request wait for its answer?
+# **Predict.** How many of the 32 will Triton refuse, and by which limit: the queue of 4, or the
+# 100 ms waiting limit? How long will a refused request wait for its answer, next to Ray's 503s above?
 
 # %%
 print(step.TRITON_QUEUE_POLICY)
-triton_queue.measure(P)
+triton_rows = triton_queue.measure(P)
 
 # %%
 common.what_this_run_shows(step10_report, "Triton")

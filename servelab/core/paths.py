@@ -16,3 +16,20 @@ ONNX_NAME = "food11.onnx"
 MANIFEST_NAME = "food11.json"
 
 BUILD_COMMAND = "python -m servelab.core.model build"
+
+
+def shown(text: str) -> str:
+    """``text`` (a command, a path) as a notebook prints it: no machine's absolute paths. The run's
+    results folder (``$SERVELAB_RESULTS``) reads ``$SERVELAB_RESULTS``, the interpreter's environment
+    ``.venv``, the checkout's files relative to it (the checkout itself ``.``), the home folder ``~``."""
+    import re
+    import sys
+
+    prefixes = [(os.environ.get("SERVELAB_RESULTS") or "", "$SERVELAB_RESULTS"), (sys.prefix, ".venv"),
+                (os.path.realpath(sys.prefix), ".venv"), (str(REPO_ROOT), "."),
+                (os.path.expanduser("~"), "~")]
+    for prefix, short in sorted({p for p in prefixes if len(p[0]) > 1}, key=lambda p: -len(p[0])):
+        start = r"(?<![\w./~$-])" + re.escape(prefix.rstrip("/"))
+        text = re.sub(start + "/", "" if short == "." else short + "/", text)  # a path under it
+        text = re.sub(start + r"(?![\w./-])", short, text)  # the folder itself
+    return text

@@ -65,12 +65,35 @@ def concat(*frames: pd.DataFrame) -> pd.DataFrame:
     return joined if kind is None else Measured.of(joined, kind)
 
 
+# which notebooks store rows under each experiment's name
+WRITTEN_BY = {"fastapi": "03", "flask": "03, 04, 06", "triton": "04, 05, 06, 07", "llm": "09",
+              "scaling": "10 (and Triton's queue policy)", "scaling_series": "10"}
+
+
+def settings(config: Any) -> pd.DataFrame:
+    """A settings dataclass (``provisioning``'s ``ChameleonConfig``) as a table of what the next cells
+    will use, one row per field, instead of its one-line repr; empty values show as "(none)"."""
+    from dataclasses import fields
+
+    values = {f.name: getattr(config, f.name) for f in fields(config)}
+    shown = [str(v) if v not in ("", None, {}, []) else "(none)" for v in values.values()]
+    return pd.DataFrame({"setting": list(values), "value": shown})
+
+
+def plan_mode(p: LabParams) -> None:
+    """Say whether the provisioning cells create anything (``p.plan``), in a sentence."""
+    print("plan mode: the next cells print what they would create on Chameleon and call nothing "
+          f"(target {p.target!r})" if p.plan else
+          f"live: the next cells create and delete resources on Chameleon (target {p.target!r})")
+
+
 def results_overview() -> pd.DataFrame:
-    """How many rows each experiment stored in this run's results."""
+    """How many rows each experiment stored in this run's results, and which notebooks wrote them."""
     directory = results_dir()
-    rows = [{"experiment": path.stem, "rows": len(read_rows(path.stem, directory)), "file": path.name}
+    rows = [{"experiment": path.stem, "notebooks": WRITTEN_BY.get(path.stem, ""),
+             "rows": len(read_rows(path.stem, directory)), "file": path.name}
             for path in sorted(directory.glob("*.jsonl"))]
-    return pd.DataFrame(rows, columns=["experiment", "rows", "file"])
+    return pd.DataFrame(rows, columns=["experiment", "notebooks", "rows", "file"])
 
 
 def open_stack(p: LabParams) -> Stack:
@@ -184,6 +207,7 @@ class Measured(pd.DataFrame):
     _metadata: ClassVar[list[str]] = ["shown_as", "made_with"]
     shown_as: list[str] | None = None  # the table's kind: TRITON_COLUMNS or FASTAPI_COLUMNS
     made_with: tuple[str, ...] = ()  # its columns when made: a frame with others is shown whole
+    defines: str | None = None  # definitions of its columns new to this notebook, fixed at its first display
 
     @classmethod
     def of(cls, frame: pd.DataFrame, kind: list[str]) -> Measured:
@@ -204,17 +228,33 @@ class Measured(pd.DataFrame):
             return None
         return short_view(pd.DataFrame(self), self.shown_as)
 
+    def _defines(self, short: pd.DataFrame) -> str:
+        """What this table's columns mean, for the ones this notebook has not defined yet (the first
+        table with a CPU % column says what 100 % is): decided once, at the first display."""
+        if self.defines is None:
+            from servelab.report.terms import define, used_in
+
+            object.__setattr__(self, "defines", define(*used_in([str(c) for c in short.columns])))
+        return self.defines or ""
+
     def _repr_html_(self) -> str | None:
+        import html
+
         short = self._short()
         if short is None:
             return pd.DataFrame(self).to_html()
         hidden = len(self.columns) - len(short.columns)
         note = f"<p><small>{hidden} more columns in this frame and the run's CSV</small></p>" * bool(hidden)
-        return short.to_html(index=False, border=0, na_rep="") + note
+        said = self._defines(short)
+        terms = f"<p><small>{html.escape(said).replace(chr(10), '<br>')}</small></p>" if said else ""
+        return short.to_html(index=False, border=0, na_rep="") + note + terms
 
     def __repr__(self) -> str:
         short = self._short()
-        return repr(pd.DataFrame(self)) if short is None else short.to_string(index=False, na_rep="")
+        if short is None:
+            return repr(pd.DataFrame(self))
+        said = self._defines(short)
+        return short.to_string(index=False, na_rep="") + (f"\n{said}" if said else "")
 
 
 @dataclass
@@ -243,6 +283,7 @@ def what_this_run_shows(step: Any, *effects: str) -> list[str]:
     """The step's expected effects whose text contains one of ``effects`` (all when none), checked on
     this run's data (``step.rules``): observed or not on this machine, with the numbers. A GPU effect
     not seen here says so: it is what to expect on the GPU node, not a failure. Printed and returned."""
+    from servelab.report.terms import DEFAULT_OVER, define
     from servelab.results.schema import RunData
 
     lines = []
@@ -251,6 +292,9 @@ def what_this_run_shows(step: Any, *effects: str) -> list[str]:
             continue
         gpu = " (a GPU effect: expect it on the GPU node)" if check.gpu_only and check.status != "observed" \
             else ""
-        lines.append(f"{MARKS[check.status]} in this run: {check.effect} — {check.evidence}{gpu}")
-    print("\n".join(lines) or f"no expected effect matches {effects}")
+        mark = "not measured" if check.evidence.startswith("this run cannot show it") else MARKS[check.status]
+        lines.append(f"{mark} in this run: {check.effect} — {check.evidence}{gpu}")
+    said = define("spread", over=getattr(step, "SPREAD_OVER", DEFAULT_OVER)) \
+        if any("(spread " in line for line in lines) else ""
+    print("\n".join(lines + [said] * bool(said)) or f"no expected effect matches {effects}")
     return Printed(lines)

@@ -323,7 +323,8 @@ def monitor_triton(triton: Triton, model: str, p: LabParams, concurrency: int | 
     with watch({"triton": triton.metrics_url}, interval_s) as w:
         time.sleep(interval_s)
         result = perf(model, hostport(triton.url), "monitoring", concurrency=clients, request_count=requests,
-                      timeout=150.0 if p.preset == "quick" else 600.0, **triton.stack.perf_options(inputs))
+                      timeout=150.0 if p.preset == "quick" else 600.0, workdir=results_dir() / "perf",
+                      **triton.stack.perf_options(inputs))
         time.sleep(interval_s)
     frame = w.frame()
     frame = frame[(frame["model"] == model) | (frame["error"] != "")].reset_index(drop=True)

@@ -95,6 +95,15 @@ def notebook_paths(only: Sequence[str] | None = None) -> list[Path]:
     return paths
 
 
+TEARDOWN = "08_teardown"  # gives the node back: after 09 and 10, which start and stop their own engines
+
+
+def run_order(paths: Sequence[Path]) -> list[Path]:
+    """The order a headless run executes ``paths`` in: the lab's, with the teardown last, so that its
+    summary of the run's measurements includes 09's and 10's."""
+    return sorted(paths, key=lambda path: path.stem == TEARDOWN)
+
+
 def new_run_dir(preset: str, base: Path | None = None, path: Path | None = None) -> Path:
     """``results/<YYYYmmdd-HHMMSS>-<preset>``, unique even for two runs in one second; or ``path``
     when given (a new or empty folder: the chameleon run names the node's run folder this way)."""
@@ -199,7 +208,7 @@ def run(preset: str = "quick", target: str = "local", only: Sequence[str] | None
     """Execute the notebooks in order, stop at the first failure, write the report; returns the outcome."""
     check_preset(preset)
     check_target(target)
-    paths = notebook_paths(only)
+    paths = run_order(notebook_paths(only))
     kernel = ensure_kernel()
     run_dir = new_run_dir(preset, results_base, run_dir)
     previous = os.environ.get(RESULTS_VARIABLE)

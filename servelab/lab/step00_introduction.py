@@ -19,6 +19,11 @@ SOURCES = {
            f"snippets/triton.md); each figure and where it is: {NOTE}",
     "batcher": "how Triton forms batches: https://github.com/triton-inference-server/server/blob/main/docs/"
                f"user_guide/batcher.md; the original lab's batching run: {NOTE}",
+    "llm": "Yu et al., Orca (OSDI 2022) and Kwon et al., PagedAttention (SOSP 2023); "
+           "docs/decisions/2026-11-23-llm-serving.md",
+    "ray": "Ray Serve's documentation, https://docs.ray.io/en/latest/serve/autoscaling-guide.html and "
+           "https://docs.ray.io/en/latest/serve/resource-allocation.html; "
+           "docs/decisions/2026-11-23-ray-serve.md (not measured on the node by this team yet)",
 }
 
 
@@ -60,6 +65,20 @@ LESSONS = [
     Lesson("Triton's onnxruntime backend (06)", "the GPU image (its Triton has the backend)",
            "the ONNX model served with no Python code per request", "lab",
            "approximated: the local Triton serves model.onnx through a Python-backend runner"),
+    Lesson("A language model: prefill vs decode, static vs continuous batching, the KV cache (09)",
+           "any machine; vLLM beside it needs a GPU of compute capability 7.0 or higher",
+           "a decode step for many sequences costs about what one costs, so batching multiplies output "
+           "tokens/s; continuous batching keeps the batch full while a static batch waits for its longest "
+           "request; the KV cache in GPU memory bounds the sequences at once", "llm",
+           MEASURED + "; the lab's own 4-layer model, the rates fractions of what it serves one request "
+           "at a time"),
+    Lesson("Scaling out: replicas behind a router, autoscaling on queue depth, load shedding (10)",
+           "any machine; two nodes for the multi-node plan",
+           "with num_gpus 0.5 two replicas share each GPU, so an added replica adds a GPU's share of "
+           "capacity and the autoscaler's replica drains the queue", "ray",
+           "the replicas, Serve's proxy and the load generator share the CPU's cores; the rates are "
+           "fractions of one replica's measured capacity, and a verdict whose load never outran one "
+           "replica says so"),
 ]
 
 

@@ -21,11 +21,15 @@ from servelab.lab.common import (
 )
 from servelab.lab.gourmetgram import FLASK_COLUMNS
 from servelab.lab.params import LabParams
-from servelab.report.effects import Check, check, row, spread
-from servelab.report.figures import Section, as_image, figure, first, plot_html, table_html
+from servelab.report.effects import Check, cannot_show, check, row, spread
+from servelab.report.figures import Section, as_image, figure, plot_html, table_html
+from servelab.report.readings import first
 from servelab.results.schema import FASTAPI, FASTAPI_COLUMNS, RunData, device_of, load, num
 from servelab.results.store import results_dir
 from servelab.targets.base import Stack
+
+# what a verdict's "(spread …)" spans here (servelab.report.terms)
+SPREAD_OVER = "the medians of each run's first, middle and last third"
 
 
 def fastapi_up(stack: Stack, kind: str) -> Endpoint:
@@ -194,19 +198,18 @@ def rules(data: RunData) -> list[Check]:
         (level("median_ms", backend, "sequential"), level("median_ms", backend, "concurrent")),
         lambda a, b: b >= 4 * a, lambda a, b: f"{a:.0f} ms → {b:.0f} ms ({b / a:.1f}×)",
         noise=(spread(fastapi, "median_ms", backend=backend, mode="sequential"),
-               spread(fastapi, "median_ms", backend=backend, mode="concurrent")))
+               spread(fastapi, "median_ms", backend=backend, mode="concurrent")), unit="ms")
         for backend in ("pt", "onnx")]
     effect = "FastAPI: ONNX Runtime answers one client faster than PyTorch"
     on = {b: device_of(fastapi, backend=b, mode="sequential") for b in ("pt", "onnx")}
     if on["pt"] != on["onnx"]:  # the comparison holds the device fixed, or it says why it cannot
-        checks.append(Check(effect, "not measured",
-                            f"this run cannot show it: PyTorch ran on the {on['pt'] or 'unknown device'}, "
-                            f"ONNX Runtime on the {on['onnx'] or 'unknown device'}"))
+        checks.append(cannot_show(effect, f"PyTorch ran on the {on['pt'] or 'unknown device'}, "
+                                          f"ONNX Runtime on the {on['onnx'] or 'unknown device'}"))
         return checks
     both = f" (both on the {on['pt']})" if on["pt"] else ""
     checks.append(check(
         effect, (level("median_ms", "pt", "sequential"), level("median_ms", "onnx", "sequential")),
         lambda pt, ox: ox < pt, lambda pt, ox: f"PyTorch {pt:.0f} ms, ONNX {ox:.0f} ms{both}",
         noise=(spread(fastapi, "median_ms", backend="pt", mode="sequential"),
-               spread(fastapi, "median_ms", backend="onnx", mode="sequential"))))
+               spread(fastapi, "median_ms", backend="onnx", mode="sequential")), unit="ms"))
     return checks

@@ -8,15 +8,12 @@ import pandas as pd
 from servelab.lab.params import LabParams
 from servelab.lab.triton_steps import Triton, measure_all
 from servelab.report.effects import Check, check, row, spread
-from servelab.report.figures import (
-    Section,
-    fig_breakdown,
-    first,
-    plot_html,
-    read_breakdown,
-    table_html,
-)
+from servelab.report.figures import Section, fig_breakdown, plot_html, table_html
+from servelab.report.readings import first, read_breakdown
 from servelab.results.schema import QUEUE, TRITON_COLUMNS, RunData, num, step_rows
+
+# what a verdict's "(spread …)" spans here (servelab.report.terms)
+SPREAD_OVER = ("perf_analyzer's last three windows of each level (the ones its stability check judges)")
 
 
 def client_batch(triton: Triton, name: str, p: LabParams) -> pd.DataFrame:
@@ -78,16 +75,18 @@ def rules(data: RunData) -> list[Check]:
         check(f"Triton Python backend: latency at concurrency {c_hi:.0f} > 4× latency at {c_lo or 1:.0f}"
               if c_hi else "Triton Python backend: latency at concurrency 16 > 4× latency at 1",
               lat, lambda a, b: b > 4 * a, lambda a, b: f"p50 {a:.0f} ms → {b:.0f} ms ({b / a:.1f}×)",
-              noise=(spread(sweep, "p50_ms", concurrency=c_lo), spread(sweep, "p50_ms", concurrency=c_hi))),
+              noise=(spread(sweep, "p50_ms", concurrency=c_lo), spread(sweep, "p50_ms", concurrency=c_hi)),
+              unit="ms"),
         # no noise here: the test carries its own tolerance (2×)
         check("Triton Python backend: compute time stays flat (< 2×) while concurrency rises",
               comp, lambda a, b: b < 2 * a, lambda a, b: f"compute infer {a:.1f} ms → {b:.1f} ms"),
         check("Triton Python backend: at the highest concurrency queue time exceeds compute time",
               queue, lambda q, c: q > c, lambda q, c: f"queue {q:.1f} ms vs compute infer {c:.1f} ms",
-              noise=(spread(sweep, QUEUE, concurrency=c_hi),) * 2),
+              noise=(spread(sweep, QUEUE, concurrency=c_hi),) * 2, unit="ms"),
         check("Client batch 16 raises throughput (images/s) ≥ 1.5× over single images at concurrency 1",
               (row(sweep, "throughput", concurrency=c_lo), row(batch, "throughput")),
               lambda one, many: many >= 1.5 * one, lambda one, many: f"{one:.1f} → {many:.1f} images/s",
               gpu_only=True,
-              noise=(spread(sweep, "throughput", concurrency=c_lo), spread(batch, "throughput"))),
+              noise=(spread(sweep, "throughput", concurrency=c_lo), spread(batch, "throughput")),
+              unit="images/s"),
     ]

@@ -12,17 +12,15 @@ from servelab.lab.common import show_columns
 from servelab.lab.params import LabParams
 from servelab.lab.triton_steps import Triton, live_config, measure, set_instances
 from servelab.lab.triton_views import live_instances, server_view
-from servelab.report.effects import Check, check, row, spread, usable
-from servelab.report.figures import (
-    Section,
-    as_image,
-    fig_scaling,
-    plot_html,
-    read_scaling,
-    table_html,
-)
-from servelab.results.schema import TRITON_COLUMNS, RunData, num, step_rows
+from servelab.report.effects import Check, check, chosen, row, spread, unusable, usable
+from servelab.report.figures import Section, as_image, fig_scaling, plot_html, table_html
+from servelab.report.readings import read_scaling
+from servelab.results.schema import TRITON_COLUMNS, RunData, num, relative_spread, step_rows
 from servelab.targets.base import Stack
+
+# what a verdict's "(spread …)" spans here (servelab.report.terms)
+SPREAD_OVER = ("perf_analyzer's last three windows of each level, and for the configuration measured twice "
+               "(two instances, split threads) the two readings")
 
 
 def instance_plan(stack: Stack, p: LabParams) -> pd.DataFrame:
@@ -99,7 +97,9 @@ def sections(data: RunData) -> list[Section]:
 
 def rules(data: RunData) -> list[Check]:
     """More instances raise throughput (a GPU effect); the largest count no better than the middle one;
-    one thread per instance beats the framework's default threads."""
+    one thread per instance beats the framework's default threads. A level that never settled, or ran
+    without its warm-up, is shown but never counted: its comparison cannot be shown. The threads lesson's
+    split row repeats a configuration of the instance steps: the two readings' gap is noise too."""
     scaling = step_rows(data.triton, "instance_scaling").reset_index(drop=True)
     counted = set(usable(scaling).index)  # a level measured without its warm-up is shown, never counted
     tput, noise = num(scaling, "throughput"), num(scaling, "throughput_spread")
@@ -109,6 +109,10 @@ def rules(data: RunData) -> list[Check]:
             return None, None
         return float(tput[i]), (None if pd.isna(noise[i]) else float(noise[i]))
 
+    def why(*indices: int) -> str | None:  # the first of these levels a rule may not read, and why
+        return next((unusable(scaling.iloc[[i]]) for i in indices if 0 <= i < len(scaling)
+                     and unusable(scaling.iloc[[i]])), None)
+
     steps = len(scaling)
     first = level(0)
     best = max((level(i) for i in range(1, steps)), key=lambda v: v[0] or -1.0, default=(None, None))
@@ -116,18 +120,36 @@ def rules(data: RunData) -> list[Check]:
     checks = [
         check("More instances raise throughput at concurrency 8 (best vs one instance)", (first[0], best[0]),
               lambda a, b: b > 1.1 * a, lambda a, b: f"{a:.1f} → best {b:.1f} inferences/s", gpu_only=True,
-              noise=(first[1], best[1])),
+              noise=(first[1], best[1]), unit="inferences/s", blocked=why(0)),
         check("The largest instance count is no better than the middle one (4+4 vs 2+2)", (middle[0], top[0]),
               lambda mid, hi: hi <= 1.05 * mid,
               lambda mid, hi: f"middle {mid:.1f}, largest {hi:.1f} inferences/s",
-              noise=(middle[1], top[1])),
+              noise=(middle[1], top[1]), unit="inferences/s", blocked=why(steps - 2, steps - 1) if steps >= 3
+              else None),
     ]
     threads = step_rows(data.triton, "threads_lesson")
+    default = row(threads, "throughput", thread_setting="default")
+    split = row(threads, "throughput", thread_setting="split")
+    again = _repeat(scaling, chosen(threads, "throughput", thread_setting="split"))
+    split_noise = spread(threads, "throughput", thread_setting="split")
+    if again is not None and split is not None:  # the same configuration measured twice: its repeat noise
+        split_noise = max(split_noise or 0.0, relative_spread([split, again]) or 0.0)
     checks.append(check(
-        "Several instances: one thread each beats the framework's default threads",
-        (row(threads, "throughput", thread_setting="default"),
-         row(threads, "throughput", thread_setting="split")),
-        lambda d, s: s > d, lambda d, s: f"default threads {d:.1f}/s, split {s:.1f}/s",
-        noise=(spread(threads, "throughput", thread_setting="default"),
-               spread(threads, "throughput", thread_setting="split"))))
+        "Several instances: one thread each beats the framework's default threads", (default, split),
+        lambda d, s: s > d, lambda d, s: f"default threads {d:.1f}/s, split {s:.1f}/s" + (
+            "" if again is None else f" (the same configuration read {again:.1f}/s in the instance step: "
+                                     f"repeats {abs(s - again) / max(s, again):.0%} apart)"),
+        noise=(spread(threads, "throughput", thread_setting="default"), split_noise), unit="inferences/s",
+        blocked=unusable(threads, thread_setting="default") or unusable(threads, thread_setting="split")))
     return checks
+
+
+def _repeat(scaling: pd.DataFrame, split: pd.Series | None) -> float | None:
+    """The instance step's throughput for the configuration the threads lesson's ``split`` row measured
+    again (same instances, same threads per instance), or None."""
+    if split is None or scaling.empty or not {"instances", "threads"} <= set(scaling) \
+            or not {"instances", "threads"} <= set(split.index):
+        return None
+    same = usable(scaling)
+    same = same[(same["instances"] == split["instances"]) & (num(same, "threads") == float(split["threads"]))]
+    return row(same, "throughput")

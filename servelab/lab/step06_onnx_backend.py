@@ -13,19 +13,14 @@ from servelab.lab.common import concat
 from servelab.lab.params import LabParams
 from servelab.lab.triton_steps import Triton, measure_all
 from servelab.lab.triton_views import live_instances
-from servelab.report.effects import Check, check, row, spread
-from servelab.report.figures import (
-    Section,
-    as_image,
-    fig_breakdown,
-    figure,
-    plot_html,
-    read_breakdown,
-    read_per_level,
-    table_html,
-)
+from servelab.report.effects import Check, check, row, spread, unusable
+from servelab.report.figures import Section, as_image, fig_breakdown, figure, plot_html, table_html
+from servelab.report.readings import read_breakdown, read_pairs
 from servelab.results.schema import TRITON_COLUMNS, RunData, num, step_rows
 from servelab.targets.base import Stack
+
+# what a verdict's "(spread …)" spans here (servelab.report.terms)
+SPREAD_OVER = ("perf_analyzer's last three windows of each level (the ones its stability check judges)")
 
 
 def sweep_live(triton: Triton, name: str, p: LabParams, step: str, levels: Sequence[int]) -> pd.DataFrame:
@@ -46,8 +41,9 @@ def scaled_step(stack: Stack, p: LabParams) -> dict[str, Any]:
 
 
 def plot_backends(python_rows: pd.DataFrame, onnx_rows: pd.DataFrame) -> Any:
+    """The two backends compared at each concurrency both measured (one line per level), and the plot."""
     both = concat(python_rows, onnx_rows)
-    print(read_breakdown(both.sort_values(["model", "concurrency"])))
+    print(read_pairs(both, "model"))
     return as_image(fig_backends(both))
 
 
@@ -58,6 +54,9 @@ def fig_backends(df: pd.DataFrame) -> Figure:
         group = group.sort_values("concurrency")
         left.plot(num(group, "concurrency"), num(group, "compute_infer_ms"), "o-", label=str(model))
         right.plot(num(group, "concurrency"), num(group, "throughput"), "o-", label=str(model))
+    levels = sorted(set(num(df, "concurrency").dropna()))
+    for ax in (left, right):
+        ax.set_xticks(levels, [f"{c:g}" for c in levels])
     left.set_xlabel("concurrency")
     left.set_ylabel("compute infer (ms)")
     right.set_xlabel("concurrency")
@@ -76,12 +75,12 @@ def sections(data: RunData) -> list[Section]:
     both = step_rows(data.triton, "python_vs_onnx", "onnx_backend")
     if not both.empty:
         out.append(Section("Python backend vs ONNX backend", [
-            plot_html(fig_backends(both), read_per_level(both, "model")), table_html(both, TRITON_COLUMNS)]))
+            plot_html(fig_backends(both), read_pairs(both, "model")), table_html(both, TRITON_COLUMNS)]))
     scaled = step_rows(data.triton, "onnx_backend", "onnx_scaling")
     if not scaled.empty:
         out.append(Section("ONNX backend: 1 vs 2 instances", [
-            plot_html(fig_breakdown(scaled, "concurrency", "ONNX backend scaling"),
-                      read_per_level(scaled, "instances")), table_html(scaled, TRITON_COLUMNS)]))
+            plot_html(fig_breakdown(scaled, "concurrency", "ONNX backend: 1 vs 2 instances"),
+                      read_breakdown(scaled)), table_html(scaled, TRITON_COLUMNS)]))
     return out
 
 
@@ -96,12 +95,18 @@ def rules(data: RunData) -> list[Check]:
         check("The ONNX backend's inference time is lower than the Python backend's at the same concurrency",
               (row(both, "compute_infer_ms", model="food_classifier", concurrency=under_load),
                row(both, "compute_infer_ms", model="food_classifier_onnx", concurrency=under_load)),
-              lambda py, ox: ox < py, lambda py, ox: f"Python {py:.1f} ms, ONNX {ox:.1f} ms",
+              lambda py, ox: ox < py,
+              lambda py, ox: f"at concurrency {under_load:g}: compute infer Python {py:.1f} ms, "
+                             f"ONNX {ox:.1f} ms",
               noise=(spread(both, "compute_infer_ms", model="food_classifier", concurrency=under_load),
-                     spread(both, "compute_infer_ms", model="food_classifier_onnx", concurrency=under_load))),
+                     spread(both, "compute_infer_ms", model="food_classifier_onnx", concurrency=under_load)),
+              unit="ms", blocked=unusable(both, model="food_classifier", concurrency=under_load)
+              or unusable(both, model="food_classifier_onnx", concurrency=under_load)),
         check("ONNX backend: two instances serve more than one",
               (row(onnx1, "throughput", concurrency=c_top), row(onnx2, "throughput", concurrency=c_top)),
-              lambda a, b: b > 1.1 * a, lambda a, b: f"{a:.1f} → {b:.1f} inferences/s", gpu_only=True,
-              noise=(spread(onnx1, "throughput", concurrency=c_top),
-                     spread(onnx2, "throughput", concurrency=c_top))),
+              lambda a, b: b > 1.1 * a,
+              lambda a, b: f"at concurrency {c_top:g}: 1 instance {a:.1f}, 2 instances {b:.1f} inferences/s",
+              gpu_only=True, noise=(spread(onnx1, "throughput", concurrency=c_top),
+                                    spread(onnx2, "throughput", concurrency=c_top)), unit="inferences/s",
+              blocked=unusable(onnx1, concurrency=c_top) or unusable(onnx2, concurrency=c_top)),
     ]

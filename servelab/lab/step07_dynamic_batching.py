@@ -10,18 +10,13 @@ from matplotlib.figure import Figure
 
 from servelab.lab.params import LabParams
 from servelab.lab.triton_steps import Triton, measure_all
-from servelab.report.effects import Check, check, row, spread
-from servelab.report.figures import (
-    Section,
-    as_image,
-    fig_breakdown,
-    figure,
-    finish,
-    first,
-    plot_html,
-    table_html,
-)
-from servelab.results.schema import TRITON_COLUMNS, RunData, batch_size_counts, num, step_rows
+from servelab.report.effects import Check, check, row, spread, unusable
+from servelab.report.figures import Section, as_image, fig_breakdown, figure, finish, plot_html, table_html
+from servelab.report.readings import first
+from servelab.results.schema import QUEUE, TRITON_COLUMNS, RunData, batch_size_counts, num, step_rows
+
+# what a verdict's "(spread …)" spans here (servelab.report.terms)
+SPREAD_OVER = ("perf_analyzer's last three windows of each level (the ones its stability check judges)")
 
 
 def measure_capacity(triton: Triton, name: str, p: LabParams) -> float:
@@ -69,7 +64,7 @@ def executions_by_batch_size(before: dict[str, Any], after: dict[str, Any], time
     """Executions per batch size between two ``stats_json`` reads, split into the timed windows (the
     measurement rows' ``batch_counts``, which the histogram and the report count) and the rest: the
     warm-up perf_analyzer runs before each level, which the server counts too. Prints both totals."""
-    from servelab.lab.triton_steps import stats_change
+    from servelab.lab.triton_stats import stats_change
 
     between = stats_change(before, after)
     total = {int(s): int(n) for s, n in zip(between["batch_size"], between["executions"], strict=True)}
@@ -184,38 +179,51 @@ def sections(data: RunData) -> list[Section]:
 
 
 def rules(data: RunData) -> list[Check]:
-    """Poisson arrivals queue more; batches form; at the lowest rate batching costs latency (each
-    request in a batch waits for the whole batch, which on a CPU costs about its size); p99 at the top
-    rate no worse with batching (GPU)."""
+    """Poisson arrivals queue more; batches form; at the lowest rate batching costs latency (on a CPU a
+    batch of n costs about n images' compute, so a request in a batch waits for the others' compute,
+    not for the 100 µs ``max_queue_delay``: the evidence splits p99's change into queue and compute); p99
+    at the top rate no worse with batching (GPU)."""
     arrivals = step_rows(data.triton, "arrivals")
     counts = _batched_counts(data.triton)
     dyn = step_rows(data.triton, "dynamic_batching")
     low, top = row(dyn, "rate", "min"), row(dyn, "rate", "max")
 
-    def p99(rate: float | None, on: bool) -> tuple[float | None, float | None]:
+    def p99(rate: float | None, on: bool) -> tuple[float | None, float | None, str | None]:
         if rate is None:
-            return None, None
+            return None, None, None
         return (row(dyn, "p99_ms", rate=rate, dynamic_batching=on),
-                spread(dyn, "p99_ms", rate=rate, dynamic_batching=on))
+                spread(dyn, "p99_ms", rate=rate, dynamic_batching=on),
+                unusable(dyn, rate=rate, dynamic_batching=on))
 
-    (low_off, low_off_s), (low_on, low_on_s) = p99(low, False), p99(low, True)
-    (top_off, top_off_s), (top_on, top_on_s) = p99(top, False), p99(top, True)
+    def parts(rate: float | None, on: bool) -> str:  # where a request's server time went at that rate
+        if rate is None:
+            return ""
+        queue = row(dyn, QUEUE, rate=rate, dynamic_batching=on)
+        compute = row(dyn, "compute_infer_ms", rate=rate, dynamic_batching=on)
+        return "" if queue is None or compute is None else f" (queue {queue:.1f} + compute {compute:.1f} ms)"
+
+    (low_off, low_off_s, low_off_x), (low_on, low_on_s, low_on_x) = p99(low, False), p99(low, True)
+    (top_off, top_off_s, top_off_x), (top_on, top_on_s, top_on_x) = p99(top, False), p99(top, True)
     return [
         check("Poisson arrivals queue more than evenly spaced ones at the same rate (p99)",
               (row(arrivals, "p99_ms", distribution="constant"),
                row(arrivals, "p99_ms", distribution="poisson")),
               lambda c, p: p > c, lambda c, p: f"constant {c:.1f} ms, Poisson {p:.1f} ms",
               noise=(spread(arrivals, "p99_ms", distribution="constant"),
-                     spread(arrivals, "p99_ms", distribution="poisson"))),
+                     spread(arrivals, "p99_ms", distribution="poisson")), unit="ms",
+              blocked=unusable(arrivals, distribution="constant")
+              or unusable(arrivals, distribution="poisson")),
         check("With dynamic batching on, some executions carry more than one request",
               (sum(c for s, c in counts.items() if s > 1) if counts else None,),
               lambda n: n > 0, lambda n: f"{n} batched executions"),
         check("At the lowest rate, dynamic batching costs latency: p99 with it ≥ p99 without",
               (low_off, low_on), lambda off, on: on >= off,
-              lambda off, on: f"off {off:.1f} ms, on {on:.1f} ms ({(on - off) / off:+.0%})",
-              noise=(low_off_s, low_on_s)),
+              lambda off, on: f"at {low:g}/s: off {off:.1f} ms{parts(low, False)}, on {on:.1f} ms"
+                              f"{parts(low, True)} ({(on - off) / off:+.0%})",
+              noise=(low_off_s, low_on_s), unit="ms", blocked=low_off_x or low_on_x),
         check("At the highest rate, p99 with dynamic batching ≤ p99 without",
               (top_off, top_on), lambda off, on: on <= off,
-              lambda off, on: f"off {off:.1f} ms, on {on:.1f} ms",
-              gpu_only=True, noise=(top_off_s, top_on_s)),
+              lambda off, on: f"at {top:g}/s: off {off:.1f} ms{parts(top, False)}, on {on:.1f} ms"
+                              f"{parts(top, True)}",
+              gpu_only=True, noise=(top_off_s, top_on_s), unit="ms", blocked=top_off_x or top_on_x),
     ]

@@ -28,8 +28,12 @@ from servelab.llm.server import transformers_serve_command as transformers_serve
 from servelab.llm.server import try_request as try_request
 from servelab.report.effects import Check, check, relative_spread, row
 from servelab.report.figures import Section, as_image, figure, finish, plot_html, table_html
+from servelab.report.terms import define
 from servelab.results.schema import LLM, RunData, num, step_rows
 
+# what a verdict's "(spread …)" spans here (servelab.report.terms)
+SPREAD_OVER = ("the timed repeats of each prompt length (one request at a time), a load run's two "
+               "interleaved halves (Poisson load)")
 LLM_COLUMNS = ["step", "batching", "label", "rate", "output_lengths", "requests", "errors", "ttft_p50_ms",
                "ttft_p99_ms", "ttft_p99_spread", "itl_p50_ms", "itl_p99_ms", "output_tokens_s",
                "output_tokens_s_spread", "requests_s", "max_running", "max_waiting", "kv_blocks"]
@@ -91,9 +95,11 @@ def one_request(engine: Engine, p: LabParams) -> pd.DataFrame:
         return r
 
     for name, tokens in (("short", p.llm_short_prompt), ("long", p.llm_long_prompt)):
-        warm.append(f"{name} {(one(name, make_prompt(tokens, next(seeds)), tokens).ttft or 0) * 1000:.0f} ms")
+        first = one(name, make_prompt(tokens, next(seeds)), tokens)
+        warm.append(f"{name} {(first.ttft or 0) * 1000:.0f} ms")
+        sized = sized_for(tokens, first.prompt_tokens)  # the warm-up's count sizes the timed prompts
         for i in range(p.llm_single_repeats):
-            prompt = make_prompt(tokens, next(seeds))
+            prompt = make_prompt(sized, next(seeds))
             r = one(name, prompt, tokens, p.llm_single_tokens)
             rows.append({"step": "single", "batching": engine.options.batching, "device": device,
                          "prompt": name, "repeat": i,
@@ -104,12 +110,20 @@ def one_request(engine: Engine, p: LabParams) -> pd.DataFrame:
     df = record(LLM, rows)
     print(f"untimed warm-up, first token after: {', '.join(warm)}")
     print(read_single(df))
+    if said := define("TPOT"):
+        print(said)
     new = num(df[df["prompt"] == "long"], "ttft_ms")
     print(f"the last long prompt sent again: first token after {again:.0f} ms, "
           + ("sooner than every new long prompt's (the engine reused the KV blocks it kept for that prompt: "
              "prefix caching)" if again < new.min() else f"not sooner than new long prompts' ({new.min():.0f}"
              f"-{new.max():.0f} ms)"))
     return df
+
+
+def sized_for(tokens: int, got: int | None) -> int:
+    """What to ask ``make_prompt`` for to get about ``tokens`` tokens, where asking ``tokens`` gave ``got``
+    (its words-per-token guess is the lab's text's average, not this tokenizer's)."""
+    return tokens if not got else max(1, round(tokens * tokens / got))
 
 
 def sequential_rate(single: pd.DataFrame, p: LabParams) -> float:
@@ -354,6 +368,11 @@ def rules(data: RunData) -> list[Check]:
     def ttfts(prompt: str) -> list[float]:
         return [] if single.empty else num(single[single["prompt"] == prompt], "ttft_ms").dropna().tolist()
 
+    def tokens(prompt: str) -> str:  # the prompt's length as the engine counted it
+        rows = single[single["prompt"] == prompt] if not single.empty else single
+        sent = num(rows, "prompt_tokens").dropna()
+        return f" ({sent.median():.0f} tokens)" if len(sent) else ""
+
     def at_top(column: str, batching: str) -> float | None:
         return row(mixed, column, rate=top, batching=batching) if top is not None else None
 
@@ -366,18 +385,18 @@ def rules(data: RunData) -> list[Check]:
         check("LLM: a long prompt's time to first token exceeds a short one's "
               "(prefill grows with the prompt)",
               (percentile(ttfts("short"), 50), percentile(ttfts("long"), 50)), lambda s, lg: lg > s,
-              lambda s, lg: f"short {s:.0f} ms, long {lg:.0f} ms (medians)",
-              noise=(relative_spread(ttfts("short")), relative_spread(ttfts("long")))),
+              lambda s, lg: f"short{tokens('short')} {s:.0f} ms, long{tokens('long')} {lg:.0f} ms (medians)",
+              noise=(relative_spread(ttfts("short")), relative_spread(ttfts("long"))), unit="ms"),
         check("LLM, mixed output lengths: continuous batching gives more output tokens/s than static "
               "at the highest rate",
               both("output_tokens_s"), lambda s, c: c > s,
               lambda s, c: f"static {s:.0f}, continuous {c:.0f} tokens/s",
-              noise=both("output_tokens_s_spread")),
+              noise=both("output_tokens_s_spread"), unit="tokens/s"),
         check("LLM, mixed output lengths: continuous batching's TTFT p99 is lower than static's at the "
               "highest rate",
               both("ttft_p99_ms"), lambda s, c: c < s,
               lambda s, c: f"static {s:.0f} ms, continuous {c:.0f} ms",
-              noise=both("ttft_p99_spread")),
+              noise=both("ttft_p99_spread"), unit="ms"),
         check("LLM: with equal output lengths static batching closes the gap (static/continuous tokens/s "
               "higher than with mixed lengths)",
               (mixed_ratio, equal_ratio), lambda m, e: e > m,
@@ -390,5 +409,5 @@ def rules(data: RunData) -> list[Check]:
               lambda big, sm, waiting: f"at most {big:.0f} running with the larger cache, {sm:.0f} with the "
                                        f"smaller one, where up to {waiting:.0f} waited",
               noise=(row(kv, "max_running_spread", kv_blocks=big_blocks) if not kv.empty else None,
-                     row(small, "max_running_spread"))),
+                     row(small, "max_running_spread")), unit="sequences"),
     ]

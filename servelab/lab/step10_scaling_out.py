@@ -20,8 +20,9 @@ from servelab.scaling.cluster import Cluster, cluster_gpus, ray_processes
 from servelab.scaling.config import Scaling, field_map, hpa_manifest, keda_manifest
 from servelab.scaling.load import LoadRun, Phase, closed_loop, run_schedule, scale_events
 
-# Triton's answer to the same question (notebooks 04-07's engine): a bounded queue that refuses at once
-TRITON_QUEUE_POLICY = """# config.pbtxt: past 4 waiting requests, or 100 ms waiting, Triton refuses
+# Triton's answer to the same question (notebooks 04-07's engine): a queue policy with two limits
+TRITON_QUEUE_POLICY = """# config.pbtxt: a request that finds 4 waiting is refused on arrival; one that has
+# waited 100 ms in the queue is refused then: two limits, and two different waits
 dynamic_batching {
   default_queue_policy {
     max_queue_size: 4
@@ -147,9 +148,11 @@ def step_load(cluster: Cluster, s: Scaling, phases: list[Phase], photos: list[tu
                       "backlog_end_high_spread": relative_spread([x["in_flight"] for x in high[-3:]]),
                       "sample_interval_s": 1.0}])
     record(SCALING_SERIES, run.series)
-    if decided is not None and up is not None:
-        print(f"after the step: a replica was starting at {decided - high_start:.1f} s, serving at "
-              f"{up - high_start:.1f} s (sampled every second)")
+    if decided is not None:
+        print(f"after the step: a replica was starting at {decided - high_start:.1f} s, " + (
+            f"serving at {up - high_start:.1f} s" if up is not None
+            else "never serving before the load ended")
+            + " (sampled every second)")
     return run
 
 
@@ -173,10 +176,13 @@ def summaries(kind: str) -> pd.DataFrame:
 
 
 def fig_timeline(series: pd.DataFrame, title: str = "step load") -> Figure:
-    """Replicas, ongoing requests per replica, p50/p99 and CPU on one time axis; scale events marked."""
-    import matplotlib.pyplot as plt
+    """Replicas, ongoing requests per replica, p50/p99 and CPU on one time axis; scale events marked.
+    Drawn on its own canvas (no pyplot): a notebook shows it once, where ``as_image`` puts it."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    fig, axes = plt.subplots(4, 1, figsize=(8, 8), sharex=True)
+    fig = Figure(figsize=(8, 8))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(4, 1, sharex=True)
     for name, run in series.groupby("run", sort=False):
         t = num(run, "t")
         line = axes[0].step(t, num(run, "replicas"), where="post", label=str(name))[0]
@@ -192,13 +198,16 @@ def fig_timeline(series: pd.DataFrame, title: str = "step load") -> Figure:
         for e in scale_events([{str(k): v for k, v in r.items()} for r in run.to_dict("records")]):
             for ax in axes:
                 ax.axvline(e["t"], color="grey", linestyle="--", linewidth=0.8)
-    for ax, label in zip(axes, ("replicas", "ongoing / replica", "latency (ms)", "CPU/GPU (%)"), strict=True):
+    # the CPU: the whole machine's, 100 % = all its cores (Serve's proxy and the load generator included)
+    names = ("replicas", "ongoing / replica", "latency (ms)", "machine CPU,\nGPU (%)")
+    for ax, label in zip(axes, names, strict=True):
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     axes[2].set_yscale("log")
     axes[0].legend(fontsize=7, loc="upper right")
     axes[2].legend(fontsize=6, loc="upper left", ncol=2)
-    axes[-1].set_xlabel("seconds since the load started (dashed: replica count changed; "
+    axes[3].set_ylim(0, 105)  # percentages: 100 % = every core (or the GPU) busy
+    axes[-1].set_xlabel("seconds since the load started\n(dashed: replica count changed; "
                         "dotted: replicas including those starting)")
     axes[0].set_title(title, fontsize=11)
     fig.tight_layout()
@@ -208,9 +217,21 @@ def fig_timeline(series: pd.DataFrame, title: str = "step load") -> Figure:
 def plot_timeline(*runs: LoadRun, title: str = "step load") -> Any:
     series = pd.DataFrame([row for run in runs for row in run.series])
     for run in runs:
-        print(f"{run.label}: replica count changed at " + (", ".join(
-            f"{e['t']:.1f} s ({e['from']}→{e['to']})" for e in scale_events(run.series)) or "no moment"))
+        print(describe_replicas(run.label, run.series))
     return as_image(fig_timeline(series, title), f"scaling {title}")
+
+
+def describe_replicas(label: str, series: list[dict[str, Any]]) -> str:
+    """One line on what the replicas of a run did: when the serving count changed, and a replica that
+    started but never served (the dotted line of the plot), so the line agrees with the plot."""
+    events = ", ".join(f"{e['t']:.1f} s ({e['from']}→{e['to']})" for e in scale_events(series))
+    serving = f"serving replicas changed at {events}" if events else \
+        f"{series[0]['replicas'] if series else '?'} replica(s) serving throughout"
+    started = next((x["t"] for x in series if x.get("starting")), None)
+    grew = [e for e in scale_events(series) if e["to"] > e["from"]]
+    if started is not None and not any(e["t"] >= started for e in grew):
+        serving += f"; a replica starting from {started:.1f} s never served before the run ended"
+    return f"{label}: {serving}"
 
 
 def shedding(cluster: Cluster, rate: float, p: LabParams, photos: list[tuple[bytes, str]]) -> pd.DataFrame:
@@ -238,10 +259,11 @@ def kill_one(cluster: Cluster, p: LabParams, rate: float, photos: list[tuple[byt
     cluster). Records how long until a new replica answered, and what the requests meanwhile got."""
     import time
 
-    from servelab.scaling.cluster import post
+    from servelab.scaling.cluster import RAYLET_MESSAGES, post, raylet_said
 
     cluster.deploy(policy(p, fixed=2))
     _, answer = post(cluster.url, photos[0][0], "victim")
+    heard = len(RAYLET_MESSAGES)
     killed: dict[str, Any] = {}
 
     def during(t: float) -> None:  # on the sampler's thread: an error is kept and raised below
@@ -293,6 +315,8 @@ def kill_one(cluster: Cluster, p: LabParams, rate: float, photos: list[tuple[byt
     if failed:
         times = ", ".join(f"{s:+.2f}" for s in sent)
         print(f"failed requests sent at {times} s from the kill; answered {failed[0].get('message')!r}")
+    if said := raylet_said(heard):
+        print(f"Ray's raylet told this notebook: {said}")
     return summaries("kill")
 
 

@@ -88,16 +88,30 @@ def measure(p: LabParams, requests: int = 32, max_queue_size: int = 4,
     record(SCALING, rows)
     for row in rows:
         print(f"{row['label']}: {row['ok']} answered (p99 {row['p99_ms']} ms), {row['rejected']} refused"
-              + (f" (p99 {row['rejected_p99_ms']} ms): {row['message']!r}" if row["rejected"] else ""))
+              + "".join(f"; {v['count']} by {CAUSES.get(k, repr(k))}, answered after p99 {v['p99_ms']} ms"
+                        for k, v in row["rejected_by"].items()))
     return rows
+
+
+# Triton's two refusals: at once when the queue is full, or after the waiting limit (both in its message)
+CAUSES = {"Exceeds maximum queue size": "the queue size ('Exceeds maximum queue size': refused on arrival)",
+          "Request timeout expired": "the waiting limit ('Request timeout expired': refused once it had "
+                                     "waited its timeout, and a CPU busy with the burst answers later still)"}
 
 
 def _summary(answers: list[dict[str, Any]], limit: int | None, requests: int) -> dict[str, Any]:
     ok = [a["latency_ms"] for a in answers if a["outcome"] == "ok"]
     refused = [a["latency_ms"] for a in answers if a["outcome"] == "rejected"]
     message = next((a["message"] for a in answers if a["outcome"] == "rejected"), None)
+    by: dict[str, list[float]] = {}
+    for a in answers:
+        if a["outcome"] == "rejected":
+            cause = next((c for c in CAUSES if c in a["message"]), a["message"][:80])
+            by.setdefault(cause, []).append(a["latency_ms"])
     return {"kind": "triton_queue", "label": f"Triton queue {'unbounded' if limit is None else limit}",
             "max_queue_size": limit, "requests": requests, "ok": len(ok), "rejected": len(refused),
             "p99_ms": round(float(np.percentile(ok, 99)), 1) if ok else None,
             "rejected_p99_ms": round(float(np.percentile(refused, 99)), 1) if refused else None,
-            "message": message}
+            "message": message,
+            "rejected_by": {c: {"count": len(v), "p99_ms": round(float(np.percentile(v, 99)), 1)}
+                            for c, v in by.items()}}

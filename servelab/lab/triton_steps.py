@@ -17,7 +17,9 @@ import pandas as pd
 
 from servelab.lab.common import concat, hostport, show_code, show_columns
 from servelab.lab.params import LabParams
-from servelab.report.figures import as_image, fig_breakdown, read_breakdown
+from servelab.lab.triton_stats import stats_change, stats_json  # noqa: F401  (the notebooks call them here)
+from servelab.report.figures import as_image, fig_breakdown
+from servelab.report.readings import read_breakdown
 from servelab.results.schema import TRITON_COLUMNS, normalise_triton
 from servelab.results.store import results_dir
 from servelab.targets.base import MODEL_REPOSITORY, Stack
@@ -34,6 +36,16 @@ class Triton:
         import tritonclient.http as httpclient
 
         return httpclient.InferenceServerClient(self.url, network_timeout=120.0, connection_timeout=30.0)
+
+    @property
+    def pid(self) -> int | None:
+        """tritonserver's pid where this process can see it (the local target's own process): the
+        server CPU the tables show beside the machine's; None on a compose target (another container)."""
+        service = getattr(self.stack, "service", None)
+        try:
+            return int(service("triton_server").pid) if service else None
+        except (RuntimeError, AttributeError, TypeError, ValueError):
+            return None
 
     @property
     def metrics_url(self) -> str:
@@ -155,51 +167,6 @@ def model_table(triton: Triton) -> pd.DataFrame:
     index = triton.client().get_model_repository_index()
     return pd.DataFrame([{"model": m.get("name"), "version": m.get("version", ""),
                           "status": m.get("state", ""), "reason": m.get("reason", "")} for m in index])
-
-
-STATS_KEYS = ("inference_count", "execution_count", "inference_stats", "batch_stats")
-
-
-def stats_json(triton: Triton, name: str) -> dict[str, Any]:
-    """``GET /v2/models/<name>/stats``: print the command and the JSON excerpt that matters; return it all.
-
-    Counts are cumulative since the model loaded: ``inference_count`` images, ``execution_count``
-    forward passes, ``inference_stats`` total time per stage (ns), ``batch_stats`` executions per size.
-    """
-    import json
-
-    import httpx
-
-    url = f"http://{triton.url}/v2/models/{name}/stats"
-    print(f"$ curl -s {url}")
-    reply = httpx.get(url, timeout=30.0, trust_env=False)  # the server's own host: never via a proxy
-    if reply.status_code != 200:
-        raise RuntimeError(f"{url} answered HTTP {reply.status_code}: {reply.text[:300]} (is {name} loaded?)")
-    model = next((m for m in reply.json().get("model_stats", []) if m.get("name") == name), None)
-    if model is None:
-        raise RuntimeError(f"{url} has no statistics for {name}: is it loaded?")
-    excerpt = {k: model[k] for k in STATS_KEYS if k in model}
-    excerpt["inference_stats"] = {stage: model["inference_stats"][stage]
-                                  for stage in ("success", "queue", "compute_infer")
-                                  if stage in model.get("inference_stats", {})}
-    batches = [{"batch_size": b["batch_size"], "compute_infer": b["compute_infer"]}
-               for b in model.get("batch_stats", [])]
-    excerpt.pop("batch_stats", None)
-    lines = [f' "{key}": {json.dumps(value)},' for key, value in excerpt.items()]
-    lines += [' "batch_stats": [', *(f"  {json.dumps(b)}," for b in batches), " ]"]
-    print("{\n" + "\n".join(lines).replace(",\n ]", "\n ]") + "\n}")
-    return model
-
-
-def stats_change(before: dict[str, Any], after: dict[str, Any]) -> pd.DataFrame:
-    """What happened between two ``stats_json`` replies: requests, executions, executions per batch size."""
-    from servelab.triton.stats import batch_table, delta, flatten
-
-    change = delta(flatten(before), flatten(after))
-    print(f"between the two calls: {change['inference_count']} inferences in {change['execution_count']} "
-          f"executions (mean batch size {change['mean_batch_size']:.2f}); "
-          f"{change['executions_batch_gt1']} executions carried more than one image")
-    return batch_table(change)
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from servelab.core.paths import shown
 from servelab.lab.triton_steps import Triton, live_config
 
 # one line per process on the server's host or container: pid, parent pid, threads, command line
@@ -97,5 +98,5 @@ def _server_view(triton: Triton, name: str) -> None:
           f"(pid {', '.join(sorted(parents)) or '?'}) running {name}")
     print("  pid  threads  command")
     for pid, _parent, threads, args in stubs:
-        print(f"{pid:>5}  {threads:>7}  {args[:120]}")
+        print(f"{pid:>5}  {threads:>7}  {shown(args)[:120]}")
     print(f"-> {len(stubs)} stub process(es): one per instance of {name}")

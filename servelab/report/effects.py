@@ -2,9 +2,11 @@
 
 A rule is a pure function of a run's tables: it picks numbers with ``row`` and returns a ``Check``
 that says observed, within noise (the gap it tests is no larger than the measurement's own spread,
-``noise=``), not observed, or not measured (a number it needs is missing). Each step module holds
-its own rules (``rules(data: RunData)``); ``servelab.lab.run_report`` lists them in order.
-Why the noise rule reads as it does: docs/decisions/2026-11-23-noise-aware-verdicts.md.
+``noise=``), not observed, or not measured (a number it needs is missing, or the run did not meet the
+effect's precondition: ``cannot_show``). Each step module holds its own rules (``rules(data: RunData)``);
+``servelab.lab.run_report`` lists them in order.
+Why the noise rule reads as it does: docs/decisions/2026-11-23-noise-aware-verdicts.md; the
+preconditions: docs/decisions/2026-11-26-verdicts-with-preconditions.md.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ import pandas as pd
 
 from servelab.results.schema import num, relative_spread
 
-__all__ = ["STATUSES", "Check", "check", "chosen", "noise_band", "noise_note", "relative_spread", "row",
-           "spread", "usable"]
+__all__ = ["STATUSES", "Check", "amount", "cannot_show", "check", "chosen", "noise_band", "noise_note",
+           "relative_spread", "row", "spread", "unusable", "usable"]
 
 NOISE_NOTE = ("Runs on a shared or small CPU are noisy, and several of the lab's effects belong to a GPU: "
               "a 'not observed' here is a fact about this run on this machine, not a hidden failure.")
@@ -47,25 +49,43 @@ class Check:
     gpu_only: bool = False
 
 
+def cannot_show(effect: str, because: str, gpu_only: bool = False) -> Check:
+    """The verdict for an effect whose precondition this run did not meet (the overload never came, the
+    added replica never served, a level never settled): not measured, and why, never observed."""
+    return Check(effect, "not measured", f"this run cannot show it, because {because}", gpu_only)
+
+
 def check(effect: str, values: tuple[float | None, ...], test: Callable[..., bool],
            evidence: Callable[..., str], gpu_only: bool = False,
-           noise: tuple[float | None, ...] | None = None) -> Check:
+           noise: tuple[float | None, ...] | None = None, unit: str = "",
+           blocked: str | None = None) -> Check:
     """``test(*values)`` decides observed or not. With ``noise`` (the relative spreads of ``values[0]``
     and ``values[1]``, e.g. 0.12 for windows 12 % apart) the verdict is "within noise" when moving
     the second value by the ``noise_band`` either way would change the test's answer: the gap to the
-    test's own threshold (4×, 1.1×, equal) is inside the levels' noise."""
-    if any(v is None for v in values):
+    test's own threshold (4×, 1.1×, equal) is inside the levels' noise; the band is printed in ``unit``.
+    ``blocked`` (why a precondition failed, e.g. from ``unusable``) makes it ``cannot_show``; a value
+    that is missing or NaN makes it not measured."""
+    if blocked:
+        return cannot_show(effect, blocked, gpu_only)
+    if any(v is None or v != v for v in values):
         return Check(effect, "not measured", "this run has no numbers for it", gpu_only)
     said = evidence(*values)
     ok = bool(test(*values))
     if noise is not None and len(values) >= 2:
         band = noise_band(values[0], values[1], *noise[:2])
         if band is not None:
-            said += f" (spread {band:.3g})"
+            said += f" (spread {amount(band)}{' ' + unit if unit else ''})"
             first, second, rest = values[0], float(values[1]), values[2:]  # type: ignore[arg-type]
             if bool(test(first, second - band, *rest)) != bool(test(first, second + band, *rest)):
                 return Check(effect, "within noise", said, gpu_only)
     return Check(effect, "observed" if ok else "not observed", said, gpu_only)
+
+
+def amount(value: float) -> str:
+    """A measured figure as the verdicts print it: three significant digits, never in e-notation."""
+    size = abs(value)
+    text = f"{value:.0f}" if size >= 100 or value == 0 else f"{value:.1f}" if size >= 10 else f"{value:.2g}"
+    return text.removesuffix(".0")
 
 
 def noise_band(a: float | None, b: float | None, spread_a: float | None = None,
@@ -78,11 +98,42 @@ def noise_band(a: float | None, b: float | None, spread_a: float | None = None,
     return max(widths) if widths else None
 
 
+def _cold(value: Any) -> bool:  # measured after a skipped warm-up
+    return str(value).startswith("skipped")
+
+
+def _unsettled(value: Any) -> bool:  # perf_analyzer's windows never agreed within the criterion
+    return value is False or str(value) == "False"
+
+
 def usable(df: pd.DataFrame) -> pd.DataFrame:
-    """The rows a rule may count: not those measured after a skipped warm-up (column ``warmup``)."""
-    if df.empty or "warmup" not in df:
+    """The rows a rule may count: not those measured after a skipped warm-up (column ``warmup``), nor
+    levels whose windows never settled (``settled`` False: the last pass's numbers, not a measurement)."""
+    if df.empty:
         return df
-    return df[[not str(value).startswith("skipped") for value in df["warmup"]]]
+    warmup = df.get("warmup", pd.Series("", index=df.index))
+    settled = df.get("settled", pd.Series(True, index=df.index))
+    keep = [not (_cold(w) or _unsettled(s)) for w, s in zip(warmup, settled, strict=True)]
+    return df[keep]
+
+
+def unusable(df: pd.DataFrame, **where: Any) -> str | None:
+    """Why a rule cannot read the row matching ``where`` (column == value), for ``check(blocked=)``: it
+    was measured but ``usable`` drops it (named by its label); None when a usable row is there or
+    nothing was measured."""
+    sel = df
+    for key, value in where.items():
+        if sel.empty or key not in sel:
+            return None
+        sel = sel[sel[key] == value]
+    if sel.empty or not usable(sel).empty:
+        return None
+    last = sel.iloc[-1]
+    name = f"'{last['label']}'" if "label" in last.index and isinstance(last["label"], str) else "its level"
+    if _unsettled(last.get("settled")):
+        return (f"{name} never settled (perf_analyzer's windows kept disagreeing beyond the stability "
+                "criterion): its numbers are the last pass's, not a measurement")
+    return f"{name} was measured without its warm-up"
 
 
 def chosen(df: pd.DataFrame, column: str, pick: str = "last", **where: Any) -> pd.Series | None:

@@ -1,4 +1,5 @@
-"""Figures and their one-line readings, shared by the step modules; the report embeds the same ones.
+"""Figures and tables, shared by the step modules; the report embeds the same ones (their one-line
+readings: ``servelab.report.readings``).
 
 Figures are drawn with matplotlib's Agg canvas (no global state, any backend); ``as_image`` shows
 one in a notebook, ``plot_html``/``table_html`` put one in the report. A ``Section`` is one heading
@@ -18,6 +19,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from servelab.report.readings import config_column, level_text
 from servelab.results.schema import COMPUTE_PARTS, FASTAPI_COLUMNS, QUEUE, TRITON_COLUMNS, num
 
 
@@ -39,42 +41,53 @@ def finish(fig: Figure, ax: Any, xlabel: str | None, ylabel: str, title: str) ->
     return fig
 
 
-def _label(row: pd.Series, x: str) -> str:
-    value = row.get(x)
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return str(value)
-
-
 def _tick_labels(df: pd.DataFrame, x: str) -> list[str]:
     """The ``x`` values, or the rows' labels where ``x`` alone does not tell the rows apart."""
-    values = [_label(r, x) for _, r in df.iterrows()]
+    values = [level_text(r, x) for _, r in df.iterrows()]
     if len(set(values)) == len(values) or "label" not in df:
         return values
     return [str(r.get("label") or v) for v, (_, r) in zip(values, df.iterrows(), strict=True)]
 
 
+HATCHES = ("", "//", "..", "xx", "\\\\")
+
+
 def fig_breakdown(df: pd.DataFrame, x: str = "concurrency", title: str = "") -> Figure:
-    """Server-side queue vs compute time per request (stacked), and client p50/p99, per ``x``."""
+    """Server-side queue vs compute time per request (stacked), and client p50/p99, per ``x``. Several
+    configurations at the same ``x`` (``config_column``) get bars side by side and a line each; rows
+    that are configurations themselves (``x`` not a number) get points, never a line between them."""
+    by = config_column(df, x)
+    groups = [("", df)] if by is None else [(str(k), g) for k, g in df.groupby(by, sort=False)]
+    levels = (sorted(set(num(df, x).dropna())) if by is not None else list(range(len(df))))
     fig, (left, right) = figure(cols=2)
-    labels = _tick_labels(df, x)
-    positions = list(range(len(df)))
-    bottom = pd.Series([0.0] * len(df))
-    for column, colour in [(QUEUE, "tab:red"), *zip(COMPUTE_PARTS, ("tab:olive", "tab:blue", "tab:cyan"),
-                                                    strict=True)]:
-        values = num(df, column).fillna(0.0).reset_index(drop=True)
-        left.bar(positions, values, bottom=bottom, color=colour, label=column.removesuffix("_ms"))
-        bottom = bottom + values
-    left.set_xticks(positions, labels, fontsize=7, rotation=15 if len(labels[0]) > 8 else 0)
-    left.set_ylabel("server time per request (ms)")
-    left.set_xlabel(x)
-    left.legend(fontsize=7)
-    right.plot(positions, num(df, "p50_ms"), "o-", label="p50")
-    right.plot(positions, num(df, "p99_ms"), "s--", label="p99")
-    right.set_xticks(positions, labels, fontsize=7, rotation=15 if len(labels[0]) > 8 else 0)
-    right.set_ylabel("client latency (ms)")
-    right.set_xlabel(x)
-    right.legend(fontsize=8)
+    width = 0.8 / len(groups)
+    numeric = num(df, x).notna().all()
+    for n, (name, group) in enumerate(groups):
+        at = ([levels.index(v) for v in num(group, x)] if by is not None else list(range(len(group))))
+        shift = [p + (n - (len(groups) - 1) / 2) * width for p in at]
+        bottom = pd.Series([0.0] * len(group))
+        for column, colour in [(QUEUE, "tab:red"), *zip(COMPUTE_PARTS, ("tab:olive", "tab:blue", "tab:cyan"),
+                                                        strict=True)]:
+            values = num(group, column).fillna(0.0).reset_index(drop=True)
+            left.bar(shift, values, width * 0.95, bottom=bottom, color=colour,
+                     hatch=HATCHES[n % len(HATCHES)], edgecolor="white" if n else None,
+                     label=column.removesuffix("_ms") if n == 0 else None)
+            bottom = bottom + values
+        style = ("o-", "s--") if numeric else ("o", "s")
+        prefix = f"{name} " if name else ""
+        right.plot(at, num(group, "p50_ms"), style[0], label=f"{prefix}p50")
+        right.plot(at, num(group, "p99_ms"), style[1], label=f"{prefix}p99")
+        if by is not None:
+            left.bar([0], [0], 0, color="white", edgecolor="grey", hatch=HATCHES[n % len(HATCHES)],
+                     label=name)
+    labels = ([level_text(pd.Series({x: v}), x) for v in levels] if by is not None else _tick_labels(df, x))
+    ticks = list(range(len(labels)))
+    rotation = 15 if max((len(t) for t in labels), default=0) > 8 else 0
+    for ax, ylabel in ((left, "server time per request (ms)"), (right, "client latency (ms)")):
+        ax.set_xticks(ticks, labels, fontsize=7, rotation=rotation)
+        ax.set_ylabel(ylabel)
+        ax.set_xlabel(x)
+        ax.legend(fontsize=7)
     fig.suptitle(title or "queue vs compute", fontsize=11)
     fig.tight_layout()
     return fig
@@ -89,7 +102,7 @@ def fig_scaling(df: pd.DataFrame, title: str = "") -> Figure:
     left.set_xticks(positions, labels, fontsize=7, rotation=15)
     left.set_ylabel("inferences/s")
     right.bar(positions, num(df, "p99_ms"), color="tab:red", label="p99")
-    right.plot(positions, num(df, "p50_ms"), "ko-", label="p50")
+    right.plot(positions, num(df, "p50_ms"), "ko", label="p50")  # configurations: points, no line between
     right.set_xticks(positions, labels, fontsize=7, rotation=15)
     right.set_ylabel("latency (ms)")
     right.legend(fontsize=8)
@@ -99,22 +112,25 @@ def fig_scaling(df: pd.DataFrame, title: str = "") -> Figure:
 
 
 def fig_utilisation(df: pd.DataFrame) -> Figure:
-    """Mean CPU (and GPU) utilisation during each measurement: one horizontal bar per row, its step and
-    label written level beside it, so the figure grows with the rows and every name stays readable."""
+    """Mean CPU (the machine's, and the server processes' share where sampled) and GPU utilisation during
+    each measurement: bars per row, its step and label written level beside it, so the figure grows with
+    the rows and every name stays readable."""
     rows = max(len(df), 1)
     fig, ax = figure(width=9, height=1.2 + 0.24 * rows)
     labels = [_util_label(_text(r.get("step")), _text(r.get("label")) or _text(r.get("mode")))
               for _, r in df.iterrows()]
     positions = list(range(len(df)))
-    has_gpu = "gpu_util_pct" in df and num(df, "gpu_util_pct").notna().any()
-    width = 0.4 if has_gpu else 0.7
-    ax.barh([p - width / 2 if has_gpu else p for p in positions], num(df, "cpu_util_pct"), width,
-            label="CPU %")
-    if has_gpu:
-        ax.barh([p + width / 2 for p in positions], num(df, "gpu_util_pct"), width, label="GPU %")
+    # the machine's CPU, the server processes' share of it (same scale), the GPU: those sampled
+    named = (("cpu_util_pct", "CPU % (whole machine)"), ("server_cpu_pct", "server CPU %"),
+             ("gpu_util_pct", "GPU %"))
+    series = [(c, name) for c, name in named if c in df and num(df, c).notna().any()]
+    width = 0.8 / max(1, len(series))
+    for n, (column, name) in enumerate(series):
+        shifted = [p + (n - (len(series) - 1) / 2) * width for p in positions]
+        ax.barh(shifted, num(df, column), width, label=name)
     ax.set_yticks(positions, labels, fontsize=8)
     ax.invert_yaxis()  # the run's order, top to bottom
-    ax.set_xlabel("mean utilisation during the measurement (%)")
+    ax.set_xlabel("mean utilisation during the measurement (%; CPU: 100 = all cores)")
     ax.set_xlim(0, 105)
     ax.grid(axis="x", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
@@ -139,54 +155,6 @@ def png(fig: Figure) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
-def first(df: pd.DataFrame, column: str, **where: Any) -> float | None:
-    sel = df
-    for key, value in where.items():
-        if key not in sel:
-            return None
-        sel = sel[sel[key] == value]
-    values = num(sel, column).dropna()
-    return float(values.iloc[-1]) if len(values) else None
-
-
-def read_breakdown(df: pd.DataFrame, x: str = "concurrency") -> str:
-    if df.empty:
-        return "no measurements"
-    lo, hi = df.iloc[0], df.iloc[-1]
-    queue_lo, queue_hi = (float(r.get(QUEUE) or 0) for r in (lo, hi))
-    infer_lo, infer_hi = (float(r.get("compute_infer_ms") or 0) for r in (lo, hi))
-    return (f"from {x} {_label(lo, x)} to {_label(hi, x)}: queue {queue_lo:.1f} → {queue_hi:.1f} ms, "
-            f"compute infer {infer_lo:.1f} → {infer_hi:.1f} ms, p99 {float(lo.get('p99_ms') or 0):.0f} → "
-            f"{float(hi.get('p99_ms') or 0):.0f} ms")
-
-
-def read_per_level(df: pd.DataFrame, by: str) -> str:
-    """At each concurrency, the rows that differ in ``by`` (model or instances) side by side."""
-    parts = []
-    for level, group in df.groupby("concurrency", sort=True):
-        cells = [f"{r[by]}: {float(r['throughput']):.1f}/s, infer {float(r['compute_infer_ms']):.1f} ms, "
-                 f"p99 {float(r['p99_ms']):.0f} ms" for _, r in group.iterrows()]
-        parts.append(f"concurrency {level:g} — " + "; ".join(cells))
-    return " | ".join(parts) or "no measurements"
-
-
-def read_scaling(df: pd.DataFrame) -> str:
-    if df.empty:
-        return "no measurements"
-    best = df.iloc[num(df, "throughput").argmax()]  # the row of the best throughput (NaN skipped)
-    name = best.get("label", best.get("instances"))
-    return (f"best throughput {float(best['throughput']):.1f}/s with {name}; "
-            + ", ".join(f"{r.get('label', r.get('instances'))}: {float(r['throughput']):.1f}/s, "
-                        f"p99 {float(r['p99_ms']):.0f} ms" for _, r in df.iterrows()))
-
-
-def read_util(df: pd.DataFrame) -> str:
-    cpu = num(df, "cpu_util_pct").dropna()
-    if cpu.empty:
-        return "no utilisation samples"
-    return f"CPU utilisation ranged {cpu.min():.0f}–{cpu.max():.0f}% across the measurements"
-
-
 def as_image(fig: Figure, name: str | None = None) -> Any:
     """A figure as an image a notebook shows (and stores) as PNG, whatever matplotlib backend is active;
     also saved for a lab report (:func:`save_figure`)."""
@@ -202,7 +170,9 @@ def save_figure(fig: Figure, name: str | None = None) -> bytes:
 
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
-    print(f"plot saved: {save_png(buffer.getvalue(), name or _title(fig))}")
+    from servelab.core.paths import shown
+
+    print(f"plot saved: {shown(str(save_png(buffer.getvalue(), name or _title(fig))))}")
     return buffer.getvalue()
 
 
@@ -234,8 +204,9 @@ def save_png(data: bytes, name: str) -> Path:
 # The report's tables of Triton and FastAPI measurements show a short set of columns under plain headings
 # (the CSVs keep every column): what was run, throughput, p50, p99, queue, compute, utilisation and the
 # one setting the table varies (threads or batch), when it varies. ``short_view`` is the one place.
-MAX_COLUMNS = 8
-HEADINGS = {"label": "measurement", "throughput": "throughput (/s)", "throughput_rps": "throughput (/s)",
+MAX_COLUMNS = 9
+HEADINGS = {"server_cpu_pct": "server CPU %",
+            "label": "measurement", "throughput": "throughput (/s)", "throughput_rps": "throughput (/s)",
             "p50_ms": "p50 (ms)", "median_ms": "p50 (ms)", "p99_ms": "p99 (ms)", "queue_ms": "queue (ms)",
             "compute_infer_ms": "compute (ms)", "cpu_util_pct": "CPU %", "gpu_util_pct": "GPU %",
             "threads": "threads", "batch": "client batch", "mean_batch_size": "mean batch",
@@ -262,7 +233,7 @@ def short_view(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame | None:
         picked = ["label", "throughput", "p50_ms", "p99_ms", QUEUE, "compute_infer_ms"]
     elif list(columns) == FASTAPI_COLUMNS:
         frame = df.assign(label=[" ".join(_text(r.get(c)) for c in ("backend", "mode")) +
-                                 (f" c={_label(r, 'concurrency')}" if _text(r.get("concurrency")) else "")
+                                 (f" c={level_text(r, 'concurrency')}" if _text(r.get("concurrency")) else "")
                                  for _, r in df.iterrows()])
         picked = ["label", "throughput_rps", "median_ms", "p99_ms"]
         if num(df, "errors").fillna(0).gt(0).any():
@@ -273,13 +244,15 @@ def short_view(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame | None:
     if any(d.startswith("cuda") for d in devices):  # a GPU run: every row says where it computed
         frame = frame.assign(label=[f"{label} · {d}" if d else label
                                     for label, d in zip(frame["label"], devices, strict=True)])
-    util = [c for c in ("gpu_util_pct", "cpu_util_pct") if num(frame, c).notna().any()]
+    # utilisation: the GPU's, the machine's CPU and, beside it, the server processes' share of it
+    util = [c for c in ("gpu_util_pct", "cpu_util_pct", "server_cpu_pct") if num(frame, c).notna().any()]
     lesson = [c for c in LESSONS if c in frame and frame[c].dropna().astype(str).nunique() > 1][:1]
     if not lesson and num(frame, "threads").notna().any():  # the thread count is always worth seeing
         lesson = ["threads"]
     picked += util[:1]
-    if len(util) > 1 and len(picked) + len(lesson) < MAX_COLUMNS:
-        picked.append(util[1])
+    for more in util[1:]:
+        if len(picked) + len(lesson) < MAX_COLUMNS:
+            picked.append(more)
     picked = [c for c in picked + lesson if c in frame][:MAX_COLUMNS]
     return frame[picked].round(1).rename(columns=HEADINGS)
 
@@ -291,7 +264,19 @@ def table_html(df: pd.DataFrame, columns: list[str]) -> str:
     frame = short if short is not None else df[[c for c in columns if c in df]].round(2)
     if df.empty or frame.columns.empty:
         return "<p><em>no rows</em></p>"
+    frame = whole_numbers(frame)
     return f'<div class="table">{frame.to_html(index=False, border=0, classes="data", na_rep="")}</div>'
+
+
+def whole_numbers(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its float columns that hold only whole numbers (counts a missing value made float:
+    501.0 requests) as integers."""
+    out = frame.copy()
+    for column in out.columns:
+        values = out[column]
+        if values.dtype.kind == "f" and values.notna().any() and (values.dropna() % 1 == 0).all():
+            out[column] = ["" if pd.isna(v) else int(v) for v in values]
+    return out
 
 
 @dataclass
@@ -305,4 +290,4 @@ class Section:
 
 def plot_html(fig: Figure, reading: str) -> str:
     return (f'<figure><img src="{png(fig)}" alt="{html.escape(reading)}">'
-            f"<figcaption>{html.escape(reading)}</figcaption></figure>")
+            f"<figcaption>{html.escape(reading).replace(chr(10), '<br>')}</figcaption></figure>")

@@ -21,7 +21,9 @@ from typing import Any, Protocol
 import pandas as pd
 
 from servelab.report.effects import STATUSES, Check, noise_note
-from servelab.report.figures import Section, fig_utilisation, plot_html, read_util, table_html
+from servelab.report.figures import Section, fig_utilisation, plot_html, table_html
+from servelab.report.readings import read_util
+from servelab.report.terms import glossary
 from servelab.results.schema import RunData, device_of
 
 
@@ -121,6 +123,10 @@ def _machine_section(run_dir: Path, *frames: pd.DataFrame) -> Section:
         steps = resources = pd.DataFrame()
     parts = [pd.DataFrame({"fact": list(facts), "value": [str(v) for v in facts.values()]})
              .to_html(index=False, border=0, classes="data")]
+    cores = pd.to_numeric(pd.Series([facts.get("cpu_count")]), errors="coerce").iloc[0]
+    meanings = glossary(int(cores) if cores == cores else None)
+    parts.append("<p>What the figures mean:</p><ul>"
+                 + "".join(f"<li>{html.escape(line)}</li>" for line in meanings) + "</ul>")
     if not steps.empty:
         parts.append(table_html(steps, ["step", "seconds", "ok", "detail"]))
     if not resources.empty:

@@ -49,8 +49,9 @@ TRITON_ALIASES = {
 def normalise_triton(df: pd.DataFrame) -> pd.DataFrame:
     """Rows of ``servelab.triton.experiments.measure`` → the short column names the report plots.
 
-    Adds ``concurrency``/``rate`` from the load level, the mean GPU utilisation
-    over all GPUs, and keeps every original column.
+    Adds ``concurrency``/``rate`` from the load level, the server processes' CPU on the machine's scale
+    (``server_cpu_pct``: 100 = all cores, like ``cpu_util_pct``), the mean GPU utilisation over all GPUs,
+    and keeps every original column.
     """
     if df.empty:
         return df
@@ -62,6 +63,11 @@ def normalise_triton(df: pd.DataFrame) -> pd.DataFrame:
         mode = df["load_mode"].astype(str)
         df["concurrency"] = pd.to_numeric(df["load_value"].where(mode == "concurrency"), errors="coerce")
         df["rate"] = pd.to_numeric(df["load_value"].where(mode == "request_rate"), errors="coerce")
+    if "proc_cpu_mean_pct" in df:  # one core = 100 for psutil: on the machine's scale, all cores = 100
+        from servelab.core.cpu import cpu_cores  # a row not yet stored has no cpu_count: this machine's
+
+        cores = pd.to_numeric(df["cpu_count"], errors="coerce") if "cpu_count" in df else cpu_cores()
+        df["server_cpu_pct"] = (pd.to_numeric(df["proc_cpu_mean_pct"], errors="coerce") / cores).round(1)
     gpu_cols = [c for c in df if isinstance(c, str) and c.startswith("gpu") and c.endswith("_util_mean_pct")]
     df["gpu_util_pct"] = df[gpu_cols].apply(pd.to_numeric, errors="coerce").mean(axis=1) if gpu_cols else None
     return df
@@ -128,7 +134,7 @@ def batch_size_counts(df: pd.DataFrame) -> dict[int, int]:
 TRITON_COLUMNS = ["step", "model", "device", "label", "instances", "threads", "dynamic_batching",
                   "concurrency", "batch", "distribution", "rate", "throughput", "p50_ms", "p99_ms",
                   "queue_ms", "compute_input_ms", "compute_infer_ms", "compute_output_ms", "cpu_util_pct",
-                  "gpu_util_pct", "mean_batch_size", "batch_counts", "settled", "warmup"]
+                  "server_cpu_pct", "gpu_util_pct", "mean_batch_size", "batch_counts", "settled", "warmup"]
 
 
 FASTAPI_COLUMNS = ["backend", "device", "max_batch", "mode", "concurrency", "requests", "errors", "median_ms",

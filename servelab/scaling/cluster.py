@@ -20,6 +20,45 @@ APP = "food11"
 ROUTE = "/food11"
 
 
+# what Ray's raylet told this driver (a worker killed, a retried shutdown), kept out of the cells' output
+RAYLET_MESSAGES: list[str] = []
+
+
+def keep_raylet_messages() -> None:
+    """Keep the raylet's messages to this driver in ``RAYLET_MESSAGES`` instead of the cell's output.
+
+    Ray's driver prints them to stdout, coloured, from its error-listening thread, whatever
+    ``log_to_driver`` says (that covers the workers' own logs): the thread calls the module function
+    ``ray._private.worker.print_to_stdstream``, replaced here by one that keeps the raylet's lines and
+    passes every other on. A private function of the pinned ray: tests/unit/scaling/test_raylet_messages.py
+    fails if it moves."""
+    from ray._private import worker
+
+    shown = worker.print_to_stdstream
+    if getattr(shown, "keeps_raylet", False):
+        return
+
+    def keep(data: dict[str, Any], ignore_prefix: bool) -> None:
+        if data.get("pid") == "raylet":
+            RAYLET_MESSAGES.extend(str(line) for line in data.get("lines", []))
+            return
+        shown(data, ignore_prefix)
+
+    keep.keeps_raylet = True  # type: ignore[attr-defined]
+    worker.print_to_stdstream = keep
+
+
+def raylet_said(since: int = 0) -> str:
+    """The first sentence of each raylet message kept since index ``since``, plain, one line each."""
+    import re
+
+    lines = []
+    for message in RAYLET_MESSAGES[since:]:
+        plain = re.sub(r"\x1b\[[0-9;]*m", "", message).strip()
+        lines.append(plain.split(". ")[0].rstrip(".") + ".")
+    return "\n".join(dict.fromkeys(lines))
+
+
 class ScalingError(RuntimeError):
     """Ray Serve did not do what was asked in time; the message says what was waited for."""
 
@@ -81,6 +120,7 @@ class Cluster:
         else:
             ray.init(address="local", num_cpus=cpus, include_dashboard=False, object_store_memory=80 * 2**20,
                      log_to_driver=False, configure_logging=False)
+        keep_raylet_messages()
         logging.getLogger("ray.serve").setLevel(logging.WARNING)  # the driver's "Application ... ready" lines
         serve.start(http_options={"host": self.host, "port": self.port},
                     logging_config={"log_level": "WARNING"})

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from servelab.core import image_builds
 from servelab.core.compose import explain_up_failure, file_args, gpu_runtime, up_args
-from servelab.core.paths import REPO_ROOT
+from servelab.core.paths import REPO_ROOT, shown
 from servelab.targets.base import (
     COMPOSE_FILES,
     HOST_PORTS,
@@ -201,7 +201,7 @@ class ComposeStack(Stack):
         if stack == "triton":  # written by this kernel's user (the checkout owner) before Triton mounts it
             self.prepare_models()
         argv = self.compose(stack, *up_args(timeout, *(services or ())))
-        print("$ " + shlex.join(argv))
+        print("$ " + shown(shlex.join(argv)))
         done = self._run(argv, timeout + 120)
         if done.returncode != 0:
             raise RuntimeError(explain_up_failure(

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from servelab.core.paths import REPO_ROOT
+from servelab.core.paths import REPO_ROOT, shown
 from servelab.targets.base import (
     FASTAPI_APPS,
     LAB_MODELS,
@@ -34,7 +34,7 @@ from servelab.targets.base import (
 def _said_started(argv: Sequence[str], url: str, env: dict[str, str] | None = None) -> None:
     """Print the command a service was started with (what ``docker compose up`` is on a GPU host)."""
     prefix = "".join(f"{key}={shlex.quote(value)} " for key, value in (env or {}).items())
-    print(f"$ {prefix}{shlex.join(str(a) for a in argv)}\n  -> ready at {url}")
+    print(f"$ {shown(prefix + shlex.join(str(a) for a in argv))}\n  -> ready at {url}")
 
 
 class LocalStack(Stack):

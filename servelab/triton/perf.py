@@ -313,18 +313,60 @@ WARM_UP_FLAGS = ("-b", "--concurrency-range", "--request-rate-range", "--request
 
 def shown_command(argv: Sequence[str], warm_up: bool = False) -> str:
     """The command as a student would type it in the checkout: ``perf_analyzer`` (on PATH in the venv
-    and the images) and paths relative to the working directory. A warm-up is one short line."""
+    and the images), paths relative to the working directory and no machine's absolute paths
+    (``servelab.core.paths.shown``). A warm-up is one short line."""
+    from servelab.core.paths import shown
+
     if warm_up:
         load = [f"{flag} {argv[i + 1]}" for i, flag in enumerate(argv[:-1]) if flag in WARM_UP_FLAGS]
         return f"# warm-up first, not recorded: the same command with {' '.join(load)}"
-    cwd = Path.cwd()
+    cwd, run = Path.cwd(), os.environ.get("SERVELAB_RESULTS")
     words = []
     for word in argv[1:]:
         path = Path(word)
-        if path.is_absolute() and path.is_relative_to(cwd):
+        if path.is_absolute() and path.is_relative_to(cwd) and not (run and path.is_relative_to(run)):
             word = str(path.relative_to(cwd))
         words.append(word)
-    return "$ " + shlex.join(["perf_analyzer", *words])
+    return "$ " + shown(shlex.join(["perf_analyzer", *words]))  # the run's folder, the checkout, venv, home
+
+
+# what perf() printed last in this process: a level of the same run prints only what changed
+_SAID: dict[str, Any] = {"argv": None, "warm_up": False}
+LEVEL_FLAGS = ("--concurrency-range", "--request-rate-range", "--request-count",
+               "--measurement-request-count", "-f")
+
+
+def said(argv: Sequence[str], warm_up: bool = False) -> str | None:
+    """What ``perf`` prints before running ``argv``: the whole command the first time; for the next level
+    of the same run (only the load, the window and the CSV differ) the flags that changed; the warm-up
+    line once per process (every level has one, the same way). None: print nothing."""
+    if warm_up:
+        if _SAID["warm_up"]:
+            return None
+        _SAID["warm_up"] = True
+        return shown_command(argv, warm_up=True) + " (before every level; said once)"
+    before, _SAID["argv"] = _SAID["argv"], list(argv)
+    if before is None or _other_flags(before) != _other_flags(argv):
+        return shown_command(argv)
+    old = {flag: before[i + 1] for i, flag in enumerate(before[:-1]) if flag in LEVEL_FLAGS[:-1]}
+    changed = [f"{flag} {argv[i + 1]}" for i, flag in enumerate(argv[:-1])
+               if flag in LEVEL_FLAGS[:-1] and old.get(flag) != argv[i + 1]]
+    if not changed:
+        return "$ perf_analyzer …  # the same command as above, its own -f CSV"
+    return f"$ perf_analyzer … {' '.join(changed)}  # the rest as above, its own -f CSV"
+
+
+def _other_flags(argv: Sequence[str]) -> list[str]:
+    """``argv`` without the flags (and their values) that change from level to level."""
+    out, skip = [], False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word in LEVEL_FLAGS:
+            skip = True
+        else:
+            out.append(word)
+    return out
 
 
 def perf(model: str, url: str, label: str, *, config: Mapping[str, Any] | str | None = None,
@@ -337,7 +379,8 @@ def perf(model: str, url: str, label: str, *, config: Mapping[str, Any] | str | 
     Path(csv_path).parent.mkdir(parents=True, exist_ok=True)  # perf_analyzer does not make it
     options.setdefault("binary", perf_analyzer_binary())
     argv = perf_analyzer_argv(model, url, csv_path=csv_path, **options)
-    print(shown_command(argv, warm_up=label == "warm-up"), flush=True)
+    if (line := said(argv, warm_up=label == "warm-up")) is not None:
+        print(line, flush=True)
     load = {"batch_size": options.get("batch", 1),
             "distribution": options.get("distribution", "constant") if options.get("request_rate") else None,
             "protocol": options.get("protocol", "http")}

@@ -240,9 +240,11 @@ def unsettled_message(frame: pd.DataFrame) -> str | None:
                        for m, v in zip(bad["load_mode"], bad["load_value"], strict=True))
     models = ", ".join(sorted({str(m) for m in bad["model"]})) + " at " if "model" in bad else ""
     rows, them = ("its row carries", "it") if len(bad) == 1 else ("their rows carry", "them")
+    # the notebooks' parameter for this kind of level: rate levels have their own criterion
+    rated = set(bad["load_mode"].astype("str")) == {"request_rate"}
+    wider = "rate_stability_pct" if rated else "stability_pct"
     return (f"perf_analyzer did not obtain a stable measurement for {models}{levels}: {rows} "
             f"settled=False and the last pass's throughput and mean latency. To settle {them} on a busy "
             "machine, give each window more requests, accept a wider spread or measure one fixed "
-            "window (in a notebook: the parameters window_requests, stability_pct or "
-            "rate_stability_pct, settle='fixed'; in perf(): measurement_request_count, "
-            "stability_percentage, request_count).")
+            f"window (in a notebook: the parameters window_requests, {wider}, settle='fixed'; in perf(): "
+            "measurement_request_count, stability_percentage, request_count).")

@@ -168,7 +168,7 @@ def test_a_gap_inside_the_spread_is_within_noise() -> None:
     assert status(checks, "p99 with dynamic batching ≤") == "within noise"
     assert status(checks, "some executions carry more than one") == "observed"  # a count, no spread
     [lowest] = [c for c in checks if "lowest rate" in c.effect]
-    assert lowest.status == "within noise" and "(spread 15)" in lowest.evidence
+    assert lowest.status == "within noise" and "(spread 15 ms)" in lowest.evidence
 
 
 def test_noise_band_and_relative_spread() -> None:

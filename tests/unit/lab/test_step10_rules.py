@@ -9,9 +9,16 @@ from servelab.lab import step10_report as step
 from servelab.results.schema import RunData
 
 
-def data(*rows: dict) -> RunData:
+def data(*rows: dict, series: list[dict] | None = None) -> RunData:
     empty = pd.DataFrame()
-    return RunData(empty, empty, empty, empty, pd.DataFrame(list(rows)), pd.DataFrame())
+    return RunData(empty, empty, empty, empty, pd.DataFrame(list(rows)), pd.DataFrame(series or []))
+
+
+def high_phase(label: str, rate: float, answered: float, seconds: int = 12, start: int = 3) -> list[dict]:
+    """A run's samples during its high phase (phase 1), one a second: ``answered`` answers a second
+    against ``rate`` offered."""
+    return [{"run": label, "t": float(t), "interval_s": 1.0, "phase": 1, "rate": rate, "ok": answered}
+            for t in range(start + 1, start + seconds + 1)]
 
 
 def step_row(policy: str, **values: object) -> dict:
@@ -36,11 +43,12 @@ def test_a_good_run_is_observed() -> None:
         step_row("fixed", replicas_max=1, replica_seconds=22.0, backlog_end_high=420),
         {"kind": "shedding", "max_queued_requests": -1, "p99_ms": 6000.0},
         {"kind": "shedding", "max_queued_requests": 4, "p99_ms": 300.0, "p99_spread": 0.5},
-        {"kind": "kill", "replaced_after_s": 4.8},
+        {"kind": "kill", "replaced_after_s": 4.8, "in_flight_at_kill": 2, "failed": 1,
+         "failed_sent_after_kill": 0},
         {"kind": "triton_queue", "max_queue_size": None, "rejected": 0},
         {"kind": "triton_queue", "max_queue_size": 4, "rejected": 27},
     )
-    assert statuses(run) == ["observed"] * 7
+    assert statuses(run) == ["observed"] * 8
 
 
 def test_slow_scale_up_and_late_queue_policy_are_not_observed() -> None:
@@ -76,19 +84,124 @@ def test_the_backlog_rule_says_what_one_fixed_replica_did_and_what_p99_did() -> 
     assert "after it 5019 ms" in backlog.evidence
 
 
-def test_a_replica_serving_only_after_the_high_load_is_not_observed_not_unmeasured() -> None:
+def test_a_replica_serving_only_after_the_high_load_cannot_show_the_backlog_draining() -> None:
     """A step load that ran, whose added replica served only once the high load had ended (seen on a
-    slow 2-core run: 20 s after the step), and a utilisation run that added none: both looked for."""
+    slow 2-core run: 20 s after the step), and a utilisation run that added none: the backlog rule's
+    precondition (the replica served during the high load) failed, so it is not measured, and says why;
+    queue depth still added its replica before utilisation did."""
     run = data(
         step_row("queue depth", decided_after_s=11.6, scale_up_after_s=20.1, upscale_delay_s=1.0,
                  look_back_period_s=1.0, backlog_at_up=None, backlog_end_high=380),
         step_row("utilisation", scale_up_after_s=None, backlog_end_high=400),
     )
     checks = step.rules(run)
-    assert [c.status for c in checks[1:3]] == ["not observed", "observed"]
-    assert "served only 20.1 s after the step, once the high load had ended" in checks[1].evidence
+    assert [c.status for c in checks[1:3]] == ["not measured", "observed"]
+    assert checks[1].evidence == ("this run cannot show it, because the added replica served only 20.1 s "
+                                  "after the step, once the high load had ended")
     assert checks[2].evidence == "queue depth serving 20.1 s after the step; utilisation added no replica"
     neither = step.rules(data(step_row("queue depth", backlog_end_high=380), step_row("utilisation")))
-    assert [c.status for c in neither[1:3]] == ["not observed", "not observed"]
-    assert neither[1].evidence == "no replica was added after the step"
-    assert neither[2].evidence == "queue depth added no replica, nor did utilisation"
+    assert [c.status for c in neither[:3]] == ["not observed", "not measured", "not measured"]
+    assert neither[0].evidence == "no replica started after the step"
+    assert neither[1].evidence == "this run cannot show it, because no replica was added after the step"
+    assert neither[2].evidence == "this run cannot show it, because neither policy added a replica"
+
+
+# ----------------------------------------------------------------------------- preconditions (issue 36)
+def test_a_run_where_nothing_scaled_because_one_replica_kept_up_shows_no_autoscaling_effect() -> None:
+    """The run issue 36 read: one fixed replica answered the whole 1.2× step (the capacity estimate was
+    low), the autoscaled run's replica started 14.4 s after the step and never served, and nothing else
+    scaled. No autoscaling verdict may read observed or not observed, the cheaper replica-seconds least of
+    all, and no evidence prints nan."""
+    run = data(
+        step_row("queue depth", label="queue depth", replicas_max=1, decided_after_s=14.4,
+                 scale_up_after_s=None, upscale_delay_s=1.0, look_back_period_s=1.0, high_starts_s=3.0,
+                 backlog_at_up=None, backlog_end_high=3, replica_seconds=20.0),
+        step_row("utilisation", label="utilisation", replicas_max=1, scale_up_after_s=None,
+                 replica_seconds=20.0),
+        step_row("fixed", label="fixed 1", replicas_max=1, replica_seconds=20.0, backlog_end_high=2),
+        step_row("fixed", label="fixed 2", replicas_max=2, replica_seconds=40.0),
+        series=[*high_phase("fixed 1", rate=94.0, answered=93.5), *high_phase("queue depth", 94.0, 94.2)])
+    checks = step.rules(run)
+    scaling = [c for c in checks if "replica-seconds" in c.effect or "queue depth" in c.effect
+               or "backlog" in c.effect]
+    assert len(scaling) == 4
+    for verdict in scaling:
+        assert verdict.status == "not measured", verdict
+        assert verdict.evidence.startswith("this run cannot show it, because the high load never outran one "
+                                           "replica: one fixed replica answered 93.5 of the 94.0 requests/s")
+    assert not any("nan" in c.evidence for c in checks)
+
+
+def test_the_overload_is_read_from_the_autoscaled_run_before_one_fixed_replica_ran() -> None:
+    """In the notebook the first verdict comes before the fixed runs: the autoscaled run's own samples
+    up to the moment its replica served say whether one replica fell behind."""
+    queue = step_row("queue depth", label="queue depth", decided_after_s=3.0, scale_up_after_s=6.0,
+                     upscale_delay_s=1.0, look_back_period_s=1.0, high_starts_s=3.0)
+    behind = step.rules(data(queue, series=high_phase("queue depth", rate=94.0, answered=70.0)))
+    assert behind[0].status == "observed"
+    ahead = step.rules(data(queue, series=high_phase("queue depth", rate=94.0, answered=94.0)))
+    assert ahead[0].status == "not measured"
+    assert "the autoscaled run's one replica answered 94.0 of the 94.0 requests/s" in ahead[0].evidence
+
+
+def test_a_replica_that_started_but_never_served_is_said_so_never_nan() -> None:
+    run = data(step_row("queue depth", label="queue depth", decided_after_s=14.4, scale_up_after_s=None,
+                        upscale_delay_s=1.0, look_back_period_s=1.0, high_starts_s=3.0, backlog_end_high=300),
+               series=high_phase("queue depth", rate=94.0, answered=70.0))
+    start = step.rules(run)[0]
+    assert start.status == "not observed"
+    assert start.evidence == ("starting 14.4 s after the step (upscale_delay_s 1, look_back_period_s 1), "
+                              "never serving before the load ended")
+
+
+def test_the_kill_rule_needs_a_request_in_flight() -> None:
+    [*_, replaced, in_flight] = step.rules(data(
+        step_row("fixed", replicas_max=2, replica_seconds=40.0),
+        {"kind": "kill", "replaced_after_s": 4.1, "in_flight_at_kill": 0, "failed": 0,
+         "failed_sent_after_kill": 0}))
+    assert replaced.status == "observed"
+    assert in_flight.status == "not measured"
+    assert in_flight.evidence.startswith("this run cannot show it, because no request was in flight")
+    [*_, failed] = step.rules(data({"kind": "kill", "replaced_after_s": 4.1, "in_flight_at_kill": 1,
+                                    "failed": 1, "failed_sent_after_kill": 1}))
+    assert failed.status == "not observed"
+
+
+def test_shedding_that_refused_nothing_cannot_show_the_bound() -> None:
+    checks = step.rules(data(step_row("fixed", replicas_max=2, replica_seconds=40.0),
+                             {"kind": "shedding", "max_queued_requests": -1, "p99_ms": 900.0},
+                             {"kind": "shedding", "max_queued_requests": 4, "p99_ms": 300.0, "shed_503": 0}))
+    [bound] = [c for c in checks if "max_queued_requests" in c.effect]
+    assert bound.status == "not measured" and "refused no request" in bound.evidence
+
+
+def test_tritons_refusals_are_named_by_their_cause_and_wait() -> None:
+    """A burst refused by the 100 ms waiting limit, after about half a second, is not a queue bound that
+    refuses at once: the evidence names each cause and how long its refusals took."""
+    checks = step.rules(data(
+        step_row("fixed", replicas_max=2, replica_seconds=40.0),
+        {"kind": "triton_queue", "max_queue_size": None, "rejected": 0},
+        {"kind": "triton_queue", "max_queue_size": 4, "rejected": 31,
+         "rejected_by": {"Request timeout expired": {"count": 31, "p99_ms": 529.8}}}))
+    [triton] = [c for c in checks if "Triton" in c.effect]
+    assert triton.status == "observed"
+    assert triton.evidence == ("refused: unbounded 0, bounded 31; 31 by the waiting limit (answered after "
+                               "p99 529.8 ms)")
+
+
+def test_the_timeline_line_agrees_with_its_plot_and_the_plot_is_drawn_once() -> None:
+    """Issue 36: "replica count changed at no moment" under a plot whose dotted line showed a replica
+    starting at about 17 s; and every timeline appeared twice (pyplot's figure and the image)."""
+    import matplotlib.pyplot as plt
+
+    from servelab.lab.step10_scaling_out import describe_replicas, fig_timeline
+
+    series = [{"run": "queue depth", "t": float(t), "replicas": 1, "starting": int(t >= 17), "phase": 1,
+               "in_flight": 2, "ongoing_per_replica": 2.0, "p50_ms": 20.0, "p99_ms": 40.0,
+               "cpu_util_pct": 50.0} for t in range(1, 21)]
+    line = describe_replicas("queue depth", series)
+    assert line == ("queue depth: 1 replica(s) serving throughout; a replica starting from 17.0 s never "
+                    "served before the run ended")
+    before = len(plt.get_fignums())
+    fig = fig_timeline(pd.DataFrame(series))
+    assert len(plt.get_fignums()) == before and fig.axes[3].get_ylim() == (0, 105)

@@ -1,4 +1,4 @@
-"""What a notebook shows of a measurement table: at most eight columns, every column still in the frame;
+"""What a notebook shows of a measurement table: at most nine columns, every column still in the frame;
 the thread count each instance runs with, as a number, by one rule for both Triton runners."""
 
 from __future__ import annotations
@@ -12,16 +12,18 @@ from servelab.triton.instances import instance_threads
 
 def triton_rows(label: str, threads: int) -> pd.DataFrame:
     row = {c: 1.0 for c in TRITON_COLUMNS}
-    row.update(step="s", model="m", label=label, threads=threads, batch_counts="{}", settled=True)
+    row.update(step="s", model="m", label=label, threads=threads, batch_counts="{}", settled=True,
+               gpu_util_pct=None)  # a CPU run: the machine's CPU and the server's share of it
     return pd.DataFrame([row])
 
 
-def test_a_triton_table_shows_eight_columns_and_keeps_all() -> None:
+def test_a_triton_table_shows_nine_columns_and_keeps_all() -> None:
     table = concat(show_columns(triton_rows("one", 1), TRITON_COLUMNS),
                    show_columns(triton_rows("two", 2), TRITON_COLUMNS))
     assert isinstance(table, Measured) and list(table.columns) == TRITON_COLUMNS
     html = table._repr_html_() or ""
-    assert html.count("<th>") <= 8 and "threads" in html and "more columns" in html
+    assert html.count("<th>") <= 9 and "threads" in html and "more columns" in html
+    assert "<th>CPU %</th>" in html and "<th>server CPU %</th>" in html
     assert "compute_output_ms" not in repr(table) and "p99 (ms)" in repr(table)
     assert isinstance(table[table["threads"] > 1], Measured)  # a selection keeps the short display
     assert "dynamic_batching" in table.columns  # the data is all there

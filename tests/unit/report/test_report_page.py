@@ -109,13 +109,14 @@ def test_triton_tables_show_the_short_set_and_the_setting_that_varies() -> None:
     plain = short_view(triton_rows(throughput=[10.0, 20.0]), TRITON_COLUMNS)
     assert plain is not None
     assert list(plain) == ["measurement", "throughput (/s)", "p50 (ms)", "p99 (ms)", "queue (ms)",
-                           "compute (ms)", "CPU %"]
+                           "compute (ms)", "CPU %", "server CPU %"]
     threads = short_view(triton_rows(threads=["default", "split"]), TRITON_COLUMNS)
     assert threads is not None and list(threads)[-1] == "threads"
     batching = short_view(triton_rows(mean_batch_size=[1.0, 5.5]), TRITON_COLUMNS)
     assert batching is not None and list(batching)[-1] == "mean batch"
     gpu = short_view(triton_rows(gpu_util_pct=[50.0, 60.0], batch=[1, 16]), TRITON_COLUMNS)
-    assert gpu is not None and list(gpu)[-2:] == ["GPU %", "client batch"] and len(gpu.columns) == MAX_COLUMNS
+    assert gpu is not None and list(gpu)[-3:] == ["GPU %", "CPU %", "client batch"]
+    assert len(gpu.columns) == MAX_COLUMNS  # the server's own CPU gives way on a GPU run
     assert len(short_view(triton_rows(gpu_util_pct=[5.0, 6.0]), TRITON_COLUMNS).columns) <= MAX_COLUMNS
 
 
@@ -149,3 +150,11 @@ def test_the_utilisation_chart_writes_every_name_level_and_grows_with_them() -> 
     assert height >= 40 * 20, "at least 20 px a row"
     few = fig_utilisation(rows.head(4).assign(label="capacity", step="capacity"))
     assert [t.get_text() for t in few.axes[0].get_yticklabels()] == ["capacity"] * 4
+
+
+def test_counts_print_as_whole_numbers() -> None:
+    """Issue 36: a column of counts with a missing value printed 501.0."""
+    html = table_html(pd.DataFrame([{"label": "a", "sent": 501.0, "ok": None, "p99_ms": 12.5},
+                                    {"label": "b", "sent": 3.0, "ok": 2.0, "p99_ms": 1.0}]),
+                      ["label", "sent", "ok", "p99_ms"])
+    assert "<td>501</td>" in html and "501.0" not in html and "<td>2</td>" in html and "<td>12.5</td>" in html

@@ -1,0 +1,123 @@
+"""The one-line readings under the lab's figures: each states what it compares and what it holds
+fixed, computed from the rows the figure draws (``servelab.report.figures`` draws them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from servelab.results.schema import QUEUE, num
+
+
+def level_text(row: pd.Series, x: str) -> str:
+    """A row's ``x`` as a label: 8, not 8.0."""
+    value = row.get(x)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value)
+
+
+# what tells apart configurations measured at the same load level (the first one that varies)
+CONFIG_COLUMNS = ("model", "instances", "threads", "dynamic_batching", "batch")
+
+
+def config_column(df: pd.DataFrame, x: str) -> str | None:
+    """The column whose values are the configurations in ``df`` when several were measured at the same
+    ``x`` (two models, or 1 and 2 instances, at each concurrency); None for one configuration's sweep."""
+    if x not in df or not df[x].duplicated().any():
+        return None
+    return next((c for c in CONFIG_COLUMNS if c != x and c in df and df[c].astype(str).nunique() > 1), None)
+
+
+def first(df: pd.DataFrame, column: str, **where: Any) -> float | None:
+    sel = df
+    for key, value in where.items():
+        if key not in sel:
+            return None
+        sel = sel[sel[key] == value]
+    values = num(sel, column).dropna()
+    return float(values.iloc[-1]) if len(values) else None
+
+
+HELD = {"model": "{}", "instances": "instances {}", "concurrency": "concurrency {}", "rate": "{}/s",
+        "distribution": "{} arrivals", "batch": "client batch {}"}
+
+
+def held(df: pd.DataFrame, x: str) -> str:
+    """What stays the same across ``df``'s rows, besides ``x``: "food_classifier, concurrency 8"."""
+    parts = []
+    for column, form in HELD.items():
+        values = {level_text(r, column) for _, r in df.iterrows()} if column in df else set()
+        values -= {"None", "nan", ""}
+        if column != x and len(values) == 1:
+            parts.append(form.format(values.pop()))
+    return ", ".join(parts)
+
+
+def read_breakdown(df: pd.DataFrame, x: str = "concurrency") -> str:
+    """One configuration's rows, first to last along ``x``, naming what stays fixed; several configurations
+    at the same ``x`` (``config_column``) are compared level by level instead (``read_pairs``)."""
+    if df.empty:
+        return "no measurements"
+    by = config_column(df, x)
+    if by is not None:
+        return read_pairs(df, by, x)
+    lo, hi = df.iloc[0], df.iloc[-1]
+    queue_lo, queue_hi = (float(r.get(QUEUE) or 0) for r in (lo, hi))
+    infer_lo, infer_hi = (float(r.get("compute_infer_ms") or 0) for r in (lo, hi))
+    fixed = held(df, x)
+    return (f"{fixed + ': ' if fixed else ''}from {x} {level_text(lo, x)} to {level_text(hi, x)}: queue "
+            f"{queue_lo:.1f} → {queue_hi:.1f} ms, compute infer {infer_lo:.1f} → {infer_hi:.1f} ms, p99 "
+            f"{float(lo.get('p99_ms') or 0):.0f} → {float(hi.get('p99_ms') or 0):.0f} ms")
+
+
+def read_pairs(df: pd.DataFrame, by: str, x: str = "concurrency") -> str:
+    """Configurations (``by``: model, instances) compared at each ``x`` level all of them measured, one
+    line per level, the level named: "at concurrency 8: compute infer 34.2 → 11.0 ms, …", the
+    configurations in the order they were measured."""
+    names = list(dict.fromkeys(str(v) for v in df[by]))
+    lines = []
+    for level in sorted(set(num(df, x).dropna())):
+        at = df[num(df, x) == level]
+        rows = [at[at[by].astype(str) == name] for name in names]
+        if any(r.empty for r in rows):
+            continue
+        last = [r.iloc[-1] for r in rows]
+
+        def figures(column: str, form: str, rows: list[pd.Series] = last) -> str:
+            values = [_number(r.get(column)) for r in rows]
+            return " → ".join("?" if v is None else form.format(v) for v in values)
+        loose = " (unsettled)" if any(str(r.get("settled")) == "False" for r in last) else ""
+        lines.append(f"at {x} {level:g}: compute infer {figures('compute_infer_ms', '{:.1f}')} ms, queue "
+                     f"{figures(QUEUE, '{:.1f}')} ms, throughput {figures('throughput', '{:.1f}')}/s, p99 "
+                     f"{figures('p99_ms', '{:.0f}')} ms{loose}")
+    if not lines:
+        return "no level measured in every configuration"
+    return f"{' → '.join(names)}, level by level:\n" + "\n".join(lines)
+
+
+def _number(value: Any) -> float | None:
+    """A cell as a float; None where it is missing or not a number."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if number != number else number
+
+
+def read_scaling(df: pd.DataFrame) -> str:
+    if df.empty:
+        return "no measurements"
+    best = df.iloc[num(df, "throughput").argmax()]  # the row of the best throughput (NaN skipped)
+    name = best.get("label", best.get("instances"))
+    return (f"best throughput {float(best['throughput']):.1f}/s with {name}; "
+            + ", ".join(f"{r.get('label', r.get('instances'))}: {float(r['throughput']):.1f}/s, "
+                        f"p99 {float(r['p99_ms']):.0f} ms" for _, r in df.iterrows()))
+
+
+def read_util(df: pd.DataFrame) -> str:
+    cpu = num(df, "cpu_util_pct").dropna()
+    if cpu.empty:
+        return "no utilisation samples"
+    return f"CPU utilisation ranged {cpu.min():.0f}–{cpu.max():.0f}% across the measurements"

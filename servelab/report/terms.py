@@ -1,0 +1,65 @@
+"""What each figure the lab prints means: its unit and what it is taken over, said once per notebook.
+
+A notebook's first table with a "CPU %" column, its first verdict with a "(spread …)", its first TPOT,
+each carries the definition; later ones do not repeat it (``define`` remembers, per kernel). The report
+prints them all once (``glossary``). Why: docs/decisions/2026-11-26-verdicts-with-preconditions.md.
+"""
+
+from __future__ import annotations
+
+from servelab.core.cpu import cpu_cores
+
+TERMS = {
+    "CPU %": "CPU %: the whole machine's mean busy share during the measurement, 100 % = all {cores} cores "
+             "busy; everything on the machine counts, the load generator (perf_analyzer, the benchmark's "
+             "clients) included",
+    "server CPU %": "server CPU %: the server's own processes alone (Triton and its model instances), on the "
+                    "same scale (100 % = all {cores} cores); blank where they run out of this notebook's "
+                    "sight (another container)",
+    "queue": "queue (ms), compute (ms): the server's own mean time per request waiting in its queue and "
+             "running the model (compute infer), from Triton's statistics over the measured windows; p50 and "
+             "p99 are the client's latency percentiles over the same windows",
+    "spread": "(spread x): the noise band of a comparison, in the compared figures' unit: the larger of the "
+              "two compared levels' own range (max − min) over {over}. A verdict whose gap to its threshold "
+              "is inside the band reads 'within noise'",
+    "TPOT": "TPOT (tpot_ms): time per output token, the mean gap between two streamed tokens of one request "
+            "after its first, (last token's time − first token's time) / (tokens − 1), in ms; TTFT is the "
+            "time to the first token (prefill and waiting)",
+}
+DEFAULT_OVER = "the parts each level was measured in"
+_defined: set[str] = set()
+
+
+def _cores() -> int:
+    return cpu_cores()
+
+
+def define(*names: str, over: str = DEFAULT_OVER) -> str:
+    """The definitions of ``names`` this process has not given yet, one line each ("" when all were);
+    from now on they count as given. ``over``: what a spread spans in this notebook."""
+    lines = [TERMS[n].format(cores=_cores(), over=over) for n in names if n in TERMS and n not in _defined]
+    _defined.update(names)
+    return "\n".join(lines)
+
+
+def forget() -> None:
+    """Every term undefined again (a test, or a notebook's kernel restarted by hand)."""
+    _defined.clear()
+
+
+def glossary(cores: int | None = None) -> list[str]:
+    """Every definition, for the report (``cores``: the run's machine's)."""
+    over = ("perf_analyzer's last three windows of a level (04-07), a FastAPI run's three thirds (03), an "
+            "LLM measurement's repeats (09), one sampling interval or the last three samples (10)")
+    return [text.format(cores=cores or _cores(), over=over) for text in TERMS.values()]
+
+
+def used_in(headings: list[str]) -> list[str]:
+    """The terms a table with these column headings shows."""
+    found = []
+    for name, heading in (("CPU %", "CPU %"), ("server CPU %", "server CPU %"), ("queue", "queue (ms)")):
+        if heading in headings:
+            found.append(name)
+    if "compute (ms)" in headings and "queue" not in found:
+        found.append("queue")
+    return found

@@ -1,0 +1,62 @@
+"""Each figure's unit and basis, said at its first use in a notebook (one kernel) and once in the report:
+what 100 % CPU is and the server's share beside it, what a spread spans, TPOT, queue and compute."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from servelab.lab.common import Measured
+from servelab.report import terms
+from servelab.results.schema import TRITON_COLUMNS
+
+
+@pytest.fixture(autouse=True)
+def fresh() -> None:
+    terms.forget()
+
+
+def table() -> Measured:
+    return Measured.of(pd.DataFrame([{"label": "c=8", "throughput": 30.0, "p50_ms": 200.0, "p99_ms": 300.0,
+                                      "queue_ms": 170.0, "compute_infer_ms": 30.0, "cpu_util_pct": 99.5,
+                                      "server_cpu_pct": 40.0, "threads": 1}]), TRITON_COLUMNS)
+
+
+def test_the_first_table_says_what_cpu_percent_is_and_later_ones_do_not(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(terms, "_cores", lambda: 2)
+    first, second = table(), table()
+    shown = repr(first)
+    assert "CPU %: the whole machine's mean busy share" in shown and "100 % = all 2 cores busy" in shown
+    assert "load generator" in shown and "server CPU %: the server's own processes alone" in shown
+    assert "queue (ms), compute (ms)" in shown
+    assert repr(first) == shown and "CPU %:" in (first._repr_html_() or "")  # the same display, twice
+    assert "CPU %:" not in repr(second)  # defined once per notebook
+
+
+def test_the_first_spread_says_what_it_spans(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from servelab.lab import common, step07_dynamic_batching
+
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = [{"step": "arrivals", "distribution": d, "latency_p99_ms": p, "latency_spread": 0.1, "rate": 30}
+            for d, p in (("constant", 10.0), ("poisson", 40.0))]
+    (run / "triton.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    monkeypatch.setenv("SERVELAB_RESULTS", str(run))
+    lines = common.what_this_run_shows(step07_dynamic_batching, "Poisson")
+    assert lines[0].endswith("(spread 4 ms)")
+    out = capsys.readouterr().out
+    assert "(spread x): the noise band of a comparison, in the compared figures' unit" in out
+    assert "perf_analyzer's last three windows of each level" in out
+    common.what_this_run_shows(step07_dynamic_batching, "Poisson")
+    assert "noise band" not in capsys.readouterr().out
+
+
+def test_the_report_says_what_every_figure_means() -> None:
+    said = " ".join(terms.glossary(cores=2))
+    for words in ("100 % = all 2 cores", "server CPU %", "(spread x)", "queue (ms), compute (ms)",
+                  "TPOT (tpot_ms): time per output token"):
+        assert words in said
