@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
-from servelab.llm.engine import CB_BLOCK_SIZE, CB_NUM_BLOCKS
+from servelab.llm.validation import CB_BLOCK_SIZE, CB_NUM_BLOCKS
 from servelab.targets.base import TARGETS
 
 PRESETS = ("quick", "full")

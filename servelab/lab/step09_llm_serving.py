@@ -16,18 +16,18 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from matplotlib.figure import Figure
 
 from servelab.core.paths import REPO_ROOT
 from servelab.lab.common import record
 from servelab.lab.params import LabParams
+from servelab.lab.step09_views import fig_batching, fig_kv, fig_single, read_batching, read_kv, read_single
 from servelab.llm.client import STATS_PATH, Record, make_prompt, percentile, split_half_spread, stream_sync
 from servelab.llm.server import Engine, EngineOptions, short_command, start_engine, start_engine_compose
 from servelab.llm.server import refused as refused  # re-exported: the notebook calls them as step.…
 from servelab.llm.server import transformers_serve_command as transformers_serve_command
 from servelab.llm.server import try_request as try_request
 from servelab.report.effects import Check, check, relative_spread, row
-from servelab.report.figures import Section, as_image, figure, finish, plot_html, table_html
+from servelab.report.figures import Section, as_image, plot_html, table_html
 from servelab.report.terms import define
 from servelab.results.schema import LLM, RunData, num, step_rows
 
@@ -199,6 +199,7 @@ def small_cache(engine: Engine, p: LabParams, rate: float) -> pd.DataFrame:
 
 
 # ----------------------------------------------------------------------------- plots and readings
+# (the figures and one-line readings themselves: servelab/lab/step09_views.py)
 
 def show(df: pd.DataFrame) -> pd.DataFrame:
     """A load run's table as the notebook shows it (``LLM_SHOWN``); the run's CSV keeps every column."""
@@ -220,84 +221,6 @@ def plot_kv(df: pd.DataFrame) -> Any:
     return as_image(fig_kv(df))
 
 
-def fig_single(df: pd.DataFrame) -> Figure:
-    """Median TTFT and time per output token, short vs long prompt."""
-    fig, ax = figure(height=3.0)
-    names = [n for n in ("short", "long") if n in set(df.get("prompt", []))]
-    xs = range(len(names))
-    for shift, column, label, color in ((-0.2, "ttft_ms", "time to first token (prefill)", "tab:orange"),
-                                        (0.2, "tpot_ms", "time per output token (decode)", "tab:blue")):
-        values = [num(df[df["prompt"] == n], column) for n in names]
-        mid = [v.median() for v in values]
-        ax.bar([x + shift for x in xs], mid, 0.4, label=label, color=color,
-               yerr=[[m - v.min() for m, v in zip(mid, values, strict=True)],
-                     [v.max() - m for m, v in zip(mid, values, strict=True)]], capsize=3)
-    tokens = [int(num(df[df["prompt"] == n], "prompt_tokens").median()) for n in names]
-    ax.set_xticks(list(xs), [f"{n} prompt ({t} tokens)" for n, t in zip(names, tokens, strict=True)])
-    return finish(fig, ax, None, "ms (median; bars: fastest to slowest repeat)",
-                  "one request: prefill vs decode")
-
-
-def fig_batching(df: pd.DataFrame) -> Figure:
-    """Output tokens/s and TTFT p99 against the arrival rate, static vs continuous batching."""
-    fig, axes = figure(width=9.0, height=3.2, cols=2)
-    for batching, group in df.groupby("batching", sort=True):
-        group = group.sort_values("rate")
-        axes[0].plot(num(group, "rate"), num(group, "output_tokens_s"), "o-", label=str(batching))
-        axes[1].plot(num(group, "rate"), num(group, "ttft_p99_ms"), "s--", label=str(batching))
-    axes[0].set_ylabel("output tokens/s")
-    axes[1].set_ylabel("TTFT p99 (ms)")
-    axes[1].set_yscale("log")
-    for ax in axes:
-        ax.set_xlabel("Poisson arrival rate (requests/s)")
-        ax.legend(fontsize=8)
-    axes[0].set_title("throughput", fontsize=11)
-    axes[1].set_title("time to first token, p99", fontsize=11)
-    fig.tight_layout()
-    return fig
-
-
-def fig_kv(df: pd.DataFrame) -> Figure:
-    """Sequences running and waiting over one run, per KV cache size (the engine's own statistics)."""
-    fig, ax = figure(height=3.2)
-    for _, r in df.iterrows():
-        samples = r["stats"] if isinstance(r["stats"], list) else json.loads(r["stats"])
-        t = [s["t"] for s in samples]
-        name = f"{int(r['kv_blocks'])} blocks" if pd.notna(r.get("kv_blocks")) else str(r["batching"])
-        line, = ax.plot(t, [s["running"] for s in samples], "-", label=f"{name}: running")
-        ax.plot(t, [s["waiting"] for s in samples], ":", color=line.get_color(), label=f"{name}: waiting")
-    return finish(fig, ax, "seconds into the run", "sequences",
-                  "continuous batching: sequences in the KV cache and in the queue")
-
-
-def read_single(df: pd.DataFrame) -> str:
-    short, long = df[df["prompt"] == "short"], df[df["prompt"] == "long"]
-    if short.empty or long.empty:
-        return "no single-request measurements"
-    def ttft(df: pd.DataFrame) -> str:
-        t = num(df, "ttft_ms")
-        return (f"({int(num(df, 'prompt_tokens').median())} tokens): first token after {t.median():.0f} ms "
-                f"(median of {len(t)}, {t.min():.0f}-{t.max():.0f})")
-    return (f"short prompt {ttft(short)}; long prompt {ttft(long)}. Each further token: "
-            f"{num(short, 'tpot_ms').median():.1f} vs {num(long, 'tpot_ms').median():.1f} ms")
-
-
-def read_batching(df: pd.DataFrame) -> str:
-    if df.empty:
-        return "no measurements"
-    top = num(df, "rate").max()
-    at = df[num(df, "rate") == top]
-    parts = [f"{r['batching']}: {r['output_tokens_s']:.0f} tokens/s, TTFT p99 {r['ttft_p99_ms']:.0f} ms"
-             for _, r in at.iterrows()]
-    asked = f" ({at['output_lengths'].iloc[0]} tokens asked)" if "output_lengths" in at else ""
-    return f"at {top:.2f} requests/s{asked}: " + "; ".join(parts)
-
-
-def read_kv(df: pd.DataFrame) -> str:
-    parts = [f"{int(r['kv_blocks'])} blocks: at most {int(r['max_running'])} running, "
-             f"{int(r['max_waiting'])} waiting, TTFT p99 {r['ttft_p99_ms']:.0f} ms"
-             for _, r in df.iterrows() if pd.notna(r["kv_blocks"])]
-    return "; ".join(parts) or "no KV cache measurements"
 
 
 # ----------------------------------------------------------------------------- report and rules

@@ -31,325 +31,36 @@ OpenAI clients and the stop: docs/decisions/2026-11-25-llm-engine-openai-clients
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import gc
-import json
 import os
 import sys
-import time
-import urllib.parse
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
 import uvicorn
 
-from servelab.llm.fields import take
+from servelab.llm.front import SHUTTING_DOWN, Front  # noqa: F401  (the engine's names, as before)
 from servelab.llm.openai_shape import (
-    GENERATION_PATHS,
-    MODELS_PATH,
     BadRequest,
-    Message,
-    OpenAIShape,
-    Receive,
-    Scope,
-    Send,
-    error_body,
-    model_object,
-    respond,
 )
-from servelab.llm.static_batcher import StaticBatcher, static_completion
+from servelab.llm.static_batcher import StaticBatcher
+from servelab.llm.validation import (  # noqa: F401  (the engine's names, as before)
+    BATCHING,
+    CB_BLOCK_SIZE,
+    CB_MAX_BATCH_TOKENS,
+    CB_NUM_BLOCKS,
+    DEFAULT_MAX_TOKENS,
+    Request,
+    describe_cache,
+    kv_bytes_per_token,
+    validate,
+)
 
-BATCHING = ("continuous", "static", "off")
-# The continuous-batching cache the engine starts with unless told otherwise: the README's command,
-# notebook 09 (servelab.llm.server.EngineOptions, servelab.lab.params) and the compose stack all start
-# these. Left to itself transformers sizes the cache from free memory (GBs on a CPU, and a first
-# request that takes 20 s): docs/decisions/2026-11-26-llm-engine-defaults-and-benchmark-tools.md
-CB_BLOCK_SIZE = 32  # tokens per KV cache block
-CB_NUM_BLOCKS = 48  # blocks in the KV cache
-CB_MAX_BATCH_TOKENS = 512  # tokens in one forward pass (a longer prompt is prefilled in chunks)
-DEFAULT_MAX_TOKENS = 64  # when a request names none (OpenAI's legacy default is 16; transformers' 1024)
 # uvicorn's wait for responses still running after a stop signal, and the wait for the generation
 # thread: the front ends its streams at once, these bound anything else (the decision note of 2026-11-25)
 GRACEFUL_SHUTDOWN_S = 3
 GENERATION_STOP_S = 2.0
-SHUTTING_DOWN = "the engine is shutting down; this answer was cut short (send the request again)"
-
-
-@dataclass(frozen=True)
-class Request:
-    """A generation request as the front checked it: the body for transformers' app (or the static
-    batcher), its prompt's tokens, the answer's minimum length before an end-of-sequence token may end
-    it, and the usage its stream carries (servelab/llm/fields.py, servelab/llm/openai_shape.py)."""
-
-    body: dict[str, Any]
-    prompt_tokens: int
-    min_tokens: int = 0
-    usage: str | None = None
-
-
-def validate(path: str, body: Any, served: str, context: int, count_tokens: Callable[[str], int], *,
-             batching: str = "continuous", greedy: bool = True, cache_tokens: int | None = None,
-             count_chat: Callable[[list[dict[str, Any]]], int] | None = None) -> Request:
-    """The request ``body`` for ``path`` checked and completed (``model``, ``max_tokens``, one prompt as
-    text, chat content as text), its sampling and streaming fields as the engine honours them
-    (:func:`servelab.llm.fields.take`), or BadRequest. A prompt and answer must fit the model's
-    ``context`` and, with continuous batching, the KV cache (``cache_tokens``): a request larger than
-    the cache would stop transformers' batching worker."""
-    if not isinstance(body, dict):
-        raise BadRequest(400, "the request body must be a JSON object")
-    model = body.get("model", served)
-    if model != served:
-        raise BadRequest(404, f"model {model!r} is not served here; this server serves {served!r}",
-                         "model", "model_not_found")
-    if path == "/v1/completions":
-        field_name = "prompt"
-        prompt = _one_prompt(body.get("prompt"))
-        body = {**body, "prompt": prompt}
-        prompt_tokens = count_tokens(prompt)
-    else:
-        field_name = "messages"
-        messages = _text_messages(body.get("messages"))
-        body = {**body, "messages": messages}
-        prompt_tokens = (count_chat(messages) if count_chat is not None
-                         else count_tokens("\n".join(m["content"] for m in messages)))
-    holds, what = context, f"context {context}"
-    if cache_tokens is not None and cache_tokens < context:
-        holds, what = cache_tokens, f"KV cache {cache_tokens} (--cb-num-blocks x --cb-block-size)"
-    room = holds - prompt_tokens
-    if room < 1:
-        said = (f"the model's context is {context}" if holds == context
-                else f"the engine's KV cache holds {cache_tokens} (--cb-num-blocks x --cb-block-size)")
-        raise BadRequest(400, f"the prompt has {prompt_tokens} tokens; {said}", field_name,
-                         "context_length_exceeded")
-    key = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
-    limit = body.get(key, min(DEFAULT_MAX_TOKENS, room))
-    if isinstance(limit, bool) or not isinstance(limit, int):
-        raise BadRequest(400, f"{key} must be a whole number, got {limit!r}", key)
-    if not 1 <= limit <= room:
-        raise BadRequest(400, f"{key}={limit} is outside 1..{room} ({what} - prompt {prompt_tokens} tokens)",
-                         key)
-    taken = take({**body, "model": served, key: limit}, limit, batching, greedy)
-    return Request(taken.body, prompt_tokens, taken.min_tokens, taken.usage)
-
-
-def _one_prompt(prompt: Any) -> str:
-    """The completion's prompt as text: a string, or a list of one string (genai-perf and aiperf send
-    their prompt so); several prompts or token ids are refused."""
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
-        prompt = prompt[0]
-    elif isinstance(prompt, list) and len(prompt) > 1:
-        raise BadRequest(400, "prompt must be one prompt per request (a string), got a list of "
-                              f"{len(prompt)}", "prompt")
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise BadRequest(400, "prompt must be a non-empty string", "prompt")
-    return prompt
-
-
-def _text_messages(messages: Any) -> list[dict[str, Any]]:
-    """Chat messages with their content as text: a string, or text parts (``{"type": "text", "text":
-    ...}``: guidellm and vLLM's benchmark client send them) joined with a space as transformers joins
-    them for a language model; any other part is refused (the model reads text only)."""
-    bad = BadRequest(400, "messages must be a non-empty list of {role, content} with non-empty content",
-                     "messages")
-    if not isinstance(messages, list) or not messages:
-        raise bad
-    out = []
-    for i, message in enumerate(messages):
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise bad
-        content = message.get("content")
-        if isinstance(content, list):
-            if not all(isinstance(part, dict) and part.get("type") == "text"
-                       and isinstance(part.get("text"), str) for part in content):
-                raise BadRequest(400, f"messages[{i}].content: only text parts ({{'type': 'text', 'text': "
-                                      "...}) are taken; the model reads text only", "messages")
-            content = " ".join(part["text"] for part in content)
-        if not isinstance(content, str) or not content.strip():
-            raise bad
-        out.append({**message, "content": content})
-    return out
-
-
-# ----------------------------------------------------------------------------- the front
-
-class Front:
-    """ASGI middleware in front of transformers' app: validates generation requests (4xx with a
-    message), answers ``/lab/stats`` and ``/v1/models``, in static mode serves /v1/completions from the
-    batcher, puts what the app answers on ``/v1/`` into OpenAI's shapes (:class:`OpenAIShape`), and
-    on :meth:`close` (the stop signal) ends the responses in flight at once and then ``on_stop``
-    (the generation threads)."""
-
-    def __init__(self, app: Any, served: str, tokenizer: Any, context: int,
-                 stats: Callable[[], dict[str, Any]], batcher: StaticBatcher | None = None,
-                 on_stop: Callable[[], None] | None = None, *, batching: str = "continuous",
-                 greedy: bool = True, cache_tokens: int | None = None,
-                 generation_defaults: dict[str, Any] | None = None) -> None:
-        self.app, self.served, self.tokenizer, self.context = app, served, tokenizer, context
-        self.stats, self.batcher, self.on_stop = stats, batcher, on_stop
-        self.batching, self.cache_tokens = batching, cache_tokens
-        self.greedy = greedy  # the model's own decoding (its generation config): greedy or sampling
-        self.generation_defaults = generation_defaults or {}  # the model's generation config, as JSON
-        self.created = int(time.time())
-        self.closing = False
-        self._closed: asyncio.Event | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    def count_tokens(self, text: str) -> int:
-        return len(self.tokenizer(text)["input_ids"])
-
-    def count_chat(self, messages: list[dict[str, Any]]) -> int:
-        """The prompt's tokens as transformers' chat handler makes them (the chat template), or the
-        messages' text where the model has no template (transformers then refuses the request)."""
-        try:
-            plain = [{"role": m["role"], "content": m["content"]} for m in messages]
-            ids = self.tokenizer.apply_chat_template(plain, add_generation_prompt=True, tokenize=True,
-                                                     return_dict=True)
-            return len(ids["input_ids"])
-        except Exception:  # no chat template: transformers' handler answers that
-            return self.count_tokens("\n".join(m["content"] for m in messages))
-
-    def close(self) -> None:
-        """The engine is stopping: responses in flight end now, new ones get a 503. Safe to call from a
-        signal handler (it only schedules the wake-up on the event loop)."""
-        self.closing = True
-        if self._loop is not None and self._closed is not None:
-            with contextlib.suppress(RuntimeError):  # the loop is already closed: nothing in flight
-                self._loop.call_soon_threadsafe(self._closed.set)
-
-    def _closed_event(self) -> asyncio.Event:
-        if self._closed is None:
-            self._loop, self._closed = asyncio.get_running_loop(), asyncio.Event()
-            if self.closing:
-                self._closed.set()
-        return self._closed
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            await self.app(scope, self._lifespan(receive), send)
-            return
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        path, method = scope.get("path", ""), scope["method"]
-        if path == "/lab/stats":
-            await respond(send, 200, json.dumps(self.stats()).encode())
-        elif method in ("GET", "OPTIONS") and (path == MODELS_PATH or path.startswith(MODELS_PATH + "/")):
-            await self._models(path, send)
-        elif method == "POST" and path in GENERATION_PATHS:
-            await self._generate(scope, receive, send)
-        elif path.startswith("/v1/"):
-            await self.app(scope, receive, OpenAIShape(send, self.served, done_marker=False))
-        else:
-            await self.app(scope, receive, send)
-
-    async def _models(self, path: str, send: Send) -> None:
-        """``/v1/models``: the one model served; ``/v1/models/{id}``: it, or OpenAI's 404."""
-        if path in (MODELS_PATH, MODELS_PATH + "/"):
-            listing = {"object": "list", "data": [model_object(self.served, self.created)]}
-            await respond(send, 200, json.dumps(listing).encode())
-            return
-        wanted = urllib.parse.unquote(path[len(MODELS_PATH) + 1:])
-        if wanted == self.served:
-            await respond(send, 200, json.dumps(model_object(self.served, self.created)).encode())
-        else:
-            await respond(send, 404, error_body(404, f"model {wanted!r} is not served here; this server "
-                                                      f"serves {self.served!r}", "model", "model_not_found"))
-
-    async def _generate(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = scope["path"]
-        raw = await _read_body(receive)
-        batched = self.batcher is not None and path == "/v1/completions"
-        # static mode answers chat like --batching off: transformers' app, one request at a time
-        mode = "off" if self.batching == "static" and not batched else self.batching
-        try:
-            if self.closing:
-                raise BadRequest(503, SHUTTING_DOWN, code="server_shutting_down")
-            try:
-                parsed = json.loads(raw or b"null")
-            except ValueError as exc:
-                raise BadRequest(400, f"the request body is not JSON: {exc}") from None
-            request = validate(path, parsed, self.served, self.context, self.count_tokens, batching=mode,
-                               greedy=batched or self.greedy, cache_tokens=self.cache_tokens,
-                               count_chat=self.count_chat)
-            body = request.body if batched else self._app_body(request)
-        except BadRequest as bad:
-            await respond(send, bad.status, error_body(bad.status, str(bad), bad.param, bad.code))
-            return
-        out = OpenAIShape(send, self.served, done_marker=True, usage=request.usage,
-                          prompt_tokens=request.prompt_tokens)
-        if batched and self.batcher is not None:
-            work = static_completion(self.batcher, body, out, request.min_tokens)
-        else:
-            work = self.app(scope, _replay(json.dumps(body).encode(), receive), out)
-        await self._until_closed(work, out)
-
-    def _app_body(self, request: Request) -> dict[str, Any]:
-        """The body transformers' app gets: with a minimum length, a generation config that says it (the
-        model's own, and the request's where ``--batching off`` took one), which its handlers read."""
-        if not request.min_tokens:
-            return request.body
-        try:
-            asked = json.loads(request.body.get("generation_config") or "{}")
-        except (TypeError, ValueError) as exc:
-            raise BadRequest(400, f"generation_config is not a JSON object: {exc}",
-                             "generation_config") from None
-        config = {**self.generation_defaults, **asked, "min_new_tokens": request.min_tokens}
-        return {**request.body, "generation_config": json.dumps(config)}
-
-    async def _until_closed(self, work: Awaitable[None], out: OpenAIShape) -> None:
-        """Run one response; if the engine starts stopping first, cancel it (transformers' stream then
-        cancels its request in the batch) and end the response with OpenAI's error shape."""
-        task = asyncio.ensure_future(work)
-        closed = asyncio.ensure_future(self._closed_event().wait())
-        try:
-            await asyncio.wait({task, closed}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            closed.cancel()
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        if task.cancelled():
-            await out.cut_short(SHUTTING_DOWN)
-        else:
-            task.result()  # an exception of the app's is raised here, as without the front
-
-    def _lifespan(self, receive: Receive) -> Receive:
-        """The app's lifespan messages; before the shutdown one reaches it, stop the generation threads
-        (transformers' own shutdown only unloads the model and would leave its batching thread running,
-        which keeps the process alive where it is PID 1 in a container)."""
-        async def wrapped() -> Message:
-            message = await receive()
-            if message.get("type") == "lifespan.shutdown":
-                self.close()
-                if self.on_stop is not None:
-                    self.on_stop()
-            return message
-        return wrapped
-
-
-async def _read_body(receive: Receive) -> bytes:
-    chunks = []
-    while True:
-        message = await receive()
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body"):
-            return b"".join(chunks)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-    return replay
 
 
 def _cb_stats(generation_state: Any) -> dict[str, Any]:
@@ -420,24 +131,6 @@ def build_app(model: str, batching: str = "continuous", max_batch: int = 8,
                  greedy=not loaded.generation_config.do_sample,
                  cache_tokens=cb_num_blocks * cb_block_size if continuous else None,
                  generation_defaults=defaults)
-
-
-def kv_bytes_per_token(config: Any, dtype: Any) -> int:
-    """What one token costs in the KV cache: keys and values, for every layer and KV head."""
-    import torch
-
-    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    return 2 * config.num_hidden_layers * heads * head_dim * torch.empty((), dtype=dtype).element_size()
-
-
-def describe_cache(config: Any, dtype: Any, block_size: int, num_blocks: int, max_batch_tokens: int) -> str:
-    """One line for the engine's log: the KV cache's tokens and memory, and the forward pass's size."""
-    per_token = kv_bytes_per_token(config, dtype)
-    tokens = block_size * num_blocks
-    return (f"KV cache: {num_blocks} blocks x {block_size} tokens = {tokens:,} tokens x "
-            f"{per_token / 1024:g} KiB = {tokens * per_token / 2**20:.1f} MiB (--cb-num-blocks, "
-            f"--cb-block-size); up to {max_batch_tokens} tokens per forward pass (--cb-max-batch-tokens)")
 
 
 def _stop_generation(state: Any, batcher: StaticBatcher | None) -> None:

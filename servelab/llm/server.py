@@ -24,8 +24,8 @@ from servelab.core.compose import explain_up_failure, file_args, gpu_runtime, up
 from servelab.core.paths import REPO_ROOT
 from servelab.core.procs import ManagedProcess, WaitTimeoutError, free_port
 from servelab.llm.client import STATS_PATH, parse_stats
-from servelab.llm.engine import CB_BLOCK_SIZE, CB_MAX_BATCH_TOKENS, CB_NUM_BLOCKS
 from servelab.llm.model import LLM_VARIABLE, is_hub_id, served_name
+from servelab.llm.validation import CB_BLOCK_SIZE, CB_MAX_BATCH_TOKENS, CB_NUM_BLOCKS
 from servelab.results.store import results_dir
 
 
