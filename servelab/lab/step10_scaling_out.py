@@ -99,15 +99,31 @@ def cluster_up(p: LabParams) -> Cluster:
 def capacity(cluster: Cluster, p: LabParams, photos: list[tuple[bytes, str]]) -> float:
     """One replica's answers/s with 4 senders back to back (twice: the spread is the noise)."""
     took = cluster.deploy(policy(p, fixed=1))
+    device = replica_device(cluster, photos[0][0])
+    print(f"the replica computes on the {device}")
     closed_loop(cluster.url, photos, 2, 1.0)  # warm-up
     windows = [closed_loop(cluster.url, photos, 4, 2.0) for _ in range(2)]
     rate = sum(w["throughput_rps"] for w in windows) / len(windows)
     spread = relative_spread([w["throughput_rps"] for w in windows])
-    record(SCALING, [{"kind": "capacity", "label": "one replica, 4 senders", "throughput_rps": round(rate, 2),
+    record(SCALING, [{"kind": "capacity", "label": "one replica, 4 senders", "device": device,
+                      "throughput_rps": round(rate, 2),
                       "throughput_spread": spread, "p50_ms": windows[-1]["p50_ms"],
                       "deploy_s": round(took, 1)}])
     print(f"one replica answers ≈{rate:.1f} requests/s here (windows {spread or 0:.0%} apart)")
     return rate
+
+
+def replica_device(cluster: Cluster, photo: bytes) -> str:
+    """Where a replica computes ("GPU" or "CPU"), from its own answer to one photo (``Food11``'s
+    ``device``); "unknown device" when it does not answer."""
+    import json
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(urllib.request.Request(cluster.url, data=photo), timeout=30) as reply:
+            return str(json.loads(reply.read().decode()).get("device") or "unknown device")
+    except (OSError, ValueError):
+        return "unknown device"
 
 
 def step_phases(rate: float, p: LabParams) -> list[Phase]:
