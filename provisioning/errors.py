@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from types import FrameType
 
@@ -67,23 +67,26 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {detail}"
 
 
-def hint_for(exc: BaseException) -> str:
-    """What to try for this kind of failure ('' when nothing specific is known)."""
+def hint_for(exc: BaseException, hints: Mapping[str, str] | None = None) -> str:
+    """What to try for this kind of failure ('' when nothing specific is known); ``hints`` (by class
+    name) come before ``HINTS``."""
+    table = {**HINTS, **(hints or {})}
     for cls in type(exc).__mro__:
-        if cls.__name__ in HINTS:
-            return HINTS[cls.__name__]
+        if cls.__name__ in table:
+            return table[cls.__name__]
     return ""
 
 
 @contextmanager
-def step(what: str, hint: str = "") -> Iterator[None]:
-    """Run one step; any failure but a ProvisioningError becomes one naming ``what`` (and a hint)."""
+def step(what: str, hint: str = "", hints: Mapping[str, str] | None = None) -> Iterator[None]:
+    """Run one step; any failure but a ProvisioningError becomes one naming ``what`` (and a hint: by the
+    exception's class from ``hints``, else ``HINTS``, else ``hint``)."""
     try:
         yield
     except ProvisioningError:
         raise
     except Exception as exc:  # python-chi, keystoneauth, novaclient, requests, Fabric, ...
-        advice = hint_for(exc) or hint
+        advice = hint_for(exc, hints) or hint
         detail = f"{what} failed ({describe(exc)})" + (f": {advice}" if advice else "")
         raise ProvisioningError(detail) from exc
 
