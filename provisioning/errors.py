@@ -9,7 +9,8 @@ a ``ProvisioningError`` passes through untouched, anything else becomes a
 
 ``signals_raise()`` turns SIGTERM and SIGHUP into a ``Terminated`` exception while a
 provisioning sequence runs, so a killed controller takes the same path as a failure
-(teardown of what it created) instead of dying with the lease still held.
+(teardown of what it created) instead of dying with the lease still held; a signal the
+process inherited as ignored (``nohup``) stays ignored.
 """
 
 from __future__ import annotations
@@ -119,7 +120,7 @@ class SignalGuard:
         (SIGINT) too: pressed twice during a long server delete, it would skip the lease's."""
         self._defer = what
         previous = None
-        if threading.current_thread() is threading.main_thread():
+        if threading.current_thread() is threading.main_thread() and not _ignored(signal.SIGINT):
             previous = signal.signal(signal.SIGINT, self.handle)
         try:
             yield
@@ -129,14 +130,23 @@ class SignalGuard:
                 signal.signal(signal.SIGINT, previous)
 
 
+def _ignored(sig: int) -> bool:
+    """The process was started with ``sig`` ignored (``nohup`` ignores SIGHUP; a background job of a
+    shell without job control, SIGINT): whoever started it asked for that, and it stays so."""
+    return signal.getsignal(sig) is signal.SIG_IGN
+
+
 @contextmanager
 def signals_raise() -> Iterator[SignalGuard]:
     """SIGTERM and SIGHUP raise ``Terminated`` inside; the previous handlers come back after.
 
-    Only the main thread can install handlers; elsewhere nothing changes (the guard records nothing).
+    A signal inherited as ignored stays ignored: ``nohup ./lab run --target chameleon &`` must outlive
+    its terminal (docs/decisions/2026-11-25-chameleon-robustness.md). Only the main thread can install
+    handlers; elsewhere nothing changes (the guard records nothing).
     """
     guard = SignalGuard()
-    wanted = [sig for sig in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if sig]
+    wanted = [sig for sig in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None))
+              if sig and not _ignored(sig)]
     previous: dict[int, object] = {}
     try:
         if threading.current_thread() is threading.main_thread():
