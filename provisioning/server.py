@@ -20,7 +20,7 @@ from typing import Any
 from provisioning import times
 from provisioning.chi_api import ChiApi
 from provisioning.config import ChameleonConfig, ProvisioningError
-from provisioning.errors import describe, step
+from provisioning.errors import Terminated, describe, step
 from provisioning.lease import node_reservation_id
 from provisioning.state import ADOPTED, CREATED, State
 from provisioning.times import show_span, show_time, to_utc
@@ -29,6 +29,9 @@ from servelab.core.procs import wait_until
 # kept from the lease when waiting for the server: deleting it (up to 10 min), its IP and the lease
 TEARDOWN_MARGIN_S = 15 * 60
 DEFAULT_SERVER_WAIT_S = 20 * 60.0  # python-chi's own default, when a lease's end is not known
+WAIT_RETRY_S = 30.0  # between tries of the wait after a failure other than python-chi's own timeout
+# python-chi 1.2.10's Server.wait at its timeout: ServiceError(f"Timeout waiting for server to reach ...")
+BOOT_TIMEOUT_CLASS, BOOT_TIMEOUT_TEXT = "ServiceError", "Timeout waiting for server to reach "
 FIP_HINT = ("check the project's floating IP quota in the GUI (Network → Floating IPs): release ones you no "
             "longer use, or name a free one with floating_ip / CHI_FLOATING_IP, and run this step again (the "
             "lease and server are reused)")
@@ -74,21 +77,55 @@ def server_wait(config: ChameleonConfig, lease: Any = None) -> tuple[float, str]
             f"{TEARDOWN_MARGIN_S // 60} min kept for the teardown")
 
 
+def boot_timed_out(exc: BaseException) -> bool:
+    """python-chi's own timeout in ``Server.wait``: 1.2.10 raises ``chi.exception.ServiceError("Timeout
+    waiting for server to reach <status> status")`` there, and only there (a failed status read inside
+    the wait is a ``ResourceError("Could not refresh server: ...")``); held by test_python_chi_contract."""
+    return (any(cls.__name__ == BOOT_TIMEOUT_CLASS for cls in type(exc).__mro__)
+            and str(exc).startswith(BOOT_TIMEOUT_TEXT))
+
+
 def wait_server_active(server: Any, config: ChameleonConfig, lease: Any = None) -> Any:
     """Wait for ACTIVE (a bare-metal boot is slow) as long as ``server_wait`` says, and check it:
-    ``wait`` returns on ERROR too."""
+    ``wait`` returns on ERROR too. Only python-chi's own timeout ends the wait early (``boot_timed_out``);
+    any other failure (a connection reset while it reads the status) is tried again every
+    ``WAIT_RETRY_S`` until the same deadline, each distinct one printed once: the boot goes on meanwhile
+    (docs/decisions/2026-11-25-chameleon-robustness.md)."""
     limit, why = server_wait(config, lease)
     print(f"Waiting for server {config.server_name} to become ACTIVE (bare-metal boots take 10–20 min): "
           f"up to {show_span(limit)}, {why}", flush=True)
-    try:
-        server.wait(status="ACTIVE", show="text", timeout=int(limit))
-    except Exception as exc:  # python-chi raises ServiceError on its timeout
-        until_lease_end = not config.server_timeout_s and to_utc(getattr(lease, "end_date", None)) is not None
-        again = ("the lease has no time left for it: delete it (teardown) and reserve a new lease"
-                 if until_lease_end else "run this step again to keep waiting (the server is reused)")
-        raise ProvisioningError(
-            f"server {config.server_name} did not become ACTIVE within {show_span(limit)} ({why}; "
-            f"{describe(exc)}): {again}") from exc
+    deadline = times.utcnow() + timedelta(seconds=limit)
+    seen: set[str] = set()
+    left = limit
+    while True:
+        try:
+            server.wait(status="ACTIVE", show="text", timeout=max(1, int(left)))
+            break
+        except Terminated:
+            raise
+        except Exception as exc:
+            if boot_timed_out(exc):
+                until_lease_end = (not config.server_timeout_s
+                                   and to_utc(getattr(lease, "end_date", None)) is not None)
+                again = ("the lease has no time left for it: delete it (teardown) and reserve a new lease"
+                         if until_lease_end else "run this step again to keep waiting (the server is reused)")
+                raise ProvisioningError(
+                    f"server {config.server_name} did not become ACTIVE within {show_span(limit)} ({why}; "
+                    f"{describe(exc)}): {again}") from exc
+            left = (deadline - times.utcnow()).total_seconds()
+            if left <= WAIT_RETRY_S:
+                raise ProvisioningError(
+                    f"server {config.server_name}'s status could not be read until the wait's end "
+                    f"({show_span(limit)}, {why}; the last error: {describe(exc)}): check the server in the "
+                    "GUI (Compute → Instances) and run this step again (the server is reused)") from exc
+            text = describe(exc)
+            if text not in seen:
+                seen.add(text)
+                print(f"Reading server {config.server_name}'s status failed ({text}); trying again every "
+                      f"{WAIT_RETRY_S:.0f} s for up to {show_span(left)} more: the boot goes on meanwhile",
+                      flush=True)
+            times.sleep(WAIT_RETRY_S)
+            left = (deadline - times.utcnow()).total_seconds()
     status = server.status
     if status != "ACTIVE":
         raise ProvisioningError(

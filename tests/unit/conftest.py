@@ -26,7 +26,8 @@ status_at_start`` / ``.activation_lag``, ``fake_chi.network.floating_ips``,
 ``.credential_project`` / ``.credential_restricted``, ``fake_chi.image.images``,
 ``fake_chi.server.keypairs``, ``fake_chi.server.outputs`` (command substring →
 stdout), ``fake_chi.server.exit_codes`` (command substring → exit code) and
-``fake_chi.server.upload_failures`` (exceptions the next uploads raise, one each).
+``fake_chi.server.upload_failures`` (exceptions the next uploads raise, one each), ``fake_chi.server.
+wait_failures`` (the same for ``Server.wait``: a flaky API while the node boots).
 """
 
 from __future__ import annotations
@@ -278,6 +279,8 @@ class FakeServer:
 
     def wait(self, status: str = "ACTIVE", show: str = "widget", timeout: int = 1200) -> None:
         self._rec("Server.wait", status=status, show=show, timeout=timeout)
+        if self._module.wait_failures:  # a flaky API: this wait fails; the boot goes on meanwhile
+            raise self._module.wait_failures.pop(0)
         self.status = self.status_after_wait
 
     def get_floating_ip(self) -> str | None:
@@ -345,6 +348,7 @@ class FakeServerModule:
         self.exit_codes: dict[str, int] = {}
         self.hangs: set[str] = set()  # command substrings that run past the command timeout
         self.upload_failures: list[BaseException] = []  # raised by the next uploads, one each
+        self.wait_failures: list[BaseException] = []  # raised by the next Server.wait calls, one each
         self.execute_kwargs: list[dict[str, Any]] = []
         self._ids = 0
 
@@ -402,7 +406,11 @@ class Unauthorized(Exception):
 
 
 class ResourceError(Exception):
-    """python-chi's chi.exception.ResourceError, by name."""
+    """python-chi's chi.exception.ResourceError, by name (what a failed status read raises in ``wait``)."""
+
+
+class ServiceError(Exception):
+    """python-chi's chi.exception.ServiceError, by name (``Server.wait`` raises it at its own timeout)."""
 
 
 class FakeContext:
