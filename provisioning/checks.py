@@ -31,6 +31,7 @@ from provisioning.chi_api import ChiApi, real_chi, token_facts, use_context, use
 from provisioning.config import ChameleonConfig, ProvisioningError
 from provisioning.credentials import check_credentials
 from provisioning.errors import step
+from provisioning.node import checkout_files
 from servelab.core.paths import REPO_ROOT
 
 KEY_PAIRS_GUI = "GUI at that site: Compute → Key Pairs"
@@ -40,8 +41,8 @@ UNRESTRICTED = "\"Unrestricted (dangerous)\""  # Horizon's label; its default is
 
 def check_code_source(config: ChameleonConfig, root: Path = REPO_ROOT) -> None:
     """The code can reach the node: git mode has a URL; upload mode has the lab's folder to pack
-    (a git work tree or not: a Trovi import or an unpacked zip has no ``.git``; see
-    ``provisioning.node.checkout_files``)."""
+    and knows its files (a git clone, or a Trovi import or an unpacked zip with the lab's file list;
+    see ``provisioning.node.checkout_files``)."""
     if config.code_source == "git":
         if not config.repo_url:
             raise ProvisioningError(
@@ -54,6 +55,7 @@ def check_code_source(config: ChameleonConfig, root: Path = REPO_ROOT) -> None:
             f"code_source='upload' sends the lab's folder, but {root} has no {' or '.join(missing)}: run "
             "from the lab's folder (a clone, a Trovi import or an unpacked zip), or use code_source='git' "
             "with repo_url / SERVELAB_REPO_URL")
+    checkout_files(root)  # a clone or the lab's file list: what belongs to the lab is known
 
 
 def check_local(config: ChameleonConfig, root: Path = REPO_ROOT) -> None:
