@@ -9,8 +9,9 @@ command does, until the signal comes. Three ways a class day ends a run early:
   write to the terminal fails with EIO from then on;
 * SIGTERM (a `kill`), and Ctrl-C (SIGINT).
 
-Afterwards the state file records every resource deleted, the stand-in recorded the deletes,
-and the run's controller.log holds the teardown's output.
+Afterwards what the node had measured is in the run's folder (fetched before the teardown), the
+state file records every resource deleted, the stand-in recorded the deletes, and the run's
+controller.log holds the teardown's output.
 """
 
 from __future__ import annotations
@@ -69,11 +70,17 @@ class Node:
             time.sleep(0.1)
         return 0, "running\n\n"
 
-    def run(self, command, timeout):
-        return 3  # nothing to fetch
+    def run(self, command, timeout):  # the pack: what the node has measured so far
+        (work / "packed").write_text(command.split("test -d ", 1)[1].split()[0])
+        return 0
 
     def get(self, remote_path, local_path):
-        raise AssertionError("nothing to fetch")
+        import io, tarfile
+        data = b"measured before the stop\n"
+        info = tarfile.TarInfo((work / "packed").read_text() + "/partial.csv")
+        info.size = len(data)
+        with tarfile.open(local_path, "w:gz") as tar:
+            tar.addfile(info, io.BytesIO(data))
 
 
 config = from_env(env={}, project="CHI-231095", code_source="git", repo_url="https://git.example.org/lab.git")
@@ -121,6 +128,10 @@ def check_all_deleted(tmp_path: Path, signal_name: str) -> dict:
     assert calls[-1] == "Lease.delete"
     log = (run_dir / "controller.log").read_text()
     assert "== node run" in log and "== teardown" in log and "Deleted lease serve_system_alice" in log
+    # what the node had measured was fetched, in its time limit, before anything was deleted
+    assert steps["fetch"] == (True, "after the stop: 1 files from the node's results/" + run_dir.name)
+    assert (run_dir / "partial.csv").read_text() == "measured before the stop\n"
+    assert log.index("[fetch] the run was stopped") < log.index("== fetch") < log.index("== teardown")
     return result
 
 
