@@ -11,9 +11,9 @@
 # %% [markdown]
 # # 8. Tear down
 #
-# Stop every stack this lab started, then — on Chameleon — delete the server and the lease.
-# (The original lab leaves that to the lease's end; giving the node back early frees it for
-# someone else.) On `local` and `docker` the Chameleon part runs in plan mode.
+# On Chameleon, copy your work from the node first; then stop every stack this lab started and delete
+# the server and the lease. (The original lab leaves that to the lease's end; giving the node back
+# early frees it for someone else.) On `local` and `docker` the Chameleon part runs in plan mode.
 #
 # Only what the lab **created** is deleted: notebooks 01 and 02 recorded it in
 # `results/chameleon-state.json`, with the project they charged (this notebook uses the same one).
@@ -58,16 +58,31 @@ P = params.resolve(target, preset, project=project, site=site, lease_name=lease_
                    delete_adopted=delete_adopted)
 P
 
+# %% [markdown]
+# ## Your work from the node, first
+# Notebooks 03–10 ran on the node: their measurements are in `results/` there, and the notebooks you
+# saved are in `notebooks/` there. Deleting the server deletes both, so this cell copies them here
+# first, into `results/from-node/` (`results/` and `notebooks/` as on the node), in at most five
+# minutes, and says what it copied. If it fails, nothing has been deleted: run it again, or download
+# them from the node's Jupyter (File → Download), before you go on.
+
+# %%
+config = provisioning.configure(project=P.project, site=P.site, lease_name=P.lease_name, lease_id=P.lease_id)
+fetched = provisioning.fetch_work(config, plan_only=P.plan)
+
+# %% [markdown]
+# ## Stop, then delete
+
 # %%
 common.stop_stacks(P)
 
 # %%
-config = provisioning.configure(project=P.project, site=P.site, lease_name=P.lease_name, lease_id=P.lease_id)
 provisioning.teardown(config, plan_only=P.plan, delete_adopted=P.delete_adopted)
 
 # %% [markdown]
 # ## What this run measured
-# Every measurement was stored as data; the headless run turns it into one report.
+# Every measurement was stored as data (on Chameleon, the node's, copied above); the headless run turns
+# it into one report.
 
 # %%
-common.results_overview()
+common.results_overview(fetched.results if fetched is not None else None)
