@@ -19,9 +19,10 @@
 # `results/chameleon-state.json`, with the project they charged (this notebook uses the same one).
 # A lease that notebook 01 reserved ahead (`lease_start`) is the lab's own: it goes once it has
 # started, and is kept only while it still waits for its start. What they found and reused
-# (adopted), such as a lease you reserved ahead in the GUI, is kept; set `delete_adopted = True`
-# to delete it too. Whatever stays is printed with until when it holds its node and the one
-# command that deletes it.
+# (adopted), such as a lease you reserved ahead in the GUI or the slot your instructor reserved
+# for you, is kept; set `delete_adopted = True` to delete it too (do, when the slot was for this
+# lab alone). Whatever stays is printed with until when it holds its node and the one command
+# that deletes it.
 
 # %% [markdown]
 # ## The lab's code in this kernel
@@ -78,6 +79,15 @@ common.stop_stacks(P)
 
 # %%
 provisioning.teardown(config, plan_only=P.plan, delete_adopted=P.delete_adopted)
+
+# %% [markdown]
+# A floating IP stays allocated to the project until someone releases it, bound or not, and the project
+# has a quota of them. This lab released the one it allocated for you (above); a run cut short before
+# its teardown leaves its own behind. The project's IPs bound to no server, those this lab allocated
+# marked with their server's name:
+
+# %%
+provisioning.unbound_ips(config, plan_only=P.plan)
 
 # %% [markdown]
 # ## What this run measured

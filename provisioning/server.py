@@ -32,6 +32,7 @@ DEFAULT_SERVER_WAIT_S = 20 * 60.0  # python-chi's own default, when a lease's en
 WAIT_RETRY_S = 30.0  # between tries of the wait after a failure other than python-chi's own timeout
 # python-chi 1.2.10's Server.wait at its timeout: ServiceError(f"Timeout waiting for server to reach ...")
 BOOT_TIMEOUT_CLASS, BOOT_TIMEOUT_TEXT = "ServiceError", "Timeout waiting for server to reach "
+IP_DESCRIPTION = "serve-system-lab:"  # the Neutron description of an IP this lab allocates, then the server
 FIP_HINT = ("check the project's floating IP quota in the GUI (Network → Floating IPs): release ones you no "
             "longer use, or name a free one with floating_ip / CHI_FLOATING_IP, and run this step again (the "
             "lease and server are reused)")
@@ -151,13 +152,40 @@ def ensure_server(config: ChameleonConfig, lease: Any, chi: ChiApi, state: State
     return wait_server_active(server, config, lease)
 
 
-def allocate_floating_ip(chi: ChiApi) -> dict[str, Any]:
+def allocate_floating_ip(chi: ChiApi, server_name: str = "") -> dict[str, Any]:
     """A new floating IP from the public network, as python-chi 1.2.10's own allocation makes it
     (``get_or_create_floating_ip`` when no IP is free: neutron ``create_floatingip`` on the network
-    ``get_network_id(PUBLIC_NETWORK)``); python-chi has no call that always allocates."""
+    ``get_network_id(PUBLIC_NETWORK)``); python-chi has no call that always allocates. Its Neutron
+    ``description`` names the lab and the server, so a leaked one is recognised (``unbound_floating_ips``)."""
     network_id = chi.network.get_network_id(chi.network.PUBLIC_NETWORK)
-    body = {"floatingip": {"floating_network_id": network_id}}
+    body: dict[str, Any] = {"floatingip": {"floating_network_id": network_id}}
+    if server_name:
+        body["floatingip"]["description"] = f"{IP_DESCRIPTION} {server_name}"
     return dict(chi.network.neutron().create_floatingip(body)["floatingip"])
+
+
+def unbound_floating_ips(chi: ChiApi) -> list[dict[str, Any]]:
+    """The project's floating IPs bound to no port: each counts against the project's quota until it is
+    released. Some may be kept on purpose (an instructor's, a classmate's between two runs)."""
+    return [dict(ip) for ip in chi.network.list_floating_ips() if not ip.get("port_id")]
+
+
+def unbound_text(ips: list[dict[str, Any]], project: str) -> str:
+    """What 08's teardown prints about ``unbound_floating_ips``: each address (and, for one this lab
+    allocated, for which server), and how to release one ("" when there are none)."""
+    if not ips:
+        return ""
+    lab = f"{IP_DESCRIPTION} "
+
+    def label(ip: dict[str, Any]) -> str:
+        about = str(ip.get("description") or "")
+        made = f" (allocated by this lab for {about[len(lab):]})" if about.startswith(lab) else ""
+        return f"{ip.get('floating_ip_address')}{made}"
+
+    return (f"Floating IPs of project {project} bound to no server ({len(ips)}; each counts against the "
+            f"project's floating IP quota until released): {', '.join(label(ip) for ip in ips)}. Release one "
+            "nobody uses (not one an instructor or a classmate keeps): GUI Network → Floating IPs → Release "
+            "Floating IP, or python -c 'import chi.network as n; n.deallocate_floating_ip(\"ADDRESS\")'")
 
 
 def given_floating_ip(config: ChameleonConfig, chi: ChiApi) -> dict[str, Any]:
@@ -190,7 +218,7 @@ def ensure_floating_ip(server: Any, config: ChameleonConfig, chi: ChiApi, state:
         fip, origin, how = given_floating_ip(config, chi), ADOPTED, "given by floating_ip; kept at teardown"
     else:
         with step("allocating a floating IP for this run", FIP_HINT):
-            fip = allocate_floating_ip(chi)
+            fip = allocate_floating_ip(chi, config.server_name)
         origin, how = CREATED, "allocated for this run; released at teardown"
     wanted = str(fip["floating_ip_address"])
     state.record("floating_ip", wanted, str(fip["id"]), origin, config)

@@ -198,7 +198,9 @@ class FakeNeutron:
 
     def create_floatingip(self, body: dict[str, Any]) -> dict[str, Any]:
         self._network._rec("neutron.create_floatingip", body)
-        return {"floatingip": self._network.allocate()}
+        fip = self._network.allocate()
+        fip["description"] = body["floatingip"].get("description", "")
+        return {"floatingip": fip}
 
 
 class FakeNetworkModule:

@@ -79,7 +79,8 @@ def test_fresh_create_makes_exactly_these_calls(fake_chi, student) -> None:
         call("Server.wait", status="ACTIVE", show="text", timeout=9240),
         call("Server.get_floating_ip"),
         call("network.get_network_id", "public"),  # a new IP for this run, never a free one of the project
-        call("neutron.create_floatingip", {"floatingip": {"floating_network_id": "net-public"}}),
+        call("neutron.create_floatingip", {"floatingip": {"floating_network_id": "net-public",
+                                                          "description": f"serve-system-lab: {SERVER}"}}),
         # recorded (with its id) before it is associated
         call("Server.associate_floating_ip", FLOATING_IP),  # returns the address: not read again
         *CONNECT_AND_SETUP,
