@@ -82,7 +82,7 @@ provisioning.teardown(config, plan_only=P.plan, delete_adopted=P.delete_adopted)
 
 # %% [markdown]
 # A floating IP stays allocated to the project until someone releases it, bound or not, and the project
-# has a quota of them. This lab released the one it allocated for you (above); a run cut short before
+# has a quota of them. The teardown above released the one this lab allocated for you; a run stopped before
 # its teardown leaves its own behind. The project's IPs bound to no server, those this lab allocated
 # marked with their server's name:
 
