@@ -70,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="wait for a lease starting within this many minutes (default 30), else stop")
     parser.add_argument("--state", help="the state file (default results/chameleon-state.json)")
     parser.add_argument("--code-source", choices=CODE_SOURCES,
-                        help="upload (default): send this folder (git or not); git: clone --repo-url on "
-                             "the node")
+                        help="upload (default): send the lab's own files (git ls-files, else "
+                             "provisioning/lab-files.txt); git: clone --repo-url on the node")
     parser.add_argument("--minutes", type=int, help="lease duration in minutes (default 170)")
     parser.add_argument("--nodes", type=int, default=1,
                         help="plan: with 2 or more, the plan for a Ray cluster over that many reserved nodes "
