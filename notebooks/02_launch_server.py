@@ -123,6 +123,11 @@ print(time_budget(config, started) if node is not None else
 # keep it open beside the node's Jupyter. The notebooks say when to look, in a paragraph that
 # starts **On the GPU node, now look at nvtop**: 04 while the concurrency sweep runs, 05 during each
 # instance step, 06 while two ONNX instances take the load, 07 while the batching runs go.
+#
+# What you measure there (`results/`) and the notebooks you save there stay **on the node**, and go
+# with it when the server is deleted or the lease ends. Notebook 08 copies them here before it deletes
+# anything; the next cell also prints the one line that copies them here at any time while the lease
+# runs (in any of the lab's notebooks here, e.g. a new cell of this one).
 
 # %%
 common.node_jupyter(node)

@@ -11,17 +11,18 @@
 # %% [markdown]
 # # 8. Tear down
 #
-# Stop every stack this lab started, then — on Chameleon — delete the server and the lease.
-# (The original lab leaves that to the lease's end; giving the node back early frees it for
-# someone else.) On `local` and `docker` the Chameleon part runs in plan mode.
+# On Chameleon, copy your work from the node first; then stop every stack this lab started and delete
+# the server and the lease. (The original lab leaves that to the lease's end; giving the node back
+# early frees it for someone else.) On `local` and `docker` the Chameleon part runs in plan mode.
 #
 # Only what the lab **created** is deleted: notebooks 01 and 02 recorded it in
 # `results/chameleon-state.json`, with the project they charged (this notebook uses the same one).
 # A lease that notebook 01 reserved ahead (`lease_start`) is the lab's own: it goes once it has
 # started, and is kept only while it still waits for its start. What they found and reused
-# (adopted), such as a lease you reserved ahead in the GUI, is kept; set `delete_adopted = True`
-# to delete it too. Whatever stays is printed with until when it holds its node and the one
-# command that deletes it.
+# (adopted), such as a lease you reserved ahead in the GUI or the slot your instructor reserved
+# for you, is kept; set `delete_adopted = True` to delete it too (do, when the slot was for this
+# lab alone). Whatever stays is printed with until when it holds its node and the one command
+# that deletes it.
 
 # %% [markdown]
 # ## The lab's code in this kernel
@@ -58,18 +59,42 @@ P = params.resolve(target, preset, project=project, site=site, lease_name=lease_
                    delete_adopted=delete_adopted)
 P
 
+# %% [markdown]
+# ## Your work from the node, first
+# Notebooks 03–10 ran on the node: their measurements are in `results/` there, and the notebooks you
+# saved are in `notebooks/` there. Deleting the server deletes both, so this cell copies them here
+# first, into `results/from-node/` (`results/` and `notebooks/` as on the node), in at most five
+# minutes, and says what it copied. If it fails, nothing has been deleted: run it again, or download
+# them from the node's Jupyter (File → Download), before you go on.
+
+# %%
+config = provisioning.configure(project=P.project, site=P.site, lease_name=P.lease_name, lease_id=P.lease_id)
+fetched = provisioning.fetch_work(config, plan_only=P.plan)
+
+# %% [markdown]
+# ## Stop, then delete
+
 # %%
 common.stop_stacks(P)
 
 # %%
-config = provisioning.configure(project=P.project, site=P.site, lease_name=P.lease_name, lease_id=P.lease_id)
 provisioning.teardown(config, plan_only=P.plan, delete_adopted=P.delete_adopted)
 
 # %% [markdown]
-# ## What this run measured
-# Every measurement was stored as data: the table lists each experiment's rows and the notebooks that
-# wrote them. Run this notebook last, after 09 and 10 (the headless run does), and it lists them all;
-# the headless run then draws one report (`report.html`) from the same files.
+# A floating IP stays allocated to the project until someone releases it, bound or not, and the project
+# has a quota of them. The teardown above released the one this lab allocated for you; a run stopped before
+# its teardown leaves its own behind. The project's IPs bound to no server, those this lab allocated
+# marked with their server's name:
 
 # %%
-common.results_overview()
+provisioning.unbound_ips(config, plan_only=P.plan)
+
+# %% [markdown]
+# ## What this run measured
+# Every measurement was stored as data (on Chameleon, the node's, copied above): the table lists each
+# experiment's rows and the notebooks that wrote them. Run this notebook last, after 09 and 10 (the
+# headless run does), and it lists them all; the headless run then draws one report (`report.html`)
+# from the same files.
+
+# %%
+common.results_overview(fetched.results if fetched is not None else None)

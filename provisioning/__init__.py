@@ -6,12 +6,13 @@ project, site and names as parameters or environment variables (see
 ``plan_only=True`` prints what would be created and calls nothing — the mode
 the local target's headless run uses.
 
-    from provisioning import configure, preflight, reserve, launch, teardown
+    from provisioning import configure, preflight, reserve, launch, fetch_work, teardown
     config = configure(project="CHI-123456")  # lease_start="2026-11-24 09:00" reserves ahead
     preflight(config)                  # every check that creates nothing (reserve/launch run it too)
     reserve(config)                    # the lease: ACTIVE, or reserved ahead when it starts later
     node = launch(config)              # server, floating IP, SSH, node set-up, the student's Jupyter
     node.jupyter_url                   # http://<floating IP>:8888/lab?token=...
+    fetch_work(config)                 # the node's results/ and saved notebooks → results/from-node/
     teardown(config)                   # what these calls created; adopted things stay
 
 What each call creates or adopts (finds and reuses) is recorded in a state file
@@ -36,19 +37,28 @@ from typing import Any
 from provisioning.checks import run_preflight, select_context, start_chi
 from provisioning.chi_api import ChiApi
 from provisioning.config import ChameleonConfig, ProvisioningError, from_env
-from provisioning.errors import SignalGuard, step
+from provisioning.errors import SignalGuard, describe, step
+from provisioning.fetch import FETCH_LIMIT_S, FETCH_LINE, Fetched, ShellFor, default_folder, fetch_node_work
 from provisioning.lease import LeaseNotStarted, ensure_lease
 from provisioning.node import run_node_setup
 from provisioning.plan import Step, format_plan, provision_plan, teardown_plan
-from provisioning.server import ensure_floating_ip, ensure_server, find_server, wait_for_ssh
+from provisioning.server import (
+    ensure_floating_ip,
+    ensure_server,
+    find_server,
+    unbound_floating_ips,
+    unbound_text,
+    wait_for_ssh,
+)
 from provisioning.state import STATE_NAME, State, default_state_path
-from provisioning.teardown import TeardownError, TeardownResult, run_teardown
+from provisioning.teardown import TeardownError, TeardownResult, delete_command, run_teardown
 from servelab.core.paths import REPO_ROOT
 
 __all__ = [
-    "STATE_NAME", "ChameleonConfig", "LeaseNotStarted", "Node", "ProvisioningError", "Step", "TeardownError",
-    "TeardownResult", "configure", "connect", "default_state_path", "from_env", "launch", "preflight",
-    "provision", "provision_plan", "reserve", "teardown", "teardown_plan",
+    "FETCH_LINE", "STATE_NAME", "ChameleonConfig", "Fetched", "LeaseNotStarted", "Node", "ProvisioningError",
+    "Step", "TeardownError", "TeardownResult", "configure", "connect", "default_state_path", "fetch_work",
+    "from_env", "launch", "preflight", "provision", "provision_plan", "reserve", "teardown", "teardown_plan",
+    "unbound_ips",
 ]
 StatePath = Path | str | None  # the state file; None: default_state_path()
 
@@ -125,15 +135,22 @@ def reserve(config: ChameleonConfig, plan_only: bool = False, chi: ChiApi | None
     """Adopt or create the lease (recorded in ``state``) and return it (None in plan mode).
 
     It is returned ACTIVE, or — starting more than ``lease_wait_minutes`` from now — as it is
-    (PENDING, kept reserved; ``require_active=True`` raises ``LeaseNotStarted`` instead).
+    (PENDING, kept reserved, with the one command that deletes it printed: a class slot outlives the
+    students' 08, which keep a lease they adopted; ``require_active=True`` raises ``LeaseNotStarted``
+    instead).
     """
     steps = [s for s in provision_plan(config, state) if s.name in ("context", "lease")]
     _print_plan(steps, plan_only)
     if plan_only:
         return None
     chi = run_preflight(config, chi, root)  # the lease is only worth making if launch can succeed
+    records = State(state)
     with step(f"creating or reusing lease {config.lease_id or config.lease_name}"):
-        return ensure_lease(config, chi, State(state), require_active)
+        lease = ensure_lease(config, chi, records, require_active)
+    if lease.status != "ACTIVE":  # reserved for a later start, e.g. a class slot a student will adopt
+        print(f"To delete it (after the class, or to cancel it), from the lab's folder: "
+              f"{delete_command(config, records.path, str(lease.id))}", flush=True)
+    return lease
 
 
 def launch(config: ChameleonConfig, plan_only: bool = False, chi: ChiApi | None = None,
@@ -189,6 +206,42 @@ def connect(config: ChameleonConfig, chi: ChiApi | None = None) -> Node:
         raise ProvisioningError(
             f"server {config.server_name} has no floating IP: run provisioning.launch again")
     return Node(server=server, address=str(address), user=config.ssh_user)
+
+
+def fetch_work(config: ChameleonConfig | None = None, plan_only: bool = False, chi: ChiApi | None = None,
+               *, folder: Path | None = None, limit_s: float = FETCH_LIMIT_S,
+               shell_for: ShellFor | None = None) -> Fetched | None:
+    """Copy the node's ``results/`` and the notebooks saved there to ``results/from-node/`` here, within
+    ``limit_s`` (see ``provisioning.fetch``); deletes nothing. 08 runs it before the teardown; any of
+    the lab's notebooks here can run ``FETCH_LINE`` while the lease runs. ``config`` defaults to
+    ``configure()``'s (the state file's project). Returns what it brought (None: plan mode, no server).
+    """
+    config = config if config is not None else configure(show=False)
+    folder = Path(folder) if folder is not None else default_folder()
+    if plan_only:
+        print(f"Plan mode: on Chameleon this copies the node's results/ and its saved notebooks to {folder} "
+              f"(up to {limit_s / 60:.0f} min) before anything is deleted")
+        return None
+    return fetch_node_work(config, _select(config, chi), folder, limit_s, shell_for)
+
+
+def unbound_ips(config: ChameleonConfig, plan_only: bool = False, chi: ChiApi | None = None) -> list[str]:
+    """List the project's floating IPs bound to no server (08, after its teardown): a cut run's leak, or
+    anyone's, counts against the project's quota until released. Prints them, those this lab allocated
+    marked, with how to release one; returns their addresses. A listing that fails is one line, no error."""
+    if plan_only:
+        print("Plan mode: on Chameleon this lists the project's floating IPs bound to no server (each counts "
+              "against its quota)")
+        return []
+    try:
+        ips = unbound_floating_ips(_select(config, chi))
+    except ProvisioningError:
+        raise
+    except Exception as exc:  # only information: whatever had to be deleted is deleted
+        print(f"Could not list project {config.project}'s floating IPs ({describe(exc)})")
+        return []
+    print(unbound_text(ips, config.project) or f"No floating IP of project {config.project} is left unbound.")
+    return [str(ip.get("floating_ip_address")) for ip in ips]
 
 
 def teardown(config: ChameleonConfig, plan_only: bool = False, keep_lease: bool = False,

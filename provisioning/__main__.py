@@ -1,4 +1,4 @@
-"""Command line: ``python -m provisioning plan|check|reserve|launch|teardown [--project P] [--site S] ...``.
+"""Command line: ``python -m provisioning plan|check|reserve|launch|fetch|teardown [--project P] ...``.
 ``plan --nodes 2``: the plan for a Ray cluster over two nodes (notebook 10), plan mode only.
 
 reserve and launch record what they create or adopt in a state file (``--state``, default
@@ -15,7 +15,7 @@ import argparse
 import os
 import sys
 
-from provisioning import configure, launch, preflight, reserve, teardown
+from provisioning import configure, fetch_work, launch, preflight, reserve, teardown
 from provisioning.config import CODE_SOURCES, ProvisioningError
 from provisioning.errors import SignalGuard, describe, one_line, signals_raise
 from provisioning.plan import format_plan, provision_plan
@@ -41,6 +41,8 @@ def _run(args: argparse.Namespace, signals: SignalGuard) -> None:
         reserve(config, state=args.state)
     elif args.action == "launch":
         launch(config, state=args.state)
+    elif args.action == "fetch":
+        fetch_work(config)
     else:
         with signals.deferred("the teardown"):  # a teardown cut short leaves things held
             result = teardown(config, keep_lease=args.keep_lease, delete_adopted=args.delete_adopted,
@@ -52,8 +54,9 @@ def _run(args: argparse.Namespace, signals: SignalGuard) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m provisioning", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("action", choices=["plan", "check", "reserve", "launch", "teardown"],
-                        help="check: every check reserve/launch run first, creating nothing")
+    parser.add_argument("action", choices=["plan", "check", "reserve", "launch", "fetch", "teardown"],
+                        help="check: every check reserve/launch run first, creating nothing; fetch: copy the "
+                             "node's results/ and saved notebooks to results/from-node/ here")
     for name in ("project", "site", "lease-name", "server-name", "node-type", "image", "key-name",
                  "repo-url", "repo-ref", "remote-dir"):
         parser.add_argument(f"--{name}")
@@ -67,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="wait for a lease starting within this many minutes (default 30), else stop")
     parser.add_argument("--state", help="the state file (default results/chameleon-state.json)")
     parser.add_argument("--code-source", choices=CODE_SOURCES,
-                        help="upload (default): send this folder (git or not); git: clone --repo-url on "
-                             "the node")
+                        help="upload (default): send the lab's own files (git ls-files, else "
+                             "provisioning/lab-files.txt); git: clone --repo-url on the node")
     parser.add_argument("--minutes", type=int, help="lease duration in minutes (default 170)")
     parser.add_argument("--nodes", type=int, default=1,
                         help="plan: with 2 or more, the plan for a Ray cluster over that many reserved nodes "

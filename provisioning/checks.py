@@ -13,7 +13,7 @@ must fail here, in seconds, with one line that says what to do. Order:
    project and site are selected (``use_project``/``use_site``; an application
    credential's project is its own: no ``use_project``), the credentials work
    and the project is one of the user's (``context.list_projects``) — with an
-   application credential, the one its token is for —, the
+   application credential, the one its token is for, and the credential unrestricted —, the
    image exists at the site (``image.get_image``), and the key pair exists there
    (``server.get_keypair``), or — without ``key_name`` — python-chi has its
    Jupyter default (``context.get("keypair_name")`` and a public key file).
@@ -27,19 +27,22 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from provisioning.chi_api import ChiApi, real_chi, token_project, use_context, uses_application_credential
+from provisioning.chi_api import ChiApi, real_chi, token_facts, use_context, uses_application_credential
 from provisioning.config import ChameleonConfig, ProvisioningError
 from provisioning.credentials import check_credentials
 from provisioning.errors import step
+from provisioning.node import checkout_files
 from servelab.core.paths import REPO_ROOT
 
 KEY_PAIRS_GUI = "GUI at that site: Compute → Key Pairs"
+CREDENTIALS_GUI = "Identity → Application Credentials → Create"
+UNRESTRICTED = "\"Unrestricted (dangerous)\""  # Horizon's label; its default is restricted
 
 
 def check_code_source(config: ChameleonConfig, root: Path = REPO_ROOT) -> None:
     """The code can reach the node: git mode has a URL; upload mode has the lab's folder to pack
-    (a git work tree or not: a Trovi import or an unpacked zip has no ``.git``; see
-    ``provisioning.node.checkout_files``)."""
+    and knows its files (a git clone, or a Trovi import or an unpacked zip with the lab's file list;
+    see ``provisioning.node.checkout_files``)."""
     if config.code_source == "git":
         if not config.repo_url:
             raise ProvisioningError(
@@ -52,6 +55,7 @@ def check_code_source(config: ChameleonConfig, root: Path = REPO_ROOT) -> None:
             f"code_source='upload' sends the lab's folder, but {root} has no {' or '.join(missing)}: run "
             "from the lab's folder (a clone, a Trovi import or an unpacked zip), or use code_source='git' "
             "with repo_url / SERVELAB_REPO_URL")
+    checkout_files(root)  # a clone or the lab's file list: what belongs to the lab is known
 
 
 def check_local(config: ChameleonConfig, root: Path = REPO_ROOT) -> None:
@@ -85,14 +89,24 @@ def select_context(config: ChameleonConfig, chi: ChiApi) -> None:
         use_context(config.project, config.site, chi)
 
 
+def credential_hints(config: ChameleonConfig, chi: ChiApi) -> dict[str, str]:
+    """Hints, by exception class, for what the credentials may do wrong: an application credential
+    works only at the site whose GUI made it (each site has its own Keystone)."""
+    if not uses_application_credential(chi):
+        return {}
+    return {"Unauthorized": f"Chameleon refused the application credential: one works only at the site "
+                           f"whose GUI made it and until it expires: create it in {config.site}'s GUI "
+                           f"({CREDENTIALS_GUI}, tick {UNRESTRICTED}) and source its openrc"}
+
+
 def check_project(config: ChameleonConfig, chi: ChiApi) -> None:
     """The credentials work (a keystone call) and the project is one of the user's; with an
-    application credential, it is also the credential's own project (its token's)."""
+    application credential, it is also the credential's own project (its token's), and unrestricted."""
     with step(f"checking your credentials with project {config.project} at {config.site}",
-              "check the project name and that the credentials are current"):
+              "check the project name and that the credentials are current", credential_hints(config, chi)):
         projects = list(chi.context.list_projects())
     if uses_application_credential(chi):
-        check_credential_project(config, chi)
+        check_application_credential(config, chi)
     if config.project not in projects:
         raise ProvisioningError(
             f"project {config.project} is not one of yours (yours: {', '.join(projects) or 'none'}): set "
@@ -102,16 +116,28 @@ def check_project(config: ChameleonConfig, chi: ChiApi) -> None:
               f"{config.project}: to charge another, set project=... (CHI_PROJECT)", flush=True)
 
 
-def check_credential_project(config: ChameleonConfig, chi: ChiApi) -> None:
+def check_application_credential(config: ChameleonConfig, chi: ChiApi) -> None:
     """An application credential works in the one project it was made in: the configured project
-    must be that one (by name or id), else everything would be reserved and charged elsewhere."""
-    with step("reading the application credential's project from its token"):
-        name, project_id = token_project(chi)
+    must be that one (by name or id), else everything would be reserved and charged elsewhere. And it
+    must be unrestricted: Blazar makes a Keystone trust with the caller's token for every lease, and
+    Keystone refuses trusts to a restricted one (the GUI's default), so the lease would fail. Both are
+    read from the token preflight fetches anyway (docs/decisions/2026-11-25-chameleon-robustness.md)."""
+    hints = credential_hints(config, chi)
+    with step("reading the application credential's project from its token", hints=hints):
+        token = token_facts(chi)
+    name, project_id = token.project_name, token.project_id
     if config.project not in (name, project_id):
         raise ProvisioningError(
             f"the application credential is for project {name or project_id}, not {config.project}: set "
             f"project={name or project_id} (CHI_PROJECT), or create an application credential in "
-            f"{config.project} (GUI: Identity → Application Credentials) and source its openrc")
+            f"{config.project} ({CREDENTIALS_GUI} at {config.site}, tick {UNRESTRICTED}) and source its "
+            "openrc")
+    if token.restricted:
+        raise ProvisioningError(
+            f"the application credential is restricted (the GUI's default), and Chameleon can make no lease "
+            "with it: Blazar asks Keystone for a trust for every lease, which Keystone refuses to restricted "
+            f"application credentials; create one in {config.site}'s GUI ({CREDENTIALS_GUI}) with "
+            f"{UNRESTRICTED} ticked, in project {config.project}, and source its openrc")
 
 
 def check_image(config: ChameleonConfig, chi: ChiApi) -> None:

@@ -9,7 +9,7 @@ need it (nor its credentials).
 
 What is called, per module (python-chi 1.2.x):
   context  list_sites, use_site, use_project (not with application credentials), list_projects, get,
-           session (the token's project: ``session().session.auth.get_access(...)``)
+           session (the token's project and credential: ``session().session.auth.get_access(...)``)
   lease    Lease(name, start_date/end_date or duration) (add_node_reservation, submit, delete, and the
            attributes id, name, status — a Blazar read each time —, start_date, node_reservations),
            list_leases
@@ -74,7 +74,7 @@ def use_context(config_project: str, config_site: str, chi: ChiApi) -> None:
 
     Not the project with an application credential: it is fixed when the credential is made, and
     python-chi 1.2.10's ``use_project`` sets ``project_name`` on the auth plugin, a scope Keystone
-    refuses with a 401 ("Application credentials cannot request a scope"). ``token_project`` tells
+    refuses with a 401 ("Application credentials cannot request a scope"). ``token_facts`` tells
     which project the credential's token is for (docs/decisions/2026-11-25-chameleon-robustness.md).
     """
     if not uses_application_credential(chi):
@@ -82,10 +82,29 @@ def use_context(config_project: str, config_site: str, chi: ChiApi) -> None:
     chi.context.use_site(config_site)
 
 
-def token_project(chi: ChiApi) -> tuple[str, str]:
-    """(name, id) of the project the credentials' token is scoped to, read from the token itself
-    (keystoneauth's ``AccessInfo``: authenticating is the only call, no Keystone policy involved).
-    python-chi's ``session()`` is a keystoneauth ``Adapter`` around the ``Session`` holding the auth."""
+@dataclass(frozen=True)
+class TokenFacts:
+    """What the credentials' token says about them: its project and, for an application credential,
+    whether it is restricted (Keystone's ``application_credential.restricted``; None when the token
+    carries no application credential or no such field)."""
+
+    project_name: str
+    project_id: str
+    restricted: bool | None = None
+
+
+def token_facts(chi: ChiApi) -> TokenFacts:
+    """The token's project (name, id) and an application credential's ``restricted`` flag, read from the
+    token itself (keystoneauth's ``AccessInfo``: authenticating is the only call, no Keystone policy
+    involved). python-chi's ``session()`` is a keystoneauth ``Adapter`` around the ``Session`` holding
+    the auth. Keystone renders ``application_credential: {id, name, restricted}`` into every token
+    made with one (docs/decisions/2026-11-25-chameleon-robustness.md)."""
     adapter = chi.context.session()
     access = adapter.session.auth.get_access(adapter.session)
-    return str(access.project_name or ""), str(access.project_id or "")
+    try:
+        credential = access.application_credential  # keystoneauth: KeyError when the token has none
+    except (KeyError, AttributeError):
+        credential = None
+    restricted = credential.get("restricted") if isinstance(credential, dict) else None
+    return TokenFacts(str(access.project_name or ""), str(access.project_id or ""),
+                      restricted if isinstance(restricted, bool) else None)

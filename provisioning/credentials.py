@@ -25,8 +25,9 @@ from provisioning.config import ProvisioningError
 
 HOW_TO_GET_THEM = (
     "run this from Chameleon's Jupyter (jupyter.chameleoncloud.org), where they are set, or first "
-    "`source` an openrc file for your project (GUI: Identity → Application Credentials → Create, "
-    "then download its openrc)")
+    "`source` an openrc file for your project (GUI of the site, CHI@TACC for the lab's P100s: Identity → "
+    "Application Credentials → Create, tick \"Unrestricted (dangerous)\": a lease needs it; then download "
+    "its openrc)")
 
 # any of these set means someone tried to provide credentials
 CREDENTIAL_VARS = ("OS_AUTH_TYPE", "OS_AUTH_METHOD", "OS_APPLICATION_CREDENTIAL_ID",

@@ -9,14 +9,15 @@ a ``ProvisioningError`` passes through untouched, anything else becomes a
 
 ``signals_raise()`` turns SIGTERM and SIGHUP into a ``Terminated`` exception while a
 provisioning sequence runs, so a killed controller takes the same path as a failure
-(teardown of what it created) instead of dying with the lease still held.
+(teardown of what it created) instead of dying with the lease still held; a signal the
+process inherited as ignored (``nohup``) stays ignored.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from types import FrameType
 
@@ -67,23 +68,26 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {detail}"
 
 
-def hint_for(exc: BaseException) -> str:
-    """What to try for this kind of failure ('' when nothing specific is known)."""
+def hint_for(exc: BaseException, hints: Mapping[str, str] | None = None) -> str:
+    """What to try for this kind of failure ('' when nothing specific is known); ``hints`` (by class
+    name) come before ``HINTS``."""
+    table = {**HINTS, **(hints or {})}
     for cls in type(exc).__mro__:
-        if cls.__name__ in HINTS:
-            return HINTS[cls.__name__]
+        if cls.__name__ in table:
+            return table[cls.__name__]
     return ""
 
 
 @contextmanager
-def step(what: str, hint: str = "") -> Iterator[None]:
-    """Run one step; any failure but a ProvisioningError becomes one naming ``what`` (and a hint)."""
+def step(what: str, hint: str = "", hints: Mapping[str, str] | None = None) -> Iterator[None]:
+    """Run one step; any failure but a ProvisioningError becomes one naming ``what`` (and a hint: by the
+    exception's class from ``hints``, else ``HINTS``, else ``hint``)."""
     try:
         yield
     except ProvisioningError:
         raise
     except Exception as exc:  # python-chi, keystoneauth, novaclient, requests, Fabric, ...
-        advice = hint_for(exc) or hint
+        advice = hint_for(exc, hints) or hint
         detail = f"{what} failed ({describe(exc)})" + (f": {advice}" if advice else "")
         raise ProvisioningError(detail) from exc
 
@@ -116,7 +120,7 @@ class SignalGuard:
         (SIGINT) too: pressed twice during a long server delete, it would skip the lease's."""
         self._defer = what
         previous = None
-        if threading.current_thread() is threading.main_thread():
+        if threading.current_thread() is threading.main_thread() and not _ignored(signal.SIGINT):
             previous = signal.signal(signal.SIGINT, self.handle)
         try:
             yield
@@ -126,14 +130,23 @@ class SignalGuard:
                 signal.signal(signal.SIGINT, previous)
 
 
+def _ignored(sig: int) -> bool:
+    """The process was started with ``sig`` ignored (``nohup`` ignores SIGHUP; a background job of a
+    shell without job control, SIGINT): whoever started it asked for that, and it stays so."""
+    return signal.getsignal(sig) is signal.SIG_IGN
+
+
 @contextmanager
 def signals_raise() -> Iterator[SignalGuard]:
     """SIGTERM and SIGHUP raise ``Terminated`` inside; the previous handlers come back after.
 
-    Only the main thread can install handlers; elsewhere nothing changes (the guard records nothing).
+    A signal inherited as ignored stays ignored: ``nohup ./lab run --target chameleon &`` must outlive
+    its terminal (docs/decisions/2026-11-25-chameleon-robustness.md). Only the main thread can install
+    handlers; elsewhere nothing changes (the guard records nothing).
     """
     guard = SignalGuard()
-    wanted = [sig for sig in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if sig]
+    wanted = [sig for sig in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None))
+              if sig and not _ignored(sig)]
     previous: dict[int, object] = {}
     try:
         if threading.current_thread() is threading.main_thread():

@@ -2,11 +2,11 @@
 
 The script (``node_setup.sh`` beside this file) is uploaded and run with its
 settings in the environment; the code reaches the node either as an upload of
-this folder, built model artefacts included (``code_source="upload"``, the
-default: it also carries changes not pushed anywhere; a git work tree or a
-folder without ``.git`` — a Trovi import, an unpacked zip, a copy) or as a git
-clone (``code_source="git"``). Then ``./lab jupyter`` runs in the code directory as
-the login user: it creates ``models/`` and ``results/``, builds the model
+this folder's own files, built model artefacts included (``code_source="upload"``,
+the default: it also carries changes not pushed anywhere; a git clone, or a
+folder without ``.git`` — a Trovi import, an unpacked zip, a copy — through the
+lab's file list) or as a git clone (``code_source="git"``). Then ``./lab jupyter``
+runs in the code directory as the login user: it creates ``models/`` and ``results/``, builds the model
 artefacts when none came along, and starts the student's Jupyter server,
 printing ``jupyter: <url>`` as its last line. It runs under ``sg docker``
 because the SSH session that ran the script may predate the user's new
@@ -15,8 +15,7 @@ because the SSH session that ran the script may predate the user's new
 
 from __future__ import annotations
 
-import fnmatch
-import os
+import gzip
 import re
 import shlex
 import subprocess
@@ -37,11 +36,8 @@ REMOTE_TARBALL = "serve-system-lab.tar.gz"
 ARTIFACT_GLOBS = ("artifacts/food11.*", "fastapi_pt/food11.pth", "fastapi_onnx/food11.onnx",
                   "models_staging/*/1/food11.pth", "models_staging/*/1/model.onnx",
                   "models_staging/*/1/*.json")
-# never sent from a folder without git (the lab's .gitignore is read too): environments, caches,
-# measurements, the live model repository
-NO_GIT_EXCLUDES = (".git", ".venv/", "venv/", "__pycache__/", "*.pyc", ".ipynb_checkpoints/",
-                   ".pytest_cache/", ".ruff_cache/", ".mypy_cache/", "/results/", "/models/",
-                   "/test-artifacts/", ".jupyter-token")
+# the lab's files in a copy without git (a Trovi import, a zip): `git ls-files > provisioning/lab-files.txt`
+MANIFEST = "provisioning/lab-files.txt"
 # run in the code directory after node_setup.sh; its last stdout line is "jupyter: <url>"
 JUPYTER_COMMAND = "sg docker -c './lab jupyter'"
 JUPYTER_LINE = re.compile(r"^jupyter: (https?://\S+)$")
@@ -98,67 +94,60 @@ def jupyter_url(stdout: str, address: str) -> str:
 
 
 def _git_files(root: Path) -> list[Path] | None:
-    """Tracked files and new ones git does not ignore; None when ``root`` is no git work tree (or no git)."""
+    """The files git tracks (``git ls-files``), changed or not; None when ``root`` is not the top of a
+    git work tree (or there is no git). Untracked files are not the lab's: a key or a note put into
+    the clone stays here."""
     try:
         inside = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"],
                                 capture_output=True, text=True, timeout=60)
     except FileNotFoundError:
         return None
     if inside.returncode != 0 or Path(inside.stdout.strip()).resolve() != root.resolve():
-        return None  # not a work tree, or a folder inside another repository (its rules are not ours)
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                            cwd=root, capture_output=True, check=True, timeout=120)
+        return None  # not a work tree, or a folder inside another repository (its files are not ours)
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached"], cwd=root, capture_output=True, check=True,
+                            timeout=120)
     return [Path(name) for name in listed.stdout.decode().split("\0") if name]
 
 
-def _ignore_rules(root: Path) -> list[str]:
-    """NO_GIT_EXCLUDES and the patterns of ``root/.gitignore`` (blank lines, comments and ``!`` skipped)."""
-    rules = list(NO_GIT_EXCLUDES)
-    ignore = root / ".gitignore"
-    if ignore.is_file():
-        lines = (line.strip() for line in ignore.read_text(errors="replace").splitlines())
-        rules += [line for line in lines if line and not line.startswith(("#", "!"))]
-    return rules
-
-
-def _ignored(rel: str, is_dir: bool, rules: list[str]) -> bool:
-    """Whether a path (relative, with /) matches a .gitignore-style rule: ``name`` anywhere, ``a/b`` and
-    ``/a`` from the root, ``dir/`` only directories."""
-    for rule in rules:
-        if rule.endswith("/"):
-            if not is_dir:
-                continue
-            rule = rule.rstrip("/")
-        anchored = "/" in rule
-        rule = rule.lstrip("/")
-        if fnmatch.fnmatchcase(rel if anchored else rel.rsplit("/", 1)[-1], rule):
-            return True
-    return False
-
-
-def _folder_files(root: Path) -> list[Path]:
-    """Every file under ``root`` that the lab's .gitignore rules (and NO_GIT_EXCLUDES) do not exclude."""
-    rules, found = _ignore_rules(root), []
-    for folder, dirs, files in os.walk(root):
-        here = Path(folder).relative_to(root)
-        dirs[:] = sorted(d for d in dirs if not _ignored((here / d).as_posix(), True, rules))
-        found += [here / f for f in files if not _ignored((here / f).as_posix(), False, rules)]
-    return found
+def manifest_files(root: Path) -> list[Path] | None:
+    """The lab's own files as ``MANIFEST`` lists them (one relative path a line, as ``git ls-files``
+    prints them); None when the folder has no manifest. A line that would leave the folder is refused."""
+    manifest = root / MANIFEST
+    if not manifest.is_file():
+        return None
+    files = []
+    for line in manifest.read_text().splitlines():
+        if not line.strip():
+            continue
+        rel = Path(line)
+        if rel.is_absolute() or ".." in rel.parts:
+            raise ProvisioningError(f"{manifest} lists {line!r}, which is outside the lab's folder: restore "
+                                    "the file from the lab's repository")
+        files.append(rel)
+    return files
 
 
 def checkout_files(root: Path = REPO_ROOT) -> list[Path]:
-    """What is uploaded, relative to ``root``: the folder as it is plus the built artefacts.
+    """What is uploaded, relative to ``root``: the lab's own files plus the built artefacts.
 
-    In a git work tree: tracked files and new ones git does not ignore. Without git (a Trovi
-    import, an unpacked zip, a copied folder): every file except what the lab's .gitignore and
-    NO_GIT_EXCLUDES exclude. What is uploaded is what runs here, committed or not.
-    Reasons: docs/decisions/2026-11-25-class-day-provisioning.md.
+    In a git clone: the files git tracks (their content here, committed or not). Without git (a
+    Trovi import lands at the top of the hub's work folder, beside ``.ssh`` and everything else; an
+    unpacked zip; a copy): the files ``MANIFEST`` lists, which ships with the lab and is
+    ``git ls-files`` written out (a test fails when the two differ). Nothing else in the folder is
+    ever sent. Reasons: docs/decisions/2026-11-25-class-day-provisioning.md.
     """
     listed = _git_files(root)
-    files = set(listed if listed is not None else _folder_files(root))
+    if listed is None:
+        listed = manifest_files(root)
+    if listed is None:
+        raise ProvisioningError(
+            f"{root} is neither a git clone of the lab nor a copy with its file list ({MANIFEST}), so what "
+            "belongs to the lab is not known and nothing is uploaded: clone the lab, or use "
+            "code_source='git' with repo_url / SERVELAB_REPO_URL")
+    files = set(listed)
     for pattern in ARTIFACT_GLOBS:
         files.update(path.relative_to(root) for path in root.glob(pattern))
-    return sorted(path for path in files if (root / path).is_file())
+    return sorted(path for path in files if (root / path).is_file() and not (root / path).is_symlink())
 
 
 def _executable(root: Path, rel: Path) -> bool:
@@ -168,11 +157,21 @@ def _executable(root: Path, rel: Path) -> bool:
 
 
 def checkout_tarball(dest: Path, root: Path = REPO_ROOT) -> Path:
-    """Pack the folder (see ``checkout_files``) as ``dest`` (.tar.gz) for upload; scripts executable."""
+    """Pack the folder (see ``checkout_files``) as ``dest`` (.tar.gz) for upload; scripts executable.
+
+    Reproducible: the same files give the same bytes (sorted, gzip's own header without a time or a
+    name, the owner left out), so the node's "already holds this upload" check can match. Each file
+    keeps its modification time: the node's unpack keeps any file that is newer there (a notebook the
+    student saved on the node).
+    """
     dest.parent.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(dest, "w:gz") as tar:
+    with open(dest, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as packed, \
+            tarfile.open(fileobj=packed, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for rel in checkout_files(root):
-            info = tar.gettarinfo(root / rel, arcname=str(rel))
+            info = tar.gettarinfo(root / rel, arcname=rel.as_posix())
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            info.mtime = int(info.mtime)
             if _executable(root, rel):
                 info.mode |= 0o755
             with open(root / rel, "rb") as handle:

@@ -13,7 +13,7 @@
 #
 # Settings (environment):
 #   REPO_URL, REPO_REF  git clone of the lab's code (REF: branch or tag; default main)
-#   CODE_TARBALL        an uploaded checkout (.tar.gz) to unpack instead of cloning
+#   CODE_TARBALL        an uploaded checkout (.tar.gz) to unpack instead of cloning; files newer here are kept
 #   CODE_DIR            where the code goes (default $HOME/serve-system-lab)
 #   NODE_USER           the user added to the docker group (default: the caller)
 #   NODE_ROOT           prefix for system paths (/etc, /usr/share, /var); empty on a real node
@@ -429,9 +429,11 @@ place_code_from_tarball() {
     say "code: $CODE_DIR already holds this upload"
     return
   fi
-  say "code: unpacking $CODE_TARBALL into $CODE_DIR"
+  say "code: unpacking $CODE_TARBALL into $CODE_DIR (a file newer there, such as a notebook saved on the node, is kept)"
   mkdir -p "$CODE_DIR"
-  tar -xzf "$CODE_TARBALL" -C "$CODE_DIR"
+  # the upload is packed reproducibly (the digest above matches a second upload of the same files);
+  # every file keeps its time, so the student's work on the node is never replaced by an older copy
+  tar --keep-newer-files --warning=no-ignore-newer -xzf "$CODE_TARBALL" -C "$CODE_DIR"
   printf '%s\n' "$digest" >"$stamp"
 }
 

@@ -69,7 +69,8 @@ def provision_plan(config: ChameleonConfig, state: Path | str | None = None) -> 
                                "id, released at teardown)")),
         Step("ssh", f"wait until SSH (port 22) answers (up to {config.ssh_timeout_s} s), user "
                     f"{config.ssh_user}"),
-        Step("upload", "node_setup.sh" + (" and this folder (git or not) as serve-system-lab.tar.gz"
+        Step("upload", "node_setup.sh" + (" and the lab's own files (git ls-files, else "
+                                          "provisioning/lab-files.txt) as serve-system-lab.tar.gz"
                                           if config.code_source == "upload" else "")),
     ]
     try:

@@ -20,7 +20,7 @@ from typing import Any
 from provisioning import times
 from provisioning.chi_api import ChiApi
 from provisioning.config import ChameleonConfig, ProvisioningError
-from provisioning.errors import describe, step
+from provisioning.errors import Terminated, describe, step
 from provisioning.lease import node_reservation_id
 from provisioning.state import ADOPTED, CREATED, State
 from provisioning.times import show_span, show_time, to_utc
@@ -29,6 +29,10 @@ from servelab.core.procs import wait_until
 # kept from the lease when waiting for the server: deleting it (up to 10 min), its IP and the lease
 TEARDOWN_MARGIN_S = 15 * 60
 DEFAULT_SERVER_WAIT_S = 20 * 60.0  # python-chi's own default, when a lease's end is not known
+WAIT_RETRY_S = 30.0  # between tries of the wait after a failure other than python-chi's own timeout
+# python-chi 1.2.10's Server.wait at its timeout: ServiceError(f"Timeout waiting for server to reach ...")
+BOOT_TIMEOUT_CLASS, BOOT_TIMEOUT_TEXT = "ServiceError", "Timeout waiting for server to reach "
+IP_DESCRIPTION = "serve-system-lab:"  # the Neutron description of an IP this lab allocates, then the server
 FIP_HINT = ("check the project's floating IP quota in the GUI (Network → Floating IPs): release ones you no "
             "longer use, or name a free one with floating_ip / CHI_FLOATING_IP, and run this step again (the "
             "lease and server are reused)")
@@ -74,21 +78,55 @@ def server_wait(config: ChameleonConfig, lease: Any = None) -> tuple[float, str]
             f"{TEARDOWN_MARGIN_S // 60} min kept for the teardown")
 
 
+def boot_timed_out(exc: BaseException) -> bool:
+    """python-chi's own timeout in ``Server.wait``: 1.2.10 raises ``chi.exception.ServiceError("Timeout
+    waiting for server to reach <status> status")`` there, and only there (a failed status read inside
+    the wait is a ``ResourceError("Could not refresh server: ...")``); held by test_python_chi_contract."""
+    return (any(cls.__name__ == BOOT_TIMEOUT_CLASS for cls in type(exc).__mro__)
+            and str(exc).startswith(BOOT_TIMEOUT_TEXT))
+
+
 def wait_server_active(server: Any, config: ChameleonConfig, lease: Any = None) -> Any:
     """Wait for ACTIVE (a bare-metal boot is slow) as long as ``server_wait`` says, and check it:
-    ``wait`` returns on ERROR too."""
+    ``wait`` returns on ERROR too. Only python-chi's own timeout ends the wait early (``boot_timed_out``);
+    any other failure (a connection reset while it reads the status) is tried again every
+    ``WAIT_RETRY_S`` until the same deadline, each distinct one printed once: the boot goes on meanwhile
+    (docs/decisions/2026-11-25-chameleon-robustness.md)."""
     limit, why = server_wait(config, lease)
     print(f"Waiting for server {config.server_name} to become ACTIVE (bare-metal boots take 10–20 min): "
           f"up to {show_span(limit)}, {why}", flush=True)
-    try:
-        server.wait(status="ACTIVE", show="text", timeout=int(limit))
-    except Exception as exc:  # python-chi raises ServiceError on its timeout
-        until_lease_end = not config.server_timeout_s and to_utc(getattr(lease, "end_date", None)) is not None
-        again = ("the lease has no time left for it: delete it (teardown) and reserve a new lease"
-                 if until_lease_end else "run this step again to keep waiting (the server is reused)")
-        raise ProvisioningError(
-            f"server {config.server_name} did not become ACTIVE within {show_span(limit)} ({why}; "
-            f"{describe(exc)}): {again}") from exc
+    deadline = times.utcnow() + timedelta(seconds=limit)
+    seen: set[str] = set()
+    left = limit
+    while True:
+        try:
+            server.wait(status="ACTIVE", show="text", timeout=max(1, int(left)))
+            break
+        except Terminated:
+            raise
+        except Exception as exc:
+            if boot_timed_out(exc):
+                until_lease_end = (not config.server_timeout_s
+                                   and to_utc(getattr(lease, "end_date", None)) is not None)
+                again = ("the lease has no time left for it: delete it (teardown) and reserve a new lease"
+                         if until_lease_end else "run this step again to keep waiting (the server is reused)")
+                raise ProvisioningError(
+                    f"server {config.server_name} did not become ACTIVE within {show_span(limit)} ({why}; "
+                    f"{describe(exc)}): {again}") from exc
+            left = (deadline - times.utcnow()).total_seconds()
+            if left <= WAIT_RETRY_S:
+                raise ProvisioningError(
+                    f"server {config.server_name}'s status could not be read until the wait's end "
+                    f"({show_span(limit)}, {why}; the last error: {describe(exc)}): check the server in the "
+                    "GUI (Compute → Instances) and run this step again (the server is reused)") from exc
+            text = describe(exc)
+            if text not in seen:
+                seen.add(text)
+                print(f"Reading server {config.server_name}'s status failed ({text}); trying again every "
+                      f"{WAIT_RETRY_S:.0f} s for up to {show_span(left)} more: the boot goes on meanwhile",
+                      flush=True)
+            times.sleep(WAIT_RETRY_S)
+            left = (deadline - times.utcnow()).total_seconds()
     status = server.status
     if status != "ACTIVE":
         raise ProvisioningError(
@@ -114,13 +152,40 @@ def ensure_server(config: ChameleonConfig, lease: Any, chi: ChiApi, state: State
     return wait_server_active(server, config, lease)
 
 
-def allocate_floating_ip(chi: ChiApi) -> dict[str, Any]:
+def allocate_floating_ip(chi: ChiApi, server_name: str = "") -> dict[str, Any]:
     """A new floating IP from the public network, as python-chi 1.2.10's own allocation makes it
     (``get_or_create_floating_ip`` when no IP is free: neutron ``create_floatingip`` on the network
-    ``get_network_id(PUBLIC_NETWORK)``); python-chi has no call that always allocates."""
+    ``get_network_id(PUBLIC_NETWORK)``); python-chi has no call that always allocates. Its Neutron
+    ``description`` names the lab and the server, so a leaked one is recognised (``unbound_floating_ips``)."""
     network_id = chi.network.get_network_id(chi.network.PUBLIC_NETWORK)
-    body = {"floatingip": {"floating_network_id": network_id}}
+    body: dict[str, Any] = {"floatingip": {"floating_network_id": network_id}}
+    if server_name:
+        body["floatingip"]["description"] = f"{IP_DESCRIPTION} {server_name}"
     return dict(chi.network.neutron().create_floatingip(body)["floatingip"])
+
+
+def unbound_floating_ips(chi: ChiApi) -> list[dict[str, Any]]:
+    """The project's floating IPs bound to no port: each counts against the project's quota until it is
+    released. Some may be kept on purpose (an instructor's, a classmate's between two runs)."""
+    return [dict(ip) for ip in chi.network.list_floating_ips() if not ip.get("port_id")]
+
+
+def unbound_text(ips: list[dict[str, Any]], project: str) -> str:
+    """What 08's teardown prints about ``unbound_floating_ips``: each address (and, for one this lab
+    allocated, for which server), and how to release one ("" when there are none)."""
+    if not ips:
+        return ""
+    lab = f"{IP_DESCRIPTION} "
+
+    def label(ip: dict[str, Any]) -> str:
+        about = str(ip.get("description") or "")
+        made = f" (allocated by this lab for {about[len(lab):]})" if about.startswith(lab) else ""
+        return f"{ip.get('floating_ip_address')}{made}"
+
+    return (f"Floating IPs of project {project} bound to no server ({len(ips)}; each counts against the "
+            f"project's floating IP quota until released): {', '.join(label(ip) for ip in ips)}. Release one "
+            "nobody uses (not one an instructor or a classmate keeps): GUI Network → Floating IPs → Release "
+            "Floating IP, or python -c 'import chi.network as n; n.deallocate_floating_ip(\"ADDRESS\")'")
 
 
 def given_floating_ip(config: ChameleonConfig, chi: ChiApi) -> dict[str, Any]:
@@ -153,7 +218,7 @@ def ensure_floating_ip(server: Any, config: ChameleonConfig, chi: ChiApi, state:
         fip, origin, how = given_floating_ip(config, chi), ADOPTED, "given by floating_ip; kept at teardown"
     else:
         with step("allocating a floating IP for this run", FIP_HINT):
-            fip = allocate_floating_ip(chi)
+            fip = allocate_floating_ip(chi, config.server_name)
         origin, how = CREATED, "allocated for this run; released at teardown"
     wanted = str(fip["floating_ip_address"])
     state.record("floating_ip", wanted, str(fip["id"]), origin, config)

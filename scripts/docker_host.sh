@@ -89,11 +89,15 @@ wants_vllm() {
 # makes, and its compose build. The output goes to $BUILD_DIR/KEY.log, not to the terminal (tens of
 # thousands of lines; notebook 02 streams this script's output): one line when it starts, one every
 # $BUILD_BEAT_S s with the build's current step, one when it ends; a failure shows the log's tail.
-step_of() {  # step_of KEY: sets LABEL, IMAGE, STEP_ENV (VAR=VALUE...) and STEP_ARGS (stack + compose args)
+# IMAGES: every image the build makes (the FastAPI stack's build also makes GourmetGram's): what a
+# push sends and a pull must find; IMAGE is the first, the one a status line names.
+step_of() {  # step_of KEY: sets LABEL, IMAGE, IMAGES, STEP_ENV (VAR=VALUE...) and STEP_ARGS (stack + compose args)
   STEP_ENV=()
+  IMAGES=()
   case "$1" in
     jupyter) LABEL="the Jupyter server"; IMAGE="servelab/jupyter:latest"; STEP_ARGS=(jupyter build) ;;
     fastapi_pt) LABEL="FastAPI + PyTorch and GourmetGram"; IMAGE="servelab/fastapi_pt:latest"
+      IMAGES=("$IMAGE" servelab/gourmetgram:latest)
       STEP_ENV=(FASTAPI_APP=fastapi_pt); STEP_ARGS=(fastapi build) ;;
     fastapi_onnx) LABEL="FastAPI + ONNX Runtime"; IMAGE="servelab/fastapi_onnx:latest"
       STEP_ENV=(FASTAPI_APP=fastapi_onnx); STEP_ARGS=(fastapi build fastapi_server) ;;
@@ -102,6 +106,7 @@ step_of() {  # step_of KEY: sets LABEL, IMAGE, STEP_ENV (VAR=VALUE...) and STEP_
     vllm) LABEL="vLLM"; IMAGE="servelab/vllm:latest"; STEP_ARGS=(llm --profile vllm build vllm_server) ;;
     *) die "no image build called $1" ;;
   esac
+  [ "${#IMAGES[@]}" -gt 0 ] || IMAGES=("$IMAGE")
 }
 
 mark() {  # mark KEY STATE: KEY.status (replaced whole, so a reader never sees half of it)
@@ -130,31 +135,36 @@ image_registry() {
   { sed -n 's/^SERVELAB_IMAGE_REGISTRY=//p' docker/.env 2>/dev/null || true; } | tail -n 1 | sed 's#/*$##'
 }
 
-pull_prebuilt() {  # pull_prebuilt KEY: true when the registry had its image (then tagged with its name)
-  local key="$1" registry log="$BUILD_DIR/$1.log" started=$SECONDS
+pull_prebuilt() {  # pull_prebuilt KEY: true when the registry had all its images (then tagged with their names)
+  local key="$1" registry log="$BUILD_DIR/$1.log" started=$SECONDS image
   [ "$PULL_PREBUILT" = 1 ] || return 1
   registry="$(image_registry)"
   [ -n "$registry" ] || return 1
   step_of "$key"
-  say "images: pulling $LABEL from $registry/$IMAGE (log: $log)"
-  if docker pull "$registry/$IMAGE" >"$log" 2>&1 </dev/null && docker tag "$registry/$IMAGE" "$IMAGE" >>"$log" 2>&1; then
-    mark "$key" ready
-    say "images: $LABEL ready in $((SECONDS - started)) s (pulled)"
-    return 0
-  fi
-  say "images: $registry/$IMAGE could not be pulled (see $log): building $LABEL here instead"
-  return 1
+  say "images: pulling $LABEL from $registry (${IMAGES[*]}; log: $log)"
+  : >"$log"
+  for image in "${IMAGES[@]}"; do
+    if ! { docker pull "$registry/$image" && docker tag "$registry/$image" "$image"; } >>"$log" 2>&1 </dev/null; then
+      say "images: $registry/$image could not be pulled (see $log): building $LABEL here instead"
+      return 1
+    fi
+  done
+  mark "$key" ready
+  say "images: $LABEL ready in $((SECONDS - started)) s (pulled)"
 }
 
-push_images() {  # push_images REGISTRY KEY...: each image as REGISTRY/<name>
-  local registry="${1%/}" key
+push_images() {  # push_images REGISTRY KEY...: each of their images as REGISTRY/<name>
+  local registry="${1%/}" key image
   shift
   for key in "$@"; do
     step_of "$key"
-    say "images: pushing $IMAGE as $registry/$IMAGE (log: $BUILD_DIR/$key.push.log)"
-    { docker tag "$IMAGE" "$registry/$IMAGE" && docker push "$registry/$IMAGE"; } \
-      >"$BUILD_DIR/$key.push.log" 2>&1 </dev/null \
-      || die "pushing $registry/$IMAGE failed: its log is $BUILD_DIR/$key.push.log (docker login $registry first?)"
+    : >"$BUILD_DIR/$key.push.log"
+    for image in "${IMAGES[@]}"; do
+      say "images: pushing $image as $registry/$image (log: $BUILD_DIR/$key.push.log)"
+      { docker tag "$image" "$registry/$image" && docker push "$registry/$image"; } \
+        >>"$BUILD_DIR/$key.push.log" 2>&1 </dev/null \
+        || die "pushing $registry/$image failed: its log is $BUILD_DIR/$key.push.log (docker login $registry first?)"
+    done
   done
   say "images: pushed; on the class's nodes set SERVELAB_IMAGE_REGISTRY=$registry (docker/.env) to pull them"
 }

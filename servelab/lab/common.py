@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pandas as pd
@@ -87,9 +88,10 @@ def plan_mode(p: LabParams) -> None:
           f"live: the next cells create and delete resources on Chameleon (target {p.target!r})")
 
 
-def results_overview() -> pd.DataFrame:
-    """How many rows each experiment stored in this run's results, and which notebooks wrote them."""
-    directory = results_dir()
+def results_overview(directory: Path | None = None) -> pd.DataFrame:
+    """How many rows each experiment stored in this run's results, and which notebooks wrote them
+    (``directory``: another results folder, e.g. what 08 copied from the node)."""
+    directory = directory if directory is not None else results_dir()
     rows = [{"experiment": path.stem, "notebooks": WRITTEN_BY.get(path.stem, ""),
              "rows": len(read_rows(path.stem, directory)), "file": path.name}
             for path in sorted(directory.glob("*.jsonl"))]
@@ -115,14 +117,20 @@ def stop_stacks(p: LabParams) -> None:
 
 def node_jupyter(node: Any) -> None:
     """Where to go after 02: the node's Jupyter server, where notebooks 03-07 run (target docker)."""
+    from provisioning import FETCH_LINE
+
+    keep = ("Your measurements and saved notebooks stay on the node, and go with it: 08 copies them here "
+            "before it deletes anything; to copy them here at any time while the lease runs, run this in "
+            f"one of the lab's notebooks here:\n  {FETCH_LINE}")
     if node is None:
         print("plan mode: on Chameleon this prints the node's Jupyter URL (with its token); "
-              "notebooks 03-07 run there with target='docker'.")
+              f"notebooks 03-07 run there with target='docker'.\n{keep}")
         return
     print(f"Open the node's Jupyter server and run notebooks 03-07 there with target='docker':\n"
           f"  {node.jupyter_url}\nSSH for nvtop: ssh {node.user}@{node.address}\n"
           "  (from a terminal in Chameleon's Jupyter, File → New → Terminal: the server got the hub's key "
-          "pair; from another machine add -i with the private key of the key pair you gave as key_name)")
+          "pair; from another machine add -i with the private key of the key pair you gave as key_name)\n"
+          f"{keep}")
 
 
 def _local_options(target: str) -> dict[str, Any]:

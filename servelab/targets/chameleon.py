@@ -13,7 +13,8 @@ One command covers the node's whole life, in this order:
    deadline (the lease's end less the fetch margin, on the wall clock) and stops
    itself there on the node, whether or not this controller is awake.
 4. ``fetch``: the node's run folder, packed there and unpacked into this run's
-   folder, also after a failed node run (what was measured is kept).
+   folder, also after a failed node run (what was measured is kept), and after Ctrl-C,
+   SIGTERM or SIGHUP for up to ``STOPPED_FETCH_S`` before the teardown.
 5. ``teardown``: what this run created (recorded in ``chameleon-state.json`` in the run's
    folder: server, the floating IP it allocated, lease), even when a step failed or the
    controller got SIGTERM/SIGHUP, unless ``keep_node``; what it adopted (found and reused)
@@ -30,17 +31,17 @@ from __future__ import annotations
 
 import contextlib
 import shlex
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from servelab.core.console import logged_output, say
 from servelab.targets.detached import NodeUnreachable, RemoteRun, follow
-from servelab.targets.results_fetch import NO_RUN_FOLDER, pack_command, unpack
+from servelab.targets.node_shell import FabricShell, NodeShell
+from servelab.targets.results_fetch import NothingToFetch, fetch, pack_command, unpack
 
 STEPS = ("preflight", "reserve", "launch", "node run", "fetch", "teardown")
 # kept from the lease for packing, fetching and tearing down
@@ -55,39 +56,8 @@ INNER_STOP_WAIT_S = 120.0  # how long `python -m servelab.lab stop` waits for th
 # every few seconds, then the inner stop and the process group's end) before it stops it from here
 NODE_STOP_GRACE_S = 4 * 60.0
 CONTROLLER_LOG = "controller.log"  # everything the controller printed, in the run's folder
-
-
-class NodeShell(Protocol):
-    """Commands and files on the node, as its login user, from the user's home directory."""
-
-    def run(self, command: str, timeout: float) -> int:
-        """Run ``command`` with its output streamed here; its exit code."""
-
-    def capture(self, command: str, timeout: float) -> tuple[int, str]:
-        """Run ``command`` quietly; its exit code and stdout. Raises when the node cannot be reached."""
-
-    def get(self, remote_path: str, local_path: Path) -> None:
-        """Copy a file from the node."""
-
-
-class FabricShell:
-    """``NodeShell`` over a Fabric ``Connection`` (python-chi's ``Server.ssh_connection``)."""
-
-    def __init__(self, connection: Any) -> None:
-        self.connection = connection
-
-    def run(self, command: str, timeout: float) -> int:
-        result = self.connection.run(command, warn=True, hide=False, pty=False, in_stream=False,
-                                     timeout=timeout)
-        return int(result.exited)
-
-    def capture(self, command: str, timeout: float) -> tuple[int, str]:
-        result = self.connection.run(command, warn=True, hide=True, pty=False, in_stream=False,
-                                     timeout=timeout)
-        return int(result.exited), str(result.stdout)
-
-    def get(self, remote_path: str, local_path: Path) -> None:
-        self.connection.get(remote_path, local=str(local_path))
+FETCH_LIMIT_S = 10 * 60.0  # the fetch after the node run: pack, copy, unpack (a few MB: seconds)
+STOPPED_FETCH_S = 3 * 60.0  # the fetch after Ctrl-C/SIGTERM/SIGHUP, before the teardown
 
 
 @dataclass
@@ -195,7 +165,8 @@ def _run_on_node(run_dir: Path, preset: str, only: Sequence[str] | None, keep_no
     outcome = NodeRun(run_dir)
     step = _Steps(outcome)
     started = time.monotonic()
-    checked = False
+    checked = stopped = False
+    fetch_now: list[Callable[[float], str]] = []  # the fetch, once the node run has started and not fetched
     signals_installed = contextlib.ExitStack()
     signals = signals_installed.enter_context(signals_raise())  # until the teardown is done
     try:
@@ -209,6 +180,8 @@ def _run_on_node(run_dir: Path, preset: str, only: Sequence[str] | None, keep_no
         command = remote_lab_command(config.remote_dir, run_dir.name, preset, only)
         node_failed = False
         shells: list[NodeShell] = []
+        fetch_now.append(lambda limit: _fetch(shells[-1] if shells else connect(), config.remote_dir, run_dir,
+                                              outcome, limit))
         try:
             step("node run", lambda: _node_run(connect, remote, command,
                                                _deadline(leases[0], config, node_timeout), shells,
@@ -216,16 +189,20 @@ def _run_on_node(run_dir: Path, preset: str, only: Sequence[str] | None, keep_no
         except _Stop:
             node_failed = True  # what the node measured before it failed is still fetched
         if signals.received:
-            raise _Stop  # stopped from outside: straight to the teardown
-        step("fetch",
-             lambda: _fetch(shells[-1] if shells else connect(), config.remote_dir, run_dir, outcome))
+            stopped = True
+            raise _Stop  # stopped from outside: what the node has is fetched in a time limit, then teardown
+        fetch_in = fetch_now.pop()
+        step("fetch", lambda: fetch_in(FETCH_LIMIT_S))
         if node_failed:
             raise _Stop
     except _Stop:
         pass  # the failed step is recorded in outcome.steps
     except (Terminated, KeyboardInterrupt) as exc:  # SIGTERM/SIGHUP between steps, or Ctrl-C anywhere
+        stopped = True
         outcome.steps.append(StepOutcome("stopped", False, 0.0, str(exc) or "stopped by Ctrl-C"))
     finally:
+        if stopped and fetch_now:
+            _fetch_when_stopped(step, fetch_now.pop(), outcome)
         with signals_installed, signals.deferred("the teardown"):
             _teardown(provisioning, step, config, chi, state, checked, keep_node, delete_adopted)
         outcome.seconds = time.monotonic() - started
@@ -357,19 +334,31 @@ def _node_run(connect: Callable[[], NodeShell], remote: RemoteRun, command: str,
     return f"./lab run --target docker passed on the node{again}"
 
 
-def _fetch(shell: NodeShell, remote_dir: str, run_dir: Path, outcome: NodeRun) -> str:
+def _fetch_when_stopped(step: _Steps, fetch_in: Callable[[float], str], outcome: NodeRun) -> None:
+    """After Ctrl-C, SIGTERM or SIGHUP: fetch what the node has (the run goes on there until the
+    teardown ends it) for up to ``STOPPED_FETCH_S``, then the teardown; Ctrl-C again skips it."""
+    from provisioning.errors import Terminated
+
+    say(f"[fetch] the run was stopped: fetching what the node has measured so far (up to "
+        f"{STOPPED_FETCH_S / 60:.0f} min; Ctrl-C again skips it), then the teardown")
+    try:
+        step("fetch", lambda: f"after the stop: {fetch_in(STOPPED_FETCH_S)}")
+    except _Stop:
+        pass  # recorded: the teardown goes on
+    except (Terminated, KeyboardInterrupt) as exc:
+        outcome.steps.append(StepOutcome("fetch", False, 0.0, f"skipped ({exc or 'Ctrl-C'} again)"))
+
+
+def _fetch(shell: NodeShell, remote_dir: str, run_dir: Path, outcome: NodeRun,
+           limit_s: float = FETCH_LIMIT_S) -> str:
     import json
 
     name = run_dir.name
-    packed = shell.run(pack_command(remote_dir, name), timeout=600)
-    if packed == NO_RUN_FOLDER:
-        raise RuntimeError(f"the node has no results/{name} to fetch (the node's run did not start)")
-    if packed != 0:
-        raise RuntimeError(f"packing results/{name} on the node failed (exit {packed}; its output is above)")
-    with tempfile.TemporaryDirectory() as tmp:
-        tarball = Path(tmp) / f"{name}.tar.gz"
-        shell.get(f"{remote_dir}/results/{name}.tar.gz", tarball)
-        names = unpack(tarball, name, run_dir)
+    try:
+        names = fetch(shell, pack_command(remote_dir, name), f"{remote_dir}/results/{name}.tar.gz",
+                      lambda tarball: unpack(tarball, name, run_dir), limit_s, f"results/{name}")
+    except NothingToFetch as exc:
+        raise RuntimeError(f"{exc} to fetch (the node's run did not start)") from None
     node_summary = run_dir / "run.json"
     if node_summary.exists():
         node = json.loads(node_summary.read_text())

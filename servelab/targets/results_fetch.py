@@ -1,9 +1,13 @@
-"""The node run's results, brought back: packed on the node, unpacked into this run's folder.
+"""What the node measured, brought back: packed on the node, copied here, unpacked, in a time limit.
 
-``pack_command`` packs ``results/<run>/`` and the detached run's log beside it; ``unpack`` keeps
-only those (the log as ``node-run.log``) and refuses anything that would land outside the run's
-folder: tarfile's ``data`` filter where Python has it, its own check where it does not (3.11.2,
-Debian 12's own python3).
+Two packs, one way to bring them: ``pack_command`` packs the instructor's run (``results/<run>/`` and
+the detached run's log beside it) and ``unpack`` keeps only those (the log as ``node-run.log``);
+``pack_work_command`` packs a student's work (the code folder's ``results/`` and the notebooks saved
+in ``notebooks/``) and ``unpack_work`` keeps only those. ``fetch`` runs a pack, copies the tarball
+and unpacks it within a time limit (``FetchTimeout`` past it): after an interrupt, or before a
+teardown, waiting without end would lose more than it saves. Unpacking refuses anything that would
+land outside its folder: tarfile's ``data`` filter where Python has it, its own check where it does
+not (3.11.2, Debian 12's own python3).
 """
 
 from __future__ import annotations
@@ -11,9 +15,39 @@ from __future__ import annotations
 import os
 import shlex
 import tarfile
+import tempfile
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
-NO_RUN_FOLDER = 3  # pack_command's exit code when the node's run never made its folder
+from servelab.targets.node_shell import NodeShell
+
+NO_RUN_FOLDER = 3  # a pack command's exit code when there is nothing to pack
+WORK_TARBALL = "serve-system-lab-work.tar.gz"  # a student's work, packed in the login user's home
+WORK_FOLDERS = ("results", "notebooks")  # what a student's work is, in the code folder
+T = TypeVar("T")
+
+
+class NothingToFetch(RuntimeError):
+    """The node has nothing of what was asked for (the run never made its folder)."""
+
+
+class FetchTimeout(RuntimeError):
+    """The fetch did not finish within its time limit."""
+
+
+def pack_work_command(remote_dir: str, tarball: str = WORK_TARBALL) -> str:
+    """Pack a student's work into ``~/<tarball>``: ``results/`` (without earlier packs) and
+    ``notebooks/*.ipynb`` (any name: the list goes to tar NUL-separated). Exits NO_RUN_FOLDER when
+    neither folder exists; tar's 1 (a file changed while it was read: a notebook still saving) counts
+    as packed."""
+    names = ("{ if test -d results; then printf 'results\\0'; fi; "
+             "find notebooks -maxdepth 1 -name '*.ipynb' -print0 2>/dev/null; }")
+    there = f"cd {shlex.quote(remote_dir)} 2>/dev/null && {{ test -d results || test -d notebooks; }}"
+    return (f"{{ {there} || exit {NO_RUN_FOLDER}; }}; {names} | tar -czf \"$HOME\"/{shlex.quote(tarball)} "
+            "--warning=no-file-changed --exclude='results/*.tar.gz' --null -T -; [ $? -le 1 ]")
 
 
 def pack_command(remote_dir: str, run_name: str) -> str:
@@ -47,11 +81,64 @@ def unpack(tarball: Path, run_name: str, run_dir: Path) -> list[str]:
             member.name = str(Path(*parts[1:]))
             members.append(member)
             names.append(member.name)
-        if hasattr(tarfile, "data_filter"):
-            tar.extractall(run_dir, members=members, filter="data")
-        else:
-            tar.extractall(run_dir, members=_check_members(members, tarball))
+        _extract(tar, members, run_dir, tarball)
     return names
+
+
+def unpack_work(tarball: Path, dest: Path) -> list[str]:
+    """A student's work (``results/...``, ``notebooks/*.ipynb``) into ``dest``, as on the node; the
+    names unpacked. Anything else in the tarball is left out; a newer fetch replaces an older one."""
+    with tarfile.open(tarball, "r:gz") as tar:
+        members = [m for m in tar.getmembers() if Path(m.name).parts[:1] in [(f,) for f in WORK_FOLDERS]]
+        _extract(tar, members, dest, tarball)
+    return [m.name for m in members if not m.isdir()]
+
+
+def _extract(tar: tarfile.TarFile, members: list[tarfile.TarInfo], dest: Path, tarball: Path) -> None:
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(dest, members=members, filter="data")
+    else:
+        tar.extractall(dest, members=_check_members(members, tarball))
+
+
+def within(seconds: float, what: str, action: Callable[[], T]) -> T:
+    """``action()``, or ``FetchTimeout`` naming ``what`` once ``seconds`` have passed (it goes on in a
+    daemon thread, which the end of the connection or of the process ends). Its exception is re-raised."""
+    result: list[T] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result.append(action())
+        except BaseException as exc:  # handed to the caller
+            failed.append(exc)
+
+    worker = threading.Thread(target=run, name=f"fetch: {what}", daemon=True)
+    worker.start()
+    worker.join(max(0.0, seconds))
+    if worker.is_alive():
+        raise FetchTimeout(f"{what} did not finish within {seconds:.0f} s")
+    if failed:
+        raise failed[0]
+    return result[0]
+
+
+def fetch(shell: NodeShell, pack: str, remote_tarball: str, unpack_into: Callable[[Path], list[str]],
+          limit_s: float, what: str) -> list[str]:
+    """Run ``pack`` on the node, copy ``remote_tarball`` here and unpack it with ``unpack_into``, all
+    within ``limit_s`` seconds; the names unpacked. ``NothingToFetch`` when the pack found nothing,
+    ``FetchTimeout`` past the limit, a RuntimeError naming the exit code when the pack failed."""
+    started = time.monotonic()
+    packed = shell.run(pack, timeout=limit_s)
+    if packed == NO_RUN_FOLDER:
+        raise NothingToFetch(f"the node has no {what}")
+    if packed != 0:
+        raise RuntimeError(f"packing {what} on the node failed (exit {packed}; its output is above)")
+    left = limit_s - (time.monotonic() - started)
+    with tempfile.TemporaryDirectory() as tmp:
+        local = Path(tmp) / Path(remote_tarball).name
+        within(left, f"copying {what} from the node", lambda: shell.get(remote_tarball, local))
+        return unpack_into(local)
 
 
 def _check_members(members: list[tarfile.TarInfo], tarball: Path) -> list[tarfile.TarInfo]:

@@ -23,10 +23,11 @@ Knobs: ``fake_chi.rec.failures[call_name] = exc`` makes any recorded call raise;
 ``fake_chi.clock`` (provisioning's time; ``sleep`` advances it), ``fake_chi.lease.
 status_at_start`` / ``.activation_lag``, ``fake_chi.network.floating_ips``,
 ``fake_chi.context.sites`` / ``.projects`` / ``.settings`` (``auth_type``: the kind of credentials) /
-``.credential_project``, ``fake_chi.image.images``,
+``.credential_project`` / ``.credential_restricted``, ``fake_chi.image.images``,
 ``fake_chi.server.keypairs``, ``fake_chi.server.outputs`` (command substring →
 stdout), ``fake_chi.server.exit_codes`` (command substring → exit code) and
-``fake_chi.server.upload_failures`` (exceptions the next uploads raise, one each).
+``fake_chi.server.upload_failures`` (exceptions the next uploads raise, one each), ``fake_chi.server.
+wait_failures`` (the same for ``Server.wait``: a flaky API while the node boots).
 """
 
 from __future__ import annotations
@@ -123,6 +124,12 @@ class FakeLease:
     def submit(self, wait_for_active: bool = True, wait_timeout: int = 300, show: str | None = None,
                idempotent: bool = False, retry_on_error: bool = False) -> None:
         self._rec("Lease.submit", wait_for_active=wait_for_active, show=show, idempotent=idempotent)
+        context = self._module.context
+        if context is not None and context._restricted_credential():
+            # Blazar creates a Keystone trust with the caller's token; Keystone refuses it (HTTP 403),
+            # python-chi logs that and raises ResourceError
+            raise ResourceError("Unable to make lease: Using method 'application_credential' is not allowed "
+                                "for managing trusts.")
         now = _naive_utc(self._module.clock.now())
         start = self.start_date
         self.start_date = now if start == "now" else datetime.strptime(start, BLAZAR_FORMAT)
@@ -143,6 +150,7 @@ class FakeLeaseModule:
         self._rec = rec
         self.clock = clock
         self.leases: list[FakeLease] = []
+        self.context: FakeContext | None = None  # whose credentials submit a lease (Blazar's trust)
         self.status_at_start = "ACTIVE"
         self.activation_lag = timedelta(seconds=60)  # Blazar starts a lease within about a minute
         self._ids = 0
@@ -190,7 +198,9 @@ class FakeNeutron:
 
     def create_floatingip(self, body: dict[str, Any]) -> dict[str, Any]:
         self._network._rec("neutron.create_floatingip", body)
-        return {"floatingip": self._network.allocate()}
+        fip = self._network.allocate()
+        fip["description"] = body["floatingip"].get("description", "")
+        return {"floatingip": fip}
 
 
 class FakeNetworkModule:
@@ -271,6 +281,8 @@ class FakeServer:
 
     def wait(self, status: str = "ACTIVE", show: str = "widget", timeout: int = 1200) -> None:
         self._rec("Server.wait", status=status, show=show, timeout=timeout)
+        if self._module.wait_failures:  # a flaky API: this wait fails; the boot goes on meanwhile
+            raise self._module.wait_failures.pop(0)
         self.status = self.status_after_wait
 
     def get_floating_ip(self) -> str | None:
@@ -338,6 +350,7 @@ class FakeServerModule:
         self.exit_codes: dict[str, int] = {}
         self.hangs: set[str] = set()  # command substrings that run past the command timeout
         self.upload_failures: list[BaseException] = []  # raised by the next uploads, one each
+        self.wait_failures: list[BaseException] = []  # raised by the next Server.wait calls, one each
         self.execute_kwargs: list[dict[str, Any]] = []
         self._ids = 0
 
@@ -394,11 +407,21 @@ class Unauthorized(Exception):
     """keystoneauth1.exceptions.http.Unauthorized, by name (provisioning chooses its hint by class name)."""
 
 
+class ResourceError(Exception):
+    """python-chi's chi.exception.ResourceError, by name (what a failed status read raises in ``wait``)."""
+
+
+class ServiceError(Exception):
+    """python-chi's chi.exception.ServiceError, by name (``Server.wait`` raises it at its own timeout)."""
+
+
 class FakeContext:
     """``chi.context``. Its ``auth_type`` setting is the keystoneauth plugin (``OS_AUTH_TYPE``): the hub's
     ``v3oidcaccesstoken`` by default; with ``v3applicationcredential`` the token's project is the
-    credential's (``credential_project``: name, id), and after ``use_project`` — python-chi then sets
-    ``project_name`` on the plugin — every Keystone call is refused as Keystone refuses it."""
+    credential's (``credential_project``: name, id; ``credential_restricted``: the token's
+    ``application_credential.restricted``, which makes Blazar's lease fail), and after ``use_project``
+    — python-chi then sets ``project_name`` on the plugin — every Keystone call is refused as Keystone
+    refuses it."""
 
     def __init__(self, rec: Recorder, public_key: Path | None = None) -> None:
         self._rec = rec
@@ -406,6 +429,7 @@ class FakeContext:
         self.projects: list[str] | None = None  # None: whichever project was selected is yours
         self.project: str | None = None
         self.credential_project = ("CHI-231095", "0a1b2c3d231095")  # an application credential's
+        self.credential_restricted = False  # the GUI's default is True; the lab needs an unrestricted one
         # python-chi's context settings as on Chameleon's Jupyter (its default key pair)
         self.settings: dict[str, Any] = {
             "auth_type": "v3oidcaccesstoken",
@@ -432,10 +456,17 @@ class FakeContext:
         def get_access(session: Any) -> SimpleNamespace:
             self._keystone("context.session.get_access")
             name, project_id = self._token_project()
-            return SimpleNamespace(project_name=name or None, project_id=project_id or None)
+            access = SimpleNamespace(project_name=name or None, project_id=project_id or None)
+            if self.settings.get("auth_type") == "v3applicationcredential":  # as Keystone renders it
+                access.application_credential = {"id": "ac-1", "name": "serve-lab",
+                                                  "restricted": self.credential_restricted}
+            return access
 
         auth = SimpleNamespace(get_access=get_access)
         return SimpleNamespace(session=SimpleNamespace(auth=auth))
+
+    def _restricted_credential(self) -> bool:
+        return self.settings.get("auth_type") == "v3applicationcredential" and self.credential_restricted
 
     def list_sites(self, show: str | None = None) -> dict[str, dict[str, str]]:
         self._rec("context.list_sites")
@@ -494,6 +525,7 @@ def fake_chi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeChi:
     network = FakeNetworkModule(rec)
     leases, servers = FakeLeaseModule(rec, clock), FakeServerModule(rec, network)
     context, images = FakeContext(rec, public_key), FakeImageModule(rec)
+    leases.context = context
     api = ChiApi(context=context, lease=leases, server=servers, image=images, network=network)
     return FakeChi(rec, api, leases, servers, context, images, network, clock)
 

@@ -57,9 +57,87 @@ def test_an_application_credential_of_another_project_is_one_clear_line(fake_chi
     message = str(caught.value)
     assert message == (f"the application credential is for project {PROJECT}, not CHI-777777: set "
                        f"project={PROJECT} (CHI_PROJECT), or create an application credential in CHI-777777 "
-                       "(GUI: Identity → Application Credentials) and source its openrc")
+                       '(Identity → Application Credentials → Create at CHI@TACC, tick "Unrestricted '
+                       '(dangerous)") and source its openrc')
     assert "\n" not in message
     assert "Lease" not in " ".join(names(fake_chi))  # nothing reserved in the wrong project
+
+
+def test_a_restricted_application_credential_stops_before_anything_is_reserved(fake_chi, student) -> None:
+    """The GUI makes application credentials restricted by default; Blazar's lease needs a Keystone trust,
+    which Keystone refuses to them. preflight reads ``restricted`` from the token it fetches anyway."""
+    fake_chi.context.settings["auth_type"] = "v3applicationcredential"
+    fake_chi.context.credential_restricted = True
+    with pytest.raises(ProvisioningError) as caught:
+        provisioning.reserve(config(), chi=fake_chi.api)
+    message = str(caught.value)
+    assert message == (
+        "the application credential is restricted (the GUI's default), and Chameleon can make no lease with "
+        "it: Blazar asks Keystone for a trust for every lease, which Keystone refuses to restricted "
+        "application credentials; create one in CHI@TACC's GUI (Identity → Application Credentials → "
+        f'Create) with "Unrestricted (dangerous)" ticked, in project {PROJECT}, and source its openrc')
+    assert not [n for n in names(fake_chi) if n.startswith(("lease.", "Lease.", "server.", "Server."))]
+    assert names(fake_chi)[-1] == "context.session.get_access"  # the token preflight reads anyway
+
+
+def test_the_stand_in_refuses_a_lease_to_a_restricted_credential_as_blazar_does(fake_chi, student) -> None:
+    """What happened before the check: the lease itself failed, and the lab blamed a busy node type."""
+    fake_chi.context.settings["auth_type"] = "v3applicationcredential"
+    fake_chi.context.credential_restricted = True
+    from provisioning.lease import create_lease
+    from provisioning.state import State
+
+    with pytest.raises(ProvisioningError, match="Using method 'application_credential' is not allowed for "
+                                                "managing trusts"):
+        create_lease(config(), fake_chi.api, State())
+    fake_chi.context.credential_restricted = False
+    assert create_lease(config(), fake_chi.api, State()).id
+
+
+def test_an_unrestricted_application_credential_and_the_hub_pass(fake_chi, student) -> None:
+    fake_chi.context.settings["auth_type"] = "v3applicationcredential"
+    provisioning.preflight(config(), chi=fake_chi.api)
+    fake_chi.context.settings["auth_type"] = "v3oidcaccesstoken"
+    fake_chi.context.credential_restricted = True  # not an application credential: nothing to read
+    provisioning.preflight(config(), chi=fake_chi.api)
+
+
+def test_restricted_is_read_from_keystones_token_with_keystoneauth() -> None:
+    """The token body as Keystone renders it (keystone/common/render_token.py: ``application_credential``
+    with ``id``, ``name`` and ``restricted = not unrestricted``), read through keystoneauth's own
+    ``AccessInfoV3``; a token without one (the hub's OIDC) gives None."""
+    from types import SimpleNamespace
+
+    from keystoneauth1.access import AccessInfoV3
+
+    from provisioning.chi_api import token_facts
+
+    def chi_with(token: dict) -> SimpleNamespace:
+        access = AccessInfoV3(body={"token": {"methods": ["application_credential"],
+                                              "project": {"id": "0a1b", "name": PROJECT}, **token}})
+        auth = SimpleNamespace(get_access=lambda session: access)
+        adapter = SimpleNamespace(session=SimpleNamespace(auth=auth))
+        return SimpleNamespace(context=SimpleNamespace(session=lambda: adapter))
+
+    for restricted in (True, False):
+        token = {"application_credential": {"id": "ac", "name": "lab", "restricted": restricted}}
+        facts = token_facts(chi_with(token))  # type: ignore[arg-type]
+        assert (facts.project_name, facts.project_id, facts.restricted) == (PROJECT, "0a1b", restricted)
+    assert token_facts(chi_with({})).restricted is None  # type: ignore[arg-type]
+
+
+def test_a_401_with_an_application_credential_names_the_site_whose_gui_makes_it(fake_chi, student) -> None:
+    fake_chi.context.settings["auth_type"] = "v3applicationcredential"
+    from tests.unit.conftest import Unauthorized
+
+    fake_chi.rec.failures["context.list_projects"] = Unauthorized("The request you have made requires "
+                                                                  "authentication. (HTTP 401)")
+    with pytest.raises(ProvisioningError) as caught:
+        provisioning.preflight(config(site="CHI@TACC"), chi=fake_chi.api)
+    assert str(caught.value).endswith(
+        "Chameleon refused the application credential: one works only at the site whose GUI made it and "
+        "until it expires: create it in CHI@TACC's GUI (Identity → Application Credentials → Create, tick "
+        '"Unrestricted (dangerous)") and source its openrc')
 
 
 def test_the_project_may_be_given_by_its_id(fake_chi, student) -> None:

@@ -92,8 +92,9 @@ def test_a_free_floating_ip_of_the_project_is_left_alone(fake_chi, student, tmp_
     provisioning.launch(config(), chi=fake_chi.api, state=state)
     ours = "129.114.108.8"
     assert ("network.get_network_id", ("public",), {}) in fake_chi.rec.calls
-    assert ("neutron.create_floatingip", ({"floatingip": {"floating_network_id": "net-public"}},), {}) \
-        in fake_chi.rec.calls
+    body = {"floatingip": {"floating_network_id": "net-public",
+                           "description": "serve-system-lab: node-serve-system-alice"}}
+    assert ("neutron.create_floatingip", (body,), {}) in fake_chi.rec.calls
     assert ("Server.associate_floating_ip", (ours,), {}) in fake_chi.rec.calls
     assert "network.get_or_create_floating_ip" not in names(fake_chi)
     assert ("floating_ip", ours, "created", "live") in records(state)
@@ -102,6 +103,32 @@ def test_a_free_floating_ip_of_the_project_is_left_alone(fake_chi, student, tmp_
     result = provisioning.teardown(config(), chi=fake_chi.api, state=state)
     assert result is not None and f"floating IP {ours}" in result.deleted
     assert fake_chi.network.floating_ips == [free] and free["port_id"] is None  # untouched, still free
+
+
+def test_08_lists_the_projects_unbound_floating_ips(fake_chi, student, tmp_path: Path, capsys) -> None:
+    """IPs leaked by cut runs pile up against the project's quota: 08 lists those bound to nothing after
+    its teardown, marks the ones this lab allocated (their Neutron description), says how to release one."""
+    fake_chi.network.add_existing()  # 129.114.108.7: someone's, free
+    fake_chi.network.add_existing(port_id="port-x")  # bound: not listed
+    state = tmp_path / "state.json"
+    provisioning.launch(config(), chi=fake_chi.api, state=state)  # allocates 129.114.108.9 for this run
+    leaked = dict(fake_chi.network.floating_ips[-1])  # a cut run of Bob's left one behind
+    leaked.update(id="fip-old", floating_ip_address="129.114.108.50", port_id=None,
+                  description="serve-system-lab: node-serve-system-bob")
+    fake_chi.network.floating_ips.append(leaked)
+    provisioning.teardown(config(), chi=fake_chi.api, state=state)
+    capsys.readouterr()
+    assert provisioning.unbound_ips(config(), chi=fake_chi.api) == ["129.114.108.7", "129.114.108.50"]
+    assert capsys.readouterr().out == (
+        "Floating IPs of project CHI-231095 bound to no server (2; each counts against the project's "
+        "floating IP quota until released): 129.114.108.7, 129.114.108.50 (allocated by this lab for "
+        "node-serve-system-bob). Release one nobody uses (not one an instructor or a classmate keeps): GUI "
+        "Network → Floating IPs → Release Floating IP, or python -c 'import chi.network as n; "
+        'n.deallocate_floating_ip("ADDRESS")\'\n')
+    assert not [n for n in names(fake_chi)[-2:] if "deallocate" in n]  # listed, never released by the lab
+    fake_chi.rec.failures["network.list_floating_ips"] = RuntimeError("boom")
+    assert provisioning.unbound_ips(config(), chi=fake_chi.api) == []  # only information: no error
+    assert "Could not list project CHI-231095's floating IPs (RuntimeError: boom)" in capsys.readouterr().out
 
 
 def test_a_floating_ip_given_by_address_is_used_and_kept(fake_chi, student, tmp_path: Path) -> None:
@@ -170,6 +197,35 @@ def test_a_lease_starting_later_than_the_wait_stops_cleanly(fake_chi, student, t
     assert fake_chi.clock.slept == [] and "server.Server" not in names(fake_chi)
     provisioning.teardown(config(), chi=fake_chi.api, state=state)
     assert "Lease.delete" not in names(fake_chi)
+
+
+def test_a_class_slot_reserved_ahead_prints_the_line_that_deletes_it(fake_chi, student, tmp_path: Path,
+                                                                     capsys, monkeypatch) -> None:
+    """The instructor reserves a student's slot (``reserve --lease-start --lease-name``); the student's 02
+    adopts it and the student's 08 keeps it. reserve printed the one line that deletes it: run as
+    printed after the class, it does."""
+    import shlex
+
+    from provisioning import __main__ as cli
+
+    state = tmp_path / "slots" / "bob.json"
+    slot = config(lease_name="serve_system_bob", lease_start="+3h")
+    lease = provisioning.reserve(slot, chi=fake_chi.api, state=state)
+    command = (f"python -m provisioning teardown --project CHI-231095 --site CHI@TACC --lease-id {lease.id} "
+               f"--state {state} --delete-adopted")
+    assert (f"To delete it (after the class, or to cancel it), from the lab's folder: {command}"
+            in capsys.readouterr().out)
+    fake_chi.clock.at += timedelta(hours=3, minutes=2)  # the class: Bob's 02 and 08 adopt and keep it
+    bob = config(lease_name="serve_system_bob")
+    provisioning.launch(bob, chi=fake_chi.api, state=tmp_path / "bob-hub" / "state.json")
+    provisioning.teardown(bob, chi=fake_chi.api, state=tmp_path / "bob-hub" / "state.json")
+    assert "Lease.delete" not in names(fake_chi)
+    for var, value in {"OS_AUTH_TYPE": "v3applicationcredential", "OS_APPLICATION_CREDENTIAL_ID": "a",
+                       "OS_APPLICATION_CREDENTIAL_SECRET": "s"}.items():
+        monkeypatch.setenv(var, value)
+    monkeypatch.setattr("provisioning.checks.real_chi", lambda: fake_chi.api)
+    assert cli.main(shlex.split(command)[3:]) == 0  # after the class, as printed
+    assert names(fake_chi)[-1] == "Lease.delete" and lease.status == "DELETED"
 
 
 def test_lease_start_makes_an_advance_reservation_used_later(fake_chi, student, tmp_path: Path) -> None:
@@ -480,9 +536,11 @@ def test_sigterm_fails_the_step_and_tears_down(fake_chi, student, tmp_path: Path
     before = signal.getsignal(signal.SIGTERM)
     shell = Shell(on_run=lambda: os.kill(os.getpid(), signal.SIGTERM))
     _, outcome, summary = run(tmp_path, fake_chi, shell)
-    assert [(s.step, s.ok) for s in outcome.steps][-2:] == [("node run", False), ("teardown", True)]
-    assert "stopped by SIGTERM" in outcome.steps[-2].detail
-    assert len(shell.calls) == 1  # no fetch after a signal: straight to the teardown
+    assert [(s.step, s.ok) for s in outcome.steps][-3:] == [("node run", False), ("fetch", False),
+                                                            ("teardown", True)]
+    assert "stopped by SIGTERM" in outcome.steps[-3].detail
+    # after a signal, one time-limited try at what the node has (its pack fails here), then the teardown
+    assert len(shell.calls) == 2 and "tar -czf" in shell.calls[1]
     assert "Server.delete" in names(fake_chi) and names(fake_chi)[-1] == "Lease.delete"
     assert summary["ok"] is False and len(summary["chameleon"]["deleted"]) == 3
     assert signal.getsignal(signal.SIGTERM) is before  # handlers restored

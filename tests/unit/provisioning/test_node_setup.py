@@ -219,6 +219,42 @@ def test_uploaded_checkout_is_unpacked_once(node: Node, tmp_path: Path) -> None:
     assert node.tree_hash() == before
 
 
+def test_rerunning_02_never_replaces_a_notebook_saved_on_the_node(node: Node, tmp_path: Path) -> None:
+    """Re-running 02 is the documented recovery: the same upload is recognised (a reproducible pack), and
+    a changed one leaves every file that is newer on the node (the student's saved notebook) as it is."""
+    from provisioning.node import MANIFEST, checkout_tarball
+
+    hub = tmp_path / "hub"
+    files = {"lab": "#!/usr/bin/env bash\n", "servelab/x.py": "x = 1\n", "notebooks/03_fastapi.ipynb": "{}\n"}
+    for rel, text in files.items():
+        (hub / rel).parent.mkdir(parents=True, exist_ok=True)
+        (hub / rel).write_text(text)
+    (hub / MANIFEST).parent.mkdir(parents=True, exist_ok=True)
+    (hub / MANIFEST).write_text("".join(f"{rel}\n" for rel in sorted([*files, MANIFEST])))
+    upload = node.home / "serve-system-lab.tar.gz"
+    checkout_tarball(upload, hub)
+    node.run(CODE_TARBALL=str(upload), REPO_URL="")
+    on_node = node.home / "serve-system-lab"
+    notebook = on_node / "notebooks" / "03_fastapi.ipynb"
+    assert notebook.read_text() == "{}\n"
+    # the student runs 03 on the node and saves it
+    notebook.write_text('{"cells": ["measured on the P100"]}\n')
+    later = (hub / "lab").stat().st_mtime + 600
+    os.utime(notebook, (later, later))
+    # the same hub folder again: recognised, nothing unpacked
+    checkout_tarball(upload, hub)
+    node.run(CODE_TARBALL=str(upload), REPO_URL="")
+    assert "already holds this upload" in node.output
+    # the hub changed a file since (02 re-run after a fix): that file is updated, the notebook is kept
+    (hub / "servelab" / "x.py").write_text("x = 2\n")
+    os.utime(hub / "servelab" / "x.py", (later + 600, later + 600))
+    checkout_tarball(upload, hub)
+    node.run(CODE_TARBALL=str(upload), REPO_URL="")
+    assert "unpacking" in node.output
+    assert (on_node / "servelab" / "x.py").read_text() == "x = 2\n"
+    assert notebook.read_text() == '{"cells": ["measured on the P100"]}\n'
+
+
 def test_missing_code_source_fails_with_the_fix(node: Node) -> None:
     done = node.attempt(REPO_URL="")
     assert done.returncode == 2

@@ -11,7 +11,6 @@ import inspect
 import os
 import subprocess
 import sys
-import tarfile
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -21,7 +20,7 @@ import pytest
 import provisioning
 from provisioning import ProvisioningError, from_env
 from provisioning.credentials import check_credentials
-from provisioning.node import NODE_SETUP_SCRIPT, checkout_files, jupyter_url, node_setup_command
+from provisioning.node import NODE_SETUP_SCRIPT, jupyter_url, node_setup_command
 from provisioning.plan import format_plan, provision_plan
 from servelab.core.paths import REPO_ROOT
 
@@ -80,7 +79,8 @@ def test_fresh_create_makes_exactly_these_calls(fake_chi, student) -> None:
         call("Server.wait", status="ACTIVE", show="text", timeout=9240),
         call("Server.get_floating_ip"),
         call("network.get_network_id", "public"),  # a new IP for this run, never a free one of the project
-        call("neutron.create_floatingip", {"floatingip": {"floating_network_id": "net-public"}}),
+        call("neutron.create_floatingip", {"floatingip": {"floating_network_id": "net-public",
+                                                          "description": f"serve-system-lab: {SERVER}"}}),
         # recorded (with its id) before it is associated
         call("Server.associate_floating_ip", FLOATING_IP),  # returns the address: not read again
         *CONNECT_AND_SETUP,
@@ -301,73 +301,6 @@ def test_cli_teardown_uses_the_state_files_project(fake_chi, student, tmp_path: 
     assert cli.main(["teardown", "--state", str(state)]) == 0
     assert fake_chi.rec.names()[-1] == "Lease.delete"  # in another project the record would not match: kept
     assert f"Project charged: CHI-231095 (from {state}" in capsys.readouterr().out
-
-
-def make_lab_folder(root: Path) -> None:
-    """A small folder laid out like the lab: its script (not executable, as after unzipping), code, a
-    built artefact, .gitignore'd files, and what a folder without git must not send either."""
-    for rel, text in {"lab": "#!/usr/bin/env bash\necho lab\n", "provisioning/node_setup.sh": "main\n",
-                      "servelab/x.py": "x = 1\n", "servelab/new.py": "y = 2\n",
-                      "artifacts/food11.onnx": "onnx", ".gitignore": "*.tmp\nartifacts/\n/results/\n",
-                      "notes.tmp": "ignored, not sent", "results/run/a.csv": "measured",
-                      ".venv/bin/python": "", "servelab/__pycache__/x.cpython-311.pyc": "",
-                      "notebooks/.ipynb_checkpoints/01-checkpoint.ipynb": "{}", ".git": "gitdir: elsewhere\n"
-                      }.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    (root / "lab").chmod(0o644)
-
-
-SENT = [".gitignore", "artifacts/food11.onnx", "lab", "provisioning/node_setup.sh", "servelab/new.py",
-        "servelab/x.py"]
-
-
-def test_upload_mode_sends_the_checkout(fake_chi, student, tmp_path: Path) -> None:
-    root = tmp_path / "checkout"
-    root.mkdir()
-    make_lab_folder(root)
-    (root / ".git").unlink()
-    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
-    subprocess.run(["git", "add", "servelab/x.py", ".gitignore", "lab", "provisioning"], cwd=root, check=True)
-    # servelab/new.py is not committed yet: it runs here, so it is sent; artifacts/food11.onnx is gitignored,
-    # still sent; what git does not ignore is sent too (this .gitignore is shorter than the lab's)
-    others = (".venv", "notebooks", "__pycache__")
-    assert [str(p) for p in checkout_files(root) if not set(p.parts) & set(others)] == SENT
-
-    cfg = from_env(env={}, project="CHI-231095")  # upload: the default
-    fake_chi.lease.add_existing(LEASE, "ACTIVE")
-    fake_chi.server.add_existing(SERVER, "ACTIVE", fip=True)
-    node = provisioning.launch(cfg, chi=fake_chi.api, workdir=tmp_path / "work", root=root)
-    assert fake_chi.rec.calls[-4:] == [
-        call("Server.upload", str(NODE_SETUP_SCRIPT), "node_setup.sh"),
-        call("Server.upload", str(tmp_path / "work" / "serve-system-lab.tar.gz"), "serve-system-lab.tar.gz"),
-        call("Server.execute",
-             "env CODE_DIR=serve-system-lab REPO_REF=main CODE_TARBALL=serve-system-lab.tar.gz "
-             "bash node_setup.sh"),
-        call("Server.execute", JUPYTER_CMD),  # builds the model artefacts there when none came along
-    ]
-    assert node is not None and node.jupyter_url == JUPYTER_URL
-    with tarfile.open(tmp_path / "work" / "serve-system-lab.tar.gz") as tar:
-        assert [n for n in sorted(tar.getnames()) if not set(Path(n).parts) & set(others)] == SENT
-
-
-def test_upload_mode_works_from_a_folder_without_git(fake_chi, student, tmp_path: Path) -> None:
-    """A Trovi import, an unpacked zip or a copied folder: no git work tree (here a stray .git file), the
-    lab's .gitignore read by the lab itself; environments, caches and measurements are never sent; the lab's
-    script is executable in the upload although the zip dropped its bit."""
-    root = tmp_path / "from-trovi"
-    root.mkdir()
-    make_lab_folder(root)
-    assert [str(p) for p in checkout_files(root)] == SENT
-    cfg = from_env(env={}, project="CHI-231095")
-    provisioning.preflight(cfg, chi=fake_chi.api, root=root)  # the code source check passes
-    fake_chi.lease.add_existing(LEASE, "ACTIVE")
-    fake_chi.server.add_existing(SERVER, "ACTIVE", fip=True)
-    provisioning.launch(cfg, chi=fake_chi.api, workdir=tmp_path / "work", root=root)
-    with tarfile.open(tmp_path / "work" / "serve-system-lab.tar.gz") as tar:
-        assert sorted(tar.getnames()) == SENT
-        assert tar.getmember("lab").mode & 0o111 == 0o111
-        assert tar.getmember("servelab/x.py").mode & 0o111 == 0
 
 
 def test_connect_finds_the_provisioned_node(fake_chi, student) -> None:

@@ -149,3 +149,22 @@ def test_a_new_floating_ip_is_allocated_as_python_chi_does_it() -> None:
 def test_get_server_id_returns_none_for_an_unknown_name() -> None:
     """provisioning's ``find_server`` and the wait after a delete rely on None, not an exception."""
     assert "if not servers: return None" in flat(chi_server.get_server_id)
+
+
+def test_only_the_boot_timeout_is_a_service_error_in_server_wait() -> None:
+    """provisioning's ``boot_timed_out``: ``Server.wait`` raises ``ServiceError("Timeout waiting for server to
+    reach <status> status")`` when its own timeout passes; a failed status read inside it is ``refresh``'s
+    ``ResourceError`` (a connection reset included), which the lab tries again."""
+    from chi.exception import ResourceError, ServiceError
+
+    from provisioning.server import BOOT_TIMEOUT_CLASS, BOOT_TIMEOUT_TEXT, boot_timed_out
+
+    wait = flat(chi_server.Server.wait)
+    assert 'raise ServiceError(f"Timeout waiting for server to reach {status} status")' in wait
+    assert wait.count("raise ") == 1 and "self.refresh()" in wait
+    refresh = flat(chi_server.Server.refresh)
+    assert 'except Exception as e: raise ResourceError(f"Could not refresh server: {e}")' in refresh
+    assert ServiceError.__name__ == BOOT_TIMEOUT_CLASS
+    assert boot_timed_out(ServiceError(f"{BOOT_TIMEOUT_TEXT}ACTIVE status"))
+    assert not boot_timed_out(ResourceError("Could not refresh server: Connection reset by peer"))
+    assert not boot_timed_out(ServiceError("Lease went into ERROR state"))

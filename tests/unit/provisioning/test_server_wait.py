@@ -10,6 +10,7 @@ import provisioning
 from provisioning.config import ProvisioningError, from_env
 from provisioning.server import TEARDOWN_MARGIN_S
 from provisioning.times import to_utc
+from tests.unit.conftest import ResourceError, ServiceError
 
 LEASE = "serve_system_alice"
 
@@ -43,7 +44,7 @@ def test_a_set_server_timeout_is_kept(fake_chi, student) -> None:
 
 def test_a_boot_that_outlasts_the_lease_says_so_in_one_line(fake_chi, student) -> None:
     fake_chi.lease.add_existing(LEASE, "ACTIVE")
-    fake_chi.rec.failures["Server.wait"] = RuntimeError("Timeout waiting for server to reach ACTIVE")
+    fake_chi.rec.failures["Server.wait"] = ServiceError("Timeout waiting for server to reach ACTIVE status")
     with pytest.raises(ProvisioningError) as caught:
         provisioning.launch(config(), chi=fake_chi.api, setup_node=False)
     message = str(caught.value)
@@ -60,13 +61,59 @@ def test_a_wait_without_the_lease_end_says_to_wait_again(student) -> None:
     class Booting:
         def wait(self, status: str, show: str, timeout: int) -> None:
             assert timeout == int(DEFAULT_SERVER_WAIT_S)
-            raise RuntimeError("Timeout waiting for server to reach ACTIVE")
+            raise ServiceError("Timeout waiting for server to reach ACTIVE status")
 
     with pytest.raises(ProvisioningError) as caught:
         wait_server_active(Booting(), config(), lease=None)
     message = str(caught.value)
     assert "python-chi's usual limit: the lease's end is not known" in message
     assert message.endswith("run this step again to keep waiting (the server is reused)")
+
+
+RESET = ResourceError("Could not refresh server: ('Connection aborted.', ConnectionResetError(104, "
+                      "'Connection reset by peer'))")
+
+
+def test_a_flaky_api_while_the_node_boots_is_tried_again_not_torn_down(fake_chi, student, capsys) -> None:
+    """A connection reset while python-chi reads the status (its ``refresh`` raises ResourceError) is no
+    boot timeout: the wait goes on, the error printed once however often it comes."""
+    fake_chi.lease.add_existing(LEASE, "ACTIVE")
+    fake_chi.server.wait_failures = [RESET, RESET, RESET, ConnectionError("Connection refused")]
+    node = provisioning.launch(config(), chi=fake_chi.api, setup_node=False)
+    assert node is not None and node.server.status == "ACTIVE"
+    timeouts = wait_timeouts(fake_chi)
+    assert len(timeouts) == 5 and timeouts == sorted(timeouts, reverse=True)  # each until the same deadline
+    assert timeouts[0] - timeouts[-1] == 4 * 30  # 30 s between tries (the fake clock)
+    out = capsys.readouterr().out
+    assert out.count("Reading server node-serve-system-alice's status failed (ResourceError: Could not "
+                     "refresh server") == 1
+    assert out.count("(ConnectionError: Connection refused); trying again every 30 s") == 1
+    assert "did not become ACTIVE" not in out and "delete it" not in out
+    assert "Server.delete" not in fake_chi.rec.names()
+
+
+def test_errors_until_the_deadline_end_the_wait_in_one_line(fake_chi, student) -> None:
+    fake_chi.lease.add_existing(LEASE, "ACTIVE")
+    fake_chi.server.wait_failures = [RESET] * 1000
+    with pytest.raises(ProvisioningError) as caught:
+        provisioning.launch(config(server_timeout_s=600), chi=fake_chi.api, setup_node=False)
+    message = str(caught.value)
+    assert message.startswith("server node-serve-system-alice's status could not be read until the wait's "
+                              "end (10 min, server_timeout_s=600; the last error: ResourceError: Could not")
+    assert message.endswith("check the server in the GUI (Compute → Instances) and run this step again (the "
+                            "server is reused)")
+    assert "\n" not in message and len(wait_timeouts(fake_chi)) == 20  # every 30 s for 10 min
+
+
+def test_a_signal_during_the_wait_is_not_tried_again(fake_chi, student) -> None:
+    from provisioning.errors import Terminated
+
+    fake_chi.lease.add_existing(LEASE, "ACTIVE")
+    fake_chi.server.wait_failures = [Terminated("stopped by SIGTERM")]
+    with pytest.raises(ProvisioningError) as caught:  # the step names itself, the signal is its cause
+        provisioning.launch(config(), chi=fake_chi.api, setup_node=False)
+    assert isinstance(caught.value.__cause__, Terminated)
+    assert len(wait_timeouts(fake_chi)) == 1
 
 
 def test_the_plan_says_how_long_it_waits() -> None:

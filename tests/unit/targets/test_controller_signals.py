@@ -9,8 +9,9 @@ command does, until the signal comes. Three ways a class day ends a run early:
   write to the terminal fails with EIO from then on;
 * SIGTERM (a `kill`), and Ctrl-C (SIGINT).
 
-Afterwards the state file records every resource deleted, the stand-in recorded the deletes,
-and the run's controller.log holds the teardown's output.
+Afterwards what the node had measured is in the run's folder (fetched before the teardown), the
+state file records every resource deleted, the stand-in recorded the deletes, and the run's
+controller.log holds the teardown's output.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -62,14 +64,23 @@ class Node:
         if "setsid nohup" in command:
             return 0, "started\n"
         (work / "ready").write_text("polling\n")
-        time.sleep(600)
+        for _ in range(6000):  # until a signal stops it, or the test lets the node's run end
+            if (work / "release").exists():
+                return 0, "0\n\n"
+            time.sleep(0.1)
         return 0, "running\n\n"
 
-    def run(self, command, timeout):
-        return 3  # nothing to fetch
+    def run(self, command, timeout):  # the pack: what the node has measured so far
+        (work / "packed").write_text(command.split("test -d ", 1)[1].split()[0])
+        return 0
 
     def get(self, remote_path, local_path):
-        raise AssertionError("nothing to fetch")
+        import io, tarfile
+        data = b"measured before the stop\n"
+        info = tarfile.TarInfo((work / "packed").read_text() + "/partial.csv")
+        info.size = len(data)
+        with tarfile.open(local_path, "w:gz") as tar:
+            tar.addfile(info, io.BytesIO(data))
 
 
 config = from_env(env={}, project="CHI-231095", code_source="git", repo_url="https://git.example.org/lab.git")
@@ -117,14 +128,26 @@ def check_all_deleted(tmp_path: Path, signal_name: str) -> dict:
     assert calls[-1] == "Lease.delete"
     log = (run_dir / "controller.log").read_text()
     assert "== node run" in log and "== teardown" in log and "Deleted lease serve_system_alice" in log
+    # what the node had measured was fetched, in its time limit, before anything was deleted
+    assert steps["fetch"] == (True, "after the stop: 1 files from the node's results/" + run_dir.name)
+    assert (run_dir / "partial.csv").read_text() == "measured before the stop\n"
+    assert log.index("[fetch] the run was stopped") < log.index("== fetch") < log.index("== teardown")
     return result
 
 
 def terminal_signals() -> None:
     """In the child, before Python starts: SIGINT as a terminal's foreground program has it. The suite
     may run with SIGINT ignored (a background job of a shell without job control), and an ignored
-    SIGINT is inherited: Python then installs no KeyboardInterrupt and Ctrl-C would do nothing."""
+    SIGINT is inherited: Python then installs no KeyboardInterrupt and Ctrl-C would do nothing.
+    SIGHUP at its default too (the suite may itself run under nohup)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
+def nohup_signals() -> None:
+    """As ``nohup ./lab run --target chameleon &`` starts it: SIGHUP ignored, SIGINT as a terminal has it."""
+    terminal_signals()
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
 STARTED: list[subprocess.Popen] = []
@@ -134,8 +157,9 @@ def run_controller(tmp_path: Path, **popen: object) -> subprocess.Popen:
     script = tmp_path / "controller.py"
     script.write_text(CONTROLLER)
     extra = ["--ctty"] if popen.pop("ctty", False) else []
+    preexec = popen.pop("preexec_fn", terminal_signals)
     proc = subprocess.Popen([sys.executable, str(script), str(tmp_path), str(REPO), *extra], cwd=REPO,
-                            env=environment(tmp_path), start_new_session=True, preexec_fn=terminal_signals,
+                            env=environment(tmp_path), start_new_session=True, preexec_fn=preexec,
                             **popen)  # type: ignore[call-overload]
     STARTED.append(proc)
     return proc
@@ -152,9 +176,11 @@ def _no_controller_left() -> Iterator[None]:
             proc.wait(timeout=30)
 
 
-def test_a_closed_terminal_still_tears_everything_down(tmp_path: Path) -> None:
+def close_terminal_at_the_node_run(tmp_path: Path, **popen: object) -> tuple[subprocess.Popen, list[bytes]]:
+    """Start the controller on a pty that is its controlling terminal, read it as a terminal does until
+    the node run, then close it: the kernel hangs up the controller's session (SIGHUP)."""
     master, slave = os.openpty()
-    proc = run_controller(tmp_path, stdin=slave, stdout=slave, stderr=slave, ctty=True)
+    proc = run_controller(tmp_path, stdin=slave, stdout=slave, stderr=slave, ctty=True, **popen)
     os.close(slave)
     seen: list[bytes] = []
     stop = threading.Event()
@@ -174,13 +200,45 @@ def test_a_closed_terminal_still_tears_everything_down(tmp_path: Path) -> None:
     finally:
         stop.set()
         reader.join()
-        os.close(master)  # the terminal window is closed: the kernel hangs up the controller's session
+        os.close(master)  # the terminal window is closed
+    return proc, seen
+
+
+def test_a_closed_terminal_still_tears_everything_down(tmp_path: Path) -> None:
+    proc, seen = close_terminal_at_the_node_run(tmp_path)
     assert proc.wait(timeout=120) is not None
     assert b"== node run" in b"".join(seen)  # it was the terminal until then
     result = check_all_deleted(tmp_path, "SIGHUP")
     assert result["terminal"] == errno.errorcode[errno.EIO]  # writes to it failed all through the teardown
     steps = {step: detail for step, _, detail in result["steps"]}
     assert "stopped by SIGHUP" in steps["node run"]
+
+
+def test_under_nohup_a_closed_terminal_does_not_stop_the_run(tmp_path: Path) -> None:
+    """``nohup ./lab run --target chameleon &``: nohup starts it with SIGHUP ignored, and it stays ignored.
+    The terminal closes during the node run; the run goes on (the SIGHUP came and did nothing), ends on
+    the node, and only then is torn down."""
+    proc, _ = close_terminal_at_the_node_run(tmp_path, preexec_fn=nohup_signals)  # SIGHUP sent on close
+    assert sighup_ignored(proc.pid), "the controller replaced nohup's ignored SIGHUP with a handler"
+    time.sleep(1.0)  # time enough for a handler, had one been installed, to stop the run
+    assert proc.poll() is None, "the closed terminal stopped the run"
+    (tmp_path / "release").write_text("the node's run ends\n")
+    assert proc.wait(timeout=120) is not None
+    result = json.loads((tmp_path / "result.json").read_text())
+    steps = {step: (ok, detail) for step, ok, detail in result["steps"]}
+    assert steps["node run"] == (True, "./lab run --target docker passed on the node")
+    assert "stopped" not in steps and steps["teardown"][0]
+    log = (Path(result["run_dir"]) / "controller.log").read_text()
+    assert "SIGHUP" not in log
+    assert result["terminal"] == errno.errorcode[errno.EIO]  # the terminal was gone all the same
+
+
+def sighup_ignored(pid: int) -> bool:
+    """SIGHUP's bit in /proc/<pid>/status's SigIgn: the process ignores it."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigIgn:"):
+            return bool(int(line.split()[1], 16) >> (signal.SIGHUP - 1) & 1)
+    return False
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])

@@ -299,8 +299,8 @@ def test_prebuilt_images_are_pulled_from_the_class_registry_and_pushed_there(hos
     pushed = run_lab(host, "images", "--push", "registry.example.org/course/")
     assert pushed.returncode == 0, pushed.stderr
     assert [c for c in calls(host) if c.startswith(("tag ", "push "))] == [
-        part for image in ("jupyter:latest", "fastapi_pt:latest", "fastapi_onnx:latest", "triton:24.10",
-                           "llm:latest")
+        part for image in ("jupyter:latest", "fastapi_pt:latest", "gourmetgram:latest", "fastapi_onnx:latest",
+                           "triton:24.10", "llm:latest")
         for part in (f"tag servelab/{image} registry.example.org/course/servelab/{image}",
                      f"push registry.example.org/course/servelab/{image}")]
     assert "set SERVELAB_IMAGE_REGISTRY=registry.example.org/course (docker/.env)" in pushed.stderr
@@ -319,6 +319,13 @@ def test_prebuilt_images_are_pulled_from_the_class_registry_and_pushed_there(hos
     assert re.search(r"images: FastAPI \+ PyTorch and GourmetGram ready in \d+ s \(pulled\)", done.stderr)
     assert re.search(r"images: Triton ready in \d+ s \(pulled\)", background_done(host))
     assert "pull registry.example.org/course/servelab/jupyter:latest" in calls(host)
+    # the FastAPI stack's build makes GourmetGram's image too: a host that pulls must get both (twice here:
+    # once for the model's artefacts, once in 03's list; the second pull finds them up to date)
+    assert [c for c in calls(host) if "fastapi_pt:latest" in c or "gourmetgram:latest" in c][:4] == [
+        "pull registry.example.org/course/servelab/fastapi_pt:latest",
+        "tag registry.example.org/course/servelab/fastapi_pt:latest servelab/fastapi_pt:latest",
+        "pull registry.example.org/course/servelab/gourmetgram:latest",
+        "tag registry.example.org/course/servelab/gourmetgram:latest servelab/gourmetgram:latest"]
     background = (checkout / ".servelab-build" / "background.log").read_text()
     assert ("images: registry.example.org/course/servelab/llm:latest could not be pulled (see "
             f"{checkout}/.servelab-build/llm.log): building the LLM engine here instead") in background

@@ -13,6 +13,7 @@ import io
 import json
 import re
 import tarfile
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -245,6 +246,59 @@ def test_a_suspended_controller_still_stops_the_node_run_at_the_lease_end(
     assert [c for c, _ in shell.calls if c == "stop"] == ([] if node_stops else ["stop"])
     assert shell.polls == 3  # the first poll after waking acted on the deadline
     assert names(fake_chi)[-1] == "Lease.delete"
+
+
+class InterruptedShell(RecordingShell):
+    """Ctrl-C (KeyboardInterrupt) while the controller follows the node's run; the node has measured part
+    of the lab. ``stuck`` makes the copy hang (a dead connection) until the test ends."""
+
+    def __init__(self, stuck: threading.Event | None = None) -> None:
+        super().__init__(node_ok=False)
+        self.stuck = stuck
+
+    def capture(self, command: str, timeout: float) -> tuple[int, str]:
+        if "base64" in command:
+            self.calls.append(("poll", ""))
+            raise KeyboardInterrupt
+        return super().capture(command, timeout)
+
+    def get(self, remote_path: str, local_path: Path) -> None:
+        if self.stuck is not None:
+            self.calls.append(("get", remote_path))
+            self.stuck.wait(60)
+            return
+        super().get(remote_path, local_path)
+
+
+def test_ctrl_c_during_the_node_run_fetches_what_the_node_has_then_tears_down(tmp_path: Path, fake_chi,
+                                                                             student, capsys) -> None:
+    shell = InterruptedShell()
+    run_dir, outcome, _, _ = chameleon(tmp_path, fake_chi, shell)
+    steps = [(s.step, s.ok, s.detail) for s in outcome.steps]
+    assert [(name, ok) for name, ok, _ in steps] == [("preflight", True), ("reserve", True), ("launch", True),
+                                                     ("stopped", False), ("fetch", True), ("teardown", True)]
+    assert steps[4][2] == f"after the stop: 3 files from the node's results/{run_dir.name}"
+    assert [c for c, _ in shell.calls] == ["start", "poll", "run", "get"]  # packed and copied, then deleted
+    assert (run_dir / "03_fastapi.ipynb").is_file()  # the notebook it had finished
+    assert "[fetch] the run was stopped: fetching what the node has measured so far (up to 3 min; Ctrl-C " \
+           "again skips it), then the teardown" in capsys.readouterr().out
+    assert names(fake_chi)[-1] == "Lease.delete"
+
+
+def test_the_fetch_after_a_stop_is_time_limited(tmp_path: Path, fake_chi, student, monkeypatch) -> None:
+    from servelab.targets import chameleon as node_run
+
+    monkeypatch.setattr(node_run, "STOPPED_FETCH_S", 0.5)
+    stuck = threading.Event()
+    try:
+        _, outcome, _, _ = chameleon(tmp_path, fake_chi, InterruptedShell(stuck))
+    finally:
+        stuck.set()
+    steps = {s.step: (s.ok, s.detail) for s in outcome.steps}
+    assert steps["fetch"][0] is False
+    detail = steps["fetch"][1]
+    assert detail.startswith("copying results/") and "did not finish within 0 s" in detail
+    assert steps["teardown"][0] and names(fake_chi)[-1] == "Lease.delete"
 
 
 def test_a_lease_ending_too_soon_for_the_lab_is_a_clear_node_run_failure(tmp_path: Path, fake_chi,

@@ -1,0 +1,105 @@
+"""A student's work on the node, brought to the hub: the node's ``results/`` and the notebooks saved there.
+
+Notebooks 03-10 run in the node's Jupyter: their measurements go to ``results/`` in the lab's folder
+on the node, and the student saves the notebooks there. Both go with the server, at 08's teardown or
+when the lease ends mid-lab, unless copied here first. ``fetch_node_work`` packs them on the node,
+copies the tarball and unpacks it into ``results/from-node/`` here (``results/`` and ``notebooks/``
+as on the node; a later fetch replaces an earlier one), all within a time limit, and prints what it
+brought. 08 runs it before anything is deleted; any of the lab's notebooks here can run
+``FETCH_LINE`` while the lease runs (02 prints it). The packing and the time limit are the
+instructor's fetch's (``servelab.targets.results_fetch``).
+Reasons: docs/decisions/2026-11-25-class-day-provisioning.md.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from provisioning.chi_api import ChiApi
+from provisioning.config import ChameleonConfig, ProvisioningError
+from provisioning.errors import describe, step
+from provisioning.server import find_server
+from servelab.results.store import results_dir
+from servelab.targets.node_shell import FabricShell, NodeShell
+from servelab.targets.results_fetch import (
+    WORK_FOLDERS,
+    WORK_TARBALL,
+    NothingToFetch,
+    fetch,
+    pack_work_command,
+    unpack_work,
+)
+
+FETCH_LIMIT_S = 5 * 60.0  # pack, copy, unpack: a class's results and notebooks are tens of MB at most
+FROM_NODE = "from-node"  # under the hub's results/
+FETCH_LINE = "import provisioning; provisioning.fetch_work()"  # what 02 prints; any notebook here runs it
+ShellFor = Callable[[Any], NodeShell]  # the python-chi server → its shell (the tests' stand-in node)
+
+
+@dataclass
+class Fetched:
+    """What one fetch brought: where it is, the files (relative to ``folder``), how long it took."""
+
+    folder: Path
+    files: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def results(self) -> Path:
+        return self.folder / "results"
+
+    @property
+    def notebooks(self) -> Path:
+        return self.folder / "notebooks"
+
+    def line(self) -> str:
+        notebooks = [f for f in self.files if f.startswith("notebooks/")]
+        results = len(self.files) - len(notebooks)
+        return (f"Copied from the node in {self.seconds:.0f} s: {results} files of results/ → "
+                f"{self.results}, {len(notebooks)} notebooks → {self.notebooks}")
+
+
+def default_folder() -> Path:
+    """``results/from-node`` here (``$SERVELAB_RESULTS/from-node`` when set)."""
+    return results_dir() / FROM_NODE
+
+
+def _fabric(config: ChameleonConfig) -> ShellFor:
+    return lambda server: FabricShell(server.ssh_connection(user=config.ssh_user))
+
+
+def fetch_node_work(config: ChameleonConfig, chi: ChiApi, folder: Path | None = None,
+                    limit_s: float = FETCH_LIMIT_S, shell_for: ShellFor | None = None) -> Fetched | None:
+    """Copy the node's ``results/`` and ``notebooks/*.ipynb`` into ``folder`` (project and site already
+    selected); None when there is no server (nothing left to fetch). Any failure, the time limit
+    included, is a ProvisioningError in one line; nothing is deleted here."""
+    folder = Path(folder) if folder is not None else default_folder()
+    with step(f"looking up server {config.server_name}"):
+        server = find_server(config, chi)
+    if server is None:
+        print(f"No server named {config.server_name} in project {config.project} at {config.site}: nothing "
+              "to fetch (it was deleted, or its lease ended)", flush=True)
+        return None
+    what = f"{' and '.join(f'{name}/' for name in WORK_FOLDERS)} of ~/{config.remote_dir}"
+    print(f"Copying {what} from server {config.server_name} to {folder} (up to {limit_s / 60:.0f} min)",
+          flush=True)
+    started = time.monotonic()
+    try:
+        shell = (shell_for or _fabric(config))(server)
+        files = fetch(shell, pack_work_command(config.remote_dir), WORK_TARBALL,
+                      lambda tarball: unpack_work(tarball, folder), limit_s, what)
+    except NothingToFetch:
+        print(f"The node has no {what} yet: nothing to fetch", flush=True)
+        return Fetched(folder)
+    except Exception as exc:  # Fabric, paramiko, tar, the time limit: one line, nothing deleted
+        raise ProvisioningError(
+            f"copying {what} from the node failed ({describe(exc)}): nothing was deleted; run it again (the "
+            "node keeps them until its teardown), or copy them in the node's Jupyter (File → Download)"
+        ) from exc
+    fetched = Fetched(folder, files, time.monotonic() - started)
+    print(fetched.line(), flush=True)
+    return fetched

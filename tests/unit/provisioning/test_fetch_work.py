@@ -1,0 +1,165 @@
+"""A student's work on the node reaches the hub before anything is deleted (notebook 08), and whenever
+a notebook asks while the lease runs (02 prints the line).
+
+The node is a stand-in: a folder as the login user's home, where the pack command really runs
+(bash, tar) and from which the tarball is copied; the python-chi calls are the recording stand-in's.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+import provisioning
+from provisioning import ProvisioningError, from_env
+from servelab.core.paths import REPO_ROOT
+
+SERVER = "node-serve-system-alice"
+LEASE = "serve_system_alice"
+NODE_FILES = {  # the lab's folder on the node after a class: measurements and saved notebooks
+    "results/fastapi.csv": "experiment,p50_ms\nfastapi,12.5\n",
+    "results/fastapi.jsonl": '{"experiment": "fastapi"}\n',
+    "results/20261201-100000-quick/run.json": "{}\n",
+    "results/20261201-100000-quick.tar.gz": "an earlier pack: not fetched again",
+    "notebooks/03_fastapi.ipynb": '{"cells": ["measured on the P100"]}\n',
+    "notebooks/Untitled 1.ipynb": '{"cells": ["my own notes"]}\n',
+    "notebooks/03_fastapi.py": "# the source: the hub has it\n",
+    "servelab/x.py": "x = 1\n",
+}
+
+
+class StandInNode:
+    """``NodeShell`` on a local folder that plays the node's home: commands run in bash there."""
+
+    def __init__(self, home: Path, stuck: threading.Event | None = None) -> None:
+        self.home, self.stuck = home, stuck
+        self.commands: list[str] = []
+
+    def run(self, command: str, timeout: float) -> int:
+        self.commands.append(command)
+        env = {**os.environ, "HOME": str(self.home)}
+        return subprocess.run(["bash", "-c", command], cwd=self.home, env=env, timeout=timeout).returncode
+
+    def capture(self, command: str, timeout: float) -> tuple[int, str]:
+        raise AssertionError("the fetch only packs and copies")
+
+    def get(self, remote_path: str, local_path: Path) -> None:
+        if self.stuck is not None:  # a connection that hangs
+            self.stuck.wait(60)
+        shutil.copy(self.home / remote_path, local_path)
+
+
+def node_home(tmp_path: Path, files: dict[str, str] = NODE_FILES) -> Path:
+    home = tmp_path / "node-home"
+    for rel, text in files.items():
+        path = home / "serve-system-lab" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return home
+
+
+def config() -> provisioning.ChameleonConfig:
+    return from_env(env={}, project="CHI-231095", code_source="git", repo_url="https://x/lab.git")
+
+
+def launched(fake_chi) -> None:
+    fake_chi.lease.add_existing(LEASE, "ACTIVE")
+    provisioning.launch(config(), chi=fake_chi.api, setup_node=False)
+
+
+def test_the_nodes_results_and_notebooks_reach_the_hub(fake_chi, student, tmp_path: Path, capsys) -> None:
+    launched(fake_chi)
+    home = node_home(tmp_path)
+    node = StandInNode(home)
+    servers: list[object] = []
+
+    def shell_for(server: object) -> StandInNode:
+        servers.append(server)
+        return node
+
+    calls_before = len(fake_chi.rec.calls)
+    fetched = provisioning.fetch_work(config(), chi=fake_chi.api, shell_for=shell_for)
+    assert fetched is not None and getattr(servers[0], "name", "") == SERVER
+    here = Path(os.environ["SERVELAB_RESULTS"]) / "from-node"  # the hub's results/from-node
+    assert fetched.folder == here
+    assert sorted(fetched.files) == ["notebooks/03_fastapi.ipynb", "notebooks/Untitled 1.ipynb",
+                                     "results/20261201-100000-quick/run.json", "results/fastapi.csv",
+                                     "results/fastapi.jsonl"]
+    assert (here / "results" / "fastapi.csv").read_text() == NODE_FILES["results/fastapi.csv"]
+    assert (here / "notebooks" / "03_fastapi.ipynb").read_text() == NODE_FILES["notebooks/03_fastapi.ipynb"]
+    assert not (here / "notebooks" / "03_fastapi.py").exists() and not (here / "servelab").exists()
+    # read-only on Chameleon: the server looked up, nothing created or deleted
+    assert [name for name, _, _ in fake_chi.rec.calls[calls_before:]] == [
+        "context.list_sites", "context.use_project", "context.use_site", "server.get_server_id",
+        "server.get_server"]
+    out = capsys.readouterr().out
+    assert (f"Copying results/ and notebooks/ of ~/serve-system-lab from server {SERVER} to {here} (up to "
+            "5 min)") in out
+    assert f"3 files of results/ → {here / 'results'}, 2 notebooks → {here / 'notebooks'}" in out
+    # the results overview 08 ends with reads what came from the node
+    from servelab.lab import common
+
+    assert list(common.results_overview(fetched.results)["experiment"]) == ["fastapi"]
+    # a second fetch later in the lease brings the newer state
+    (home / "serve-system-lab" / "results" / "fastapi.csv").write_text("experiment,p50_ms\nfastapi,9.0\n")
+    provisioning.fetch_work(config(), chi=fake_chi.api, shell_for=shell_for)
+    assert (here / "results" / "fastapi.csv").read_text().endswith("9.0\n")
+
+
+def test_a_fetch_that_hangs_ends_at_its_limit_and_deletes_nothing(fake_chi, student, tmp_path: Path) -> None:
+    launched(fake_chi)
+    stuck = threading.Event()
+    try:
+        with pytest.raises(ProvisioningError) as caught:
+            provisioning.fetch_work(config(), chi=fake_chi.api, limit_s=0.5,
+                                    shell_for=lambda server: StandInNode(node_home(tmp_path), stuck))
+    finally:
+        stuck.set()
+    message = str(caught.value)
+    assert message.startswith("copying results/ and notebooks/ of ~/serve-system-lab from the node failed "
+                              "(FetchTimeout: copying results/ and notebooks/ of ~/serve-system-lab from the "
+                              "node did not finish within 0 s): nothing was deleted; run it again")
+    assert "\n" not in message
+    deleting = ("Server.delete", "Lease.delete", "network.deallocate_floating_ip")
+    assert not [name for name, _, _ in fake_chi.rec.calls if name in deleting]
+
+
+def test_nothing_on_the_node_or_no_node_is_said_in_a_line(fake_chi, student, tmp_path: Path, capsys) -> None:
+    assert provisioning.fetch_work(config(), chi=fake_chi.api) is None  # no server (deleted, lease ended)
+    assert f"No server named {SERVER} in project CHI-231095 at CHI@TACC: nothing to fetch" in \
+        capsys.readouterr().out
+    launched(fake_chi)
+    empty = tmp_path / "empty-home"
+    (empty / "serve-system-lab").mkdir(parents=True)
+    fetched = provisioning.fetch_work(config(), chi=fake_chi.api, shell_for=lambda server: StandInNode(empty))
+    assert fetched is not None and fetched.files == []
+    assert "The node has no results/ and notebooks/ of ~/serve-system-lab yet: nothing to fetch" in \
+        capsys.readouterr().out
+
+
+def test_plan_mode_says_what_it_would_copy(student, capsys) -> None:
+    assert provisioning.fetch_work(config(), plan_only=True) is None
+    assert "Plan mode: on Chameleon this copies the node's results/ and its saved notebooks to" in \
+        capsys.readouterr().out
+
+
+def test_08_fetches_before_anything_is_stopped_or_deleted_and_02_prints_the_line(fake_chi, student,
+                                                                                capsys) -> None:
+    """08's code cells in order: the fetch comes before the stacks are stopped and the teardown; 02's last
+    cell (``common.node_jupyter``) prints the one line any notebook here can run while the lease runs."""
+    source = (REPO_ROOT / "notebooks" / "08_teardown.py").read_text()
+    calls = [ast.unparse(node.func) for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)]
+    order = [name for name in calls if name in ("provisioning.fetch_work", "common.stop_stacks",
+                                                "provisioning.teardown")]
+    assert order == ["provisioning.fetch_work", "common.stop_stacks", "provisioning.teardown"]
+    from servelab.lab import common
+
+    common.node_jupyter(None)
+    assert f"\n  {provisioning.FETCH_LINE}" in capsys.readouterr().out
+    assert provisioning.FETCH_LINE == "import provisioning; provisioning.fetch_work()"
