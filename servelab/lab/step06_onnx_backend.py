@@ -13,7 +13,7 @@ from servelab.lab.common import concat
 from servelab.lab.params import LabParams
 from servelab.lab.triton_steps import Triton, measure_all
 from servelab.lab.triton_views import live_instances
-from servelab.report.effects import Check, check, row, spread, unusable
+from servelab.report.effects import Check, check, device_gap, row, spread, unusable
 from servelab.report.figures import Section, as_image, fig_breakdown, figure, plot_html, table_html
 from servelab.report.readings import read_breakdown, read_pairs
 from servelab.results.schema import TRITON_COLUMNS, RunData, num, step_rows
@@ -101,7 +101,9 @@ def rules(data: RunData) -> list[Check]:
               noise=(spread(both, "compute_infer_ms", model="food_classifier", concurrency=under_load),
                      spread(both, "compute_infer_ms", model="food_classifier_onnx", concurrency=under_load)),
               unit="ms", blocked=unusable(both, model="food_classifier", concurrency=under_load)
-              or unusable(both, model="food_classifier_onnx", concurrency=under_load)),
+              or unusable(both, model="food_classifier_onnx", concurrency=under_load)
+              or device_gap(both, "model", {"food_classifier": "the Python backend",
+                                            "food_classifier_onnx": "the ONNX backend"})),
         check("ONNX backend: two instances serve more than one",
               (row(onnx1, "throughput", concurrency=c_top), row(onnx2, "throughput", concurrency=c_top)),
               lambda a, b: b > 1.1 * a,

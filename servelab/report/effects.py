@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from servelab.results.schema import num, relative_spread
+from servelab.results.schema import device_of, num, relative_spread
 
 __all__ = ["STATUSES", "Check", "amount", "cannot_show", "check", "chosen", "noise_band", "noise_note",
            "relative_spread", "row", "spread", "unusable", "usable"]
@@ -53,6 +53,17 @@ def cannot_show(effect: str, because: str, gpu_only: bool = False) -> Check:
     """The verdict for an effect whose precondition this run did not meet (the overload never came, the
     added replica never served, a level never settled): not measured, and why, never observed."""
     return Check(effect, "not measured", f"this run cannot show it, because {because}", gpu_only)
+
+
+def device_gap(df: pd.DataFrame, key: str, sides: dict[Any, str], **where: Any) -> str | None:
+    """Why a comparison of two sides (``key`` == each of ``sides``' keys, named by its values) holds no
+    device fixed: "PyTorch ran on the GPU (…), ONNX Runtime on the CPU" from the rows' own ``device``,
+    for ``check(blocked=)``; None when both ran on one device or the rows do not say."""
+    (a, name_a), (b, name_b) = sides.items()
+    on_a, on_b = device_of(df, **{key: a}, **where), device_of(df, **{key: b}, **where)
+    if on_a and on_b and on_a != on_b:
+        return f"{name_a} ran on the {on_a}, {name_b} on the {on_b}"
+    return None
 
 
 def check(effect: str, values: tuple[float | None, ...], test: Callable[..., bool],

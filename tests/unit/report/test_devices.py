@@ -108,3 +108,23 @@ def test_a_cpu_runs_report_sets_the_gpu_reference_beside_it(tmp_path, monkeypatc
     monkeypatch.delenv(REFERENCE_SETTING)
     fastapi("cuda", "cpu").to_json(tmp_path / "fastapi.jsonl", orient="records", lines=True)
     assert "compared run" not in write_report(tmp_path).read_text()  # a GPU run needs no GPU beside it
+
+
+def test_06_does_not_compare_the_backends_across_devices() -> None:
+    from servelab.lab import step06_onnx_backend
+
+    def rows(onnx_device: str) -> pd.DataFrame:
+        sides = (("python_vs_onnx", "food_classifier", "cuda", 30.0),
+                 ("onnx_backend", "food_classifier_onnx", onnx_device, 11.0))
+        return pd.DataFrame([{"step": step, "model": model, "device": device, "gpu": H100, "concurrency": c,
+                              "compute_infer_ms": ms, "throughput": 100.0, "settled": True, "warmup": ""}
+                             for step, model, device, ms in sides for c in (1, 8)])
+
+    def verdict(onnx_device: str):  # type: ignore[no-untyped-def]
+        data = RunData(pd.DataFrame(), pd.DataFrame(), rows(onnx_device))
+        return next(c for c in step06_onnx_backend.rules(data) if "inference time is lower" in c.effect)
+
+    apart = verdict("cpu")
+    assert apart.status == "not measured" and "this run cannot show it" in apart.evidence
+    assert f"the Python backend ran on the GPU ({H100}), the ONNX backend on the CPU" in apart.evidence
+    assert verdict("cuda").status == "observed"
