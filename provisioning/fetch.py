@@ -4,15 +4,16 @@ Notebooks 03-10 run in the node's Jupyter: their measurements go to ``results/``
 on the node, and the student saves the notebooks there. Both go with the server, at 08's teardown or
 when the lease ends mid-lab, unless copied here first. ``fetch_node_work`` packs them on the node,
 copies the tarball and unpacks it into ``results/from-node/`` here (``results/`` and ``notebooks/``
-as on the node; a later fetch replaces an earlier one), all within a time limit, and prints what it
-brought. 08 runs it before anything is deleted; any of the lab's notebooks here can run
-``FETCH_LINE`` while the lease runs (02 prints it). The packing and the time limit are the
+as on the node; a later fetch overwrites the files it brings again, and a file deleted on the node
+stays here), all within a time limit, and prints what it brought. 08 runs it before anything is
+deleted; any of the lab's notebooks here can run ``FETCH_LINE`` while the lease runs (02 prints it). The packing and the time limit are the
 instructor's fetch's (``servelab.targets.results_fetch``).
 Reasons: docs/decisions/2026-11-25-class-day-provisioning.md.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -88,6 +89,7 @@ def fetch_node_work(config: ChameleonConfig, chi: ChiApi, folder: Path | None = 
     print(f"Copying {what} from server {config.server_name} to {folder} (up to {limit_s / 60:.0f} min)",
           flush=True)
     started = time.monotonic()
+    shell = None
     try:
         shell = (shell_for or _fabric(config))(server)
         files = fetch(shell, pack_work_command(config.remote_dir), WORK_TARBALL,
@@ -100,6 +102,10 @@ def fetch_node_work(config: ChameleonConfig, chi: ChiApi, folder: Path | None = 
             f"copying {what} from the node failed ({describe(exc)}): nothing was deleted; run it again (the "
             "node keeps them until its teardown), or copy them in the node's Jupyter (File → Download)"
         ) from exc
+    finally:
+        if shell is not None and hasattr(shell, "close"):  # a connection per fetch: a kernel keeps running
+            with contextlib.suppress(Exception):
+                shell.close()
     fetched = Fetched(folder, files, time.monotonic() - started)
     print(fetched.line(), flush=True)
     return fetched

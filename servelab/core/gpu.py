@@ -35,8 +35,9 @@ GPUS_SETTING = "SERVELAB_GPUS"
 
 
 def gpu_count(query: Any = None) -> int:
-    """GPUs the lab uses on this host: ``SERVELAB_GPUS`` (a count; 0 keeps every engine on the CPU)
-    over what the driver shows (``query``, default ``cuda_device_count``; tests pass a stand-in).
+    """GPUs the local target's Triton plans use on this host: ``SERVELAB_GPUS`` (a count; 0 keeps
+    Triton's models on KIND_CPU; the other engines pick their device themselves) over what the driver
+    shows (``query``, default ``cuda_device_count``; tests pass a stand-in).
 
     A setting above what the driver shows is refused: a plan for GPUs that are not there fails later
     and less clearly."""

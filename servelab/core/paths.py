@@ -20,13 +20,15 @@ BUILD_COMMAND = "python -m servelab.core.model build"
 
 def shown(text: str) -> str:
     """``text`` (a command, a path) as a notebook prints it: no machine's absolute paths. The run's
-    results folder (``$SERVELAB_RESULTS``) reads ``$SERVELAB_RESULTS``, the interpreter's environment
-    ``.venv``, the checkout's files relative to it (the checkout itself ``.``), the home folder ``~``."""
+    results folder (``$SERVELAB_RESULTS``) reads ``$SERVELAB_RESULTS``, the interpreter's virtual
+    environment ``.venv`` (a system Python's prefix, /usr say, stays as it is: its paths are real), the
+    checkout's files relative to it (the checkout itself ``.``), the home folder ``~``."""
     import re
     import sys
 
-    prefixes = [(os.environ.get("SERVELAB_RESULTS") or "", "$SERVELAB_RESULTS"), (sys.prefix, ".venv"),
-                (os.path.realpath(sys.prefix), ".venv"), (str(REPO_ROOT), "."),
+    venv = [(sys.prefix, ".venv"), (os.path.realpath(sys.prefix), ".venv")] if sys.prefix != sys.base_prefix \
+        else []
+    prefixes = [(os.environ.get("SERVELAB_RESULTS") or "", "$SERVELAB_RESULTS"), *venv, (str(REPO_ROOT), "."),
                 (os.path.expanduser("~"), "~")]
     for prefix, short in sorted({p for p in prefixes if len(p[0]) > 1}, key=lambda p: -len(p[0])):
         start = r"(?<![\w./~$-])" + re.escape(prefix.rstrip("/"))

@@ -144,8 +144,10 @@ def output_lengths(count: int, low: int, high: int, seed: int) -> list[int]:
 
 def request_body(model: str, prompt: str, max_tokens: int) -> dict[str, Any]:
     """One streamed completion asking for exactly ``max_tokens`` tokens (``ignore_eos``, as guidellm and
-    vLLM's benchmark client ask), decoded greedily, with the usage (the engine's prompt count) at its end."""
-    return {"model": model, "prompt": prompt, "max_tokens": max_tokens, "stream": True, "temperature": 0.0,
+    vLLM's benchmark client ask), decoded as the model's generation config says (no sampling field: the
+    engine refuses one it cannot honour, e.g. ``temperature: 0`` for a sampling model in continuous
+    batching), with the usage (the engine's prompt count) at its end."""
+    return {"model": model, "prompt": prompt, "max_tokens": max_tokens, "stream": True,
             "ignore_eos": True, "stream_options": {"include_usage": True}}
 
 

@@ -40,12 +40,12 @@ from servelab.targets.base import (
 def engine_gpus(gpu: bool) -> int:
     """GPUs the containers get, as the plans count them: what the driver shows this process (the
     Jupyter container is given every GPU, as Triton's is); 1 where the engine has the NVIDIA runtime but
-    this process sees none (it says so: set SERVELAB_GPUS in a process that sees them)."""
+    this process sees none, and it says so. (``SERVELAB_DOCKER_GPU`` decides whether there are GPUs.)"""
     if not gpu:
         return 0
-    from servelab.core.gpu import gpu_count
+    from servelab.core.gpu import cuda_device_count
 
-    count = gpu_count()
+    count = cuda_device_count()
     if count == 0:
         print("the Docker engine has the NVIDIA runtime, but this process sees no GPU: the GPU plans assume "
               "1 GPU (run the notebooks in the lab's Jupyter container, which is given the GPUs)")

@@ -40,7 +40,7 @@ def _said_started(argv: Sequence[str], url: str, env: dict[str, str] | None = No
 class LocalStack(Stack):
     """Services as local processes; commands run in the project root on this machine. Triton's models
     go on this host's GPUs when it has any (``servelab.core.gpu.gpu_count``; ``gpus`` overrides,
-    ``SERVELAB_GPUS=0`` keeps them on the CPU), as they do on the node."""
+    ``SERVELAB_GPUS=0`` keeps them on KIND_CPU), as they do on the node."""
 
     target = "local"
 
@@ -101,7 +101,8 @@ class LocalStack(Stack):
         from servelab.triton.repository import deploy_all
         from servelab.triton.server import TritonServer
 
-        deploy_all(self.repository, gpu=self.has_gpu, names=self.models)
+        deploy_all(self.repository, gpu=self.has_gpu, names=self.models,
+                   onnx_backend=self.triton_has_backend("onnxruntime"))  # the wheel's Triton: the runner
         log = Path(self.log_dir) / "tritonserver.log" if self.log_dir else None
         server = TritonServer(self.repository, log_path=log).start(timeout=min(timeout, self.ready_timeout))
         _said_started(server.argv(), server.url)

@@ -39,3 +39,7 @@ class FabricShell:
 
     def get(self, remote_path: str, local_path: Path) -> None:
         self.connection.get(remote_path, local=str(local_path))
+
+    def close(self) -> None:
+        """End the connection (and with it a copy still running after a time limit)."""
+        self.connection.close()

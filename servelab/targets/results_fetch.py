@@ -137,7 +137,10 @@ def fetch(shell: NodeShell, pack: str, remote_tarball: str, unpack_into: Callabl
     left = limit_s - (time.monotonic() - started)
     with tempfile.TemporaryDirectory() as tmp:
         local = Path(tmp) / Path(remote_tarball).name
-        within(left, f"copying {what} from the node", lambda: shell.get(remote_tarball, local))
+        try:
+            within(left, f"copying {what} from the node", lambda: shell.get(remote_tarball, local))
+        except FetchTimeout:  # say the limit the caller set, not what the pack left of it
+            raise FetchTimeout(f"copying {what} from the node did not finish within {limit_s:g} s") from None
         return unpack_into(local)
 
 

@@ -100,14 +100,24 @@ def stub_python_bin() -> Path:
     pth = "".join(f"import site; site.addsitedir({p!r})\n" for p in entries)
     key = hashlib.sha256(f"{sys.executable}\n{pth}".encode()).hexdigest()[:12]
     env = cache_dir() / f"triton-stub-env-py{sys.version_info.major}.{sys.version_info.minor}-{key}"
-    site_dir = Path(sysconfig.get_path("purelib", vars={"base": str(env), "platbase": str(env)}))
-    if not (site_dir / "servelab-stub-path.pth").is_file():
+    if not (_site_dir(env) / "servelab-stub-path.pth").is_file():  # made once, then put in place whole
+        import tempfile
         import venv
 
-        venv.EnvBuilder(with_pip=False, symlinks=True, clear=True).create(env)
-        site_dir.mkdir(parents=True, exist_ok=True)
-        (site_dir / "servelab-stub-path.pth").write_text(pth)
+        env.parent.mkdir(parents=True, exist_ok=True)
+        made = Path(tempfile.mkdtemp(prefix=env.name + ".", dir=env.parent))
+        venv.EnvBuilder(with_pip=False, symlinks=True).create(made)
+        _site_dir(made).mkdir(parents=True, exist_ok=True)
+        (_site_dir(made) / "servelab-stub-path.pth").write_text(pth)
+        try:
+            made.rename(env)  # atomic; another process that made it first wins, with the same content
+        except OSError:
+            shutil.rmtree(made, ignore_errors=True)
     return env / "bin"
+
+
+def _site_dir(env: Path) -> Path:
+    return Path(sysconfig.get_path("purelib", vars={"base": str(env), "platbase": str(env)}))
 
 
 def server_env() -> dict[str, str]:

@@ -21,3 +21,11 @@ def test_known_folders_read_short(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     assert shown(text) == (".venv/bin/tritonserver --model-repository=$SERVELAB_RESULTS/host/models "
                            "--backend-directory=~/.cache/servelab/x --chdir . models_staging/a "
                            f"{REPO_ROOT}-other/b")  # a folder that only starts like the checkout: kept
+
+
+def test_a_system_pythons_paths_stay_real(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a virtual environment reads ``.venv``: /usr/bin/nvidia-smi under the Debian Python is itself."""
+    monkeypatch.setattr(sys, "prefix", "/usr")
+    monkeypatch.setattr(sys, "base_prefix", "/usr")
+    command = "/usr/bin/nvidia-smi -L; /usr/local/bin/python3"
+    assert shown(command) == command

@@ -44,7 +44,9 @@ class StandInNode:
     def run(self, command: str, timeout: float) -> int:
         self.commands.append(command)
         env = {**os.environ, "HOME": str(self.home)}
-        return subprocess.run(["bash", "-c", command], cwd=self.home, env=env, timeout=timeout).returncode
+        # the pack itself is never the slow part here (a loaded CI machine may take over a second for it)
+        done = subprocess.run(["bash", "-c", command], cwd=self.home, env=env, timeout=max(timeout, 60))
+        return done.returncode
 
     def capture(self, command: str, timeout: float) -> tuple[int, str]:
         raise AssertionError("the fetch only packs and copies")
@@ -124,7 +126,7 @@ def test_a_fetch_that_hangs_ends_at_its_limit_and_deletes_nothing(fake_chi, stud
     message = str(caught.value)
     assert message.startswith("copying results/ and notebooks/ of ~/serve-system-lab from the node failed "
                               "(FetchTimeout: copying results/ and notebooks/ of ~/serve-system-lab from the "
-                              "node did not finish within 0 s): nothing was deleted; run it again")
+                              "node did not finish within 0.5 s): nothing was deleted; run it again")
     assert "\n" not in message
     deleting = ("Server.delete", "Lease.delete", "network.deallocate_floating_ip")
     assert not [name for name, _, _ in fake_chi.rec.calls if name in deleting]

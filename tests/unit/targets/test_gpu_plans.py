@@ -110,3 +110,33 @@ def test_10s_policy_shares_one_gpu_among_every_replica_it_allows(monkeypatch: py
     monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 16.0, "GPU": 1.0})
     assert step10_scaling_out.policy(p).num_gpus == 0.25
     assert step10_scaling_out.policy(p, fixed=1).num_gpus == 0.25  # the same share as the autoscaled runs
+
+
+def test_a_local_gpu_host_deploys_the_onnx_model_through_the_python_runner(
+        driver, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """The wheel's Triton has no onnxruntime backend: on KIND_GPU too the ONNX model goes through the
+    generated Python-backend runner (with onnxruntime's backend it could not load at all)."""
+    from servelab.triton import server
+
+    driver(1)
+    started: list[str] = []
+
+    class Started:
+        def start(self, timeout: float) -> Started:
+            return self
+
+        def argv(self) -> list[str]:
+            return ["tritonserver"]
+
+        url = "127.0.0.1:8000"
+
+        def client(self):  # type: ignore[no-untyped-def]
+            return type("C", (), {"load_model": lambda _self, name: started.append(name)})()
+
+    monkeypatch.setattr(server, "TritonServer", lambda repository, log_path=None: Started())
+    stack = LocalStack(repository=tmp_path)
+    stack._start_triton(timeout=5)
+    for name in ("food_classifier", "food_classifier_onnx"):
+        config = (tmp_path / name / "config.pbtxt").read_text()
+        assert 'backend: "python"' in config and "KIND_GPU" in config, (name, config)
+    assert (tmp_path / "food_classifier_onnx" / "1" / "model.py").is_file() and started == list(stack.models)

@@ -297,7 +297,7 @@ def test_the_fetch_after_a_stop_is_time_limited(tmp_path: Path, fake_chi, studen
     steps = {s.step: (s.ok, s.detail) for s in outcome.steps}
     assert steps["fetch"][0] is False
     detail = steps["fetch"][1]
-    assert detail.startswith("copying results/") and "did not finish within 0 s" in detail
+    assert detail.startswith("copying results/") and "did not finish within 0.5 s" in detail
     assert steps["teardown"][0] and names(fake_chi)[-1] == "Lease.delete"
 
 
