@@ -6,8 +6,8 @@ when the lease ends mid-lab, unless copied here first. ``fetch_node_work`` packs
 copies the tarball and unpacks it into ``results/from-node/`` here (``results/`` and ``notebooks/``
 as on the node; a later fetch overwrites the files it brings again, and a file deleted on the node
 stays here), all within a time limit, and prints what it brought. 08 runs it before anything is
-deleted; any of the lab's notebooks here can run ``FETCH_LINE`` while the lease runs (02 prints it). The packing and the time limit are the
-instructor's fetch's (``servelab.targets.results_fetch``).
+deleted; any of the lab's notebooks here can run ``FETCH_LINE`` while the lease runs (02 prints it).
+The packing and the time limit are the instructor's fetch's (``servelab.targets.results_fetch``).
 Reasons: docs/decisions/2026-11-25-class-day-provisioning.md.
 """
 
