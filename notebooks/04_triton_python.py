@@ -146,7 +146,8 @@ common.what_this_run_shows(step, "Triton Python backend")
 # at 52 infer/s, and nvtop shows the GPU mostly idle: the delay is queuing, not a lack of compute.
 #
 # Below it, what the lab's own GPU reference run measured for this step (`results/reference/`,
-# measured by this notebook's code on a GPU host; the line above the table names the run).
+# measured by this notebook's code on a GPU host; the line above the table names the run), or a line
+# saying it has no measurement of this step yet.
 
 # %%
 common.reference("triton", triton_steps.TRITON_COLUMNS, step="python_concurrency")
@@ -176,7 +177,8 @@ common.what_this_run_shows(step, "Client batch")
 # one image: one client, 52 images/s sending single images and 657 images/s sending batches of 16.
 #
 # Below it, what the lab's own GPU reference run measured for this step (`results/reference/`,
-# measured by this notebook's code on a GPU host; the line above the table names the run).
+# measured by this notebook's code on a GPU host; the line above the table names the run), or a line
+# saying it has no measurement of this step yet.
 
 # %%
 common.reference("triton", triton_steps.TRITON_COLUMNS, step="python_client_batch")

@@ -140,7 +140,8 @@ common.what_this_run_shows(step, "raise throughput", "largest instance count")
 # 16 (same note), so whether 4+4 beats 2+2 depends on the GPU at hand.
 #
 # Below it, what the lab's own GPU reference run measured for this step (`results/reference/`,
-# measured by this notebook's code on a GPU host; the line above the table names the run).
+# measured by this notebook's code on a GPU host; the line above the table names the run), or a line
+# saying it has no measurement of this step yet.
 
 # %%
 common.reference("triton", triton_steps.TRITON_COLUMNS, step="instance_scaling")
@@ -181,8 +182,9 @@ split_threads = step.measure_threads(triton, "food_classifier", P)
 split_threads
 
 # %% [markdown]
-# On a CPU the split-threads configuration is the one step 2 measured: its two readings are a repeat
-# of one configuration, and the verdict weighs their gap as noise, beside each level's own windows.
+# On a two-core CPU the split-threads configuration (two instances, the cores shared out) is the one
+# step 2 measured: where the run has that repeat, the verdict weighs the gap between its two readings
+# as noise, beside each level's own windows.
 
 # %%
 common.what_this_run_shows(step, "thread")

@@ -184,7 +184,8 @@ common.what_this_run_shows(step, "dynamic batching")
 # the cost of one.
 #
 # Below it, what the lab's own GPU reference run measured for this step (`results/reference/`,
-# measured by this notebook's code on a GPU host; the line above the table names the run).
+# measured by this notebook's code on a GPU host; the line above the table names the run), or a line
+# saying it has no measurement of this step yet.
 
 # %%
 common.reference("triton", triton_steps.TRITON_COLUMNS,

@@ -229,7 +229,8 @@ step09_vllm.compare(common.concat(continuous, vllm_rows))
 # capability 7.0 or higher.
 #
 # Below it, what the lab's own GPU reference run measured for this step (`results/reference/`,
-# measured by this notebook's code on a GPU host; the line above the table names the run).
+# measured by this notebook's code on a GPU host; the line above the table names the run), or a line
+# saying it has no measurement of this step yet.
 
 # %%
 common.reference("llm", step.LLM_SHOWN, step=["mixed", "equal", "kv_cache"])

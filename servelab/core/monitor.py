@@ -164,6 +164,7 @@ class Utilisation:
             out["proc_cpu_max_pct"] = round(max(procs), 1) if procs else float("nan")
         gpu_samples = [s["gpus"] for s in self.samples if "gpus" in s]
         out["gpu_count"] = len(gpu_samples[0]) if gpu_samples else 0
+        methods = []
         for index in range(out["gpu_count"]):
             util, method = self._gpu_util(index, [g[index]["util_pct"] for g in gpu_samples],
                                           out["util_duration_s"])
@@ -171,7 +172,9 @@ class Utilisation:
             out[f"gpu{index}_util_mean_pct"] = round(_mean(util), 1) if util else None
             out[f"gpu{index}_util_max_pct"] = round(max(util), 1) if util else None
             out[f"gpu{index}_util_samples"] = len(util)
-            out["gpu_util_method"] = method
+            out[f"gpu{index}_util_method"] = method
+            methods.append(method)
+            out["gpu_util_method"] = ", ".join(dict.fromkeys(methods))  # each GPU's, once
             out[f"gpu{index}_mem_max_mib"] = round(max(memory), 1)
             uuids = self._gpus.uuids if self._gpus else []
             if index < len(uuids) and uuids[index]:

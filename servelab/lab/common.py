@@ -191,7 +191,7 @@ def reference(table: str, columns: Sequence[str], **where: Any) -> pd.DataFrame 
         print(f"no GPU reference measurement of this step yet{held}")
         return None
     print(f"Expected on a GPU, measured by {describe(run)}:")
-    sampled = ["gpu_util_method" in str(u) for u in rows.get("utilisation", pd.Series(dtype=object))]
+    sampled = ["util_method" in str(u) for u in rows.get("utilisation", pd.Series(dtype=object))]
     if "gpu_util_pct" in rows and not any(sampled):  # sampled before the window sampling: polls read 0
         rows = rows.assign(gpu_util_pct=None)
         print("(GPU % left out: that run's monitor polled NVML, which reads 0 for runs this short; "

@@ -37,17 +37,12 @@ def write_report(run_dir: Path, compare: Path | None = None) -> Path:
     """``run_dir/report.html`` for this run, with ``compare`` (another run's folder) beside it; by default
     a run that computed nothing on a GPU gets the lab's GPU reference run there
     (``servelab.results.reference``; ``SERVELAB_REFERENCE=none`` leaves it out)."""
-    if compare is None and not _on_gpu(RunData.load(run_dir)):
+    if compare is None and not html.run_on_gpu(RunData.load(run_dir)):
         from servelab.results.reference import reference_run
 
         found = reference_run()
         compare = found if found is not None and found.resolve() != Path(run_dir).resolve() else None
     return html.write_report(run_dir, NOTEBOOKS, compare)
-
-
-def _on_gpu(data: RunData) -> bool:
-    return any(str(d).startswith("cuda") for df in (data.fastapi, data.triton) if "device" in df
-               for d in df["device"])
 
 
 def expected_effects(data: RunData) -> list[Check]:

@@ -44,7 +44,8 @@ def fastapi_up(stack: Stack, kind: str) -> Endpoint:
 
     stack.up("fastapi", services=["fastapi_server"], fastapi_app=f"fastapi_{kind}")
     api = Endpoint(f"fastapi_{kind}", stack.url("fastapi_server").rstrip("/"))
-    facts = httpx.get(f"{api.url}/health", timeout=30.0).json()
+    reply = httpx.get(f"{api.url}/health", timeout=30.0, trust_env=False)  # its own host: never a proxy
+    facts = reply.json() if reply.status_code == 200 else {"device": f"? (/health: {reply.status_code})"}
     engine = {"pt": "PyTorch", "onnx": "ONNX Runtime"}[kind]
     providers = f" ({', '.join(facts['providers'])})" if facts.get("providers") else ""
     print(f"$ curl -s {api.url}/health  # the engine: {engine} on {facts.get('device')}{providers}")

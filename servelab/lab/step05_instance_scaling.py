@@ -38,7 +38,7 @@ def instance_plan(stack: Stack, p: LabParams) -> pd.DataFrame:
         cores = max(2, cpu_cores())
         counts = [1, cores, 2 * cores]
     rows = []
-    for count, gpus in instance_steps(stack.gpu_count if stack.has_gpu else 0, counts):
+    for count, gpus in instance_steps(stack.gpu_count, counts):
         rows.append({"count": count, "kind": "KIND_GPU" if gpus else "KIND_CPU", "gpus": list(gpus),
                      "instances": count * max(1, len(gpus)), "label": describe(count, gpus)})
     return pd.DataFrame(rows)

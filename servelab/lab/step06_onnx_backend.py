@@ -36,7 +36,7 @@ def scaled_step(stack: Stack, p: LabParams) -> dict[str, Any]:
     (``servelab.triton.gpu_configs.onnx_step``)."""
     from servelab.triton.gpu_configs import onnx_step
 
-    count, gpus = onnx_step(stack.gpu_count if stack.has_gpu else 0, p.onnx_instances)
+    count, gpus = onnx_step(stack.gpu_count, p.onnx_instances)
     return {"count": count, "kind": "KIND_GPU" if gpus else "KIND_CPU", "gpus": list(gpus)}
 
 

@@ -15,7 +15,7 @@ from servelab.core.paths import REPO_ROOT
 from servelab.lab.common import record
 from servelab.lab.params import LabParams
 from servelab.report.figures import as_image
-from servelab.results.schema import SCALING, SCALING_SERIES, num, relative_spread
+from servelab.results.schema import SCALING, SCALING_SERIES, device_label, num, relative_spread
 from servelab.scaling.cluster import Cluster, cluster_gpus, ray_processes
 from servelab.scaling.config import Scaling, field_map, hpa_manifest, keda_manifest
 from servelab.scaling.load import LoadRun, Phase, closed_loop, run_schedule, scale_events
@@ -100,7 +100,7 @@ def capacity(cluster: Cluster, p: LabParams, photos: list[tuple[bytes, str]]) ->
     """One replica's answers/s with 4 senders back to back (twice: the spread is the noise)."""
     took = cluster.deploy(policy(p, fixed=1))
     device = replica_device(cluster, photos[0][0])
-    print(f"the replica computes on the {device}")
+    print(f"the replica computes on the {device_label(device) or 'device it did not name'}")
     closed_loop(cluster.url, photos, 2, 1.0)  # warm-up
     windows = [closed_loop(cluster.url, photos, 4, 2.0) for _ in range(2)]
     rate = sum(w["throughput_rps"] for w in windows) / len(windows)
@@ -114,16 +114,15 @@ def capacity(cluster: Cluster, p: LabParams, photos: list[tuple[bytes, str]]) ->
 
 
 def replica_device(cluster: Cluster, photo: bytes) -> str:
-    """Where a replica computes ("GPU" or "CPU"), from its own answer to one photo (``Food11``'s
-    ``device``); "unknown device" when it does not answer."""
-    import json
-    import urllib.request
+    """Where a replica computes, as the tables record it (``cuda`` or ``cpu``), from its own answer to
+    one photo (``Food11``'s ``device``); "" when it does not say."""
+    from servelab.scaling.cluster import post
 
     try:
-        with urllib.request.urlopen(urllib.request.Request(cluster.url, data=photo), timeout=30) as reply:
-            return str(json.loads(reply.read().decode()).get("device") or "unknown device")
-    except (OSError, ValueError):
-        return "unknown device"
+        said = str(post(cluster.url, photo)[1].get("device") or "")
+    except OSError:
+        return ""
+    return {"GPU": "cuda", "CPU": "cpu"}.get(said, said)
 
 
 def step_phases(rate: float, p: LabParams) -> list[Phase]:

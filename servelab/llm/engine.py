@@ -4,9 +4,9 @@
 ``transformers serve MODEL [--continuous-batching]`` builds (its handlers, its generation managers)
 and runs it under uvicorn, with these additions in front of it (:class:`Front`):
 
-- **validation** (:func:`validate`): an empty prompt, a ``max_tokens`` outside 1..(context - prompt),
-  a request larger than the KV cache, a non-integer ``max_tokens`` or another model's name get a 4xx
-  with a message. ``transformers serve`` 5.23 itself answers a wrong model with 400, but an empty prompt
+- **validation** (``servelab.llm.validation``): an empty prompt, a ``max_tokens`` outside
+  1..(context - prompt), a request larger than the KV cache, a non-integer ``max_tokens`` or another
+  model's name get a 4xx with a message. ``transformers serve`` 5.23 itself answers a wrong model with 400, but an empty prompt
   or a request larger than the cache kills its continuous-batching worker (every later request is a
   503) and an absurd ``max_tokens`` is accepted;
 - **the fields benchmark tools send** (servelab/llm/fields.py): ``ignore_eos``, ``min_tokens``,
@@ -40,21 +40,14 @@ from typing import Any
 
 import uvicorn
 
-from servelab.llm.front import SHUTTING_DOWN, Front  # noqa: F401  (the engine's names, as before)
-from servelab.llm.openai_shape import (
-    BadRequest,
-)
+from servelab.llm.front import Front
 from servelab.llm.static_batcher import StaticBatcher
-from servelab.llm.validation import (  # noqa: F401  (the engine's names, as before)
+from servelab.llm.validation import (
     BATCHING,
     CB_BLOCK_SIZE,
     CB_MAX_BATCH_TOKENS,
     CB_NUM_BLOCKS,
-    DEFAULT_MAX_TOKENS,
-    Request,
     describe_cache,
-    kv_bytes_per_token,
-    validate,
 )
 
 # uvicorn's wait for responses still running after a stop signal, and the wait for the generation
@@ -218,4 +211,4 @@ if __name__ == "__main__":
     _exit_now()
 
 
-__all__ = ["BATCHING", "BadRequest", "Front", "build_app", "validate"]
+__all__ = ["BATCHING", "Front", "build_app", "main"]

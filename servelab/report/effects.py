@@ -11,6 +11,7 @@ preconditions: docs/decisions/2026-11-26-verdicts-with-preconditions.md.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -95,8 +96,12 @@ def check(effect: str, values: tuple[float | None, ...], test: Callable[..., boo
 def amount(value: float) -> str:
     """A measured figure as the verdicts print it: three significant digits, never in e-notation."""
     size = abs(value)
-    text = f"{value:.0f}" if size >= 100 or value == 0 else f"{value:.1f}" if size >= 10 else f"{value:.2g}"
-    return text.removesuffix(".0")
+    if size >= 100 or value == 0:
+        return f"{value:.0f}"
+    if size >= 10:
+        return f"{value:.1f}".removesuffix(".0")
+    digits = max(2, 2 - math.floor(math.log10(size)))  # three significant digits, in fixed point
+    return f"{value:.{digits}f}".rstrip("0").rstrip(".")
 
 
 def noise_band(a: float | None, b: float | None, spread_a: float | None = None,

@@ -206,9 +206,14 @@ def run_devices(data: RunData) -> str:
     return ", ".join(parts) or "no measurements"
 
 
+def run_on_gpu(data: RunData) -> bool:
+    """Did any of the run's rows (FastAPI, Triton, the LLM engine) compute on a GPU?"""
+    return any(str(d).startswith("cuda") for d in _devices(data))
+
+
 def _devices(data: RunData) -> list[Any]:
-    """Every row's ``device`` (FastAPI, Triton), for ``noise_note``."""
-    return [d for df in (data.fastapi, data.triton) if "device" in df for d in df["device"]]
+    """Every row's ``device`` (FastAPI, Triton, the LLM engine), for ``noise_note``."""
+    return [d for df in (data.fastapi, data.triton, data.llm) if "device" in df for d in df["device"]]
 
 
 def _effects_section(steps: Sequence[ReportStep], data: RunData, compare: Path | None = None) -> Section:

@@ -66,7 +66,8 @@ def normalise_triton(df: pd.DataFrame) -> pd.DataFrame:
     if "proc_cpu_mean_pct" in df:  # one core = 100 for psutil: on the machine's scale, all cores = 100
         from servelab.core.cpu import cpu_cores  # a row not yet stored has no cpu_count: this machine's
 
-        cores = pd.to_numeric(df["cpu_count"], errors="coerce") if "cpu_count" in df else cpu_cores()
+        cores = (pd.to_numeric(df["cpu_count"], errors="coerce").fillna(cpu_cores()) if "cpu_count" in df
+                 else cpu_cores())
         df["server_cpu_pct"] = (pd.to_numeric(df["proc_cpu_mean_pct"], errors="coerce") / cores).round(1)
     gpu_cols = [c for c in df if isinstance(c, str) and c.startswith("gpu") and c.endswith("_util_mean_pct")]
     df["gpu_util_pct"] = df[gpu_cols].apply(pd.to_numeric, errors="coerce").mean(axis=1) if gpu_cols else None

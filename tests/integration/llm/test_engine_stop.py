@@ -25,7 +25,7 @@ import pytest
 from servelab.core.paths import REPO_ROOT
 from servelab.core.procs import ManagedProcess, free_port
 from servelab.llm import model
-from servelab.llm.engine import SHUTTING_DOWN
+from servelab.llm.front import SHUTTING_DOWN
 from servelab.llm.server import EngineOptions, engine_env, post_json
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

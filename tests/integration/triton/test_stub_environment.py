@@ -30,8 +30,11 @@ def numpy2_site() -> Path:
     site = cache_dir() / "test-numpy2-site"
     if not (site / "numpy" / "__init__.py").is_file():
         wheels = cache_dir() / "test-wheels"
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-                        "-d", str(wheels), NUMPY_2], check=True, timeout=300)
+        argv = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                "-d", str(wheels), NUMPY_2]
+        got = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        if got.returncode != 0:  # an offline host (a GPU node's compute host): PyPI is where CI gets it
+            pytest.skip(f"numpy 2's wheel could not be fetched from the package index: {got.stderr[-300:]}")
         [wheel] = wheels.glob("numpy-2.2.6-*.whl")
         with zipfile.ZipFile(wheel) as archive:
             archive.extractall(site)

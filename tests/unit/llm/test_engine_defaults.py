@@ -13,8 +13,8 @@ import yaml
 from servelab.core.paths import REPO_ROOT
 from servelab.lab.params import resolve
 from servelab.llm import engine
-from servelab.llm.engine import CB_BLOCK_SIZE, CB_MAX_BATCH_TOKENS, CB_NUM_BLOCKS, describe_cache
 from servelab.llm.server import COMPOSE_FILE, EngineOptions
+from servelab.llm.validation import CB_BLOCK_SIZE, CB_MAX_BATCH_TOKENS, CB_NUM_BLOCKS, describe_cache
 from tests.readme_commands import engine_command
 
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from servelab.llm.engine import validate
 from servelab.llm.fields import NEUTRAL, take
 from servelab.llm.openai_shape import BadRequest
+from servelab.llm.validation import validate
 
 BODIES = json.loads((Path(__file__).parents[2] / "data" / "llm_benchmark_bodies.json").read_text())["bodies"]
 SERVED = "artifacts/llm"

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from servelab.llm.engine import Front
+from servelab.llm.front import Front
 from servelab.llm.openai_shape import OpenAIShape, as_openai_error
 
 SERVED = "artifacts/llm"

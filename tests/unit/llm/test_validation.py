@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from servelab.llm.engine import DEFAULT_MAX_TOKENS, BadRequest, validate
+from servelab.llm.openai_shape import BadRequest
+from servelab.llm.validation import DEFAULT_MAX_TOKENS, validate
 
 
 def count(text: str) -> int:

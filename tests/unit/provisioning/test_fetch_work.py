@@ -156,7 +156,8 @@ def test_08_fetches_before_anything_is_stopped_or_deleted_and_02_prints_the_line
     """08's code cells in order: the fetch comes before the stacks are stopped and the teardown; 02's last
     cell (``common.node_jupyter``) prints the one line any notebook here can run while the lease runs."""
     source = (REPO_ROOT / "notebooks" / "08_teardown.py").read_text()
-    calls = [ast.unparse(node.func) for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)]
+    found = [node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)]
+    calls = [ast.unparse(node.func) for node in sorted(found, key=lambda n: (n.lineno, n.col_offset))]
     order = [name for name in calls if name in ("provisioning.fetch_work", "common.stop_stacks",
                                                 "provisioning.teardown")]
     assert order == ["provisioning.fetch_work", "common.stop_stacks", "provisioning.teardown"]
