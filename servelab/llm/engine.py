@@ -6,9 +6,9 @@ and runs it under uvicorn, with these additions in front of it (:class:`Front`):
 
 - **validation** (``servelab.llm.validation``): an empty prompt, a ``max_tokens`` outside
   1..(context - prompt), a request larger than the KV cache, a non-integer ``max_tokens`` or another
-  model's name get a 4xx with a message. ``transformers serve`` 5.23 itself answers a wrong model with 400, but an empty prompt
-  or a request larger than the cache kills its continuous-batching worker (every later request is a
-  503) and an absurd ``max_tokens`` is accepted;
+  model's name get a 4xx with a message. ``transformers serve`` 5.23 itself answers a wrong model with
+  400, but an empty prompt or a request larger than the cache kills its continuous-batching worker
+  (every later request is a 503) and an absurd ``max_tokens`` is accepted;
 - **the fields benchmark tools send** (servelab/llm/fields.py): ``ignore_eos``, ``min_tokens``,
   ``stop: null``, ``stream_options`` (usage in the stream as vLLM sends it), a prompt as a list of one,
   chat content as text parts; a field the engine cannot honour in its batching mode gets a 400 naming
