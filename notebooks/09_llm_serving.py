@@ -263,7 +263,8 @@ common.reference("llm", step.LLM_SHOWN, step=["mixed", "equal", "kv_cache"])
 # list OpenAI clients ask for, and ends the streams in flight when the engine is stopped:
 
 # %%
-common.show_code("servelab/llm/engine.py", "validate", "Front.__call__", "Front._generate")
+common.show_code("servelab/llm/validation.py", "validate")
+common.show_code("servelab/llm/front.py", "Front.__call__", "Front._generate")
 
 # %% [markdown]
 # The load generator is the lab's own streaming client (`python -m servelab.llm.client`). It uses the

@@ -66,11 +66,18 @@ def further_steps(triton: Triton, name: str, plan: pd.DataFrame, p: LabParams, f
 
 def measure_threads(triton: Triton, name: str, p: LabParams) -> pd.DataFrame:
     """The threads lesson's measurement with the live CPU_THREADS: "default" (the framework's: every core
-    each) or "split" (``auto``: the cores shared out); the server's view of the stubs' threads first."""
+    each) or "split" (``auto``: the cores shared out); the server's view of the stubs' threads first.
+    Both settings are measured over a fixed count of requests (``settle="fixed"``): oversubscribed cores
+    swing the default setting's throughput too far for perf_analyzer's stability search to settle, and
+    an unsettled level is never counted; the swing is the lesson."""
+    from dataclasses import replace
+
     setting = live_config(triton, name).parameters["CPU_THREADS"].string_value
     threads = {"default": "default", "auto": "split"}.get(setting, f"{setting} each")
     server_view(triton, name)
-    rows = measure(triton, name, p, "threads_lesson", f"{live_instances(triton, name)}, {threads} threads",
+    fixed = replace(p, values={**p.values, "settle": "fixed"})
+    rows = measure(triton, name, fixed, "threads_lesson",
+                   f"{live_instances(triton, name)}, {threads} threads",
                    concurrency=p.scaling_concurrency, extra={"thread_setting": threads})
     return show_columns(rows, TRITON_COLUMNS)
 

@@ -261,7 +261,7 @@ SHOWN = {
     "04_triton_python": [
         "def initialize(self, args", "def execute(self, requests", "# How many copies of the model run",
         "max_batch_size: 16", "/tritonserver --model-repository=", "TritonBackend._infer",
-        "/v2/models/food_classifier/stats", '"batch_stats": [', "executions carried more than one image",
+        "/v2/models/food_classifier/stats", "batch_stats: batch size", "executions carried more than one image",
     ],
     "05_instance_scaling": [
         "+++ b/food_classifier/config.pbtxt", "stub process(es): one per instance of food_classifier",
@@ -276,7 +276,7 @@ SHOWN = {
         "a shed request's answer: 503",
     ],
     "07_dynamic_batching": [
-        "+dynamic_batching {", "/v2/models/food_classifier_onnx/stats", '"batch_stats": [',
+        "+dynamic_batching {", "/v2/models/food_classifier_onnx/stats", "batch_stats: batch size",
         "executions carried more than one image", "nv_inference_queue_duration_us{",
         "scraping http://",
     ],
