@@ -151,9 +151,9 @@ common.reference("triton", triton_steps.TRITON_COLUMNS, step="instance_scaling")
 # Two instances (on GPU 0 on the node), once with the cores shared out between them
 # (`CPU_THREADS="auto"`, the lab's setting) and once with the framework's default (`"default"`:
 # every instance's PyTorch uses every core). The instance count is one change; the threads are
-# the next, one line of the config each. Both settings are measured over a fixed count of requests
-# (one perf_analyzer window, no stability search): where the cores are oversubscribed, throughput
-# swings too far from window to window for the search to settle.
+# the next, one line of the config each. Where the cores are oversubscribed, throughput swings too far
+# from window to window for perf_analyzer's stability band: both settings take the band the preset
+# gives rate levels (`rate_stability_pct`), and the verdict weighs the windows' spread as noise.
 #
 # **Predict.** Two instances, each using every core, against two instances with one share of the
 # cores each: which serves more, and by how much?

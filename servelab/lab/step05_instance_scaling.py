@@ -67,16 +67,19 @@ def further_steps(triton: Triton, name: str, plan: pd.DataFrame, p: LabParams, f
 def measure_threads(triton: Triton, name: str, p: LabParams) -> pd.DataFrame:
     """The threads lesson's measurement with the live CPU_THREADS: "default" (the framework's: every core
     each) or "split" (``auto``: the cores shared out); the server's view of the stubs' threads first.
-    Both settings are measured over a fixed count of requests (``settle="fixed"``): oversubscribed cores
-    swing the default setting's throughput too far for perf_analyzer's stability search to settle, and
-    an unsettled level is never counted; the swing is the lesson."""
+    Both settings settle as the preset's rate levels do (``rate_stability_pct``: quick takes any spread
+    between the windows, and the verdict weighs it as noise): oversubscribed cores swing the default
+    setting's windows too far for the concurrency levels' band, and an unsettled level is never counted."""
     from dataclasses import replace
+
+    from servelab.lab.params import SPECS
 
     setting = live_config(triton, name).parameters["CPU_THREADS"].string_value
     threads = {"default": "default", "auto": "split"}.get(setting, f"{setting} each")
     server_view(triton, name)
-    fixed = replace(p, values={**p.values, "settle": "fixed"})
-    rows = measure(triton, name, fixed, "threads_lesson",
+    band = getattr(SPECS["rate_stability_pct"], p.preset)
+    swinging = replace(p, values={**p.values, "stability_pct": max(p.stability_pct, band)})
+    rows = measure(triton, name, swinging, "threads_lesson",
                    f"{live_instances(triton, name)}, {threads} threads",
                    concurrency=p.scaling_concurrency, extra={"thread_setting": threads})
     return show_columns(rows, TRITON_COLUMNS)

@@ -40,7 +40,8 @@ def test_every_notebook_runs(lab_run: lab.RunOutcome) -> None:
     failure = lab_run.failure
     assert failure is None, failure.error
     names = [n.name for n in lab_run.notebooks]
-    assert names == [p.stem for p in lab.notebook_paths()]
+    assert names == [p.stem for p in lab.run_order(lab.notebook_paths())]  # 08's teardown last
+    assert names[-1] == "08_teardown" and sorted(names) == [p.stem for p in lab.notebook_paths()]
     for outcome in lab_run.notebooks:
         assert outcome.output.is_file(), f"no executed copy of {outcome.name}"
     summary = json.loads((lab_run.run_dir / "run.json").read_text())
@@ -261,7 +262,8 @@ SHOWN = {
     "04_triton_python": [
         "def initialize(self, args", "def execute(self, requests", "# How many copies of the model run",
         "max_batch_size: 16", "/tritonserver --model-repository=", "TritonBackend._infer",
-        "/v2/models/food_classifier/stats", "batch_stats: batch size", "executions carried more than one image",
+        "/v2/models/food_classifier/stats", "batch_stats: batch size",
+        "executions carried more than one image",
     ],
     "05_instance_scaling": [
         "+++ b/food_classifier/config.pbtxt", "stub process(es): one per instance of food_classifier",
