@@ -139,8 +139,8 @@ SPECS: dict[str, Spec] = {
     "rate_stability_pct": Spec(1000, 20, _int(1, 10_000),
                                "as stability_pct, for request-rate levels (Poisson or constant arrivals)"),
     "instance_counts": Spec(None, None, _optional(_list_of(_int(1, 64), min_len=3, increasing=True)),
-                            "instances per step, three or more (None: 1, 2+2, 4+4 on two GPUs; scaled to "
-                            "the cores on CPU)"),
+                            "instances per step, three or more (None: 1, 2+2, 4+4 on two GPUs; 1, 2, 4 on "
+                            "one; scaled to the cores on CPU)"),
     "scaling_concurrency": Spec(8, 8, _int(1, 256), "concurrency for the instance-scaling runs"),
     "onnx_concurrency_levels": Spec([1, 8, 16], [1, 8, 16], _list_of(_int(1, 256), increasing=True),
                                     "concurrency levels for the ONNX backend (1: one request alone)"),
