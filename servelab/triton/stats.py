@@ -10,6 +10,7 @@ batch size.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -75,8 +76,27 @@ def run_stats(client: Any, model: str, version: str = "1") -> Iterator[RunStats]
     result = RunStats()
     result.before = snapshot(client, model, version)
     yield result
-    result.after = snapshot(client, model, version)
+    result.after = settled_snapshot(client, model, version)
     result.delta = delta(result.before, result.after)
+
+
+def settled_snapshot(client: Any, model: str, version: str = "1",
+                     interval_s: float = 0.1, timeout_s: float = 3.0) -> dict[str, Any]:
+    """A snapshot read again until two reads ``interval_s`` apart agree (or ``timeout_s`` passes).
+
+    Triton counts a request after the backend's execute returns, which can be
+    after its client already holds the reply: one read at the end of a block
+    can miss the block's last requests.
+    """
+    deadline = time.monotonic() + timeout_s
+    latest = snapshot(client, model, version)
+    while time.monotonic() < deadline:
+        time.sleep(interval_s)
+        again = snapshot(client, model, version)
+        if again == latest:
+            break
+        latest = again
+    return latest
 
 
 def batch_table(stats_delta: dict[str, Any]) -> Any:
