@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,17 +18,44 @@ if TYPE_CHECKING:  # pandas stays out of the import: the site's small venv reads
 
 REFERENCE_DIR = RESULTS_DIR / "reference"
 REFERENCE_SETTING = "SERVELAB_REFERENCE"  # a reference run's folder, or "none"
+_SAID: set[str] = set()  # wrong settings already said (once per process)
 
 
 def reference_run(base: Path = REFERENCE_DIR) -> Path | None:
     """The reference run reports and notebooks set beside theirs: ``$SERVELAB_REFERENCE`` (a folder,
-    or ``none``), else the newest folder under ``base`` with a run.json; None when there is none."""
+    or ``none``), else the newest folder under ``base`` with a run.json; None when there is none. A setting
+    naming a folder without a run.json is said once on stderr, with what to set instead, and reads None."""
     setting = os.environ.get(REFERENCE_SETTING, "").strip()
     if setting.lower() == "none":
         return None
     if setting:
-        return Path(setting) if (Path(setting) / "run.json").is_file() else None
-    runs = sorted(base.glob("*/run.json"), key=lambda p: str(json.loads(p.read_text()).get("started", "")))
+        if (Path(setting) / "run.json").is_file():
+            return Path(setting)
+        if setting not in _SAID:
+            _SAID.add(setting)
+            print(f"note: {REFERENCE_SETTING}={setting} holds no run.json, so no reference run is set beside "
+                  f"this one: set it to a run's folder (results/<run>/ or results/reference/<gpu>/), "
+                  f"or to none", file=sys.stderr)
+        return None
+    return newest(base)
+
+
+def started(run_json: Path) -> str:
+    """When the run began, as the runner writes it ("2026-11-26 13:00:00 UTC"); the file's time where
+    it says none or cannot be read, so every run sorts."""
+    try:
+        when = json.loads(run_json.read_text()).get("started")
+    except (OSError, ValueError):
+        when = None
+    if when:
+        return str(when)
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(run_json.stat().st_mtime))
+
+
+def newest(base: Path) -> Path | None:
+    """The run folder under ``base`` that began last (``started``), or None: the one order the reports,
+    the notebooks and the site pick runs by."""
+    runs = sorted(Path(base).glob("*/run.json"), key=started)
     return runs[-1].parent if runs else None
 
 

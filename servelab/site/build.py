@@ -28,6 +28,7 @@ from pathlib import Path
 import nbformat
 
 from servelab.lab.runner import notebook_paths
+from servelab.results.reference import newest
 from servelab.results.store import results_dir
 from servelab.site import pages
 from servelab.site.compare import COMPARE
@@ -70,12 +71,12 @@ class SiteError(RuntimeError):
 
 
 def newest_run(base: Path | None = None) -> Path:
-    """The most recent run folder under ``results/`` (``$SERVELAB_RESULTS``) that has a run.json."""
+    """The run folder under ``results/`` (``$SERVELAB_RESULTS``) that began last (``reference.newest``)."""
     base = Path(base or results_dir())
-    runs = sorted((p for p in base.glob("*/run.json")), key=lambda p: p.stat().st_mtime)
-    if not runs:
+    run = newest(base)
+    if run is None:
         raise RunFolderError(f"no run in {base}: run the lab first (./lab run) or name a run's folder")
-    return runs[-1].parent
+    return run
 
 
 def run_folder(folder: Path) -> Path:

@@ -110,6 +110,15 @@ def test_a_cpu_runs_report_sets_the_gpu_reference_beside_it(tmp_path, monkeypatc
     assert "compared run" not in write_report(tmp_path).read_text()  # a GPU run needs no GPU beside it
 
 
+def test_a_reference_setting_without_a_run_is_said_once(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    from servelab.results.reference import REFERENCE_SETTING, reference_run
+
+    monkeypatch.setenv(REFERENCE_SETTING, str(tmp_path / "p100"))
+    assert reference_run() is None and reference_run() is None
+    [line] = capsys.readouterr().err.splitlines()
+    assert f"{REFERENCE_SETTING}={tmp_path / 'p100'} holds no run.json" in line and "or to none" in line
+
+
 def test_06_does_not_compare_the_backends_across_devices() -> None:
     from servelab.lab import step06_onnx_backend
 

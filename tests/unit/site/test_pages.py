@@ -311,3 +311,13 @@ def test_a_folder_that_is_not_a_run_is_a_clear_error(tmp_path: Path) -> None:
         provenance.read(tmp_path)
     with pytest.raises(provenance.RunFolderError, match="no run in"):
         build.newest_run(tmp_path / "empty")
+
+
+def test_the_newest_run_is_the_one_that_began_last_whatever_was_written_last(tmp_path: Path) -> None:
+    import os
+
+    for name, began in (("later", "2026-11-26 09:00:00 UTC"), ("earlier", "2026-11-25 09:00:00 UTC")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "run.json").write_text(json.dumps({"started": began}))
+    os.utime(tmp_path / "later" / "run.json", (1, 1))  # e.g. copied back from the node after the other
+    assert build.newest_run(tmp_path) == tmp_path / "later"
