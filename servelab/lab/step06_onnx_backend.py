@@ -24,7 +24,8 @@ SPREAD_OVER = ("perf_analyzer's last three windows of each level (the ones its s
 
 
 def sweep_live(triton: Triton, name: str, p: LabParams, step: str, levels: Sequence[int]) -> pd.DataFrame:
-    """A concurrency sweep of the instances now live, each row labelled with them ("2 on the CPU, c=8")."""
+    """A concurrency sweep of the instances now live, each row labelled with them ("2 instances on the
+    CPU, c=8")."""
     where = live_instances(triton, name)
     runs = [{"concurrency": c, "label": f"{where}, c={c}"} for c in levels]
     return measure_all(triton, name, p, step, runs)

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from servelab.lab.step10_scaling_out import SUMMARY_COLUMNS, fig_timeline
+from servelab.lab.step10_triton_queue import cause_words
 from servelab.report.effects import Check, cannot_show, check, row
 from servelab.report.figures import Section, plot_html, table_html
 from servelab.results.schema import RunData, num
@@ -205,9 +206,6 @@ def _triton_and_kill(runs: pd.DataFrame) -> list[Check]:
     ]
 
 
-CAUSES = {"Exceeds maximum queue size": "the queue size", "Request timeout expired": "the waiting limit"}
-
-
 def refusal_causes(triton: pd.DataFrame) -> str:
     """"; 31 by the waiting limit (after p99 530 ms), 0 by the queue size": the bounded run's refusals
     by cause, from the row's per-cause counts ("" for a row without them)."""
@@ -217,5 +215,5 @@ def refusal_causes(triton: pd.DataFrame) -> str:
     by = rows.iloc[-1]["rejected_by"]
     if not isinstance(by, dict):
         return ""
-    return "; " + ", ".join(f"{v.get('count', 0)} by {CAUSES.get(k, k)} (answered after p99 "
+    return "; " + ", ".join(f"{v.get('count', 0)} by {cause_words(k)} (answered after p99 "
                             f"{v.get('p99_ms')} ms)" for k, v in by.items())

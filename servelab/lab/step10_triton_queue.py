@@ -88,15 +88,25 @@ def measure(p: LabParams, requests: int = 32, max_queue_size: int = 4,
     record(SCALING, rows)
     for row in rows:
         print(f"{row['label']}: {row['ok']} answered (p99 {row['p99_ms']} ms), {row['rejected']} refused"
-              + "".join(f"; {v['count']} by {CAUSES.get(k, repr(k))}, answered after p99 {v['p99_ms']} ms"
-                        for k, v in row["rejected_by"].items()))
+              + "".join(f"; {v['count']} by {cause_words(k, explain=True)}, answered after p99 "
+                        f"{v['p99_ms']} ms" for k, v in row["rejected_by"].items()))
     return rows
 
 
-# Triton's two refusals: at once when the queue is full, or after the waiting limit (both in its message)
-CAUSES = {"Exceeds maximum queue size": "the queue size ('Exceeds maximum queue size': refused on arrival)",
-          "Request timeout expired": "the waiting limit ('Request timeout expired': refused once it had "
-                                     "waited its timeout, and a CPU busy with the burst answers later still)"}
+# Triton's two refusals, by the words of its message: at once when the queue is full, or after the
+# waiting limit. Each cause's short name (the report's) and what it means (the notebook's).
+CAUSES = {"Exceeds maximum queue size": ("the queue size", "refused on arrival"),
+          "Request timeout expired": ("the waiting limit", "refused once it had waited its timeout, and a "
+                                      "CPU busy with the burst answers later still")}
+
+
+def cause_words(message: str, explain: bool = False) -> str:
+    """A refusal cause in words: "the queue size" (with ``explain``: "the queue size ('Exceeds maximum
+    queue size': refused on arrival)"); a message the lab does not know, quoted."""
+    if message not in CAUSES:
+        return repr(message)
+    name, meaning = CAUSES[message]
+    return f"{name} ('{message}': {meaning})" if explain else name
 
 
 def _summary(answers: list[dict[str, Any]], limit: int | None, requests: int) -> dict[str, Any]:

@@ -37,15 +37,18 @@ def _stubs(triton: Triton, name: str) -> tuple[set[str], list[list[str]]]:
 
 
 def live_instances(triton: Triton, name: str) -> str:
-    """The live instance_group in words: "2+2 on GPUs [0, 1]", "4 on the CPU"."""
+    """The live instance_group in the plan's words (``gpu_configs.describe``): "2 + 2 instances on GPUs
+    0 and 1", "4 instances on the CPU"; a GPU group listing no GPUs runs ``count`` on each GPU."""
     from servelab.triton.config import mc
+    from servelab.triton.gpu_configs import describe
 
     parts = []
     for group in live_config(triton, name).instance_group:
-        gpus = list(group.gpus)
-        on_gpu = group.kind == mc.ModelInstanceGroup.KIND_GPU
-        parts.append(f"{'+'.join([str(group.count)] * max(1, len(gpus)))} on GPUs {gpus or [0]}" if on_gpu
-                     else f"{group.count} on the CPU")
+        if group.kind == mc.ModelInstanceGroup.KIND_GPU and not group.gpus:
+            parts.append(f"{group.count} instance{'s' if group.count != 1 else ''} on each GPU")
+        else:
+            on_gpu = group.kind == mc.ModelInstanceGroup.KIND_GPU
+            parts.append(describe(group.count, list(group.gpus) if on_gpu else []))
     return ", ".join(parts)
 
 

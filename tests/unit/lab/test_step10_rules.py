@@ -205,3 +205,12 @@ def test_the_timeline_line_agrees_with_its_plot_and_the_plot_is_drawn_once() -> 
     before = len(plt.get_fignums())
     fig = fig_timeline(pd.DataFrame(series))
     assert len(plt.get_fignums()) == before and fig.axes[3].get_ylim() == (0, 105)
+
+
+def test_a_refusal_cause_is_named_one_way_in_the_notebook_and_the_report() -> None:
+    from servelab.lab.step10_triton_queue import cause_words
+
+    assert cause_words("Request timeout expired") == "the waiting limit"
+    assert cause_words("Exceeds maximum queue size", explain=True) == (
+        "the queue size ('Exceeds maximum queue size': refused on arrival)")
+    assert cause_words("model is not ready") == "'model is not ready'"
