@@ -330,8 +330,9 @@ def shown_command(argv: Sequence[str], warm_up: bool = False) -> str:
     return "$ " + shown(shlex.join(["perf_analyzer", *words]))  # the run's folder, the checkout, venv, home
 
 
-# what perf() printed last in this process: a level of the same run prints only what changed
-_SAID: dict[str, Any] = {"argv": None, "warm_up": False}
+# what perf() printed last in this notebook cell (or process): a level of the same run prints only what
+# changed; each cell starts afresh, so "as above" always points into the cell's own output
+_SAID: dict[str, Any] = {"argv": None, "warm_up": False, "cell": None}
 LEVEL_FLAGS = ("--concurrency-range", "--request-rate-range", "--request-count",
                "--measurement-request-count", "-f")
 
@@ -339,7 +340,11 @@ LEVEL_FLAGS = ("--concurrency-range", "--request-rate-range", "--request-count",
 def said(argv: Sequence[str], warm_up: bool = False) -> str | None:
     """What ``perf`` prints before running ``argv``: the whole command the first time; for the next level
     of the same run (only the load, the window and the CSV differ) the flags that changed; the warm-up
-    line once per process (every level has one, the same way). None: print nothing."""
+    line once (every level has one, the same way). All of it once per notebook cell: a re-run cell, or the
+    next cell, prints the whole command again. None: print nothing."""
+    cell = _cell()
+    if _SAID["cell"] != cell:
+        _SAID.update(argv=None, warm_up=False, cell=cell)
     if warm_up:
         if _SAID["warm_up"]:
             return None
@@ -354,6 +359,14 @@ def said(argv: Sequence[str], warm_up: bool = False) -> str | None:
     if not changed:
         return "$ perf_analyzer …  # the same command as above, its own -f CSV"
     return f"$ perf_analyzer … {' '.join(changed)}  # the rest as above, its own -f CSV"
+
+
+def _cell() -> int | None:
+    """The running notebook cell's execution count; None outside IPython (one script is one "cell")."""
+    shell = sys.modules.get("IPython")
+    get = getattr(shell, "get_ipython", None) if shell else None
+    ip = get() if get else None
+    return getattr(ip, "execution_count", None) if ip is not None else None
 
 
 def _other_flags(argv: Sequence[str]) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,7 @@ def test_a_sweep_prints_its_command_once_and_then_what_changed(monkeypatch: pyte
     """Issue 36: a warm-up line and a whole perf_analyzer line for every level were noise."""
     from servelab.triton import perf
 
-    monkeypatch.setattr(perf, "_SAID", {"argv": None, "warm_up": False})
+    monkeypatch.setattr(perf, "_SAID", {"argv": None, "warm_up": False, "cell": None})
 
     def argv(c: int, window: int = 24) -> list[str]:
         return perf_analyzer_argv("food_classifier", "localhost:8000", csv_path=f"/tmp/a{c}.csv",
@@ -57,6 +58,23 @@ def test_a_sweep_prints_its_command_once_and_then_what_changed(monkeypatch: pyte
     other = perf_analyzer_argv("food_classifier_onnx", "localhost:8000", csv_path="/tmp/b.csv",
                                binary="perf_analyzer", concurrency=16, measurement_request_count=32)
     assert perf.said(other).startswith("$ perf_analyzer -m food_classifier_onnx")  # another model: whole
+
+
+def test_each_notebook_cell_prints_its_whole_command_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """"As above" must point into the cell's own output: a re-run or the next cell says it all again."""
+    import types
+
+    from servelab.triton import perf
+
+    monkeypatch.setattr(perf, "_SAID", {"argv": None, "warm_up": False, "cell": None})
+    shell = types.SimpleNamespace(execution_count=7)
+    monkeypatch.setitem(sys.modules, "IPython", types.SimpleNamespace(get_ipython=lambda: shell))
+    argv = perf_analyzer_argv("food_classifier", "localhost:8000", csv_path="/tmp/a.csv",
+                              binary="perf_analyzer", concurrency=8)
+    assert perf.said(argv, warm_up=True) and perf.said(argv).startswith("$ perf_analyzer -m")
+    assert perf.said(argv, warm_up=True) is None and perf.said(argv).startswith("$ perf_analyzer …")
+    shell.execution_count = 8  # the next cell, or this one run again
+    assert perf.said(argv, warm_up=True) and perf.said(argv).startswith("$ perf_analyzer -m")
 
 
 def test_no_machines_absolute_path_in_a_shown_command(monkeypatch: pytest.MonkeyPatch,
