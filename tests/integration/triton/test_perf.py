@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from servelab.results.store import read_rows
@@ -66,8 +67,17 @@ def test_concurrency_run_is_a_table(triton, tmp_path: Path) -> None:
 
 
 def test_poisson_rate_run_records_rows_with_server_stats(triton) -> None:
-    frame = measure(triton, "food_classifier_onnx", "rate-poisson", request_rate=20, distribution="poisson",
-                    settle="fixed", request_count=40, warmup_requests=5, experiment="triton_test")
+    from servelab.triton.perf import PerfAnalyzerError
+
+    def run() -> pd.DataFrame:
+        return measure(triton, "food_classifier_onnx", "rate-poisson", request_rate=20,
+                       distribution="poisson", settle="fixed", request_count=40, warmup_requests=5,
+                       experiment="triton_test", timeout=90)
+
+    try:
+        frame = run()
+    except PerfAnalyzerError:  # perf_analyzer's rate mode can stall on a loaded 2-core machine (a 2 s run
+        frame = run()          # sat 300 s once): once more, as the lab's own measure does (triton_steps)
     row = frame.iloc[0]
     assert row["load_mode"] == "request_rate" and row["distribution"] == "poisson"
     assert row["throughput_infer_s"] > 0 and row["inference_count"] >= 40

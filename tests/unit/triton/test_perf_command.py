@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from servelab.triton.perf import perf_analyzer_argv, shown_command
+from servelab.triton.perf import perf_analyzer_argv
+from servelab.triton.perf_shown import shown_command
 
 
 def test_the_command_uses_paths_relative_to_the_checkout(tmp_path: Path,
@@ -41,7 +42,7 @@ def test_a_count_window_warm_up_says_its_window() -> None:
 
 def test_a_sweep_prints_its_command_once_and_then_what_changed(monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 36: a warm-up line and a whole perf_analyzer line for every level were noise."""
-    from servelab.triton import perf
+    from servelab.triton import perf_shown as perf
 
     monkeypatch.setattr(perf, "_SAID", {"argv": None, "warm_up": False, "cell": None})
 
@@ -64,7 +65,7 @@ def test_each_notebook_cell_prints_its_whole_command_again(monkeypatch: pytest.M
     """"As above" must point into the cell's own output: a re-run or the next cell says it all again."""
     import types
 
-    from servelab.triton import perf
+    from servelab.triton import perf_shown as perf
 
     monkeypatch.setattr(perf, "_SAID", {"argv": None, "warm_up": False, "cell": None})
     shell = types.SimpleNamespace(execution_count=7)
