@@ -101,13 +101,13 @@ install_python_packages() {  # install_python_packages full|controller|site (sit
   local mode="$1"
   if [ "$mode" = "site" ]; then local VENV="$SITE_VENV"; fi
   local stamp="$VENV/.servelab-stamp" digest have=""
-  digest="$(requirements_digest)"
-  [ -f "$stamp" ] && have="$(cat "$stamp")"
   if [ -x "$VENV/bin/python" ] && ! python_fits "$(python_version "$VENV/bin/python")"; then
     echo "error: $VENV has Python $(python_version "$VENV/bin/python"), the lab needs" \
       ">=$PYTHON_MIN,<$PYTHON_BELOW: remove it (rm -rf $VENV) and run set-up again" >&2
     exit 1
   fi
+  digest="$(requirements_digest)"
+  [ -f "$stamp" ] && have="$(cat "$stamp")"
   # a full environment serves the controller too; a controller one is topped up to full when asked
   if [ -x "$VENV/bin/python" ] && { [ "$have" = "full $digest" ] || [ "$have" = "$mode $digest" ]; }; then
     log "virtual environment up to date ($VENV)"
