@@ -64,12 +64,23 @@ def read_breakdown(df: pd.DataFrame, x: str = "concurrency") -> str:
     if by is not None:
         return read_pairs(df, by, x)
     lo, hi = df.iloc[0], df.iloc[-1]
-    queue_lo, queue_hi = (float(r.get(QUEUE) or 0) for r in (lo, hi))
-    infer_lo, infer_hi = (float(r.get("compute_infer_ms") or 0) for r in (lo, hi))
+
+    def pair(column: str, form: str) -> str:
+        return " → ".join(_shown(_number(r.get(column)), form) for r in (lo, hi))
     fixed = held(df, x)
-    return (f"{fixed + ': ' if fixed else ''}from {x} {level_text(lo, x)} to {level_text(hi, x)}: queue "
-            f"{queue_lo:.1f} → {queue_hi:.1f} ms, compute infer {infer_lo:.1f} → {infer_hi:.1f} ms, p99 "
-            f"{float(lo.get('p99_ms') or 0):.0f} → {float(hi.get('p99_ms') or 0):.0f} ms")
+    return (f"{fixed + ': ' if fixed else ''}from {x} {level_text(lo, x)}{_loose(lo)} to "
+            f"{level_text(hi, x)}{_loose(hi)}: queue {pair(QUEUE, '{:.1f}')} ms, compute infer "
+            f"{pair('compute_infer_ms', '{:.1f}')} ms, p99 {pair('p99_ms', '{:.0f}')} ms")
+
+
+def _shown(value: float | None, form: str) -> str:
+    """A figure as ``form`` prints it; "?" where the row has none (never "nan")."""
+    return "?" if value is None else form.format(value)
+
+
+def _loose(row: pd.Series) -> str:
+    """" (unsettled)" after a level perf_analyzer could not settle: its figures are not a level's own."""
+    return " (unsettled)" if str(row.get("settled")) == "False" else ""
 
 
 def read_pairs(df: pd.DataFrame, by: str, x: str = "concurrency") -> str:
@@ -107,13 +118,21 @@ def _number(value: Any) -> float | None:
 
 
 def read_scaling(df: pd.DataFrame) -> str:
+    """Each configuration's throughput and p99 at the load they share ("at concurrency 8: best …"), the
+    best among the settled rows; an unsettled row is marked and never named best."""
     if df.empty:
         return "no measurements"
-    best = df.iloc[num(df, "throughput").argmax()]  # the row of the best throughput (NaN skipped)
-    name = best.get("label", best.get("instances"))
-    return (f"best throughput {float(best['throughput']):.1f}/s with {name}; "
-            + ", ".join(f"{r.get('label', r.get('instances'))}: {float(r['throughput']):.1f}/s, "
-                        f"p99 {float(r['p99_ms']):.0f} ms" for _, r in df.iterrows()))
+    fixed = held(df, "label")
+    settled = df[df["settled"].astype(str) != "False"] if "settled" in df else df
+    shown = ", ".join(f"{r.get('label', r.get('instances'))}{_loose(r)}: "
+                      f"{_shown(_number(r.get('throughput')), '{:.1f}')}/s, "
+                      f"p99 {_shown(_number(r.get('p99_ms')), '{:.0f}')} ms" for _, r in df.iterrows())
+    throughput = num(settled, "throughput")
+    if throughput.dropna().empty:
+        return f"{'at ' + fixed + ': ' if fixed else ''}no settled row to name a best; {shown}"
+    best = settled.iloc[throughput.fillna(-1).argmax()]
+    return (f"{'at ' + fixed + ': ' if fixed else ''}best throughput {float(best['throughput']):.1f}/s with "
+            f"{best.get('label', best.get('instances'))}; {shown}")
 
 
 def read_util(df: pd.DataFrame) -> str:
