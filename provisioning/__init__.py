@@ -149,7 +149,7 @@ def reserve(config: ChameleonConfig, plan_only: bool = False, chi: ChiApi | None
         lease = ensure_lease(config, chi, records, require_active)
     if lease.status != "ACTIVE":  # reserved for a later start, e.g. a class slot a student will adopt
         print(f"To delete it (after the class, or to cancel it), from the lab's folder: "
-              f"{delete_command(config, records.path, str(lease.id))}", flush=True)
+              f"{delete_command(config, records.path, str(lease.id), lease_only=True)}", flush=True)
     return lease
 
 
@@ -246,10 +246,11 @@ def unbound_ips(config: ChameleonConfig, plan_only: bool = False, chi: ChiApi | 
 
 def teardown(config: ChameleonConfig, plan_only: bool = False, keep_lease: bool = False,
              chi: ChiApi | None = None, *, delete_adopted: bool = False,
-             state: StatePath = None) -> TeardownResult | None:
+             state: StatePath = None, lease_only: bool = False) -> TeardownResult | None:
     """Delete what ``state`` records as created: server (without python-chi's IP release), the floating
     IP it allocated (released through python-chi's network API), then the lease unless ``keep_lease``.
 
+    ``lease_only``: only the lease the config names, no server or floating IP (a class slot's delete line).
     Adopted resources are kept unless ``delete_adopted``; what is kept is printed with until when
     it stays reserved and the command that deletes it. Each is tried whatever happened to the
     others; when any failed, ``TeardownError`` (a ProvisioningError, with ``.result``) names them
@@ -261,7 +262,7 @@ def teardown(config: ChameleonConfig, plan_only: bool = False, keep_lease: bool 
     chi = _select(config, chi)
     with SignalGuard().deferred("the teardown"):  # Ctrl-C (a kernel interrupt in 08) waits for it
         result = run_teardown(config, chi, State(state), keep_lease=keep_lease,
-                              delete_adopted=delete_adopted)
+                              delete_adopted=delete_adopted, lease_only=lease_only)
     if result.still_there:  # a lease kept running or reserved must never go unmentioned
         print(result.reserved_text(), flush=True)
     if result.errors:

@@ -22,7 +22,7 @@ from provisioning.plan import format_plan, provision_plan
 from provisioning.ray_cluster import ray_cluster_plan
 
 DEBUG_VAR = "SERVELAB_DEBUG"
-NOT_SETTINGS = ("action", "minutes", "keep_lease", "delete_adopted", "state", "nodes")
+NOT_SETTINGS = ("action", "minutes", "keep_lease", "delete_adopted", "lease_only", "state", "nodes")
 
 
 def _run(args: argparse.Namespace, signals: SignalGuard) -> None:
@@ -46,7 +46,7 @@ def _run(args: argparse.Namespace, signals: SignalGuard) -> None:
     else:
         with signals.deferred("the teardown"):  # a teardown cut short leaves things held
             result = teardown(config, keep_lease=args.keep_lease, delete_adopted=args.delete_adopted,
-                              state=args.state)
+                              state=args.state, lease_only=args.lease_only)
         if result is not None:
             print(f"Teardown: {result.line()}")
 
@@ -77,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="plan: with 2 or more, the plan for a Ray cluster over that many reserved nodes "
                              "(notebook 10; planned only, reserve and launch make one node)")
     parser.add_argument("--keep-lease", action="store_true", help="teardown: keep the lease")
+    parser.add_argument("--lease-only", action="store_true",
+                        help="teardown: only the lease named by --lease-id (else --lease-name): no server, "
+                             "no floating IP, no other lease of the state file (a class slot)")
     parser.add_argument("--delete-adopted", action="store_true",
                         help="teardown: also delete what was found and reused (adopted), not only "
                              "what was created")

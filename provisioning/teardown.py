@@ -73,14 +73,17 @@ class TeardownError(ProvisioningError):
 
 
 def delete_command(config: ChameleonConfig, state: Path, lease_id: str | None = None,
-                   server: bool = False) -> str:
-    """``python -m provisioning teardown ... --delete-adopted`` for this project, site, lease, state file."""
+                   server: bool = False, lease_only: bool = False) -> str:
+    """``python -m provisioning teardown ... --delete-adopted`` for this project, site, lease, state file;
+    ``lease_only``: that one lease and nothing else (a class slot: the same state file records the other
+    slots, and the caller's server is not the slot's)."""
     args = ["python", "-m", "provisioning", "teardown", "--project", config.project, "--site", config.site]
     lease_id = lease_id or config.lease_id
     args += ["--lease-id", lease_id] if lease_id else ["--lease-name", config.lease_name]
     if server:
         args += ["--server-name", config.server_name]
-    return shlex.join([*args, "--state", str(state), "--delete-adopted"])
+    return shlex.join([*args, "--state", str(state), *(["--lease-only"] if lease_only else []),
+                       "--delete-adopted"])
 
 
 def _started(lease: Any) -> bool:
@@ -99,8 +102,10 @@ def _until(lease: Any, site: str) -> str:
 
 
 class _Teardown:
-    def __init__(self, config: ChameleonConfig, chi: ChiApi, state: State, delete_adopted: bool) -> None:
+    def __init__(self, config: ChameleonConfig, chi: ChiApi, state: State, delete_adopted: bool,
+                 lease_only: bool = False) -> None:
         self.config, self.chi, self.state, self.delete_adopted = config, chi, state, delete_adopted
+        self.lease_only = lease_only
         self.result = TeardownResult()
         self.kept_lease_id: str | None = None
         self.kept_server = False
@@ -184,6 +189,9 @@ class _Teardown:
     def leases(self, keep_lease: bool) -> None:
         config, state = self.config, self.state
         recorded = state.live("lease", config)
+        if self.lease_only:  # the one lease named, not every lease the state file records
+            recorded = [e for e in recorded
+                        if (e.id == config.lease_id if config.lease_id else e.name == config.lease_name)]
         if keep_lease:
             for entry in recorded:
                 self.keep(f"{entry.label} (keep_lease)")
@@ -246,12 +254,15 @@ class _Teardown:
 
 
 def run_teardown(config: ChameleonConfig, chi: ChiApi, state: State, keep_lease: bool = False,
-                 delete_adopted: bool = False) -> TeardownResult:
-    """Server, floating IPs, then lease (project and site already selected); never raises for one of them."""
-    work = _Teardown(config, chi, state, delete_adopted)
-    work.servers()
-    work.floating_ips()
+                 delete_adopted: bool = False, lease_only: bool = False) -> TeardownResult:
+    """Server, floating IPs, then lease (project and site already selected); never raises for one of them.
+    ``lease_only``: only the lease the config names (its id, else its name)."""
+    work = _Teardown(config, chi, state, delete_adopted, lease_only)
+    if not lease_only:
+        work.servers()
+        work.floating_ips()
     work.leases(keep_lease)
     if work.result.still_there:
-        work.result.delete_command = delete_command(config, state.path, work.kept_lease_id, work.kept_server)
+        work.result.delete_command = delete_command(config, state.path, work.kept_lease_id, work.kept_server,
+                                                    lease_only)
     return work.result

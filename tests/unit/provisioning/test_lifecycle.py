@@ -203,18 +203,21 @@ def test_a_class_slot_reserved_ahead_prints_the_line_that_deletes_it(fake_chi, s
                                                                      capsys, monkeypatch) -> None:
     """The instructor reserves a student's slot (``reserve --lease-start --lease-name``); the student's 02
     adopts it and the student's 08 keeps it. reserve printed the one line that deletes it: run as
-    printed after the class, it does."""
+    printed after the class, it does, and nothing else: not the other slots the same state file records,
+    not the instructor's own server."""
     import shlex
 
     from provisioning import __main__ as cli
 
-    state = tmp_path / "slots" / "bob.json"
+    state = tmp_path / "slots" / "class.json"
     slot = config(lease_name="serve_system_bob", lease_start="+3h")
     lease = provisioning.reserve(slot, chi=fake_chi.api, state=state)
     command = (f"python -m provisioning teardown --project CHI-231095 --site CHI@TACC --lease-id {lease.id} "
-               f"--state {state} --delete-adopted")
+               f"--state {state} --lease-only --delete-adopted")
     assert (f"To delete it (after the class, or to cancel it), from the lab's folder: {command}"
             in capsys.readouterr().out)
+    carol = provisioning.reserve(config(lease_name="serve_system_carol", lease_start="+27h"), chi=fake_chi.api,
+                                 state=state)  # tomorrow's slot, in the same file
     fake_chi.clock.at += timedelta(hours=3, minutes=2)  # the class: Bob's 02 and 08 adopt and keep it
     bob = config(lease_name="serve_system_bob")
     provisioning.launch(bob, chi=fake_chi.api, state=tmp_path / "bob-hub" / "state.json")
@@ -224,8 +227,11 @@ def test_a_class_slot_reserved_ahead_prints_the_line_that_deletes_it(fake_chi, s
                        "OS_APPLICATION_CREDENTIAL_SECRET": "s"}.items():
         monkeypatch.setenv(var, value)
     monkeypatch.setattr("provisioning.checks.real_chi", lambda: fake_chi.api)
+    before = len(names(fake_chi))
     assert cli.main(shlex.split(command)[3:]) == 0  # after the class, as printed
     assert names(fake_chi)[-1] == "Lease.delete" and lease.status == "DELETED"
+    assert carol.status != "DELETED" and names(fake_chi)[before:].count("Lease.delete") == 1
+    assert not [n for n in names(fake_chi)[before:] if n.lower().startswith("server") or "floating" in n.lower()]
 
 
 def test_lease_start_makes_an_advance_reservation_used_later(fake_chi, student, tmp_path: Path) -> None:
