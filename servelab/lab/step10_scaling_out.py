@@ -67,13 +67,35 @@ def gpu_share(gpus: float, replicas: int) -> float:
     return min(GPU_SHARE, gpus / max(1, replicas))
 
 
+def replica_gpus() -> float:
+    """The running Ray cluster's GPUs the replicas can use: none where this Python's onnxruntime has no
+    CUDA provider (the lab's venv installs the CPU build; the replicas import the same packages), said
+    once, so that a GPU host without onnxruntime-gpu runs the lesson on the CPU instead of failing."""
+    gpus = cluster_gpus()
+    if gpus <= 0:
+        return 0.0
+    import onnxruntime
+
+    if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
+        return gpus
+    if not _SAID_CPU:
+        _SAID_CPU.append(True)
+        print(f"The cluster has {gpus:g} GPU(s), but onnxruntime {onnxruntime.__version__} here has no CUDA "
+              "provider: the replicas ask for no GPU and run on the CPU (install onnxruntime-gpu, as the "
+              "Jupyter image does, to put them on the GPU)")
+    return 0.0
+
+
+_SAID_CPU: list[bool] = []  # replica_gpus said once per process why the replicas stay on the CPU
+
+
 def policy(p: LabParams, **changes: Any) -> Scaling:
     """The notebook's autoscaling config (``changes``: fields to set, e.g. ``fixed=1``); each replica
-    asks for a ``gpu_share`` of the running Ray cluster's GPUs (none without GPUs)."""
+    asks for a ``gpu_share`` of the GPUs it can use (``replica_gpus``; none without them)."""
     replicas = max(int(changes.get("fixed") or 0), int(changes.get("max_replicas") or p.scaling_max_replicas))
     base = {"min_replicas": 1, "max_replicas": p.scaling_max_replicas, "target_ongoing_requests": 2.0,
             "upscale_delay_s": 1.0, "downscale_delay_s": 3.0, "look_back_period_s": 1.0,
-            "num_gpus": gpu_share(cluster_gpus(), replicas)}
+            "num_gpus": gpu_share(replica_gpus(), replicas)}
     return Scaling(**{**base, **changes})
 
 

@@ -105,11 +105,32 @@ def test_10s_replicas_fit_the_gpus_present(gpus: int, replicas: int, share: floa
 def test_10s_policy_shares_one_gpu_among_every_replica_it_allows(monkeypatch: pytest.MonkeyPatch) -> None:
     import ray
 
+    import onnxruntime
+
     p = params.resolve("local", "quick", scaling_max_replicas=4)
     monkeypatch.setattr(ray, "is_initialized", lambda: True)
     monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 16.0, "GPU": 1.0})
+    monkeypatch.setattr(onnxruntime, "get_available_providers",
+                        lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])  # onnxruntime-gpu
     assert step10_scaling_out.policy(p).num_gpus == 0.25
     assert step10_scaling_out.policy(p, fixed=1).num_gpus == 0.25  # the same share as the autoscaled runs
+
+
+def test_10s_replicas_stay_on_the_cpu_where_onnxruntime_cannot_use_the_gpu(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A local GPU host with the venv's CPU build of onnxruntime: a replica given a GPU refused to start
+    ("needs onnxruntime-gpu"), so the replicas ask for none and the notebook says why, once."""
+    import onnxruntime
+    import ray
+
+    p = params.resolve("local", "quick", scaling_max_replicas=4)
+    monkeypatch.setattr(ray, "is_initialized", lambda: True)
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 16.0, "GPU": 1.0})
+    monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: ["CPUExecutionProvider"])
+    monkeypatch.setattr(step10_scaling_out, "_SAID_CPU", [])
+    assert step10_scaling_out.policy(p).num_gpus == 0.0 and step10_scaling_out.policy(p, fixed=1).num_gpus == 0
+    [line] = capsys.readouterr().out.splitlines()
+    assert "has no CUDA provider: the replicas ask for no GPU and run on the CPU" in line
 
 
 def test_a_local_gpu_host_deploys_the_onnx_model_through_the_python_runner(
