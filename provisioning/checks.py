@@ -94,9 +94,12 @@ def credential_hints(config: ChameleonConfig, chi: ChiApi) -> dict[str, str]:
     works only at the site whose GUI made it (each site has its own Keystone)."""
     if not uses_application_credential(chi):
         return {}
-    return {"Unauthorized": f"Chameleon refused the application credential: one works only at the site "
-                           f"whose GUI made it and until it expires: create it in {config.site}'s GUI "
-                           f"({CREDENTIALS_GUI}, tick {UNRESTRICTED}) and source its openrc"}
+    hint = (f"Chameleon refused the application credential: one works only at the site whose GUI made it "
+            f"and until it expires: create it in {config.site}'s GUI ({CREDENTIALS_GUI}, tick "
+            f"{UNRESTRICTED}) and source its openrc")
+    # python-chi's list_projects turns keystone's 401 into ResourceError("Failed to retrieve projects.
+    # Check your credentials."): in this step, that is the refusal
+    return {"Unauthorized": hint, "ResourceError": hint}
 
 
 def check_project(config: ChameleonConfig, chi: ChiApi) -> None:

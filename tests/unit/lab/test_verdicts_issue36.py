@@ -138,8 +138,8 @@ def test_the_servers_own_cpu_is_on_the_machines_scale_beside_it() -> None:
 def test_a_reading_marks_an_unsettled_end_and_never_prints_nan() -> None:
     """04's reading printed "queue 0.5 → nan ms … p99 40 → nan ms" for an unsettled top level."""
     rows = pd.DataFrame([
-        {"model": "food_classifier", "concurrency": 1, "queue_ms": 0.5, "compute_infer_ms": 30.0, "p99_ms": 40.0,
-         "settled": True},
+        {"model": "food_classifier", "concurrency": 1, "queue_ms": 0.5, "compute_infer_ms": 30.0,
+         "p99_ms": 40.0, "settled": True},
         {"model": "food_classifier", "concurrency": 16, "queue_ms": float("nan"), "compute_infer_ms": None,
          "p99_ms": float("nan"), "settled": False}])
     reading = read_breakdown(rows)
@@ -154,8 +154,8 @@ def test_the_scaling_reading_never_names_an_unsettled_row_best_and_says_its_load
     rows = pd.DataFrame([
         {"label": "2 instances on the CPU, default threads", "concurrency": 8, "throughput": 90.0,
          "p99_ms": float("nan"), "settled": False},
-        {"label": "2 instances on the CPU, split threads", "concurrency": 8, "throughput": 25.3, "p99_ms": 300.0,
-         "settled": True}])
+        {"label": "2 instances on the CPU, split threads", "concurrency": 8, "throughput": 25.3,
+         "p99_ms": 300.0, "settled": True}])
     reading = read_scaling(rows)
     assert reading.startswith("at concurrency 8: best throughput 25.3/s with 2 instances on the CPU, split")
     assert "default threads (unsettled): 90.0/s, p99 ? ms" in reading and "nan" not in reading

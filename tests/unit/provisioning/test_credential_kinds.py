@@ -127,11 +127,13 @@ def test_restricted_is_read_from_keystones_token_with_keystoneauth() -> None:
 
 
 def test_a_401_with_an_application_credential_names_the_site_whose_gui_makes_it(fake_chi, student) -> None:
-    fake_chi.context.settings["auth_type"] = "v3applicationcredential"
-    from tests.unit.conftest import Unauthorized
+    """python-chi 1.2.10's list_projects catches keystone's 401 and raises ResourceError("Failed to retrieve
+    projects. Check your credentials.") (chi/context.py): the hint must come for that."""
+    from chi.exception import ResourceError
 
-    fake_chi.rec.failures["context.list_projects"] = Unauthorized("The request you have made requires "
-                                                                  "authentication. (HTTP 401)")
+    fake_chi.context.settings["auth_type"] = "v3applicationcredential"
+    fake_chi.rec.failures["context.list_projects"] = ResourceError("Failed to retrieve projects. Check your "
+                                                                   "credentials.")
     with pytest.raises(ProvisioningError) as caught:
         provisioning.preflight(config(site="CHI@TACC"), chi=fake_chi.api)
     assert str(caught.value).endswith(

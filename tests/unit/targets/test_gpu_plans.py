@@ -103,9 +103,8 @@ def test_10s_replicas_fit_the_gpus_present(gpus: int, replicas: int, share: floa
 
 
 def test_10s_policy_shares_one_gpu_among_every_replica_it_allows(monkeypatch: pytest.MonkeyPatch) -> None:
-    import ray
-
     import onnxruntime
+    import ray
 
     p = params.resolve("local", "quick", scaling_max_replicas=4)
     monkeypatch.setattr(ray, "is_initialized", lambda: True)
@@ -128,7 +127,8 @@ def test_10s_replicas_stay_on_the_cpu_where_onnxruntime_cannot_use_the_gpu(
     monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 16.0, "GPU": 1.0})
     monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: ["CPUExecutionProvider"])
     monkeypatch.setattr(step10_scaling_out, "_SAID_CPU", [])
-    assert step10_scaling_out.policy(p).num_gpus == 0.0 and step10_scaling_out.policy(p, fixed=1).num_gpus == 0
+    assert step10_scaling_out.policy(p).num_gpus == 0.0
+    assert step10_scaling_out.policy(p, fixed=1).num_gpus == 0.0
     [line] = capsys.readouterr().out.splitlines()
     assert "has no CUDA provider: the replicas ask for no GPU and run on the CPU" in line
 
