@@ -240,6 +240,9 @@ step.multi_node_plan(nodes=2)
 # so replicas stop competing for the same cores, and the autoscaler's added replica adds capacity
 # up to the GPUs' limit.
 
+# %%
+common.reference("scaling", step.SUMMARY_COLUMNS)
+
 # %% [markdown]
 # **Try:** set `scaling_rate_fractions = [0.5, 2.0]` in the parameters cell and run the notebook
 # again: does the autoscaled run still keep up during the high phase, and at what p99? Then set

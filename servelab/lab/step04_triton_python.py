@@ -7,7 +7,7 @@ import pandas as pd
 
 from servelab.lab.params import LabParams
 from servelab.lab.triton_steps import Triton, measure_all
-from servelab.report.effects import Check, check, row, spread
+from servelab.report.effects import Check, check, row, spread, unusable
 from servelab.report.figures import Section, fig_breakdown, plot_html, table_html
 from servelab.report.readings import first, read_breakdown
 from servelab.results.schema import QUEUE, TRITON_COLUMNS, RunData, num, step_rows
@@ -63,6 +63,13 @@ def rules(data: RunData) -> list[Check]:
     batch raises throughput (a GPU effect)."""
     sweep = step_rows(data.triton, "python_concurrency")
     c_lo, c_hi = row(sweep, "concurrency", "min"), row(sweep, "concurrency", "max")
+    # the levels the sweep measured, settled or not: a top (or bottom) level that never settled is the
+    # lesson's precondition failing, not a reason to read the next level as if it were the top
+    levels = num(sweep, "concurrency").dropna() if "concurrency" in sweep else pd.Series(dtype=float)
+    at_lo = unusable(sweep, concurrency=levels.min()) if len(levels) else None
+    at_hi = unusable(sweep, concurrency=levels.max()) if len(levels) else None
+    if at_hi:
+        c_hi = float(levels.max())
     two_levels = c_lo is not None and c_hi is not None and c_hi > c_lo
     lat = (row(sweep, "p50_ms", concurrency=c_lo), row(sweep, "p50_ms", concurrency=c_hi)) if two_levels \
         else (None, None)
@@ -76,17 +83,18 @@ def rules(data: RunData) -> list[Check]:
               if c_hi else "Triton Python backend: latency at concurrency 16 > 4× latency at 1",
               lat, lambda a, b: b > 4 * a, lambda a, b: f"p50 {a:.0f} ms → {b:.0f} ms ({b / a:.1f}×)",
               noise=(spread(sweep, "p50_ms", concurrency=c_lo), spread(sweep, "p50_ms", concurrency=c_hi)),
-              unit="ms"),
+              unit="ms", blocked=at_lo or at_hi),
         # no noise here: the test carries its own tolerance (2×)
         check("Triton Python backend: compute time stays flat (< 2×) while concurrency rises",
-              comp, lambda a, b: b < 2 * a, lambda a, b: f"compute infer {a:.1f} ms → {b:.1f} ms"),
+              comp, lambda a, b: b < 2 * a, lambda a, b: f"compute infer {a:.1f} ms → {b:.1f} ms",
+              blocked=at_lo or at_hi),
         check("Triton Python backend: at the highest concurrency queue time exceeds compute time",
               queue, lambda q, c: q > c, lambda q, c: f"queue {q:.1f} ms vs compute infer {c:.1f} ms",
-              noise=(spread(sweep, QUEUE, concurrency=c_hi),) * 2, unit="ms"),
+              noise=(spread(sweep, QUEUE, concurrency=c_hi),) * 2, unit="ms", blocked=at_hi),
         check("Client batch 16 raises throughput (images/s) ≥ 1.5× over single images at concurrency 1",
               (row(sweep, "throughput", concurrency=c_lo), row(batch, "throughput")),
               lambda one, many: many >= 1.5 * one, lambda one, many: f"{one:.1f} → {many:.1f} images/s",
               gpu_only=True,
               noise=(spread(sweep, "throughput", concurrency=c_lo), spread(batch, "throughput")),
-              unit="images/s"),
+              unit="images/s", blocked=at_lo or unusable(batch)),
     ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from servelab.report.effects import Check, check, relative_spread, row
 from servelab.report.figures import Section, as_image, plot_html, table_html
 from servelab.report.terms import define
 from servelab.results.schema import LLM, RunData, num, step_rows
+from servelab.results.store import results_dir
 
 # what a verdict's "(spread …)" spans here (servelab.report.terms)
 SPREAD_OVER = ("the timed repeats of each prompt length (one request at a time), a load run's two "
@@ -148,26 +149,29 @@ def client_command(engine: Engine, rate: float, requests: int, lengths: tuple[in
 
 def load_run(engine: Engine, p: LabParams, step: str, rate: float, lengths: tuple[int, int],
              label: str = "") -> dict[str, Any]:
-    """One load level: the client's command printed, run, and its summary + the engine's stats as a row."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "run.json"
-        argv = client_command(engine, rate, p.llm_requests, lengths, p.llm_short_prompt, out)
-        print(f"$ {short_command(argv)}", flush=True)
-        done = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=LOAD_TIMEOUT_S,
-                              check=False)
-        if not out.exists():
-            raise RuntimeError(f"the load client failed (exit {done.returncode}): {done.stderr[-800:]}")
-        result = json.loads(out.read_text())
+    """One load level: the client's command printed, run, and its summary + the engine's stats as a row.
+    The client's own output (every request's timings) is kept in the results folder's ``llm-client/``."""
+    o = engine.options
+    folder = results_dir() / "llm-client"
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / f"{step}-{engine.kind}-{o.batching}-{rate:.2f}-{time.strftime('%H%M%S')}.json"
+    argv = client_command(engine, rate, p.llm_requests, lengths, p.llm_short_prompt, out)
+    print(f"$ {short_command(argv)}", flush=True)
+    out.unlink(missing_ok=True)
+    done = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=LOAD_TIMEOUT_S,
+                          check=False)
+    if not out.exists():
+        raise RuntimeError(f"the load client failed (exit {done.returncode}): {done.stderr[-800:]}")
+    result = json.loads(out.read_text())
     samples = result["stats"]
     summary = result["summary"]
     print(f"  {summary['completed']}/{summary['requests']} done, {summary['output_tokens_s']} tokens/s, "
           f"TTFT p99 {summary['ttft_p99_ms']} ms" + (f"; {done.stderr.strip()}" if done.returncode else ""))
-    o = engine.options
     halves = [max((s.get("running", 0) for s in samples[i::2]), default=None) for i in (0, 1)]
     return {"step": step, "engine": engine.kind, "batching": o.batching, "device": engine_device(engine),
             "label": label or f"{o.batching} {rate:.2f}/s",
             "rate": round(rate, 3), "output_lengths": f"{lengths[0]}-{lengths[1]}",
-            "prompt_tokens": p.llm_short_prompt, **summary,
+            "prompt_tokens": counted_prompt(result.get("records", []), p.llm_short_prompt), **summary,
             "max_running": max((s.get("running", 0) for s in samples), default=None),
             "max_running_spread": split_half_spread(*halves),  # the stats samples' interleaved halves
             "max_waiting": max((s.get("waiting", 0) for s in samples), default=None),
@@ -175,6 +179,14 @@ def load_run(engine: Engine, p: LabParams, step: str, rate: float, lengths: tupl
             "kv_blocks": o.cb_num_blocks if o.batching == "continuous" else None,
             "max_batch": o.max_batch if o.batching == "static" else None,
             "command": short_command(argv), "stats": samples}
+
+
+def counted_prompt(records: list[dict[str, Any]], asked: int) -> int:
+    """The prompt length the engine counted (its usage reply; the median over the run's requests): the
+    words the client sends come out a few tokens short or long of ``asked``, which it falls back to."""
+    counted = sorted(int(r["prompt_tokens"]) for r in records
+                     if r.get("prompt_tokens") and not r.get("error"))
+    return counted[len(counted) // 2] if counted else asked
 
 
 def rate_sweep(engine: Engine, p: LabParams, rate: float) -> pd.DataFrame:

@@ -203,8 +203,11 @@ def start_engine(options: EngineOptions | None = None, port: int | None = None, 
 # ----------------------------------------------------------------------------- shown in notebook 09
 
 def short_command(command: list[str]) -> str:
-    """A command as a student would type it: ``python`` for this interpreter, paths relative to the repo."""
-    return shlex.join(["python" if c == sys.executable else _relative(c) for c in command])
+    """A command as a student would type it: ``python`` for this interpreter, paths relative to the repo,
+    no machine's absolute paths (``servelab.core.paths.shown``: the run's folder, the venv, home)."""
+    from servelab.core.paths import shown
+
+    return shown(shlex.join(["python" if c == sys.executable else _relative(c) for c in command]))
 
 
 def _relative(path: str) -> str:

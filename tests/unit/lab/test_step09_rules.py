@@ -102,3 +102,13 @@ def test_presets_and_bad_llm_sizes() -> None:
     with pytest.raises(ParameterError, match="less than one request"):
         resolve("local", "quick", llm_small_kv_blocks=2, llm_kv_blocks=24, llm_short_prompt=16,
                 llm_output_lengths=[8, 96])
+
+
+def test_a_load_row_records_the_prompt_length_the_engine_counted() -> None:
+    """Issue 36: the rows said 16 prompt tokens where the engine counted 13."""
+    from servelab.lab.step09_llm_serving import counted_prompt
+
+    records = [{"prompt_tokens": 13}, {"prompt_tokens": 14}, {"prompt_tokens": 13}, {"prompt_tokens": 99,
+                                                                                       "error": "HTTP 500"}]
+    assert counted_prompt(records, asked=16) == 13
+    assert counted_prompt([], asked=16) == 16

@@ -159,3 +159,22 @@ def test_the_scaling_reading_never_names_an_unsettled_row_best_and_says_its_load
     reading = read_scaling(rows)
     assert reading.startswith("at concurrency 8: best throughput 25.3/s with 2 instances on the CPU, split")
     assert "default threads (unsettled): 90.0/s, p99 ? ms" in reading and "nan" not in reading
+
+
+# ----------------------------------------------------------------------------- 04: an unsettled top level
+def test_04_says_it_cannot_show_the_queue_when_its_top_level_never_settled() -> None:
+    """04 used to drop an unsettled concurrency 16 without a word and read concurrency 8 as "the highest
+    concurrency": "observed … queue time exceeds compute time" from a level that was not the top."""
+    from servelab.lab import step04_triton_python
+
+    rows = [{"step": "python_concurrency", "label": f"c={c}", "concurrency": c, "p50_ms": p50,
+             "compute_infer_ms": 30.0, "queue_ms": q, "throughput": 30.0, "settled": settled}
+            for c, p50, q, settled in ((1, 35.0, 0.5, True), (8, 270.0, 240.0, True),
+                                       (16, 520.0, 490.0, False))]
+    checks = step04_triton_python.rules(data(rows))
+    for words in ("queue time exceeds compute", "latency at concurrency 16", "compute time stays flat"):
+        verdict = one(checks, words)
+        assert verdict.status == "not measured", (words, verdict)
+        assert verdict.evidence.startswith("this run cannot show it, because 'c=16'"), verdict.evidence
+    settled = [{**r, "settled": True} for r in rows]
+    assert one(step04_triton_python.rules(data(settled)), "queue time exceeds compute").status == "observed"
