@@ -31,6 +31,36 @@ def cuda_device_count() -> int:
     return count.value
 
 
+def _arch(name: str) -> tuple[str, int, int]:
+    """``"sm_86"`` → ("sm", 8, 6); ``"compute_90a"`` → ("compute", 9, 0)."""
+    kind, _, number = name.partition("_")
+    digits = number.rstrip("abcdefghijklmnopqrstuvwxyz")
+    return kind, int(digits[:-1] or 0), int(digits[-1:] or 0)
+
+
+def torch_gpu_usable(torch: Any, device: int = 0, warn: Any = None) -> bool:
+    """CUDA is there and this torch build has kernels for GPU ``device`` (else False, and ``warn`` is
+    called with one line saying why: the FastAPI engine and the Triton model then use the CPU).
+
+    ``torch.cuda.is_available()`` is also true for a GPU the build cannot run.
+    Machine code (``sm_XY``) runs on its own major version at an equal or
+    higher minor one; PTX (``compute_XY``) is compiled for any newer GPU.
+    Why: docs/decisions/2026-11-22-fastapi-engines-fall-back-to-the-cpu.md
+    """
+    if not torch.cuda.is_available():
+        return False
+    major, minor = torch.cuda.get_device_capability(device)
+    for kind, a_major, a_minor in (_arch(a) for a in torch.cuda.get_arch_list()):
+        if kind == "sm" and a_major == major and a_minor <= minor:
+            return True
+        if kind == "compute" and (a_major, a_minor) <= (major, minor):
+            return True
+    if warn is not None:
+        warn(f"GPU {torch.cuda.get_device_name(device)} (sm_{major}{minor}) is not supported by this torch "
+             f"build (kernels for {', '.join(torch.cuda.get_arch_list())}): using the CPU")
+    return False
+
+
 GPUS_SETTING = "SERVELAB_GPUS"
 
 

@@ -80,7 +80,8 @@ def where_it_computes(triton: Triton, name: str) -> tuple[str, str]:
     from servelab.triton.config import read_config
     from servelab.triton.repository import serving_device
 
-    return serving_device(live_config(triton, name), read_config(STAGING_DIR / name))
+    return serving_device(live_config(triton, name), read_config(STAGING_DIR / name),
+                          same_packages=triton.stack.target == "local")
 
 
 def triton_down(stack: Stack) -> None:

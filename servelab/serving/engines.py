@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from servelab.core import gpu
 from servelab.core.gpu import ort_has_cuda, ort_providers, pad_rows
 from servelab.core.model import ONNX_INPUT, ONNX_OUTPUT, require_file
 
@@ -42,31 +43,9 @@ class Backend(Protocol):
 # ----------------------------------------------------------------------------- which device
 # why: docs/decisions/2026-11-22-fastapi-engines-fall-back-to-the-cpu.md
 
-def _arch(name: str) -> tuple[str, int, int]:
-    """``"sm_86"`` → ("sm", 8, 6); ``"compute_90a"`` → ("compute", 9, 0)."""
-    kind, _, number = name.partition("_")
-    digits = number.rstrip("abcdefghijklmnopqrstuvwxyz")
-    return kind, int(digits[:-1] or 0), int(digits[-1:] or 0)
-
-
 def torch_gpu_usable(torch: Any) -> bool:
-    """CUDA is there and this torch build has kernels for the GPU (else: the CPU, with a warning).
-
-    ``torch.cuda.is_available()`` is also true for a GPU the build cannot run.
-    Machine code (``sm_XY``) runs on its own major version at an equal or
-    higher minor one; PTX (``compute_XY``) is compiled for any newer GPU.
-    """
-    if not torch.cuda.is_available():
-        return False
-    major, minor = torch.cuda.get_device_capability(0)
-    for kind, a_major, a_minor in (_arch(a) for a in torch.cuda.get_arch_list()):
-        if kind == "sm" and a_major == major and a_minor <= minor:
-            return True
-        if kind == "compute" and (a_major, a_minor) <= (major, minor):
-            return True
-    LOG.warning("GPU %s (sm_%d%d) is not supported by this torch build (kernels for %s): using the CPU",
-                torch.cuda.get_device_name(0), major, minor, ", ".join(torch.cuda.get_arch_list()))
-    return False
+    """``servelab.core.gpu.torch_gpu_usable``, its warning in the server's log."""
+    return gpu.torch_gpu_usable(torch, warn=LOG.warning)
 
 
 @functools.cache

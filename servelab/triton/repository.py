@@ -48,21 +48,30 @@ def to_python_runner(cfg: ModelConfig) -> ModelConfig:
     return new
 
 
-def serving_device(live: ModelConfig, staged: ModelConfig) -> tuple[str, str]:
+def serving_device(live: ModelConfig, staged: ModelConfig, same_packages: bool = True) -> tuple[str, str]:
     """Where a deployed model's instances compute: (``device`` as the tables record it, the words a
-    notebook prints). ``cuda`` for KIND_GPU instances; ``cpu`` for KIND_CPU ones, and for the generated
-    ONNX runner (a staged ONNX model served by the Python backend) on KIND_GPU when this Python's
-    onnxruntime has no CUDA provider: the runner then falls back to the CPU (it imports this Python's
-    packages)."""
+    notebook prints). ``cuda`` for KIND_GPU instances; ``cpu`` for KIND_CPU ones. A Python-backend model
+    on KIND_GPU falls back to the CPU where its packages cannot run the GPU: the generated ONNX runner
+    without onnxruntime's CUDA provider, ``food_classifier`` where torch cannot run it (no CUDA, or no
+    kernels for the GPU). ``same_packages``: Triton's stubs import this Python's packages (the local
+    target), so this process can tell; elsewhere (Triton's own image) the config is taken at its word."""
     if not any(g.kind == mc.ModelInstanceGroup.KIND_GPU for g in live.instance_group):
         return "cpu", "CPU"
-    if live.backend == "python" and is_onnx(staged):
-        import onnxruntime
+    if live.backend == "python" and same_packages:
+        from servelab.core.gpu import ort_has_cuda, torch_gpu_usable
 
-        from servelab.core.gpu import ort_has_cuda
+        if is_onnx(staged):
+            import onnxruntime
 
-        if not ort_has_cuda(onnxruntime):
-            return "cpu", "CPU (KIND_GPU, but onnxruntime here has no CUDA provider: the runner falls back)"
+            if not ort_has_cuda(onnxruntime):
+                return "cpu", ("CPU (KIND_GPU, but onnxruntime here has no CUDA provider: the runner falls "
+                               "back)")
+        else:
+            import torch
+
+            if not torch_gpu_usable(torch):
+                return "cpu", (f"CPU (KIND_GPU, but torch {torch.__version__} here cannot run the GPU: the "
+                               "model falls back, as Triton's log says)")
     return "cuda", "GPU"
 
 

@@ -38,11 +38,18 @@ class TritonPythonModel:
             raise RuntimeError(problem)
         import torch
 
+        from servelab.core.gpu import torch_gpu_usable
         from servelab.core.model import load_model
 
-        # The instance's kind and device come from instance_group: KIND_GPU → a GPU id, KIND_CPU → the CPU
-        on_gpu = args.get("model_instance_kind") == "GPU" and torch.cuda.is_available()
-        self.device = f"cuda:{args.get('model_instance_device_id', '0')}" if on_gpu else "cpu"
+        # The instance's kind and device come from instance_group: KIND_GPU → a GPU id, KIND_CPU → the CPU.
+        # A GPU this torch cannot run (no driver it accepts, no kernels for it) → the CPU, said in the log
+        gpu_id = int(args.get("model_instance_device_id") or 0)
+        wants_gpu = args.get("model_instance_kind") == "GPU"
+        on_gpu = wants_gpu and torch_gpu_usable(torch, gpu_id, warn=pb_utils.Logger.log_warn)
+        if wants_gpu and not on_gpu:
+            pb_utils.Logger.log_warn(f"food_classifier: KIND_GPU, but torch {torch.__version__} cannot run "
+                                     f"GPU {gpu_id} here: this instance computes on the CPU")
+        self.device = f"cuda:{gpu_id}" if on_gpu else "cpu"
         self.threads = CpuThreads(torch, config, __file__, on_gpu)  # CPU_THREADS
         self.per_request = _parameter(config, "EXECUTION", "batch").lower() == "per_request"
         weights = Path(args["model_repository"]) / args["model_version"] / "food11.pth"

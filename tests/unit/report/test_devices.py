@@ -81,8 +81,16 @@ def test_where_a_triton_model_computes(monkeypatch) -> None:  # type: ignore[no-
 
     python, onnx = (read_config(STAGING_DIR / n) for n in ("food_classifier", "food_classifier_onnx"))
     on_gpu, on_cpu = set_instances(python, 1, "KIND_GPU", [0]), set_instances(python, 2, "KIND_CPU", [])
+    monkeypatch.setattr(gpu, "torch_gpu_usable", lambda torch, device=0, warn=None: True)
     assert serving_device(on_gpu, python) == ("cuda", "GPU")
     assert serving_device(on_cpu, python) == ("cpu", "CPU")
+    # torch here cannot run the GPU (no CUDA, or no kernels for it): the stubs, which import this Python's
+    # packages on the local target, fall back to the CPU, and the row says so; Triton's own image is
+    # taken at the config's word
+    monkeypatch.setattr(gpu, "torch_gpu_usable", lambda torch, device=0, warn=None: False)
+    device, words = serving_device(on_gpu, python)
+    assert device == "cpu" and "cannot run the GPU: the model falls back" in words
+    assert serving_device(on_gpu, python, same_packages=False) == ("cuda", "GPU")
     assert serving_device(set_instances(onnx, 1, "KIND_GPU", [0]), onnx) == ("cuda", "GPU")  # Triton's ORT
     runner = to_python_runner(set_instances(onnx, 1, "KIND_GPU", [0]))  # the local runner: this Python's ORT
     monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: ["CPUExecutionProvider"])
