@@ -7,7 +7,7 @@ import pandas as pd
 
 from servelab.lab.params import LabParams
 from servelab.lab.triton_steps import Triton, measure_all
-from servelab.report.effects import Check, check, row, spread, unusable
+from servelab.report.effects import Check, check, computed_on, row, spread, unusable
 from servelab.report.figures import Section, fig_breakdown, plot_html, table_html
 from servelab.report.readings import first, read_breakdown
 from servelab.results.schema import QUEUE, TRITON_COLUMNS, RunData, num, step_rows
@@ -93,7 +93,8 @@ def rules(data: RunData) -> list[Check]:
               noise=(spread(sweep, QUEUE, concurrency=c_hi),) * 2, unit="ms", blocked=at_hi),
         check("Client batch 16 raises throughput (images/s) ≥ 1.5× over single images at concurrency 1",
               (row(sweep, "throughput", concurrency=c_lo), row(batch, "throughput")),
-              lambda one, many: many >= 1.5 * one, lambda one, many: f"{one:.1f} → {many:.1f} images/s",
+              lambda one, many: many >= 1.5 * one,
+              lambda one, many: f"{one:.1f} → {many:.1f} images/s{computed_on(batch)}",
               gpu_only=True,
               noise=(spread(sweep, "throughput", concurrency=c_lo), spread(batch, "throughput")),
               unit="images/s", blocked=at_lo or unusable(batch)),

@@ -13,7 +13,7 @@ from servelab.lab.common import concat
 from servelab.lab.params import LabParams
 from servelab.lab.triton_steps import Triton, measure_all
 from servelab.lab.triton_views import live_instances
-from servelab.report.effects import Check, check, device_gap, row, spread, unusable
+from servelab.report.effects import Check, check, computed_on, device_gap, row, spread, unusable
 from servelab.report.figures import Section, as_image, fig_breakdown, figure, plot_html, table_html
 from servelab.report.readings import read_breakdown, read_pairs
 from servelab.results.schema import TRITON_COLUMNS, RunData, num, step_rows
@@ -108,7 +108,8 @@ def rules(data: RunData) -> list[Check]:
         check("ONNX backend: two instances serve more than one",
               (row(onnx1, "throughput", concurrency=c_top), row(onnx2, "throughput", concurrency=c_top)),
               lambda a, b: b > 1.1 * a,
-              lambda a, b: f"at concurrency {c_top:g}: 1 instance {a:.1f}, 2 instances {b:.1f} inferences/s",
+              lambda a, b: f"at concurrency {c_top:g}: 1 instance {a:.1f}, 2 instances {b:.1f} inferences/s"
+                           f"{computed_on(onnx2)}",
               gpu_only=True, noise=(spread(onnx1, "throughput", concurrency=c_top),
                                     spread(onnx2, "throughput", concurrency=c_top)), unit="inferences/s",
               blocked=unusable(onnx1, concurrency=c_top) or unusable(onnx2, concurrency=c_top)),

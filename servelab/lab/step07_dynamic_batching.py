@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 
 from servelab.lab.params import LabParams
 from servelab.lab.triton_steps import Triton, measure_all
-from servelab.report.effects import Check, check, row, spread, unusable
+from servelab.report.effects import Check, check, computed_on, row, spread, unusable
 from servelab.report.figures import Section, as_image, fig_breakdown, figure, finish, plot_html, table_html
 from servelab.report.readings import first
 from servelab.results.schema import QUEUE, TRITON_COLUMNS, RunData, batch_size_counts, num, step_rows
@@ -224,6 +224,6 @@ def rules(data: RunData) -> list[Check]:
         check("At the highest rate, p99 with dynamic batching ≤ p99 without",
               (top_off, top_on), lambda off, on: on <= off,
               lambda off, on: f"at {top:g}/s: off {off:.1f} ms{parts(top, False)}, on {on:.1f} ms"
-                              f"{parts(top, True)}",
+                              f"{parts(top, True)}{computed_on(dyn)}",
               gpu_only=True, noise=(top_off_s, top_on_s), unit="ms", blocked=top_off_x or top_on_x),
     ]

@@ -56,6 +56,14 @@ def cannot_show(effect: str, because: str, gpu_only: bool = False) -> Check:
     return Check(effect, "not measured", f"this run cannot show it, because {because}", gpu_only)
 
 
+def computed_on(df: pd.DataFrame, **where: Any) -> str:
+    """" (on the CPU)", " (on the GPU (…))": where the rows matching ``where`` computed, for the evidence
+    of a GPU effect (on a GPU host the local ONNX runner can still compute on the CPU); "" when the rows
+    do not say."""
+    where_ = device_of(df, **where)
+    return f" (on the {where_})" if where_ else ""
+
+
 def device_gap(df: pd.DataFrame, key: str, sides: dict[Any, str], **where: Any) -> str | None:
     """Why a comparison of two sides (``key`` == each of ``sides``' keys, named by its values) holds no
     device fixed: "PyTorch ran on the GPU (…), ONNX Runtime on the CPU" from the rows' own ``device``,

@@ -145,3 +145,18 @@ def test_06_does_not_compare_the_backends_across_devices() -> None:
     assert apart.status == "not measured" and "this run cannot show it" in apart.evidence
     assert f"the Python backend ran on the GPU ({H100}), the ONNX backend on the CPU" in apart.evidence
     assert verdict("cuda").status == "observed"
+
+
+def test_a_gpu_effects_evidence_says_where_its_rows_computed() -> None:
+    """On a GPU host the local ONNX runner can still compute on the CPU: 06's "two instances" GPU effect
+    must not read as a GPU measurement then."""
+    from servelab.lab import step06_onnx_backend
+
+    rows = pd.DataFrame([{"step": step, "model": "food_classifier_onnx", "device": "cpu", "gpu": H100,
+                          "concurrency": 16, "throughput": tput, "settled": True, "warmup": "",
+                          "label": label}
+                         for step, tput, label in (("onnx_backend", 100.0, "1 instance"),
+                                                   ("onnx_scaling", 150.0, "2 instances"))])
+    verdict = next(c for c in step06_onnx_backend.rules(RunData(pd.DataFrame(), pd.DataFrame(), rows))
+                   if "two instances" in c.effect)
+    assert verdict.evidence.endswith("2 instances 150.0 inferences/s (on the CPU)"), verdict.evidence
