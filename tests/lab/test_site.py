@@ -41,7 +41,7 @@ BROKEN_IMAGES = """async () => {
 WHOLE = "e => e.parentElement.scrollWidth <= e.parentElement.clientWidth"
 # a table wider than its box, without the line above it that says it scrolls (servelab.js)
 UNHINTED_TABLES = """() => [...document.querySelectorAll(
-    'div.cell_output table, .servelab-compare table, div.table, table.data')]
+    'div.cell_output table, .servelab-compare table, div.table, table.data, div.table-wrapper')]
   .filter(e => e.offsetParent !== null && e.scrollWidth > e.clientWidth + 1
                && !(e.previousElementSibling && e.previousElementSibling.matches('.servelab-scroll-hint')))
   .map(e => e.textContent.slice(0, 60))"""

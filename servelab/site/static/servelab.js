@@ -2,7 +2,8 @@
 // above each table that is wider than its box saying that it scrolls sideways.
 (function () {
   "use strict";
-  var SCROLLERS = "div.cell_output table, .servelab-compare table, div.table, table.data";
+  // div.table-wrapper: the box Furo puts around a prose table (00's overview, the index's facts)
+  var SCROLLERS = "div.cell_output table, .servelab-compare table, div.table, table.data, div.table-wrapper";
 
   function copyText(text, button) {
     var done = function () {
