@@ -124,11 +124,14 @@ def rules(data: RunData) -> list[Check]:
                      and unusable(scaling.iloc[[i]])), None)
 
     steps = len(scaling)
+    levels = set(num(scaling, "concurrency").dropna()) if "concurrency" in scaling else set()
+    load = f"concurrency {levels.pop():g}" if len(levels) == 1 else ""  # the load every step had
     first = level(0)
     best = max((level(i) for i in range(1, steps)), key=lambda v: v[0] or -1.0, default=(None, None))
     middle, top = (level(steps - 2), level(steps - 1)) if steps >= 3 else ((None, None), (None, None))
     checks = [
-        check("More instances raise throughput at concurrency 8 (best vs one instance)", (first[0], best[0]),
+        check(f"More instances raise throughput{' at ' + load if load else ''} (best vs one instance)",
+              (first[0], best[0]),
               lambda a, b: b > 1.1 * a, lambda a, b: f"{a:.1f} → best {b:.1f} inferences/s", gpu_only=True,
               noise=(first[1], best[1]), unit="inferences/s", blocked=why(0)),
         check("The largest instance count is no better than the middle one (4+4 vs 2+2)", (middle[0], top[0]),

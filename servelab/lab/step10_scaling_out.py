@@ -236,7 +236,7 @@ def fig_timeline(series: pd.DataFrame, title: str = "step load") -> Figure:
             for ax in axes:
                 ax.axvline(e["t"], color="grey", linestyle="--", linewidth=0.8)
     # the CPU: the whole machine's, 100 % = all its cores (Serve's proxy and the load generator included)
-    names = ("replicas", "ongoing / replica", "latency (ms)", "machine CPU,\nGPU (%)")
+    names = ("replicas", "ongoing / replica", "latency (ms)", "machine CPU, GPU (%,\n100 = all cores)")
     for ax, label in zip(axes, names, strict=True):
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
