@@ -178,3 +178,23 @@ def test_04_says_it_cannot_show_the_queue_when_its_top_level_never_settled() -> 
         assert verdict.evidence.startswith("this run cannot show it, because 'c=16'"), verdict.evidence
     settled = [{**r, "settled": True} for r in rows]
     assert one(step04_triton_python.rules(data(settled)), "queue time exceeds compute").status == "observed"
+
+
+# ----------------------------------------------------------------------------- 08 last; the report on a phone
+def test_the_headless_run_executes_the_teardown_last() -> None:
+    """08 summarises everything measured, so it runs after 09 and 10 (issue 36, finding 10)."""
+    from pathlib import Path
+
+    from servelab.lab.runner import run_order
+
+    stems = ["00_intro", "03_fastapi", "08_teardown", "09_llm_serving", "10_scaling_out"]
+    assert [p.stem for p in run_order([Path(f"{s}.ipynb") for s in stems])] == [
+        "00_intro", "03_fastapi", "09_llm_serving", "10_scaling_out", "08_teardown"]
+
+
+def test_the_report_lays_out_at_the_phones_width(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Without the viewport tag a phone lays report.html out at 980 px and shrinks it (finding 11)."""
+    from servelab.report.html import render
+
+    page = render(tmp_path, [])
+    assert "<meta name='viewport' content='width=device-width, initial-scale=1'>" in page
