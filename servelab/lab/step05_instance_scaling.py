@@ -151,7 +151,7 @@ def rules(data: RunData) -> list[Check]:
         "Several instances: one thread each beats the framework's default threads", (default, split),
         lambda d, s: s > d, lambda d, s: f"default threads {d:.1f}/s, split {s:.1f}/s" + (
             "" if again is None else f" (the same configuration read {again:.1f}/s in the instance step: "
-                                     f"repeats {abs(s - again) / max(s, again):.0%} apart)"),
+                                     f"repeats {relative_spread([s, again]) or 0:.0%} apart)"),
         noise=(spread(threads, "throughput", thread_setting="default"), split_noise), unit="inferences/s",
         blocked=unusable(threads, thread_setting="default") or unusable(threads, thread_setting="split")))
     return checks

@@ -57,7 +57,7 @@ def test_a_configuration_measured_twice_counts_its_two_readings_as_noise() -> No
                           "throughput": 25.3, "settled": True})
     verdict = one(step05_instance_scaling.rules(data(rows)), "one thread each")
     assert verdict.status == "within noise", verdict
-    assert "the same configuration read 29.5/s in the instance step: repeats 14% apart" in verdict.evidence
+    assert "the same configuration read 29.5/s in the instance step: repeats 15% apart" in verdict.evidence
 
 
 # ----------------------------------------------------------------------------- 06: mixed concurrencies
