@@ -191,8 +191,13 @@ def _run_on_node(run_dir: Path, preset: str, only: Sequence[str] | None, keep_no
         if signals.received:
             stopped = True
             raise _Stop  # stopped from outside: what the node has is fetched in a time limit, then teardown
-        fetch_in = fetch_now.pop()
-        step("fetch", lambda: fetch_in(FETCH_LIMIT_S))
+        fetch_in = fetch_now[-1]  # kept until it succeeds: a stop during it fetches once more, time-limited
+        try:
+            step("fetch", lambda: fetch_in(FETCH_LIMIT_S))
+        except _Stop:
+            stopped = bool(signals.received)  # SIGTERM/SIGHUP cut the copy: the stop's fetch tries again
+            raise
+        fetch_now.pop()
         if node_failed:
             raise _Stop
     except _Stop:

@@ -285,6 +285,28 @@ def test_ctrl_c_during_the_node_run_fetches_what_the_node_has_then_tears_down(tm
     assert names(fake_chi)[-1] == "Lease.delete"
 
 
+class CutCopyShell(RecordingShell):
+    """The lab ran through; Ctrl-C lands while the results are being copied back, the first time only."""
+
+    def get(self, remote_path: str, local_path: Path) -> None:
+        if not any(c == "get" for c, _ in self.calls):
+            self.calls.append(("get", remote_path))
+            raise KeyboardInterrupt
+        super().get(remote_path, local_path)
+
+
+def test_a_stop_during_the_fetch_fetches_once_more_then_tears_down(tmp_path: Path, fake_chi, student) -> None:
+    """Ctrl-C in the fetch after a finished run used to go straight to the teardown: hours measured,
+    nothing copied. The stop's own fetch (time-limited) copies them."""
+    shell = CutCopyShell()
+    run_dir, outcome, _, _ = chameleon(tmp_path, fake_chi, shell)
+    steps = [(s.step, s.ok) for s in outcome.steps]
+    assert steps[-3:] == [("stopped", False), ("fetch", True), ("teardown", True)], steps
+    assert [c for c, _ in shell.calls].count("get") == 2
+    assert (run_dir / "03_fastapi.ipynb").is_file()
+    assert names(fake_chi)[-1] == "Lease.delete"
+
+
 def test_the_fetch_after_a_stop_is_time_limited(tmp_path: Path, fake_chi, student, monkeypatch) -> None:
     from servelab.targets import chameleon as node_run
 
