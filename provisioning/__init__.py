@@ -46,6 +46,7 @@ from provisioning.server import (
     ensure_floating_ip,
     ensure_server,
     find_server,
+    release_floating_ip,
     unbound_floating_ips,
     unbound_text,
     wait_for_ssh,
@@ -225,6 +226,24 @@ def fetch_work(config: ChameleonConfig | None = None, plan_only: bool = False, c
     return fetch_node_work(config, _select(config, chi), folder, limit_s, shell_for)
 
 
+def release_ip(config: ChameleonConfig, address: str, chi: ChiApi | None = None) -> bool:
+    """Release the project's floating IP ``address`` (``python -m provisioning release-ip --floating-ip
+    ADDRESS``, the line 08 prints), at the config's site and project as every other action selects them.
+    Refused while it is bound to a server; False (said) when the project has no such IP."""
+    chi = _select(config, chi)
+    with step(f"looking up floating IP {address} in project {config.project}"):
+        bound = [ip for ip in chi.network.list_floating_ips()
+                 if ip.get("floating_ip_address") == address and ip.get("port_id")]
+    if bound:
+        raise ProvisioningError(f"floating IP {address} is bound to a server (port {bound[0]['port_id']}): "
+                                "delete that server's run first (its teardown releases the IP it allocated)")
+    with step(f"releasing floating IP {address}"):
+        released = release_floating_ip(address, None, chi)
+    print(f"Released floating IP {address}" if released
+          else f"Project {config.project} at {config.site} has no floating IP {address}: nothing to release")
+    return released
+
+
 def unbound_ips(config: ChameleonConfig, plan_only: bool = False, chi: ChiApi | None = None) -> list[str]:
     """List the project's floating IPs bound to no server (08, after its teardown): a cut run's leak, or
     anyone's, counts against the project's quota until released. Prints them, those this lab allocated
@@ -240,7 +259,8 @@ def unbound_ips(config: ChameleonConfig, plan_only: bool = False, chi: ChiApi | 
     except Exception as exc:  # only information: whatever had to be deleted is deleted
         print(f"Could not list project {config.project}'s floating IPs ({describe(exc)})")
         return []
-    print(unbound_text(ips, config.project) or f"No floating IP of project {config.project} is left unbound.")
+    print(unbound_text(ips, config.project, config.site)
+          or f"No floating IP of project {config.project} is left unbound.")
     return [str(ip.get("floating_ip_address")) for ip in ips]
 
 

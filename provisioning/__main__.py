@@ -1,4 +1,4 @@
-"""Command line: ``python -m provisioning plan|check|reserve|launch|fetch|teardown [--project P] ...``.
+"""Command line: ``python -m provisioning plan|check|reserve|launch|fetch|teardown|release-ip ...``.
 ``plan --nodes 2``: the plan for a Ray cluster over two nodes (notebook 10), plan mode only.
 
 reserve and launch record what they create or adopt in a state file (``--state``, default
@@ -15,7 +15,7 @@ import argparse
 import os
 import sys
 
-from provisioning import configure, fetch_work, launch, preflight, reserve, teardown
+from provisioning import configure, fetch_work, launch, preflight, release_ip, reserve, teardown
 from provisioning.config import CODE_SOURCES, ProvisioningError
 from provisioning.errors import SignalGuard, describe, one_line, signals_raise
 from provisioning.plan import format_plan, provision_plan
@@ -43,6 +43,10 @@ def _run(args: argparse.Namespace, signals: SignalGuard) -> None:
         launch(config, state=args.state)
     elif args.action == "fetch":
         fetch_work(config)
+    elif args.action == "release-ip":
+        if not args.floating_ip:
+            raise ProvisioningError("release-ip needs --floating-ip ADDRESS (08 lists the unbound ones)")
+        release_ip(config, args.floating_ip)
     else:
         with signals.deferred("the teardown"):  # a teardown cut short leaves things held
             result = teardown(config, keep_lease=args.keep_lease, delete_adopted=args.delete_adopted,
@@ -54,9 +58,11 @@ def _run(args: argparse.Namespace, signals: SignalGuard) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m provisioning", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("action", choices=["plan", "check", "reserve", "launch", "fetch", "teardown"],
+    parser.add_argument("action", choices=["plan", "check", "reserve", "launch", "fetch", "teardown",
+                                           "release-ip"],
                         help="check: every check reserve/launch run first, creating nothing; fetch: copy the "
-                             "node's results/ and saved notebooks to results/from-node/ here")
+                             "node's results/ and saved notebooks to results/from-node/ here; release-ip: "
+                             "release the unbound floating IP --floating-ip")
     for name in ("project", "site", "lease-name", "server-name", "node-type", "image", "key-name",
                  "repo-url", "repo-ref", "remote-dir"):
         parser.add_argument(f"--{name}")

@@ -170,7 +170,7 @@ def unbound_floating_ips(chi: ChiApi) -> list[dict[str, Any]]:
     return [dict(ip) for ip in chi.network.list_floating_ips() if not ip.get("port_id")]
 
 
-def unbound_text(ips: list[dict[str, Any]], project: str) -> str:
+def unbound_text(ips: list[dict[str, Any]], project: str, site: str = "CHI@TACC") -> str:
     """What 08's teardown prints about ``unbound_floating_ips``: each address (and, for one this lab
     allocated, for which server), and how to release one ("" when there are none)."""
     if not ips:
@@ -185,7 +185,8 @@ def unbound_text(ips: list[dict[str, Any]], project: str) -> str:
     return (f"Floating IPs of project {project} bound to no server ({len(ips)}; each counts against the "
             f"project's floating IP quota until released): {', '.join(label(ip) for ip in ips)}. Release one "
             "nobody uses (not one an instructor or a classmate keeps): GUI Network → Floating IPs → Release "
-            "Floating IP, or python -c 'import chi.network as n; n.deallocate_floating_ip(\"ADDRESS\")'")
+            "Floating IP, or from the lab's folder: python -m provisioning release-ip --project "
+            f"{project} --site {site} --floating-ip ADDRESS")
 
 
 def given_floating_ip(config: ChameleonConfig, chi: ChiApi) -> dict[str, Any]:

@@ -105,7 +105,8 @@ def test_a_free_floating_ip_of_the_project_is_left_alone(fake_chi, student, tmp_
     assert fake_chi.network.floating_ips == [free] and free["port_id"] is None  # untouched, still free
 
 
-def test_08_lists_the_projects_unbound_floating_ips(fake_chi, student, tmp_path: Path, capsys) -> None:
+def test_08_lists_the_projects_unbound_floating_ips(fake_chi, student, tmp_path: Path, capsys,
+                                                   monkeypatch) -> None:
     """IPs leaked by cut runs pile up against the project's quota: 08 lists those bound to nothing after
     its teardown, marks the ones this lab allocated (their Neutron description), says how to release one."""
     fake_chi.network.add_existing()  # 129.114.108.7: someone's, free
@@ -123,9 +124,24 @@ def test_08_lists_the_projects_unbound_floating_ips(fake_chi, student, tmp_path:
         "Floating IPs of project CHI-231095 bound to no server (2; each counts against the project's "
         "floating IP quota until released): 129.114.108.7, 129.114.108.50 (allocated by this lab for "
         "node-serve-system-bob). Release one nobody uses (not one an instructor or a classmate keeps): GUI "
-        "Network → Floating IPs → Release Floating IP, or python -c 'import chi.network as n; "
-        'n.deallocate_floating_ip("ADDRESS")\'\n')
+        "Network → Floating IPs → Release Floating IP, or from the lab's folder: python -m provisioning "
+        "release-ip --project CHI-231095 --site CHI@TACC --floating-ip ADDRESS\n")
     assert not [n for n in names(fake_chi)[-2:] if "deallocate" in n]  # listed, never released by the lab
+    # the printed line, run as printed (project and site selected as every action does)
+    from provisioning import __main__ as cli
+
+    for var, value in {"OS_AUTH_TYPE": "v3applicationcredential", "OS_APPLICATION_CREDENTIAL_ID": "a",
+                       "OS_APPLICATION_CREDENTIAL_SECRET": "s"}.items():
+        monkeypatch.setenv(var, value)
+    monkeypatch.setattr("provisioning.checks.real_chi", lambda: fake_chi.api)
+
+    assert cli.main(["release-ip", "--project", "CHI-231095", "--site", "CHI@TACC", "--floating-ip",
+                     "129.114.108.50"]) == 0
+    assert names(fake_chi)[-1] == "network.deallocate_floating_ip"
+    assert provisioning.unbound_ips(config(), chi=fake_chi.api) == ["129.114.108.7"]
+    assert cli.main(["release-ip", "--project", "CHI-231095", "--site", "CHI@TACC", "--floating-ip",
+                     "129.114.108.9"]) == 0  # already released by the teardown: said, not an error
+    assert "has no floating IP 129.114.108.9: nothing to release" in capsys.readouterr().out
     fake_chi.rec.failures["network.list_floating_ips"] = RuntimeError("boom")
     assert provisioning.unbound_ips(config(), chi=fake_chi.api) == []  # only information: no error
     assert "Could not list project CHI-231095's floating IPs (RuntimeError: boom)" in capsys.readouterr().out
