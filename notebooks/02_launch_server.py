@@ -130,4 +130,4 @@ print(time_budget(config, started) if node is not None else
 # runs (in any of the lab's notebooks here, e.g. a new cell of this one).
 
 # %%
-common.node_jupyter(node)
+common.node_jupyter(node, config)

@@ -38,7 +38,15 @@ from provisioning.checks import run_preflight, select_context, start_chi
 from provisioning.chi_api import ChiApi
 from provisioning.config import ChameleonConfig, ProvisioningError, from_env
 from provisioning.errors import SignalGuard, describe, step
-from provisioning.fetch import FETCH_LIMIT_S, FETCH_LINE, Fetched, ShellFor, default_folder, fetch_node_work
+from provisioning.fetch import (
+    FETCH_LIMIT_S,
+    FETCH_LINE,
+    Fetched,
+    ShellFor,
+    default_folder,
+    fetch_line,
+    fetch_node_work,
+)
 from provisioning.lease import LeaseNotStarted, ensure_lease
 from provisioning.node import run_node_setup
 from provisioning.plan import Step, format_plan, provision_plan, teardown_plan
@@ -57,9 +65,9 @@ from servelab.core.paths import REPO_ROOT
 
 __all__ = [
     "FETCH_LINE", "STATE_NAME", "ChameleonConfig", "Fetched", "LeaseNotStarted", "Node", "ProvisioningError",
-    "Step", "TeardownError", "TeardownResult", "configure", "connect", "default_state_path", "fetch_work",
-    "from_env", "launch", "preflight", "provision", "provision_plan", "reserve", "teardown", "teardown_plan",
-    "unbound_ips",
+    "Step", "TeardownError", "TeardownResult", "configure", "connect", "default_state_path", "fetch_line",
+    "fetch_work", "from_env", "launch", "preflight", "provision", "provision_plan", "release_ip", "reserve",
+    "teardown", "teardown_plan", "unbound_ips",
 ]
 StatePath = Path | str | None  # the state file; None: default_state_path()
 

@@ -37,7 +37,18 @@ from servelab.targets.results_fetch import (
 
 FETCH_LIMIT_S = 5 * 60.0  # pack, copy, unpack: a class's results and notebooks are tens of MB at most
 FROM_NODE = "from-node"  # under the hub's results/
-FETCH_LINE = "import provisioning; provisioning.fetch_work()"  # what 02 prints; any notebook here runs it
+FETCH_LINE = "import provisioning; provisioning.fetch_work()"  # with the defaults (fetch_line: 02's settings)
+
+
+def fetch_line(config: Any = None) -> str:
+    """The line 02 prints, which any of the lab's notebooks here can run while the lease runs: with 02's
+    project, site and server (a ``ChameleonConfig``), so that it finds the same node whatever the
+    notebook's own settings; ``FETCH_LINE`` without one."""
+    if config is None:
+        return FETCH_LINE
+    settings = ", ".join(f"{key}={value!r}" for key, value in (
+        ("project", config.project), ("site", config.site), ("server_name", config.server_name)) if value)
+    return f"import provisioning; provisioning.fetch_work(provisioning.configure({settings}, show=False))"
 ShellFor = Callable[[Any], NodeShell]  # the python-chi server → its shell (the tests' stand-in node)
 
 

@@ -115,13 +115,14 @@ def stop_stacks(p: LabParams) -> None:
     open_stack(p).down()
 
 
-def node_jupyter(node: Any) -> None:
-    """Where to go after 02: the node's Jupyter server, where notebooks 03-07 run (target docker)."""
-    from provisioning import FETCH_LINE
+def node_jupyter(node: Any, config: Any = None) -> None:
+    """Where to go after 02: the node's Jupyter server, where notebooks 03-07 run (target docker); and
+    the line that copies the student's work here, with 02's settings (``config``)."""
+    from provisioning import fetch_line
 
     keep = ("Your measurements and saved notebooks stay on the node, and go with it: 08 copies them here "
             "before it deletes anything; to copy them here at any time while the lease runs, run this in "
-            f"one of the lab's notebooks here:\n  {FETCH_LINE}")
+            f"one of the lab's notebooks here (after its first cell):\n  {fetch_line(config)}")
     if node is None:
         print("plan mode: on Chameleon this prints the node's Jupyter URL (with its token); "
               f"notebooks 03-07 run there with target='docker'.\n{keep}")

@@ -27,6 +27,7 @@ from servelab.targets.node_shell import NodeShell
 NO_RUN_FOLDER = 3  # a pack command's exit code when there is nothing to pack
 WORK_TARBALL = "serve-system-lab-work.tar.gz"  # a student's work, packed in the login user's home
 WORK_FOLDERS = ("results", "notebooks")  # what a student's work is, in the code folder
+TOP_LEVEL = "top-level"  # under notebooks/ here: the notebooks saved at the top of the node's lab folder
 T = TypeVar("T")
 
 
@@ -39,15 +40,18 @@ class FetchTimeout(RuntimeError):
 
 
 def pack_work_command(remote_dir: str, tarball: str = WORK_TARBALL) -> str:
-    """Pack a student's work into ``~/<tarball>``: ``results/`` (without earlier packs) and
-    ``notebooks/*.ipynb`` (any name: the list goes to tar NUL-separated). Exits NO_RUN_FOLDER when
-    neither folder exists; tar's 1 (a file changed while it was read: a notebook still saving) counts
-    as packed."""
+    """Pack a student's work into ``~/<tarball>``: ``results/`` (without earlier packs),
+    ``notebooks/*.ipynb`` and the ``*.ipynb`` at the folder's top (where the node's Jupyter launcher
+    saves a new notebook), those as ``notebooks/top-level/`` (any name: the list goes to tar
+    NUL-separated). Exits NO_RUN_FOLDER when neither folder exists; tar's 1 (a file changed while it
+    was read: a notebook still saving) counts as packed."""
     names = ("{ if test -d results; then printf 'results\\0'; fi; "
-             "find notebooks -maxdepth 1 -name '*.ipynb' -print0 2>/dev/null; }")
+             "find notebooks -maxdepth 1 -name '*.ipynb' -print0 2>/dev/null; "
+             "find . -maxdepth 1 -name '*.ipynb' -printf '%P\\0'; }")
     there = f"cd {shlex.quote(remote_dir)} 2>/dev/null && {{ test -d results || test -d notebooks; }}"
+    top = f"--transform 's,^\\([^/]*\\.ipynb\\)$,notebooks/{TOP_LEVEL}/\\1,'"
     return (f"{{ {there} || exit {NO_RUN_FOLDER}; }}; {names} | tar -czf \"$HOME\"/{shlex.quote(tarball)} "
-            "--warning=no-file-changed --exclude='results/*.tar.gz' --null -T -; [ $? -le 1 ]")
+            f"--warning=no-file-changed --exclude='results/*.tar.gz' {top} --null -T -; [ $? -le 1 ]")
 
 
 def pack_command(remote_dir: str, run_name: str) -> str:

@@ -30,6 +30,7 @@ NODE_FILES = {  # the lab's folder on the node after a class: measurements and s
     "notebooks/03_fastapi.ipynb": '{"cells": ["measured on the P100"]}\n',
     "notebooks/Untitled 1.ipynb": '{"cells": ["my own notes"]}\n',
     "notebooks/03_fastapi.py": "# the source: the hub has it\n",
+    "Untitled.ipynb": '{"cells": ["made from the node Jupyter\'s launcher"]}\n',  # the folder's top
     "servelab/x.py": "x = 1\n",
 }
 
@@ -91,8 +92,10 @@ def test_the_nodes_results_and_notebooks_reach_the_hub(fake_chi, student, tmp_pa
     here = Path(os.environ["SERVELAB_RESULTS"]) / "from-node"  # the hub's results/from-node
     assert fetched.folder == here
     assert sorted(fetched.files) == ["notebooks/03_fastapi.ipynb", "notebooks/Untitled 1.ipynb",
+                                     "notebooks/top-level/Untitled.ipynb",
                                      "results/20261201-100000-quick/run.json", "results/fastapi.csv",
                                      "results/fastapi.jsonl"]
+    assert (here / "notebooks" / "top-level" / "Untitled.ipynb").read_text() == NODE_FILES["Untitled.ipynb"]
     assert (here / "results" / "fastapi.csv").read_text() == NODE_FILES["results/fastapi.csv"]
     assert (here / "notebooks" / "03_fastapi.ipynb").read_text() == NODE_FILES["notebooks/03_fastapi.ipynb"]
     assert not (here / "notebooks" / "03_fastapi.py").exists() and not (here / "servelab").exists()
@@ -103,7 +106,7 @@ def test_the_nodes_results_and_notebooks_reach_the_hub(fake_chi, student, tmp_pa
     out = capsys.readouterr().out
     assert (f"Copying results/ and notebooks/ of ~/serve-system-lab from server {SERVER} to {here} (up to "
             "5 min)") in out
-    assert f"3 files of results/ → {here / 'results'}, 2 notebooks → {here / 'notebooks'}" in out
+    assert f"3 files of results/ → {here / 'results'}, 3 notebooks → {here / 'notebooks'}" in out
     # the results overview 08 ends with reads what came from the node
     from servelab.lab import common
 
@@ -166,3 +169,14 @@ def test_08_fetches_before_anything_is_stopped_or_deleted_and_02_prints_the_line
     common.node_jupyter(None)
     assert f"\n  {provisioning.FETCH_LINE}" in capsys.readouterr().out
     assert provisioning.FETCH_LINE == "import provisioning; provisioning.fetch_work()"
+    # with 02's settings: a site or server set in 02's parameters is the one the line looks at
+    from dataclasses import replace
+
+    common.node_jupyter(None, replace(config(), site="CHI@UC"))
+    line = capsys.readouterr().out.splitlines()[-1].strip()
+    assert line == ("import provisioning; provisioning.fetch_work(provisioning.configure("
+                    "project='CHI-231095', site='CHI@UC', server_name='node-serve-system-alice', "
+                    "show=False))")
+    exec(line.replace("provisioning.fetch_work(", "print(").replace(", show=False))", ", show=False).site)"),
+         {})  # the line runs as printed: configure takes these settings
+    assert capsys.readouterr().out.strip() == "CHI@UC"
