@@ -20,8 +20,10 @@ from pathlib import Path
 from servelab.core.paths import REPO_ROOT
 
 JUPYTERHUB = "https://jupyter.chameleoncloud.org/"
-# a repository file named in prose: docs/decisions/…md, `docs/ci/gitlab-ci.yml`; never part of an address
-DOC_REFERENCE = re.compile(r"(?<![\w/.\-\[(<\"'=])(`?)(docs/[\w.\-/]+?\.(?:md|ya?ml|txt))\1(?![\w/-])")
+# a repository file named in prose: docs/decisions/…md, `docs/ci/gitlab-ci.yml`, (docs/…md); never part of
+# an address, nor a markdown link's target ("](docs/…)")
+DOC_REFERENCE = re.compile(
+    r"(?<![\w/.\-\[<\"'=])(?<!\]\()(`?)(docs/[\w.\-/]+?\.(?:md|ya?ml|txt))\1(?![\w/-])")
 
 
 def _git(*args: str) -> str:

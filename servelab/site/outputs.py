@@ -164,13 +164,21 @@ def listing(source: str, outputs: list[Any]) -> list[Any]:
 
 
 def linked(outputs: list[Any], docs: Callable[[str], str] | None) -> list[Any]:
-    """The outputs with each ``docs/…`` file a markdown output names made a link (copies: the download
-    keeps the outputs as they are)."""
+    """The outputs with each ``docs/…`` file a markdown output or a printout names made a link (copies:
+    the download keeps the outputs as they are). A printout that names one becomes the same text as
+    HTML, in the box a printout has; one with terminal colours (a warning) is left as it is."""
     done = []
     for output in outputs:
         markdown = _rich(output).get("text/markdown")
         if markdown is not None and docs:
             output = copy.deepcopy(output)
             output["data"]["text/markdown"] = link_doc_references(_text(markdown), docs)
+        elif docs and output.get("output_type") == "stream":
+            text = _text(output.get("text", ""))
+            escaped = html.escape(text, quote=False)
+            if "\x1b" not in text and (shown := link_doc_references(escaped, docs)) != escaped:
+                output = nbformat.v4.new_output("display_data", data={
+                    "text/html": f'<div class="output stream servelab-printout"><pre>{shown}</pre></div>',
+                    "text/plain": text})
         done.append(output)
     return done

@@ -160,7 +160,8 @@ def _measured_run(folder: Path, gpu: str, devices: dict[str, str], lab: str) -> 
         "text/plain": "table"}}
     printed = {"output_type": "stream", "name": "stdout", "text": (
         f"plot saved: {folder}/plots/a.png\n$ {lab}/.venv/bin/python -m gunicorn --chdir {lab}\n"
-        f"lease serve_system_{USER} in {Path.home()}\n")}
+        f"lease serve_system_{USER} in {Path.home()}\n"
+        "GPU %: not sampled (docs/decisions/2026-11-26-gpu-utilisation.md)\n")}
     listing = {"output_type": "stream", "name": "stdout",
                "text": "# servelab/x.py, lines 1-1: f\ndef f(): pass\n"}
     folder.mkdir(parents=True)
@@ -260,8 +261,9 @@ def test_every_docs_reference_is_a_link(compared: tuple[Path, Path, Path]) -> No
     site, _, _ = compared
     for name in ("00_intro", "03_demo"):
         article = _soup(site / f"{name}.html").select_one("article")
+        # prose, markdown outputs and printouts alike; a cell's own code is left as it is
         loose = [str(t) for t in article.find_all(string=lambda s: "docs/" in s)
-                 if t.find_parent("a") is None and t.find_parent("pre") is None]
+                 if t.find_parent("a") is None and t.find_parent(class_="cell_input") is None]
         assert loose == [], (name, loose)
         for link in article.select("a.servelab-doc"):
             assert (site / link["href"]).is_file(), link  # no repository known: a copy in the site
