@@ -178,7 +178,10 @@ def linked(outputs: list[Any], docs: Callable[[str], str] | None) -> list[Any]:
             escaped = html.escape(text, quote=False)
             if "\x1b" not in text and (shown := link_doc_references(escaped, docs)) != escaped:
                 output = nbformat.v4.new_output("display_data", data={
-                    "text/html": f'<div class="output stream servelab-printout"><pre>{shown}</pre></div>',
+                    # the classes myst-nb gives a printout, so that it looks like the others
+                    "text/html": ('<div class="output stream highlight-myst-ansi notranslate '
+                                  'servelab-printout"><div class="highlight">'
+                                  f'<pre>{shown}</pre></div></div>'),
                     "text/plain": text})
         done.append(output)
     return done
