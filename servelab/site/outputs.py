@@ -173,7 +173,7 @@ def linked(outputs: list[Any], docs: Callable[[str], str] | None) -> list[Any]:
         if markdown is not None and docs:
             output = copy.deepcopy(output)
             output["data"]["text/markdown"] = link_doc_references(_text(markdown), docs)
-        elif docs and output.get("output_type") == "stream":
+        elif docs and output.get("output_type") == "stream" and output.get("name") == "stdout":
             text = _text(output.get("text", ""))
             escaped = html.escape(text, quote=False)
             if "\x1b" not in text and (shown := link_doc_references(escaped, docs)) != escaped:

@@ -130,7 +130,8 @@ def page(source_path: Path, run: Run, compare: Run | None, figures: Path, links:
             outputs = [redactor.output(copy.deepcopy(o)) for o in ran.get("outputs", [])]
             download.cells[position].outputs = copy.deepcopy(outputs)
             download.cells[position].execution_count = ran.get("execution_count")
-            cell.outputs = listing(str(cell.source), linked(outputs, docs))
+            listed = listing(str(cell.source), outputs)  # a show_code listing stays code, never linked
+            cell.outputs = listed if listed is not outputs else linked(outputs, docs)
             cell.execution_count = ran.get("execution_count")
         elif executed is not None:
             changed += 1

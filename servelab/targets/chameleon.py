@@ -166,7 +166,7 @@ def _run_on_node(run_dir: Path, preset: str, only: Sequence[str] | None, keep_no
     step = _Steps(outcome)
     started = time.monotonic()
     checked = stopped = False
-    fetch_now: list[Callable[[float], str]] = []  # the fetch, once the node run has started and not fetched
+    fetch_now: list[Callable[..., str]] = []  # the fetch, once the node run has started and not fetched
     signals_installed = contextlib.ExitStack()
     signals = signals_installed.enter_context(signals_raise())  # until the teardown is done
     try:
@@ -180,8 +180,8 @@ def _run_on_node(run_dir: Path, preset: str, only: Sequence[str] | None, keep_no
         command = remote_lab_command(config.remote_dir, run_dir.name, preset, only)
         node_failed = False
         shells: list[NodeShell] = []
-        fetch_now.append(lambda limit: _fetch(shells[-1] if shells else connect(), config.remote_dir, run_dir,
-                                              outcome, limit))
+        fetch_now.append(lambda limit, tag="": _fetch(shells[-1] if shells else connect(), config.remote_dir,
+                                                      run_dir, outcome, limit, tag))
         try:
             step("node run", lambda: _node_run(connect, remote, command,
                                                _deadline(leases[0], config, node_timeout), shells,
@@ -339,7 +339,7 @@ def _node_run(connect: Callable[[], NodeShell], remote: RemoteRun, command: str,
     return f"./lab run --target docker passed on the node{again}"
 
 
-def _fetch_when_stopped(step: _Steps, fetch_in: Callable[[float], str], outcome: NodeRun) -> None:
+def _fetch_when_stopped(step: _Steps, fetch_in: Callable[..., str], outcome: NodeRun) -> None:
     """After Ctrl-C, SIGTERM or SIGHUP: fetch what the node has (the run goes on there until the
     teardown ends it) for up to ``STOPPED_FETCH_S``, then the teardown; Ctrl-C again skips it."""
     from provisioning.errors import Terminated
@@ -347,7 +347,7 @@ def _fetch_when_stopped(step: _Steps, fetch_in: Callable[[float], str], outcome:
     say(f"[fetch] the run was stopped: fetching what the node has measured so far (up to "
         f"{STOPPED_FETCH_S / 60:.0f} min; Ctrl-C again skips it), then the teardown")
     try:
-        step("fetch", lambda: f"after the stop: {fetch_in(STOPPED_FETCH_S)}")
+        step("fetch", lambda: f"after the stop: {fetch_in(STOPPED_FETCH_S, 'stopped')}")
     except _Stop:
         pass  # recorded: the teardown goes on
     except (Terminated, KeyboardInterrupt) as exc:
@@ -355,13 +355,16 @@ def _fetch_when_stopped(step: _Steps, fetch_in: Callable[[float], str], outcome:
 
 
 def _fetch(shell: NodeShell, remote_dir: str, run_dir: Path, outcome: NodeRun,
-           limit_s: float = FETCH_LIMIT_S) -> str:
+           limit_s: float = FETCH_LIMIT_S, tag: str = "") -> str:
+    """Pack the node's run folder, copy and unpack it into ``run_dir``; ``tag`` names a later try's
+    tarball apart (a stop's fetch while the cut first try's pack or copy may still be running)."""
     import json
 
     name = run_dir.name
+    tarball = f"{name}-{tag}.tar.gz" if tag else f"{name}.tar.gz"
     try:
-        names = fetch(shell, pack_command(remote_dir, name), f"{remote_dir}/results/{name}.tar.gz",
-                      lambda tarball: unpack(tarball, name, run_dir), limit_s, f"results/{name}")
+        names = fetch(shell, pack_command(remote_dir, name, tarball), f"{remote_dir}/results/{tarball}",
+                      lambda local: unpack(local, name, run_dir), limit_s, f"results/{name}")
     except NothingToFetch as exc:
         raise RuntimeError(f"{exc} to fetch (the node's run did not start)") from None
     node_summary = run_dir / "run.json"

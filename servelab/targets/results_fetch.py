@@ -54,14 +54,15 @@ def pack_work_command(remote_dir: str, tarball: str = WORK_TARBALL) -> str:
             f"--warning=no-file-changed --exclude='results/*.tar.gz' {top} --null -T -; [ $? -le 1 ]")
 
 
-def pack_command(remote_dir: str, run_name: str) -> str:
-    """Pack the node's run folder and its log (``<run>.log``, when there is one).
+def pack_command(remote_dir: str, run_name: str, tarball: str | None = None) -> str:
+    """Pack the node's run folder and its log (``<run>.log``, when there is one) into ``results/<tarball>``
+    (default ``<run>.tar.gz``; a second try while the first may still be writing packs under another name).
 
     Exits NO_RUN_FOLDER when the run never made its folder; tar's 1 (a file changed while it was
     read: a stopped run still writing its report) counts as packed."""
     name = shlex.quote(run_name)
     return (f"cd {shlex.quote(remote_dir)}/results && {{ test -d {name} || exit {NO_RUN_FOLDER}; }}; "
-            f"tar -czf {shlex.quote(run_name + '.tar.gz')} --warning=no-file-changed {name} "
+            f"tar -czf {shlex.quote(tarball or run_name + '.tar.gz')} --warning=no-file-changed {name} "
             f"$(ls {shlex.quote(run_name + '.log')} 2>/dev/null); [ $? -le 1 ]")
 
 

@@ -74,11 +74,14 @@ def test_a_gpu_share_without_onnxruntime_gpu_refuses_to_start(monkeypatch: pytes
 
 
 def test_replicas_ask_for_half_a_gpu_only_where_the_cluster_has_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    import onnxruntime
     import ray
 
     p = params.resolve("local", "quick", scaling_max_replicas=None)
     monkeypatch.setattr(ray, "is_initialized", lambda: True)
     monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 32.0, "GPU": 2.0})
+    monkeypatch.setattr(onnxruntime, "get_available_providers",  # onnxruntime-gpu, as the node's image has
+                        lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
     assert step10_scaling_out.policy(p).num_gpus == 0.5
     assert step10_scaling_out.policy(p).deployment_options()["ray_actor_options"]["num_gpus"] == 0.5
     monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2.0})

@@ -163,7 +163,8 @@ def _measured_run(folder: Path, gpu: str, devices: dict[str, str], lab: str) -> 
         f"lease serve_system_{USER} in {Path.home()}\n"
         "GPU %: not sampled (docs/decisions/2026-11-26-gpu-utilisation.md)\n")}
     listing = {"output_type": "stream", "name": "stdout",
-               "text": "# servelab/x.py, lines 1-1: f\ndef f(): pass\n"}
+               "text": ("# servelab/x.py, lines 1-1: f\n"
+                        "def f(): pass  # docs/decisions/2026-11-25-handout-site.md\n")}
     folder.mkdir(parents=True)
     nbformat.write(_nb([("step.lessons()", [{"output_type": "execute_result", "execution_count": 1,
                                             "metadata": {}, "data": {"text/markdown": LESSONS,
@@ -261,9 +262,13 @@ def test_every_docs_reference_is_a_link(compared: tuple[Path, Path, Path]) -> No
     site, _, _ = compared
     for name in ("00_intro", "03_demo"):
         article = _soup(site / f"{name}.html").select_one("article")
-        # prose, markdown outputs and printouts alike; a cell's own code is left as it is
+        # prose, markdown outputs and printouts alike; code (a cell's own, a show_code listing) stays code
         loose = [str(t) for t in article.find_all(string=lambda s: "docs/" in s)
-                 if t.find_parent("a") is None and t.find_parent(class_="cell_input") is None]
+                 if t.find_parent("a") is None and t.find_parent(class_="cell_input") is None
+                 and t.find_parent(class_="highlight-python") is None]
+        if name == "03_demo":  # its show_code listing names a docs/ file: it stays code, unlinked
+            listing = article.select_one("div.cell_output div.highlight-python")
+            assert listing is not None and not listing.select("a")
         assert loose == [], (name, loose)
         for link in article.select("a.servelab-doc"):
             assert (site / link["href"]).is_file(), link  # no repository known: a copy in the site
