@@ -241,7 +241,7 @@ step.multi_node_plan(nodes=2)
 # up to the GPUs' limit.
 
 # %%
-common.reference("scaling", step.SUMMARY_COLUMNS)
+common.reference("scaling", step.SUMMARY_COLUMNS, kind="step")
 
 # %% [markdown]
 # **Try:** set `scaling_rate_fractions = [0.5, 2.0]` in the parameters cell and run the notebook

@@ -284,7 +284,7 @@ def teardown(config: ChameleonConfig, plan_only: bool = False, keep_lease: bool 
     others; when any failed, ``TeardownError`` (a ProvisioningError, with ``.result``) names them
     all in one line. Returns what was deleted and kept (None in plan mode).
     """
-    _print_plan(teardown_plan(config, keep_lease, delete_adopted, state), plan_only)
+    _print_plan(teardown_plan(config, keep_lease, delete_adopted, state, lease_only), plan_only)
     if plan_only:
         return None
     chi = _select(config, chi)

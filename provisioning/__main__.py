@@ -92,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.nodes < 1:
         parser.error(f"--nodes {args.nodes}: give 1 (the single-node plan) or more")
+    if args.lease_only and args.action != "teardown":
+        parser.error(f"--lease-only works with teardown only, not {args.action}")
     if args.nodes > 1 and args.action != "plan":
         parser.error(f"--nodes {args.nodes} works with plan only: reserve and launch make one node")
     debug = os.environ.get(DEBUG_VAR, "") not in ("", "0")

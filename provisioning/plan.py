@@ -83,8 +83,9 @@ def provision_plan(config: ChameleonConfig, state: Path | str | None = None) -> 
 
 
 def teardown_plan(config: ChameleonConfig, keep_lease: bool = False, delete_adopted: bool = False,
-                  state: Path | str | None = None) -> list[Step]:
-    """The steps of ``teardown``: server, the floating IP this lab allocated, then the lease.
+                  state: Path | str | None = None, lease_only: bool = False) -> list[Step]:
+    """The steps of ``teardown``: server, the floating IP this lab allocated, then the lease (``lease_only``:
+    that lease alone).
 
     Reads the state file (a local file: no python-chi call) to say what is recorded.
     """
@@ -109,7 +110,10 @@ def teardown_plan(config: ChameleonConfig, keep_lease: bool = False, delete_adop
                             "until gone"),
              Step("floating-ip", f"release the floating IP this lab allocated, through python-chi's network "
                                  f"API (recorded: {recorded('floating_ip')})")]
-    if keep_lease:
+    if lease_only:  # a class slot: no server or floating IP, and no other lease of the state file
+        steps = [steps[0], Step("lease", f"delete lease {config.lease_id or config.lease_name} alone "
+                                         "(lease_only; as recorded, and adopted too with delete_adopted)")]
+    elif keep_lease:
         steps.append(Step("lease", "keep the lease (keep_lease)"))
     else:
         name = config.lease_id or config.lease_name

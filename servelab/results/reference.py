@@ -43,10 +43,15 @@ def reference_run(base: Path = REFERENCE_DIR) -> Path | None:
 def started(run_json: Path) -> str:
     """When the run began, as the runner writes it ("2026-11-26 13:00:00 UTC"); the file's time where
     it says none or cannot be read, so every run sorts."""
-    try:
-        when = json.loads(run_json.read_text()).get("started")
-    except (OSError, ValueError):
-        when = None
+    when = None
+    for name in (run_json.name, "node-run.json"):  # a Chameleon run: the node's own run.json says it
+        try:
+            facts = json.loads((run_json.parent / name).read_text())
+        except (OSError, ValueError):
+            continue
+        when = facts.get("started") if isinstance(facts, dict) else None
+        if when:
+            break
     if when:
         return str(when)
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(run_json.stat().st_mtime))

@@ -69,7 +69,9 @@ def serving_device(live: ModelConfig, staged: ModelConfig, same_packages: bool =
         else:
             import torch
 
-            if not torch_gpu_usable(torch):
+            gpu = next((int(g.gpus[0]) for g in live.instance_group
+                        if g.kind == mc.ModelInstanceGroup.KIND_GPU and g.gpus), 0)
+            if not torch_gpu_usable(torch, gpu):
                 return "cpu", (f"CPU (KIND_GPU, but torch {torch.__version__} here cannot run the GPU: the "
                                "model falls back, as Triton's log says)")
     return "cuda", "GPU"

@@ -205,7 +205,9 @@ def test_a_manual_job_builds_the_site_with_the_gpu_workflows_artifact_beside() -
     assert fnmatch.fnmatch(gpu_artifact, pattern) and fnmatch.fnmatch(chameleon_artifact, pattern)
     [compare] = [s for s in site["steps"] if "--compare" in s.get("run", "")]
     assert compare["run"].split("--compare ")[1].split()[0] == download["with"]["path"]
-    assert compare["if"] == f"{download['if']} && steps.{download['id']}.outcome == 'success'"
+    # (an artifact pattern that matches nothing downloads nothing, and succeeds: a run.json must be there)
+    assert compare["if"] == (f"{download['if']} && steps.{download['id']}.outcome == 'success' "
+                             "&& hashFiles('gpu-run/**/run.json') != ''")
     # an expired artifact is passed over: the site is built with the committed reference beside instead
     assert download["continue-on-error"] is True
     [fallback] = [s for s in site["steps"] if s.get("run", "").strip() == "./lab site --out site"]

@@ -244,7 +244,12 @@ def test_a_class_slot_reserved_ahead_prints_the_line_that_deletes_it(fake_chi, s
         monkeypatch.setenv(var, value)
     monkeypatch.setattr("provisioning.checks.real_chi", lambda: fake_chi.api)
     before = len(names(fake_chi))
+    capsys.readouterr()
     assert cli.main(shlex.split(command)[3:]) == 0  # after the class, as printed
+    plan = capsys.readouterr().out
+    assert f"delete lease {shlex.split(command)[9]} alone (lease_only" in plan and "delete server" not in plan
+    with pytest.raises(SystemExit):  # a lease-only anything else would be silently ignored
+        cli.main(["reserve", "--lease-only"])
     assert names(fake_chi)[-1] == "Lease.delete" and lease.status == "DELETED"
     assert carol.status != "DELETED" and names(fake_chi)[before:].count("Lease.delete") == 1
     touched = [n.lower() for n in names(fake_chi)[before:]]
