@@ -122,7 +122,8 @@ def read_scaling(df: pd.DataFrame) -> str:
     best among the settled rows; an unsettled row is marked and never named best."""
     if df.empty:
         return "no measurements"
-    fixed = held(df, "label")
+    levels = set(num(df, "concurrency").dropna()) if "concurrency" in df else set()
+    fixed = f"concurrency {levels.pop():g}" if len(levels) == 1 else ""  # the load every row had
     settled = df[df["settled"].astype(str) != "False"] if "settled" in df else df
     shown = ", ".join(f"{r.get('label', r.get('instances'))}{_loose(r)}: "
                       f"{_shown(_number(r.get('throughput')), '{:.1f}')}/s, "
