@@ -54,7 +54,6 @@ from provisioning.server import (
     ensure_floating_ip,
     ensure_server,
     find_server,
-    release_floating_ip,
     unbound_floating_ips,
     unbound_text,
     wait_for_ssh,
@@ -240,16 +239,16 @@ def release_ip(config: ChameleonConfig, address: str, chi: ChiApi | None = None)
     Refused while it is bound to a server; False (said) when the project has no such IP."""
     chi = _select(config, chi)
     with step(f"looking up floating IP {address} in project {config.project}"):
-        bound = [ip for ip in chi.network.list_floating_ips()
-                 if ip.get("floating_ip_address") == address and ip.get("port_id")]
-    if bound:
-        raise ProvisioningError(f"floating IP {address} is bound to a server (port {bound[0]['port_id']}): "
+        match = [ip for ip in chi.network.list_floating_ips() if ip.get("floating_ip_address") == address]
+    if match and match[0].get("port_id"):
+        raise ProvisioningError(f"floating IP {address} is bound to a server (port {match[0]['port_id']}): "
                                 "delete that server's run first (its teardown releases the IP it allocated)")
-    with step(f"releasing floating IP {address}"):
-        released = release_floating_ip(address, None, chi)
-    print(f"Released floating IP {address}" if released
+    if match:
+        with step(f"releasing floating IP {address}"):
+            chi.network.deallocate_floating_ip(address)
+    print(f"Released floating IP {address}" if match
           else f"Project {config.project} at {config.site} has no floating IP {address}: nothing to release")
-    return released
+    return bool(match)
 
 
 def unbound_ips(config: ChameleonConfig, plan_only: bool = False, chi: ChiApi | None = None) -> list[str]:

@@ -14,7 +14,7 @@ from servelab.lab.triton_steps import Triton, live_config, measure, set_instance
 from servelab.lab.triton_views import live_instances, server_view
 from servelab.report.effects import Check, check, chosen, row, spread, unusable, usable
 from servelab.report.figures import Section, as_image, fig_scaling, plot_html, table_html
-from servelab.report.readings import read_scaling
+from servelab.report.readings import read_scaling, shared_level
 from servelab.results.schema import TRITON_COLUMNS, RunData, num, relative_spread, step_rows
 from servelab.targets.base import Stack
 
@@ -70,18 +70,15 @@ def measure_threads(triton: Triton, name: str, p: LabParams) -> pd.DataFrame:
     Both settings settle as the preset's rate levels do (``rate_stability_pct``: quick takes any spread
     between the windows, and the verdict weighs it as noise): oversubscribed cores swing the default
     setting's windows too far for the concurrency levels' band, and an unsettled level is never counted."""
-    from dataclasses import replace
-
     from servelab.lab.params import SPECS
 
     setting = live_config(triton, name).parameters["CPU_THREADS"].string_value
     threads = {"default": "default", "auto": "split"}.get(setting, f"{setting} each")
     server_view(triton, name)
     band = getattr(SPECS["rate_stability_pct"], p.preset)
-    swinging = replace(p, values={**p.values, "stability_pct": max(p.stability_pct, band)})
-    rows = measure(triton, name, swinging, "threads_lesson",
-                   f"{live_instances(triton, name)}, {threads} threads",
-                   concurrency=p.scaling_concurrency, extra={"thread_setting": threads})
+    rows = measure(triton, name, p, "threads_lesson", f"{live_instances(triton, name)}, {threads} threads",
+                   concurrency=p.scaling_concurrency, extra={"thread_setting": threads},
+                   stability_pct=max(p.stability_pct, band))
     return show_columns(rows, TRITON_COLUMNS)
 
 
@@ -124,8 +121,7 @@ def rules(data: RunData) -> list[Check]:
                      and unusable(scaling.iloc[[i]])), None)
 
     steps = len(scaling)
-    levels = set(num(scaling, "concurrency").dropna()) if "concurrency" in scaling else set()
-    load = f"concurrency {levels.pop():g}" if len(levels) == 1 else ""  # the load every step had
+    load = shared_level(scaling)  # the load every step had
     first = level(0)
     best = max((level(i) for i in range(1, steps)), key=lambda v: v[0] or -1.0, default=(None, None))
     middle, top = (level(steps - 2), level(steps - 1)) if steps >= 3 else ((None, None), (None, None))

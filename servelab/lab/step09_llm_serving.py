@@ -65,18 +65,20 @@ def engine_up(p: LabParams, batching: str, kv_blocks: int | None = None) -> Engi
 
 
 def engine_device(engine: Engine) -> str:
-    """``cuda`` or ``cpu``, as the lab's front reports it at ``/lab/stats``; "" where it does not say.
-    vLLM (no lab front) runs only on GPU hosts here (``step09_vllm``)."""
-    import urllib.request
-
+    """``cuda`` or ``cpu``, as the lab's front reports it at ``/lab/stats`` (asked once per engine: it
+    cannot change while the engine runs); "" where it does not say. vLLM (no lab front) runs only on GPU
+    hosts here (``step09_vllm``)."""
     if engine.kind == "vllm":
         return "cuda"
+    if engine.url not in _DEVICES:
+        try:
+            _DEVICES[engine.url] = str(engine.stats().get("device") or "")
+        except (OSError, ValueError):
+            return ""
+    return _DEVICES[engine.url]
 
-    try:
-        with urllib.request.urlopen(f"{engine.url}/lab/stats", timeout=5) as response:
-            return str(json.loads(response.read().decode()).get("device") or "")
-    except (OSError, ValueError):
-        return ""
+
+_DEVICES: dict[str, str] = {}  # engine_device's answer per engine (its URL)
 
 
 # ----------------------------------------------------------------------------- experiments

@@ -295,8 +295,10 @@ def triton_try(triton: Triton, name: str, sample: int = 0) -> pd.DataFrame:
 
 def measure(triton: Triton, name: str, p: LabParams, step: str, label: str = "", *,
             concurrency: int | None = None, rate: float | None = None, distribution: str = "constant",
-            batch: int = 1, extra: dict[str, Any] | None = None) -> pd.DataFrame:
-    """One perf_analyzer run with the server's statistics and utilisation, recorded under ``triton``.
+            batch: int = 1, extra: dict[str, Any] | None = None,
+            stability_pct: float | None = None) -> pd.DataFrame:
+    """One perf_analyzer run with the server's statistics and utilisation, recorded under ``triton``
+    (``stability_pct``: another band than the preset's for this level's windows).
 
     The measuring itself is ``servelab.triton.experiments.measure``; this adds the
     lab step, the notebook's window sizes and the target's perf_analyzer runner.
@@ -313,7 +315,8 @@ def measure(triton: Triton, name: str, p: LabParams, step: str, label: str = "",
     else:
         settle = {"measurement_mode": "count_windows",
                   "measurement_request_count": max(window, 2 * clients, math.ceil(rate or 0) + 1),
-                  "stability_percentage": p.stability_pct if rate is None else p.rate_stability_pct,
+                  "stability_percentage": stability_pct if stability_pct is not None
+                  else p.stability_pct if rate is None else p.rate_stability_pct,
                   "max_trials": p.max_trials}
     load: dict[str, Any] = ({"concurrency": concurrency} if concurrency is not None
                             else {"request_rate": round(float(rate or 0), 1), "distribution": distribution})

@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from servelab.llm.openai_shape import Send, completion_chunk
+from servelab.llm.openai_shape import Send, completion_chunk, usage_object
 
 
 @dataclass
@@ -165,8 +165,7 @@ async def static_completion(batcher: StaticBatcher, body: dict[str, Any], send: 
         if stream:
             await send({"type": "http.response.body", "body": completion_chunk(request_id, model, text),
                         "more_body": True})
-    usage = {"prompt_tokens": len(prompt_ids), "completion_tokens": job.sent,
-             "total_tokens": len(prompt_ids) + job.sent}
+    usage = usage_object(len(prompt_ids), job.sent)
     finish = "stop" if job.stopped or job.sent < job.max_tokens else "length"
     if stream:
         tail = completion_chunk(request_id, model, "", finish, usage) + b"data: [DONE]\n\n"

@@ -97,9 +97,8 @@ def read_pairs(df: pd.DataFrame, by: str, x: str = "concurrency") -> str:
         last = [r.iloc[-1] for r in rows]
 
         def figures(column: str, form: str, rows: list[pd.Series] = last) -> str:
-            values = [_number(r.get(column)) for r in rows]
-            return " → ".join("?" if v is None else form.format(v) for v in values)
-        loose = " (unsettled)" if any(str(r.get("settled")) == "False" for r in last) else ""
+            return " → ".join(_shown(_number(r.get(column)), form) for r in rows)
+        loose = " (unsettled)" if any(_loose(r) for r in last) else ""
         lines.append(f"at {x} {level:g}: compute infer {figures('compute_infer_ms', '{:.1f}')} ms, queue "
                      f"{figures(QUEUE, '{:.1f}')} ms, throughput {figures('throughput', '{:.1f}')}/s, p99 "
                      f"{figures('p99_ms', '{:.0f}')} ms{loose}")
@@ -117,13 +116,18 @@ def _number(value: Any) -> float | None:
     return None if number != number else number
 
 
+def shared_level(df: pd.DataFrame, column: str = "concurrency") -> str:
+    """The load every row of ``df`` was measured at ("concurrency 8"); "" when they differ or none says."""
+    levels = set(num(df, column).dropna()) if column in df else set()
+    return f"{column} {levels.pop():g}" if len(levels) == 1 else ""
+
+
 def read_scaling(df: pd.DataFrame) -> str:
     """Each configuration's throughput and p99 at the load they share ("at concurrency 8: best …"), the
     best among the settled rows; an unsettled row is marked and never named best."""
     if df.empty:
         return "no measurements"
-    levels = set(num(df, "concurrency").dropna()) if "concurrency" in df else set()
-    fixed = f"concurrency {levels.pop():g}" if len(levels) == 1 else ""  # the load every row had
+    fixed = shared_level(df)
     settled = df[df["settled"].astype(str) != "False"] if "settled" in df else df
     shown = ", ".join(f"{r.get('label', r.get('instances'))}{_loose(r)}: "
                       f"{_shown(_number(r.get('throughput')), '{:.1f}')}/s, "
