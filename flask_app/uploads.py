@@ -4,15 +4,16 @@
   (``<arrival time in ns>-<random hex>.<ext>``; a link never replaces a file) and the temporary name
   removed. A full disk (ENOSPC, EDQUOT) leaves no half-written photo and raises :class:`DiskFull`.
 - The folder's files and bytes, and how many uploads were stored and removed, live in a small state
-  file beside the uploads, read and changed under an exclusive ``flock``: every thread of every
-  gunicorn worker sharing the folder sees one count and one order. The link happens under that lock.
+  file beside the folder (``uploads.state.json`` next to ``uploads/``), read and changed under an
+  exclusive ``flock``: every thread of every gunicorn worker sharing the folder sees one count and one
+  order. The link happens under that lock.
 - When an upload would take the folder over either bound, the oldest uploads (modification time, then
   name) are removed first, until the folder with it holds at most 90 % of each (a full folder is then
   scanned once per 10 % of it, not at every upload); then it is linked in. So the folder never holds
   more than the bound, and an upload answered 200 is removed only once every older one is gone. Each
   trim is logged and counted (``/metrics``).
-- Names starting with a dot are the store's own (its state, the uploads being written) and never
-  counted: besides the bound, the disk holds at most the uploads in flight.
+- Names starting with a dot are uploads being written, never counted: besides the bound, the disk
+  holds at most the uploads in flight.
 
 Why a size and a count, and the defaults: docs/decisions/2026-11-28-gourmetgram-upload-bound.md.
 """
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-STATE_NAME = ".gourmetgram-uploads.json"
+STATE_SUFFIX = ".state.json"  # the state file: <folder>.state.json, beside the folder
 TEMP_PREFIX = ".upload-"
 STALE_TEMP_S = 3600.0  # a temporary file this old was left by a crash, not by an upload in flight
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
@@ -60,6 +61,7 @@ class UploadFolder:
 
     def __init__(self, folder: Path, max_bytes: int, max_files: int, log: logging.Logger) -> None:
         self.folder = Path(folder)
+        self.state_path = self.folder.parent / f"{self.folder.name}{STATE_SUFFIX}"
         self.max_bytes, self.max_files = max_bytes, max_files
         self.trim_bytes = max_bytes - max_bytes // 10
         self.trim_files = max(1, max_files - max_files // 10)
@@ -105,9 +107,8 @@ class UploadFolder:
 
     def usage(self) -> Usage:
         """The state file's counts (read under a shared lock: a consistent view between two uploads)."""
-        path = self.folder / STATE_NAME
         try:
-            with path.open() as handle:
+            with self.state_path.open() as handle:
                 fcntl.flock(handle, fcntl.LOCK_SH)
                 usage = _parse(handle.read())
         except OSError:
@@ -129,14 +130,14 @@ class UploadFolder:
     @contextlib.contextmanager
     def _state(self) -> Iterator[Usage]:
         """The folder's counts under an exclusive lock; written back if the block changed them."""
-        fd = os.open(self.folder / STATE_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self.state_path, os.O_RDWR | os.O_CREAT, 0o644)
         with os.fdopen(fd, "r+") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             text = handle.read()
             usage = _parse(text)
             if usage is None:
                 if text:
-                    self.log.warning("uploads: %s was unreadable; recounted the folder", STATE_NAME)
+                    self.log.warning("uploads: %s was unreadable; recounted the folder", self.state_path)
                 usage = Usage()
                 self._recount(usage)
             before = dataclasses.replace(usage)
@@ -148,7 +149,7 @@ class UploadFolder:
                     handle.truncate()
                     handle.flush()
                 except OSError as exc:  # the next reader finds it stale or unreadable and recounts
-                    self.log.warning("uploads: could not write %s: %s", STATE_NAME, exc)
+                    self.log.warning("uploads: could not write %s: %s", self.state_path, exc)
 
     def _entries(self) -> list[tuple[int, str, int]]:
         """``(modification time ns, name, bytes)`` of every upload, oldest first."""

@@ -16,7 +16,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from flask_app.settings import Settings, SettingsError
-from flask_app.uploads import STATE_NAME, UploadFolder
+from flask_app.uploads import UploadFolder
 from servelab.core.procs import free_port
 from servelab.targets.services import Service
 
@@ -28,9 +28,8 @@ def offline_client(make_client: Callable[..., FlaskClient]) -> FlaskClient:
 
 
 def stored_uploads(client: FlaskClient) -> list[Path]:
-    """The uploads kept (names starting with a dot are the folder's own state)."""
     settings: Settings = client.application.extensions["gourmetgram"].settings
-    return sorted(p for p in settings.upload_dir.iterdir() if not p.name.startswith("."))
+    return sorted(settings.upload_dir.iterdir())
 
 
 @pytest.mark.parametrize("route", ["/predict", "/api/predict"])
@@ -160,22 +159,24 @@ def test_a_full_disk_is_a_507_and_keeps_nothing(offline_client: FlaskClient, sam
     assert response.status_code == 507
     assert "disk is full" in response.get_data(as_text=True)
     settings: Settings = offline_client.application.extensions["gourmetgram"].settings
-    assert [p.name for p in settings.upload_dir.iterdir() if p.name != STATE_NAME] == []
+    assert list(settings.upload_dir.iterdir()) == []
     metrics = offline_client.get("/metrics").get_data(as_text=True)
     assert "gourmetgram_uploads_disk_full_total 1" in metrics.splitlines()
 
 
-def test_metrics_count_what_the_folder_keeps(make_client: Callable[..., FlaskClient], samples: list[Path]) -> None:
+def test_metrics_count_what_the_folder_keeps(make_client: Callable[..., FlaskClient],
+                                             samples: list[Path]) -> None:
     client = make_client(backend="fastapi", fastapi_url=f"http://127.0.0.1:{free_port()}", request_timeout=2,
                          max_upload_bytes=30_000, uploads_max_mb=0.05, uploads_max_files=100)
     for path in samples[:3]:  # 17-20 KB each: the third takes the folder over 52 KB
-        assert client.post("/api/predict", data={"file": (io.BytesIO(path.read_bytes()), "a.jpg")}).status_code \
-            == 503  # stored, then the absent backend
+        sent = client.post("/api/predict", data={"file": (io.BytesIO(path.read_bytes()), "a.jpg")})
+        assert sent.status_code == 503  # stored, then the absent backend
     response = client.get("/metrics")
     assert response.status_code == 200 and response.mimetype == "text/plain"
     values = dict(line.split() for line in response.get_data(as_text=True).splitlines() if line[0] != "#")
     kept = stored_uploads(client)
     assert values["gourmetgram_uploads_files"] == str(len(kept)) == "2"
     assert values["gourmetgram_uploads_bytes"] == str(sum(p.stat().st_size for p in kept))
-    assert (values["gourmetgram_uploads_stored_total"], values["gourmetgram_uploads_removed_total"]) == ("3", "1")
+    assert values["gourmetgram_uploads_stored_total"] == "3"
+    assert values["gourmetgram_uploads_removed_total"] == "1"
     assert [p.read_bytes() for p in kept] == [p.read_bytes() for p in samples[1:3]]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from flask_app.uploads import STATE_NAME, TEMP_PREFIX, DiskFull, UploadFolder, Usage, metrics_text
+from flask_app.uploads import TEMP_PREFIX, DiskFull, UploadFolder, Usage, metrics_text
 from servelab.core.paths import REPO_ROOT
 
 LOG = logging.getLogger("test-uploads")
@@ -29,50 +29,58 @@ def blob(i: int, size: int = 1000) -> bytes:
     return f"upload {i:05d} ".encode().ljust(size, b".")
 
 
+@pytest.fixture
+def uploads(tmp_path: Path) -> Path:
+    """The upload folder (its state file goes beside it, in the test's own folder)."""
+    folder = tmp_path / "uploads"
+    folder.mkdir()
+    return folder
+
+
 def test_oldest_go_first_and_the_folder_never_holds_more_than_its_bound(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    folder = UploadFolder(tmp_path, max_bytes=10_000, max_files=100, log=LOG)
+        uploads: Path, caplog: pytest.LogCaptureFixture) -> None:
+    folder = UploadFolder(uploads, max_bytes=10_000, max_files=100, log=LOG)
     folder.open()
     sent = [blob(i) for i in range(40)]
     with caplog.at_level(logging.INFO, logger=LOG.name):
         for i, data in enumerate(sent):
             path = folder.save(data, ".jpg")
             assert path.read_bytes() == data and path.suffix == ".jpg"
-            now = [p.read_bytes() for p in kept(tmp_path)]
+            now = [p.read_bytes() for p in kept(uploads)]
             assert sum(map(len, now)) <= 10_000
             assert now == sent[i + 1 - len(now):i + 1], "the newest, in order, with no gap"
-    assert len(kept(tmp_path)) >= 9, "a trim leaves 90 % of the bound, not less"
+    assert len(kept(uploads)) >= 9, "a trim leaves 90 % of the bound, not less"
     usage = folder.usage()
     assert (usage.files, usage.bytes, usage.stored) == (len(now), sum(map(len, now)), 40)
     assert (usage.removed, usage.removed_bytes) == (40 - len(now), (40 - len(now)) * 1000)
     trims = [r.getMessage() for r in caplog.records if "removed the" in r.getMessage()]
-    assert trims and "oldest" in trims[0] and "10 files" not in trims[0] and str(tmp_path) in trims[0]
+    assert trims and "oldest" in trims[0] and "10 files" not in trims[0] and str(uploads) in trims[0]
     # a 10 % trim: one scan per 10 % of the bound, not one per upload
     assert len(trims) <= 40 // 2
 
 
-def test_the_count_bound_keeps_the_newest_files(tmp_path: Path) -> None:
-    folder = UploadFolder(tmp_path, max_bytes=10**9, max_files=10, log=LOG)
+def test_the_count_bound_keeps_the_newest_files(uploads: Path) -> None:
+    folder = UploadFolder(uploads, max_bytes=10**9, max_files=10, log=LOG)
     folder.open()
     sent = [blob(i, 10) for i in range(25)]
     for data in sent:
         folder.save(data, ".png")
-        assert len(kept(tmp_path)) <= 10
-    now = [p.read_bytes() for p in kept(tmp_path)]
+        assert len(kept(uploads)) <= 10
+    now = [p.read_bytes() for p in kept(uploads)]
     assert now == sent[-len(now):] and len(now) >= 9
     assert folder.usage().removed == 25 - len(now)
 
 
-def test_one_file_bound_keeps_the_newest(tmp_path: Path) -> None:
-    folder = UploadFolder(tmp_path, max_bytes=10**6, max_files=1, log=LOG)
+def test_one_file_bound_keeps_the_newest(uploads: Path) -> None:
+    folder = UploadFolder(uploads, max_bytes=10**6, max_files=1, log=LOG)
     folder.open()
     for i in range(3):
         folder.save(blob(i), ".jpg")
-    assert [p.read_bytes() for p in kept(tmp_path)] == [blob(2)]
+    assert [p.read_bytes() for p in kept(uploads)] == [blob(2)]
 
 
-def test_a_full_disk_leaves_no_half_written_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    folder = UploadFolder(tmp_path, max_bytes=10**6, max_files=100, log=LOG)
+def test_a_full_disk_leaves_no_half_written_file(uploads: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = UploadFolder(uploads, max_bytes=10**6, max_files=100, log=LOG)
     folder.open()
     first = folder.save(blob(0), ".jpg")
 
@@ -83,12 +91,13 @@ def test_a_full_disk_leaves_no_half_written_file(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(UploadFolder, "_write", half_then_full)
     with pytest.raises(DiskFull, match="No space left"):
         folder.save(blob(1), ".jpg")
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([first.name, STATE_NAME])
+    assert [p.name for p in uploads.iterdir()] == [first.name]
     assert folder.usage() == Usage(files=1, bytes=1000, stored=1, disk_full=1)
 
 
-def test_another_write_error_is_raised_and_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    folder = UploadFolder(tmp_path, max_bytes=10**6, max_files=100, log=LOG)
+def test_another_write_error_is_raised_and_leaves_nothing(uploads: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = UploadFolder(uploads, max_bytes=10**6, max_files=100, log=LOG)
     folder.open()
 
     def refused(self: UploadFolder, temp: Path, data: bytes) -> None:
@@ -99,31 +108,31 @@ def test_another_write_error_is_raised_and_leaves_nothing(tmp_path: Path, monkey
     with pytest.raises(OSError, match="Input/output") as raised:
         folder.save(blob(0), ".jpg")
     assert not isinstance(raised.value, DiskFull)
-    assert [p.name for p in tmp_path.iterdir()] == [STATE_NAME]
+    assert list(uploads.iterdir()) == []
 
 
-def test_a_lowered_bound_applies_at_start_and_a_crashs_temporary_files_go(tmp_path: Path) -> None:
-    big = UploadFolder(tmp_path, max_bytes=10**6, max_files=100, log=LOG)
+def test_a_lowered_bound_applies_at_start_and_a_crashs_temporary_files_go(uploads: Path) -> None:
+    big = UploadFolder(uploads, max_bytes=10**6, max_files=100, log=LOG)
     big.open()
     for i in range(20):
         big.save(blob(i), ".jpg")
-    stale, fresh = tmp_path / f"{TEMP_PREFIX}old.jpg", tmp_path / f"{TEMP_PREFIX}in-flight.jpg"
+    stale, fresh = uploads / f"{TEMP_PREFIX}old.jpg", uploads / f"{TEMP_PREFIX}in-flight.jpg"
     stale.write_bytes(b"half")
     fresh.write_bytes(b"half")
     os.utime(stale, (time.time() - 7200, time.time() - 7200))
-    small = UploadFolder(tmp_path, max_bytes=10**6, max_files=5, log=LOG)
+    small = UploadFolder(uploads, max_bytes=10**6, max_files=5, log=LOG)
     usage = small.open()
-    assert [p.read_bytes() for p in kept(tmp_path)] == [blob(i) for i in range(15, 20)]
+    assert [p.read_bytes() for p in kept(uploads)] == [blob(i) for i in range(15, 20)]
     assert (usage.files, usage.stored, usage.removed) == (5, 20, 15)
     assert not stale.exists() and fresh.exists(), "only a temporary file older than an upload can take"
 
 
-def test_an_unreadable_state_is_recounted(tmp_path: Path) -> None:
-    folder = UploadFolder(tmp_path, max_bytes=10**6, max_files=100, log=LOG)
+def test_an_unreadable_state_is_recounted(uploads: Path) -> None:
+    folder = UploadFolder(uploads, max_bytes=10**6, max_files=100, log=LOG)
     folder.open()
     for i in range(3):
         folder.save(blob(i), ".jpg")
-    (tmp_path / STATE_NAME).write_text("{half a st")
+    folder.state_path.write_text("{half a st")
     assert (folder.usage().files, folder.usage().bytes) == (3, 3000)
     folder.save(blob(3), ".jpg")
     assert (folder.usage().files, folder.usage().bytes) == (4, 4000)
@@ -144,22 +153,22 @@ with ThreadPoolExecutor(4) as pool:
 """
 
 
-def test_threads_of_several_processes_share_one_count_and_one_bound(tmp_path: Path) -> None:
+def test_threads_of_several_processes_share_one_count_and_one_bound(uploads: Path) -> None:
     """Two processes of four threads each (as gunicorn's workers): the folder ends within its bound, the
     shared count is the folder's own, and every upload is counted once."""
-    runs = [subprocess.Popen([sys.executable, "-c", WORKER, str(tmp_path), f"p{n}"], cwd=REPO_ROOT)
+    runs = [subprocess.Popen([sys.executable, "-c", WORKER, str(uploads), f"p{n}"], cwd=REPO_ROOT)
             for n in range(2)]
     assert [run.wait(120) for run in runs] == [0, 0]
-    files = kept(tmp_path)
+    files = kept(uploads)
     assert len(files) <= 12 and sum(p.stat().st_size for p in files) <= 20_000
-    usage = UploadFolder(tmp_path, 20_000, 12, LOG).usage()
+    usage = UploadFolder(uploads, 20_000, 12, LOG).usage()
     assert (usage.files, usage.bytes) == (len(files), sum(p.stat().st_size for p in files))
     assert usage.stored == 80 and usage.removed == 80 - len(files)
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(TEMP_PREFIX)]
+    assert not [p for p in uploads.iterdir() if p.name.startswith(TEMP_PREFIX)]
 
 
-def test_metrics_are_the_shared_counts_in_prometheus_text(tmp_path: Path) -> None:
-    folder = UploadFolder(tmp_path, max_bytes=2500, max_files=100, log=LOG)
+def test_metrics_are_the_shared_counts_in_prometheus_text(uploads: Path) -> None:
+    folder = UploadFolder(uploads, max_bytes=2500, max_files=100, log=LOG)
     folder.open()
     for i in range(4):
         folder.save(blob(i), ".jpg")
