@@ -97,7 +97,7 @@ class UploadFolder:
             with contextlib.suppress(OSError):
                 temp.unlink()
             if path.exists():  # stored; only the count failed (the next trim's scan recounts)
-                self.log.warning("uploads: %s was stored but not counted: %s", name, exc)
+                self.log.warning("%s was stored but not counted: %s", name, exc)
                 return path
             if exc.errno in DISK_FULL:
                 self._count_disk_full()
@@ -137,7 +137,7 @@ class UploadFolder:
             usage = _parse(text)
             if usage is None:
                 if text:
-                    self.log.warning("uploads: %s was unreadable; recounted the folder", self.state_path)
+                    self.log.warning("%s was unreadable; recounted the upload folder", self.state_path)
                 usage = Usage()
                 self._recount(usage)
             before = dataclasses.replace(usage)
@@ -149,7 +149,7 @@ class UploadFolder:
                     handle.truncate()
                     handle.flush()
                 except OSError as exc:  # the next reader finds it stale or unreadable and recounts
-                    self.log.warning("uploads: could not write %s: %s", self.state_path, exc)
+                    self.log.warning("could not write %s: %s", self.state_path, exc)
 
     def _entries(self) -> list[tuple[int, str, int]]:
         """``(modification time ns, name, bytes)`` of every upload, oldest first."""
@@ -185,7 +185,7 @@ class UploadFolder:
             except FileNotFoundError:  # someone else removed it: gone, but not by this trim
                 pass
             except OSError as exc:
-                self.log.error("uploads: could not remove %s (%s); the folder stays over its bound",
+                self.log.error("could not remove %s (%s); the upload folder stays over its bound",
                                name, exc)
                 break
             else:
@@ -197,7 +197,7 @@ class UploadFolder:
         if removed:
             span = " to ".join(datetime.fromtimestamp(removed[i][0] / 1e9).strftime("%Y-%m-%d %H:%M:%S")
                                for i in (0, -1))
-            self.log.info("uploads: removed the %d oldest (%.2f MB, stored %s) to keep %s within %s; "
+            self.log.info("removed the %d oldest (%.2f MB, stored %s) to keep %s within %s; "
                           "left: %d files, %.2f MB", len(removed), sum(s for _, s in removed) / 2**20,
                           span, self.folder, self.describe(), usage.files, usage.bytes / 2**20)
 
@@ -207,7 +207,7 @@ class UploadFolder:
             with contextlib.suppress(OSError):
                 if temp.stat().st_mtime < cutoff:
                     temp.unlink()
-                    self.log.warning("uploads: removed %s, left half-written by an earlier crash", temp.name)
+                    self.log.warning("removed %s, left half-written by an earlier crash", temp.name)
 
     def _count_disk_full(self) -> None:
         with contextlib.suppress(OSError), self._state() as usage:

@@ -57,7 +57,8 @@ from servelab.llm.validation import (
 GRACEFUL_SHUTDOWN_S = 3
 GENERATION_STOP_S = 2.0
 # the engine's port when none is given: beside FastAPI's and Triton's 8000, and the port its compose stack
-# publishes on a GPU host (servelab/llm/server.py's COMPOSE_PORT), so one URL holds on every target
+# publishes on a GPU host (servelab/llm/server.py's COMPOSE_PORT).
+# Why: docs/decisions/2026-11-28-servers-side-by-side.md
 DEFAULT_PORT = 8010
 
 

@@ -92,5 +92,5 @@ def test_uploads_past_the_bound_keep_the_newest_within_it(fake_fastapi, log_dir:
     finally:
         flask.stop()
     log = flask.process.log_path.read_text()
-    assert "uploads: removed the" in log and "oldest" in log, log[-2000:]
+    assert "removed the" in log and "oldest" in log, log[-2000:]
     assert f"GourmetGram serving on {flask.url}" in log
