@@ -79,20 +79,32 @@ class UploadFolder:
             return dataclasses.replace(usage)
 
     def save(self, data: bytes, suffix: str) -> Path:
-        """Store ``data`` under a fresh name, then trim the oldest if the folder is over its bound."""
+        """Store ``data`` under a fresh name, first removing the oldest uploads if it would take the
+        folder over its bound. Raises :class:`DiskFull` on a full disk, OSError on another write error."""
         name = f"{time.time_ns()}-{uuid.uuid4().hex}{suffix}"
         path, temp = self.folder / name, self.folder / f"{TEMP_PREFIX}{name}"
         try:
+            made = not self.folder.is_dir()  # removed by hand while the app runs: made again, recounted
+            self.folder.mkdir(parents=True, exist_ok=True)
             self._write(temp, data)
+            failed: OSError | None = None
             with self._state() as usage:
+                if made:
+                    self._recount(usage)
                 if self._over(usage, 1, len(data)):
                     self._trim(usage, 1, len(data))
-                os.link(temp, path)
-                with contextlib.suppress(OSError):
-                    temp.unlink()
-                usage.files += 1
-                usage.bytes += len(data)
-                usage.stored += 1
+                try:
+                    os.link(temp, path)
+                except OSError as exc:  # raised once the trim above is counted
+                    failed = exc
+                else:
+                    usage.files += 1
+                    usage.bytes += len(data)
+                    usage.stored += 1
+            if failed is not None:
+                raise failed
+            with contextlib.suppress(OSError):
+                temp.unlink()
         except OSError as exc:
             with contextlib.suppress(OSError):
                 temp.unlink()

@@ -180,3 +180,36 @@ def test_metrics_are_the_shared_counts_in_prometheus_text(uploads: Path) -> None
                       "gourmetgram_uploads_disk_full_total": 0,
                       "gourmetgram_uploads_max_bytes": 2500, "gourmetgram_uploads_max_files": 100}
     assert "# TYPE gourmetgram_uploads_removed_total counter" in metrics_text(folder)
+
+
+def test_a_folder_removed_while_running_is_made_again(uploads: Path) -> None:
+    import shutil
+
+    folder = UploadFolder(uploads, max_bytes=10**6, max_files=100, log=LOG)
+    folder.open()
+    folder.save(blob(0), ".jpg")
+    shutil.rmtree(uploads)
+    folder.save(blob(1), ".jpg")
+    assert [p.read_bytes() for p in kept(uploads)] == [blob(1)]
+    assert (folder.usage().files, folder.usage().stored) == (1, 2)
+
+
+def test_a_full_disk_at_the_link_keeps_the_trim_counted(uploads: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trim that made room is counted even when the new name cannot be written (a full directory)."""
+    folder = UploadFolder(uploads, max_bytes=3000, max_files=100, log=LOG)
+    folder.open()
+    for i in range(3):
+        folder.save(blob(i), ".jpg")
+
+    def full(*args: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "link", full)
+    with pytest.raises(DiskFull):
+        folder.save(blob(3), ".jpg")
+    monkeypatch.undo()
+    usage = folder.usage()
+    assert [p.read_bytes() for p in kept(uploads)] == [blob(2)]
+    assert (usage.files, usage.stored, usage.removed, usage.disk_full) == (1, 3, 2, 1)
+    assert not [p for p in uploads.iterdir() if p.name.startswith(TEMP_PREFIX)]
