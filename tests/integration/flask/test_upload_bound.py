@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import pytest
 from PIL import Image
 
 from servelab.targets.services import Service, start_flask
@@ -47,6 +48,7 @@ def metrics(flask: Service) -> dict[str, float]:
     return {line.split()[0]: float(line.split()[1]) for line in text.splitlines() if not line.startswith("#")}
 
 
+@pytest.mark.slow
 def test_uploads_past_the_bound_keep_the_newest_within_it(fake_fastapi, log_dir: Path,
                                                           tmp_path: Path) -> None:
     fake_fastapi.body = {"prediction": "Bread", "probability": 0.9}
