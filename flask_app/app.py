@@ -1,16 +1,17 @@
 """GourmetGram: upload a food photo, get its label from the configured serving backend.
 
-Run with ``gunicorn "flask_app.app:create_app()"``; the backend and its address
-come from environment variables (see ``flask_app.settings``). Every upload is
-checked by Pillow and stored under a generated name before the backend is
-called, so nothing a user sent is lost when the backend fails.
+Run with ``gunicorn -c flask_app/gunicorn_conf.py "flask_app.app:create_app()"``; the
+backend and its address come from environment variables (see ``flask_app.settings``).
+Every upload is checked by Pillow and stored under a generated name before the backend
+is called, so nothing a user sent is lost when the backend fails; the upload folder is
+kept within its bound, oldest first (``flask_app.uploads``), and ``/metrics`` counts it.
 """
 
 from __future__ import annotations
 
 import io
+import logging
 import threading
-import uuid
 from pathlib import Path
 
 from flask import Blueprint, Flask, Response, current_app, jsonify, render_template, request
@@ -19,6 +20,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from flask_app.backends import TITLES, Backend, BackendUnavailable, Prediction, make_backend
 from flask_app.settings import PACKAGE_DIR, Settings
+from flask_app.uploads import DiskFull, UploadFolder, metrics_text
 from servelab.core.preprocess import ImageError, load_image
 
 TEST_IMAGE = PACKAGE_DIR / "static" / "test_image.jpg"
@@ -60,7 +62,11 @@ def create_app(settings: Settings | None = None) -> Flask:
     app = Flask(__name__, instance_path=str(Path(settings.instance_path).resolve()))
     app.config["MAX_CONTENT_LENGTH"] = settings.max_upload_bytes + FORM_OVERHEAD_BYTES
     app.extensions["gourmetgram"] = BackendHolder(settings)
-    settings.upload_dir.mkdir(parents=True, exist_ok=True)
+    app.logger.setLevel(logging.INFO)  # the upload folder's trims are logged at INFO
+    uploads = UploadFolder(settings.upload_dir, settings.uploads_max_bytes, settings.uploads_max_files,
+                           app.logger)
+    uploads.open()
+    app.extensions["gourmetgram_uploads"] = uploads
     app.register_blueprint(bp)
     app.register_error_handler(RequestEntityTooLarge, _too_large)
     return app
@@ -72,6 +78,10 @@ def _settings() -> Settings:
 
 def _backend() -> Backend:
     return current_app.extensions["gourmetgram"].get()
+
+
+def _uploads() -> UploadFolder:
+    return current_app.extensions["gourmetgram_uploads"]
 
 
 @bp.get("/")
@@ -119,10 +129,16 @@ def health() -> tuple[Response, int]:
     return jsonify(status="ok", **_backend().health()), 200
 
 
+@bp.get("/metrics")
+def metrics() -> Response:
+    """The upload folder in Prometheus' text format: kept, stored, removed to keep the bound, refused."""
+    return Response(metrics_text(_uploads()), mimetype="text/plain; version=0.0.4; charset=utf-8")
+
+
 def _classify_upload() -> Prediction:
     data = _read_upload(_settings().max_upload_bytes)
     image_format = _check_image(data)
-    _save_upload(data, image_format, _settings().upload_dir)
+    _save_upload(data, image_format)
     return _run_backend(data, kept=True)
 
 
@@ -149,14 +165,19 @@ def _check_image(data: bytes) -> str:
         raise UploadError(f"That file is not an image ({exc}): choose a JPEG or PNG photo.", 400) from None
 
 
-def _save_upload(data: bytes, image_format: str, upload_dir: Path) -> Path:
-    """Store under a fresh random name; exclusive create, so nothing is ever overwritten."""
-    upload_dir.mkdir(parents=True, exist_ok=True)
+def _save_upload(data: bytes, image_format: str) -> Path:
+    """Store under a fresh name (``UploadFolder.save``); a full disk is a 507, nothing half-written."""
     suffix = EXTENSIONS.get(image_format, f".{image_format.lower()}")
-    path = upload_dir / f"{uuid.uuid4().hex}{suffix}"
-    with path.open("xb") as handle:
-        handle.write(data)
-    return path
+    try:
+        return _uploads().save(data, suffix)
+    except DiskFull as exc:
+        current_app.logger.error("upload of %d bytes refused with 507, the disk is full: %s", len(data), exc)
+        raise UploadError("The server's disk is full, so your photo was not kept or classified: "
+                          "please try again later, and tell the lab's staff.", 507) from None
+    except OSError as exc:
+        current_app.logger.error("upload of %d bytes could not be stored: %s", len(data), exc)
+        raise UploadError(f"The server could not store your photo ({exc.strerror or exc}), so it was not "
+                          "classified: please try again later, and tell the lab's staff.", 500) from None
 
 
 def _run_backend(data: bytes, kept: bool) -> Prediction:

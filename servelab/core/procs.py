@@ -35,6 +35,33 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
+def bind_port(host: str, port: int) -> socket.socket | None:
+    """A TCP socket bound to ``host:port`` for a server to listen on (SO_REUSEADDR, as uvicorn and
+    gunicorn bind theirs), or None when another program holds that port."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+def taken_port_line(server: str, host: str, port: int, setting: str) -> str:
+    """The one line a server stops with when ``host:port`` is taken: names ``setting`` (a format with
+    ``{port}``, e.g. ``--port {port}``) filled with a port that is free now."""
+    free = port + 1
+    for candidate in range(port + 1, min(port + 50, 65536)):
+        if (probe := bind_port(host, candidate)) is not None:
+            probe.close()
+            free = candidate
+            break
+    return (f"{server}: {host}:{port} is already taken by another program: start it on another port with "
+            f"{setting.format(port=free)}, or stop that program")
+
+
 def wait_until(check: Callable[[], bool], what: str, timeout: float, interval: float = 0.2,
                alive: Callable[[], str | None] | None = None) -> None:
     """Poll ``check`` until it is true; raise ``WaitTimeoutError`` naming ``what``.

@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import socket
 import sys
 from collections.abc import Callable
 from types import FrameType
@@ -40,6 +41,7 @@ from typing import Any
 
 import uvicorn
 
+from servelab.core.procs import bind_port, taken_port_line
 from servelab.llm.front import Front
 from servelab.llm.static_batcher import StaticBatcher
 from servelab.llm.validation import (
@@ -54,6 +56,10 @@ from servelab.llm.validation import (
 # thread: the front ends its streams at once, these bound anything else (the decision note of 2026-11-25)
 GRACEFUL_SHUTDOWN_S = 3
 GENERATION_STOP_S = 2.0
+# the engine's port when none is given: beside FastAPI's and Triton's 8000, and the port its compose stack
+# publishes on a GPU host (servelab/llm/server.py's COMPOSE_PORT).
+# Why: docs/decisions/2026-11-28-servers-side-by-side.md
+DEFAULT_PORT = 8010
 
 
 def _cb_stats(generation_state: Any) -> dict[str, Any]:
@@ -140,11 +146,18 @@ def _stop_generation(state: Any, batcher: StaticBatcher | None) -> None:
 
 class _Server(uvicorn.Server):
     """uvicorn's server, telling the front at the stop signal (uvicorn alone waits for every stream in
-    flight to finish before it stops, with no limit unless ``timeout_graceful_shutdown`` is set)."""
+    flight to finish before it stops, with no limit unless ``timeout_graceful_shutdown`` is set), and
+    printing ``ready`` once it listens."""
 
-    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None]) -> None:
+    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None], ready: str = "") -> None:
         super().__init__(config)
         self.on_exit = on_exit
+        self.ready = ready
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started and self.ready:
+            print(self.ready, flush=True)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         super().handle_exit(sig, frame)
@@ -180,8 +193,13 @@ def main(argv: list[str] | None = None) -> None:
                         help="torch intra-op threads on a CPU (1: two threads oversubscribe a shared 2-core "
                              "machine and a decode step gets up to 30x slower; see the decision note)")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
+                        help="(default %(default)s: FastAPI and Triton take 8000)")
     args = parser.parse_args(argv)
+    # the port first: one line and no model load when another program holds it
+    listening = bind_port(args.host, args.port)
+    if listening is None:
+        raise SystemExit(taken_port_line("LLM engine", args.host, args.port, "--port {port}"))
     import torch
 
     if not torch.cuda.is_available():
@@ -193,7 +211,10 @@ def main(argv: list[str] | None = None) -> None:
     gc.freeze()
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
                             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
-    _Server(config, app.close).run()
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    ready = (f"LLM engine ({args.batching} batching) serving {args.model} on http://{host}:{args.port} "
+             "(OpenAI API under /v1, Swagger at /docs; Ctrl-C stops it)")
+    _Server(config, app.close, ready).run(sockets=[listening])
 
 
 def _exit_now() -> None:

@@ -18,6 +18,7 @@ from servelab.results.store import results_dir
 
 FASTAPI_APPS = {"pt": "fastapi_pt.app:app", "onnx": "fastapi_onnx.app:app"}
 FLASK_APP = "flask_app.app:create_app()"
+FLASK_CONFIG = "flask_app/gunicorn_conf.py"  # settings and port checked before any worker starts
 
 
 @dataclass
@@ -70,9 +71,11 @@ def start_fastapi(kind: str, port: int | None = None, env: Mapping[str, str] | N
 
 
 def start_flask(env: Mapping[str, str] | None = None, port: int | None = None,
-                log_dir: Path | None = None, timeout: float = 60.0) -> Service:
-    """Start GourmetGram under gunicorn (configured by ``env``) and wait for /health."""
+                log_dir: Path | None = None, timeout: float = 60.0, workers: int = 1) -> Service:
+    """Start GourmetGram under gunicorn (configured by ``env``; ``workers`` processes of 4 threads)
+    and wait for /health."""
     port = port or free_port()
-    argv = [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}", "--workers", "1",
-            "--threads", "4", "--chdir", str(REPO_ROOT), FLASK_APP]
+    argv = [sys.executable, "-m", "gunicorn", "-c", str(REPO_ROOT / FLASK_CONFIG),
+            "--bind", f"127.0.0.1:{port}", "--workers", str(workers), "--threads", "4",
+            "--chdir", str(REPO_ROOT), FLASK_APP]
     return _start("flask", argv, port, env, log_dir, timeout)

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from servelab.core.paths import REPO_ROOT
-from servelab.targets.services import FLASK_APP
+from servelab.targets.services import FLASK_APP, FLASK_CONFIG
 
 APP_DIR = REPO_ROOT / "flask_app"
 DOCKERFILE = APP_DIR / "Dockerfile"
@@ -55,6 +55,7 @@ def test_dockerfile_copies_existing_paths_allowed_by_its_dockerignore() -> None:
 def test_dockerfile_serves_the_app_the_lab_runs() -> None:
     text = DOCKERFILE.read_text()
     assert "gunicorn" in text and f'"{FLASK_APP}"' in text
+    assert f'"-c", "{FLASK_CONFIG}"' in text, "settings and the port checked before any worker starts"
     assert "-c constraints.txt" in text
 
 
