@@ -96,13 +96,23 @@ def _user_site_on_path() -> None:
         sys.path.insert(first, user)
 
 
+def where(root: Path) -> str:
+    """The checkout as a notebook names it, never with the machine's absolute path: ``~/…`` under the home
+    folder (Chameleon's hub: ``~/work/<folder>``), else the folder's own name."""
+    home = Path(os.path.expanduser("~"))
+    try:
+        return f"~/{root.resolve().relative_to(home.resolve())}"
+    except ValueError:
+        return f"the folder {root.name!r}"
+
+
 def ensure(root: Path = ROOT, run: Callable[..., Any] = subprocess.run,
            environ: Mapping[str, str] = os.environ) -> None:
     """Install the pinned python-chi and python-blazarclient into this kernel when needed; print what
     was done and their versions. ``run`` runs pip (``subprocess.run``'s signature)."""
     wanted = pins(root)
     have = installed(wanted)
-    print(f"The lab's code: {root}")
+    print(f"The lab's code: {where(root)}")
     if have == wanted:
         print(f"Already installed, nothing to do: {_versions(have)}")
         return

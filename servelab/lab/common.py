@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from servelab.core.paths import REPO_ROOT
+from servelab.core.paths import ON_THE_NODE, REPO_ROOT
 from servelab.lab.params import LabParams
 from servelab.results.store import append_rows, read_rows, results_dir, run_folder
 from servelab.targets import get_stack
@@ -101,7 +101,7 @@ def results_overview(directory: Path | None = None) -> pd.DataFrame:
 def open_stack(p: LabParams) -> Stack:
     """The target's stack: local processes, or compose on this host (the node's Jupyter on Chameleon).
 
-    ``target="chameleon"`` raises a TargetError that says where notebooks 03-07 run instead.
+    ``target="chameleon"`` raises a TargetError that says where notebooks ``ON_THE_NODE`` run instead.
     """
     return get_stack(p.target, **_local_options(p.target))
 
@@ -116,8 +116,8 @@ def stop_stacks(p: LabParams) -> None:
 
 
 def node_jupyter(node: Any, config: Any = None) -> None:
-    """Where to go after 02: the node's Jupyter server, where notebooks 03-07 run (target docker); and
-    the line that copies the student's work here, with 02's settings (``config``)."""
+    """Where to go after 02: the node's Jupyter server, where notebooks ``ON_THE_NODE`` run (target docker),
+    and the line that copies the student's work here, with 02's settings (``config``)."""
     from provisioning import fetch_line
 
     keep = ("Your measurements and saved notebooks stay on the node, and go with it: 08 copies them here "
@@ -125,9 +125,9 @@ def node_jupyter(node: Any, config: Any = None) -> None:
             f"one of the lab's notebooks here (after its first cell):\n  {fetch_line(config)}")
     if node is None:
         print("plan mode: on Chameleon this prints the node's Jupyter URL (with its token); "
-              f"notebooks 03-07 run there with target='docker'.\n{keep}")
+              f"notebooks {ON_THE_NODE} run there with target='docker'.\n{keep}")
         return
-    print(f"Open the node's Jupyter server and run notebooks 03-07 there with target='docker':\n"
+    print(f"Open the node's Jupyter server and run notebooks {ON_THE_NODE} there with target='docker':\n"
           f"  {node.jupyter_url}\nSSH for nvtop: ssh {node.user}@{node.address}\n"
           "  (from a terminal in Chameleon's Jupyter, File → New → Terminal: the server got the hub's key "
           "pair; from another machine add -i with the private key of the key pair you gave as key_name)\n"
@@ -201,12 +201,13 @@ def reference(table: str, columns: Sequence[str], **where: Any) -> pd.DataFrame 
 
 
 def show_columns(df: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
-    """``df``'s ``columns`` (those present), shown in a notebook as the report's short view (at most
-    eight columns: ``servelab.report.figures.short_view``); every column stays in the frame and the CSVs."""
+    """``df``'s ``columns`` (those present), shown in a notebook as the report's short view
+    (``servelab.report.figures.short_view``: its columns, headings and rounding); every column stays in the
+    frame, unrounded, and in the CSVs."""
     present = [c for c in columns if c in df]
     if not present:
         return df
-    return Measured.of(df[present].round(2), list(columns))
+    return Measured.of(df[present], list(columns))
 
 
 class Measured(pd.DataFrame):
@@ -231,11 +232,12 @@ class Measured(pd.DataFrame):
     def _short(self) -> pd.DataFrame | None:
         """The short view while the frame still has the columns it was made with (rows may be
         selected); a column selection, ``set_index``, ``groupby`` or ``.T`` shows the plain frame."""
-        from servelab.report.figures import short_view
+        from servelab.report.figures import short_view, whole_numbers
 
         if not self.shown_as or self.empty or tuple(self.columns) != self.made_with:
             return None
-        return short_view(pd.DataFrame(self), self.shown_as)
+        short = short_view(pd.DataFrame(self), self.shown_as)
+        return None if short is None else whole_numbers(short)
 
     def _defines(self, short: pd.DataFrame) -> str:
         """What this table's columns mean, for the ones this notebook has not defined yet (the first

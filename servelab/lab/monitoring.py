@@ -251,7 +251,7 @@ def read_monitoring(df: pd.DataFrame) -> str:
         parts.append(f"{source} {model}".strip() + f": up to {num(busy, 'requests_per_s').max():.1f} req/s, "
                      f"latency {num(busy, 'latency_ms').min():.0f}–{num(busy, 'latency_ms').max():.0f} ms, "
                      f"up to {num(busy, _waiting(busy)).max():.0f} waiting"
-                     + (f", mean batch {batch:.1f}" if batch == batch else ""))
+                     + (f", mean batch {batch:.1f} over the busy scrapes" if batch == batch else ""))
     failed = int((df["error"] != "").sum())
     return "; ".join(parts + [f"{failed} scrapes without data (see the error column)"] * bool(failed)) \
         or "no requests seen"

@@ -244,12 +244,19 @@ class LabParams:
                   "meaning": SPECS[k].meaning} for k, v in self.values.items()]
         return rows
 
-    def _repr_html_(self) -> str:
-        """The rows as a table; an unset value (None) reads "not set", never NaN or None."""
+    def _shown(self) -> Any:
+        """The rows as a DataFrame; an unset value (None) reads "not set", never NaN or None."""
         import pandas as pd
 
         rows = [{**r, "value": "not set" if r["value"] is None else r["value"]} for r in self.rows()]
-        return pd.DataFrame(rows, dtype=object).to_html(index=False)
+        return pd.DataFrame(rows, dtype=object)
+
+    def _repr_html_(self) -> str:
+        return str(self._shown().to_html(index=False))
+
+    def __repr__(self) -> str:
+        """The same table as text (a saved notebook's plain view, the site), never the dataclass's fields."""
+        return str(self._shown().to_string(index=False))
 
 
 def _one_of(name: str, value: Any, allowed: Iterable[str]) -> str:

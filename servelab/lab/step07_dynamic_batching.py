@@ -144,8 +144,8 @@ def read_batch_sizes(counts: dict[int, int]) -> str:
         return "no executions counted"
     batched = sum(c for s, c in counts.items() if s > 1)
     mean = sum(s * c for s, c in counts.items()) / total
-    return (f"{batched} of {total} executions carried more than one request (mean batch {mean:.2f}), "
-            "although every client sent single images")
+    return (f"{batched} of {total} executions carried more than one request (mean batch {mean:.1f} over "
+            "these executions), although every client sent single images")
 
 
 # ----------------------------------------------------------------------------- report and rules

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from servelab.core.paths import REPO_ROOT
+from servelab.core.paths import ON_THE_NODE, REPO_ROOT
 from servelab.lab.common import record
 from servelab.lab.params import LabParams
 from servelab.lab.step09_views import fig_batching, fig_kv, fig_single, read_batching, read_kv, read_single
@@ -58,7 +58,7 @@ def engine_up(p: LabParams, batching: str, kv_blocks: int | None = None) -> Engi
         engine = start_engine(options)
     else:
         raise RuntimeError(f"target={p.target!r}: notebook 09 runs on the node (target 'docker') or here "
-                           "(target 'local'), like notebooks 03-07")
+                           f"(target 'local'), like notebooks {ON_THE_NODE}")
     print(f"$ {short_command(engine.command)}")
     print(f"$ curl -s {engine.url}/lab/stats  # where the engine computes: {engine_device(engine) or '?'}")
     return engine

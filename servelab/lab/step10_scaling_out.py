@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 
 from servelab.core.labels import CLASSES
 from servelab.core.paths import REPO_ROOT
-from servelab.lab.common import record
+from servelab.lab.common import record, show_columns
 from servelab.lab.params import LabParams
 from servelab.report.figures import as_image
 from servelab.results.schema import SCALING, SCALING_SERIES, device_label, num, relative_spread
@@ -204,12 +204,13 @@ SHOWN = {"step": SUMMARY_COLUMNS, "kill": ["label", "sent", "ok", "failed", "in_
 
 
 def summaries(kind: str) -> pd.DataFrame:
-    """This run's recorded summaries of one ``kind``, with the columns ``SHOWN`` names for it (the run
-    metadata each row also carries stays in the CSV)."""
+    """This run's recorded summaries of one ``kind``, shown with the columns ``SHOWN`` names for it, as
+    every measurement table is (``common.show_columns``: rounded once, a missing value blank); the run
+    metadata each row also carries stays in the frame and the CSV."""
     from servelab.results.store import read_rows
 
     rows = pd.DataFrame([r for r in read_rows(SCALING) if r.get("kind") == kind])
-    return rows[[c for c in SHOWN[kind] if c in rows]]
+    return show_columns(rows, SHOWN[kind])
 
 
 def fig_timeline(series: pd.DataFrame, title: str = "step load") -> Figure:

@@ -53,7 +53,8 @@ def stats_change(before: dict[str, Any], after: dict[str, Any]) -> pd.DataFrame:
     from servelab.triton.stats import batch_table, delta, flatten
 
     change = delta(flatten(before), flatten(after))
-    print(f"between the two calls: {change['inference_count']} inferences in {change['execution_count']} "
-          f"executions (mean batch size {change['mean_batch_size']:.2f}); "
+    print(f"between the two calls (everything the model ran between them, warm-ups included): "
+          f"{change['inference_count']} inferences in {change['execution_count']} executions (mean batch "
+          f"size {change['mean_batch_size']:.1f} over them all); "
           f"{change['executions_batch_gt1']} executions carried more than one image")
     return batch_table(change)

@@ -71,6 +71,11 @@ class Engine:
     kind: str = "transformers"  # or "vllm" (servelab.llm.vllm)
     stats_path: str = STATS_PATH  # the lab front's statistics, or vLLM's Prometheus /metrics
 
+    def __repr__(self) -> str:
+        """What a notebook shows of it: kind, batching and URL (its command is printed when it starts, with
+        no machine's paths: ``short_command``), not the dataclass's fields."""
+        return f"{self.kind} engine, {self.options.batching} batching, at {self.url}"
+
     @property
     def command_line(self) -> str:
         return shlex.join(self.command)

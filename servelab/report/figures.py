@@ -205,12 +205,17 @@ def save_png(data: bytes, name: str) -> Path:
 # (the CSVs keep every column): what was run, throughput, p50, p99, queue, compute, utilisation and the
 # one setting the table varies (threads or batch), when it varies. ``short_view`` is the one place.
 MAX_COLUMNS = 9
+# perf_analyzer counts every image of a client batch as one inference (its infer/sec); the FastAPI and
+# Flask clients send one image per request
 HEADINGS = {"server_cpu_pct": "server CPU %",
-            "label": "measurement", "throughput": "throughput (/s)", "throughput_rps": "throughput (/s)",
-            "p50_ms": "p50 (ms)", "median_ms": "p50 (ms)", "p99_ms": "p99 (ms)", "queue_ms": "queue (ms)",
-            "compute_infer_ms": "compute (ms)", "cpu_util_pct": "CPU %", "gpu_util_pct": "GPU %",
-            "threads": "threads", "batch": "client batch", "mean_batch_size": "mean batch",
-            "max_batch": "max batch"}
+            "label": "measurement", "throughput": "throughput (images/s)",
+            "throughput_rps": "throughput (requests/s)",
+            "p50_ms": "p50 (ms)", "median_ms": "p50 (ms)", "p95_ms": "p95 (ms)", "p99_ms": "p99 (ms)",
+            "queue_ms": "queue (ms)", "compute_infer_ms": "compute (ms)", "cpu_util_pct": "CPU %",
+            "gpu_util_pct": "GPU %", "threads": "threads", "batch": "client batch",
+            "mean_batch_size": "mean batch", "max_batch": "max batch", "cold_ms": "first (ms)",
+            "max_ms": "max (ms)", "goodput_rps": "goodput (requests/s)", "shed_p99_ms": "refused p99 (ms)"}
+DECIMALS = 1  # every measured figure a table shows: rounded once, here, from the row's full value
 LESSONS = ("threads", "batch", "mean_batch_size", "max_batch")  # the first that varies is the table's lesson
 
 
@@ -219,8 +224,13 @@ def _text_series(df: pd.DataFrame, column: str) -> list[str]:
 
 
 def short_view(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame | None:
-    """The report's short form (at most ``MAX_COLUMNS`` columns, plain headings) of a table drawn with
-    ``TRITON_COLUMNS`` or ``FASTAPI_COLUMNS``; None for any other table."""
+    """The report's short form (at most ``MAX_COLUMNS`` columns, plain headings with units, figures
+    rounded once to ``DECIMALS``) of a table drawn with ``TRITON_COLUMNS`` or ``FASTAPI_COLUMNS``; any
+    other table: its ``columns`` that are present, under the same headings and rounding; None when none
+    is present."""
+    if list(columns) not in (TRITON_COLUMNS, FASTAPI_COLUMNS):
+        present = [c for c in columns if c in df]
+        return df[present].round(DECIMALS).rename(columns=HEADINGS) if present else None
     if list(columns) == TRITON_COLUMNS:
         frame = df if "label" in df else df.assign(label=df.get("model", ""))
         # a level measured after a skipped warm-up (no rule counts it), or that never settled, says so
@@ -254,28 +264,29 @@ def short_view(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame | None:
         if len(picked) + len(lesson) < MAX_COLUMNS:
             picked.append(more)
     picked = [c for c in picked + lesson if c in frame][:MAX_COLUMNS]
-    return frame[picked].round(1).rename(columns=HEADINGS)
+    return frame[picked].round(DECIMALS).rename(columns=HEADINGS)
 
 
 def table_html(df: pd.DataFrame, columns: list[str]) -> str:
     """``df``'s ``columns`` (those present; the short view for Triton and FastAPI tables) as an HTML table
     that scrolls inside its own box rather than widening the page."""
-    short = None if df.empty else short_view(df, columns)
-    frame = short if short is not None else df[[c for c in columns if c in df]].round(2)
-    if df.empty or frame.columns.empty:
+    frame = None if df.empty else short_view(df, columns)
+    if frame is None or frame.columns.empty:
         return "<p><em>no rows</em></p>"
     frame = whole_numbers(frame)
     return f'<div class="table">{frame.to_html(index=False, border=0, classes="data", na_rep="")}</div>'
 
 
 def whole_numbers(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with its float columns that hold only whole numbers (counts a missing value made float:
-    501.0 requests) as integers."""
+    """``frame`` as a table shows it: its float columns that hold only whole numbers (counts a missing
+    value made float: 501.0 requests) as integers, and every missing value (None, NaN) blank."""
     out = frame.copy()
     for column in out.columns:
         values = out[column]
         if values.dtype.kind == "f" and values.notna().any() and (values.dropna() % 1 == 0).all():
             out[column] = ["" if pd.isna(v) else int(v) for v in values]
+        elif values.dtype.kind == "O":
+            out[column] = ["" if v is None or (isinstance(v, float) and v != v) else v for v in values]
     return out
 
 

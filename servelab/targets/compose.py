@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from servelab.core import image_builds
 from servelab.core.compose import explain_up_failure, file_args, gpu_runtime, up_args
-from servelab.core.paths import REPO_ROOT, shown
+from servelab.core.paths import ON_THE_NODE, REPO_ROOT, shown
 from servelab.targets.base import (
     COMPOSE_FILES,
     HOST_PORTS,
@@ -284,7 +284,7 @@ class ComposeStack(Stack):
 
 
 NODE_NOTEBOOKS = ("notebook 01 (reserve), 02 (launch) and 08 (tear down) run with target='chameleon' "
-                  "from Chameleon's Jupyter; notebooks 03-07 and 09 run on the node, in the Jupyter server "
+                  f"from Chameleon's Jupyter; notebooks {ON_THE_NODE} run on the node, in the Jupyter server "
                   "that notebook 02 started and printed the URL of, with target='docker', so that every "
                   "client and every utilisation sample runs next to the servers (measuring across the "
                   "network measures the network). The instructor's headless run does both: "

@@ -29,3 +29,55 @@ def noise(nb: Any) -> list[str]:
             if output.get("name") == "stderr" or WARNING_LINE.search(text):
                 found.append(f"cell {index}: {text.strip()[:200]}")
     return found
+
+
+# a missing value as pandas or Python prints it, standing alone in a table cell or after a field's name
+MISSING = re.compile(r"(?<![\w.'\"=])(None|NaN|nan|<NA>)(?![\w'\"(]| of\b)")
+HTML_MISSING = re.compile(r"<td>\s*(None|NaN|nan|&lt;NA&gt;)\s*</td>")
+# an absolute path under a machine's own folders (not a URL's path: those follow a host or port)
+ABSOLUTE = re.compile(r"(?<![\w.~$:/-])/(?:home|root|tmp|work|var|usr|opt|srv|mnt|etc|private|Users)/"
+                      r"[^\s'\",)]*")
+NO_REFERENCE = re.compile(r"no GPU reference", re.I)
+LISTING = re.compile(r"^# \S+(, lines \d+-\d+: | \(\d+ lines\)| \(lines \d+-\d+ of \d+\))", re.M)
+
+
+def _outputs(nb: Any) -> list[tuple[int, str, str]]:
+    """(cell index, kind, text) of each output of ``nb``'s code cells: streams, plain and HTML views."""
+    found = []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "stream":
+                text = output.get("text", "")
+                found.append((index, "text", "".join(text) if isinstance(text, list) else str(text)))
+                continue
+            data = output.get("data", {}) if isinstance(output.get("data"), dict) else {}
+            for kind in ("text/plain", "text/html"):
+                text = data.get(kind, "")
+                found.append((index, kind, "".join(text) if isinstance(text, list) else str(text)))
+    return found
+
+
+def untidy(nb: Any) -> list[str]:
+    """What an executed notebook shows that a student should never see, as ``"cell N: <what>"``: a
+    missing value printed as None, NaN or <NA> (a table cell or a field; a blank is how a missing value
+    reads), an absolute path of the machine that ran it (its checkout, a temp folder, a venv; commands
+    and files are shown relative to the checkout, ``$SERVELAB_RESULTS/…`` or ``~/…``), and the
+    "no GPU reference" line more than once. Code listings (``common.show_code``/``show_file``: they
+    start with the file's name) are the project's own text and are not read for missing values."""
+    found = []
+    no_reference = 0
+    for index, kind, text in _outputs(nb):
+        if kind == "text/html":
+            found += [f"cell {index}: a table cell reads {m.group(1)}" for m in HTML_MISSING.finditer(text)]
+        elif not LISTING.search(text):
+            for line in text.splitlines():
+                if (m := MISSING.search(line)) and not line.lstrip().startswith(("$ ", "#")):
+                    found.append(f"cell {index}: {m.group(1)} in {line.strip()[:160]!r}")
+        if kind != "text/html":
+            found += [f"cell {index}: absolute path {m.group(0)!r}" for m in ABSOLUTE.finditer(text)]
+            no_reference += len(NO_REFERENCE.findall(text))
+    if no_reference > 1:
+        found.append(f"the 'no GPU reference' line {no_reference} times (once per notebook)")
+    return found

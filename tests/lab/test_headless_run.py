@@ -11,7 +11,7 @@ import pytest
 
 from servelab.lab import runner as lab
 from servelab.results import schema
-from tests.lab.notebook_noise import noise
+from tests.lab.notebook_noise import noise, untidy
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # the first test runs the whole lab
 
@@ -233,6 +233,18 @@ def test_no_notebook_prints_on_stderr_or_a_python_warning(lab_run: lab.RunOutcom
     loud = {n.name: found for n in lab_run.notebooks
             if (found := noise(nbformat.read(n.output, as_version=4)))}
     assert not loud, f"printed on stderr or as a Python warning: {loud}"
+
+
+def test_no_notebook_shows_a_missing_value_a_machine_path_or_a_repeated_no_reference(
+        lab_run: lab.RunOutcome) -> None:
+    """Every executed notebook reads clean: a missing value is blank (never None, NaN), no absolute path
+    of this machine (the checkout, a temp folder, the venv) and at most one "no GPU reference" line
+    (tests/unit/lab/test_notebook_tidy.py shows this check catching each)."""
+    import nbformat
+
+    found = {n.name: bad for n in lab_run.notebooks
+             if (bad := untidy(nbformat.read(n.output, as_version=4)))}
+    assert not found, f"untidy output: {found}"
 
 
 def test_scaling_notebook_is_quiet_and_leaves_no_ray(run_dir: Path) -> None:

@@ -155,3 +155,11 @@ def test_the_first_cell_finds_the_checkout_or_says_where_to_open_the_notebook(tm
         last = done.stderr.strip().splitlines()[-1]
         assert last == ("ModuleNotFoundError: the lab's code is neither installed here nor around "
                         f"{tmp_path}: open this notebook in notebooks/ of a copy (git clone) of the lab")
+
+
+def test_the_checkout_is_named_without_the_machine_s_path(tmp_path: Path, monkeypatch) -> None:
+    """The first cell said "The lab's code: /work/main": a machine's absolute path in a student's notebook."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home" / "work" / "lab").mkdir(parents=True)
+    assert bootstrap.where(tmp_path / "home" / "work" / "lab") == "~/work/lab"
+    assert bootstrap.where(tmp_path / "srv" / "serve-lab") == "the folder 'serve-lab'"

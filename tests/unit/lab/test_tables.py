@@ -93,3 +93,19 @@ def test_the_stubs_a_config_asks_for_count_each_listed_gpu() -> None:
     assert expected_stubs(set_instance_groups(cfg, [(3, "KIND_CPU", [])])) == 3
     assert expected_stubs(set_instance_groups(cfg, [(1, "KIND_GPU", [0]), (2, "KIND_CPU", [])])) == 3
     assert expected_stubs(set_instance_groups(cfg, [(2, "KIND_GPU", [])])) is None
+
+
+def test_a_figure_is_rounded_once_the_same_in_the_notebook_and_the_report() -> None:
+    """28.6549 read 28.6 in a notebook's table (rounded to 2 decimals, then shown to 1: 28.65 → 28.6) and
+    28.7 in the report and the verdict; a table now rounds the row's full value once."""
+    from servelab.report.effects import amount
+    from servelab.report.figures import table_html
+
+    rows = pd.DataFrame([{"backend": "onnx", "device": "cpu", "max_batch": 1, "mode": "sequential",
+                          "concurrency": 1, "requests": 20, "errors": 0, "median_ms": 28.6549,
+                          "p95_ms": None, "p99_ms": 30.0, "throughput_rps": 34.9, "cpu_util_pct": 50.0}])
+    shown = show_columns(rows, FASTAPI_COLUMNS)
+    assert "28.7" in repr(shown) and "28.7" in (shown._repr_html_() or "")
+    assert "28.7" in table_html(rows, FASTAPI_COLUMNS) and amount(28.6549) == "28.7"
+    assert "throughput (requests/s)" in repr(shown) and "None" not in repr(shown)
+    assert shown["median_ms"].iloc[0] == 28.6549  # the frame keeps the full value

@@ -108,7 +108,7 @@ def triton_rows(**varying: list) -> pd.DataFrame:
 def test_triton_tables_show_the_short_set_and_the_setting_that_varies() -> None:
     plain = short_view(triton_rows(throughput=[10.0, 20.0]), TRITON_COLUMNS)
     assert plain is not None
-    assert list(plain) == ["measurement", "throughput (/s)", "p50 (ms)", "p99 (ms)", "queue (ms)",
+    assert list(plain) == ["measurement", "throughput (images/s)", "p50 (ms)", "p99 (ms)", "queue (ms)",
                            "compute (ms)", "CPU %", "server CPU %"]
     threads = short_view(triton_rows(threads=["default", "split"]), TRITON_COLUMNS)
     assert threads is not None and list(threads)[-1] == "threads"
@@ -130,10 +130,13 @@ def test_fastapi_tables_name_each_run_in_one_column() -> None:
 
 
 def test_other_tables_keep_their_columns_and_scroll_in_their_own_box() -> None:
-    df = pd.DataFrame([{"a": 1.234, "b": "x"}])
-    assert short_view(df, ["a", "b"]) is None
-    page = table_html(df, ["a", "b", "missing"])
-    assert page.startswith('<div class="table">') and "<th>a</th>" in page and "1.23" in page
+    df = pd.DataFrame([{"a": 1.234, "b": "x", "p95_ms": None}])
+    view = short_view(df, ["a", "b", "p95_ms"])
+    assert view is not None and list(view) == ["a", "b", "p95 (ms)"]
+    assert short_view(df, ["missing"]) is None
+    page = table_html(df, ["a", "b", "p95_ms", "missing"])
+    assert page.startswith('<div class="table">') and "<th>a</th>" in page and "1.2" in page
+    assert "1.23" not in page and "None" not in page and "NaN" not in page
     assert table_html(pd.DataFrame(), TRITON_COLUMNS) == "<p><em>no rows</em></p>"
 
 
