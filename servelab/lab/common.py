@@ -190,6 +190,7 @@ def reference(table: str, columns: Sequence[str], rules: Any = None, effects: Se
     reads from those rows. A notebook whose steps the reference lacks
     says so once (the first such call of the kernel, and that call again); later ones print nothing."""
     from servelab.results.reference import STUDENT_NODE, computed_on, describe, reference_rows, reference_run
+    from servelab.results.schema import gpu_polled
 
     run = reference_run()
     rows = reference_rows(table, run)
@@ -207,9 +208,7 @@ def reference(table: str, columns: Sequence[str], rules: Any = None, effects: Se
         return None
     print(f"Evidence beside the expectation above (which is for your {STUDENT_NODE} node): measured by "
           f"{describe(run)}.\nWhere these rows computed: {computed_on(rows, run)}.")
-    sampled = ["util_method" in str(u) for u in rows.get("utilisation", pd.Series(dtype=object))]
-    if "gpu_util_pct" in rows and not any(sampled):  # sampled before the window sampling: polls read 0
-        rows = rows.assign(gpu_util_pct=None)
+    if gpu_polled(rows).any():  # RunData.load left their GPU % blank, not 0
         print("GPU % left blank: that run's monitor polled NVML, which reads 0 for runs this short "
               "(docs/decisions/2026-11-26-gpu-utilisation.md).")
     shown = show_columns(rows.reset_index(drop=True), columns)

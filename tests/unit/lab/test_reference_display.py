@@ -18,7 +18,8 @@ from servelab.results.reference import REFERENCE_SETTING
 from servelab.results.schema import FASTAPI_COLUMNS
 
 H100 = "NVIDIA H100 80GB HBM3"
-POLLED = {"util_samples": 1, "cpu_mean_pct": 6.7, "gpu0_util_mean_pct": 0.0}  # no window sampling: reads 0
+# the monitor before it sampled the driver's window: one poll of NVML, read 0
+POLLED = {"util_samples": 1, "cpu_mean_pct": 6.7, "gpu_count": 1, "gpu0_util_mean_pct": 0.0}
 
 
 def _row(backend: str, device: str, mode: str, median: float, step: str) -> dict:
@@ -94,3 +95,15 @@ def test_a_notebook_without_reference_rows_says_so_once(reference: Path,
     assert said.count("No GPU reference rows") == 1 and "it ran notebooks 03 and 09 only" in said
     common.reference("triton", FASTAPI_COLUMNS, step="python_concurrency")  # the same cell, run again
     assert capsys.readouterr().out.count("No GPU reference rows") == 1
+
+
+def test_gpu_percent_is_blank_where_the_gpu_was_never_sampled(reference: Path) -> None:
+    """For the report, the rules and the notebooks alike (``RunData.load``): a polled 0 is no figure; a row
+    the monitor sampled from the driver's window keeps its own, 0 included."""
+    from servelab.results.schema import RunData
+
+    assert RunData.load(reference).fastapi["gpu_util_pct"].isna().all()
+    sampled = _row("pt", "cuda", "sequential", 7.9, "fastapi_pt")
+    sampled["utilisation"] = {**POLLED, "gpu_util_method": "nvml samples"}
+    (reference / "fastapi.jsonl").write_text(json.dumps(sampled) + "\n")
+    assert RunData.load(reference).fastapi["gpu_util_pct"].tolist() == [0.0]
