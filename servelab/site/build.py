@@ -155,9 +155,9 @@ def _index(run: Run, compare: Run | None, sources: Sequence[Path], links: Links,
     repo = (f'The lab\'s repository: <a href="{address}">{address}</a> (clone it into Chameleon\'s Jupyter: '
             f"<code>git clone {address}</code>); each page links its notebook's source there."
             if links.repo else
-            "This site was built without the lab repository's address (<code>--repo</code>, "
-            "<code>SERVELAB_REPO_URL</code>, the CI's, pyproject.toml's or the checkout's origin): its pages "
-            "link no sources; each page's notebook is there to download.")
+            "This site was built without the lab repository's address (`--repo`, `SERVELAB_REPO_URL`, the "
+            "CI's, pyproject.toml's or the checkout's origin): its pages link no sources; each page's "
+            "notebook is there to download.")
     parts = [
         "# serve-system lab: the handout",
         "Read the lab before your lease: every notebook in order, with its code, configs and commands, "
@@ -175,13 +175,13 @@ def _index(run: Run, compare: Run | None, sources: Sequence[Path], links: Links,
     if compare is not None:
         other = "\n".join(f"| {k} | {v} |" for k, v in compare.provenance.facts().items())
         where = compare.provenance.where(measured_on(compare.folder, keep_unrecorded=True))
-        parts += [f"## Beside them: {covers(compare)}",
-                  "Evidence from another machine, not your node. Where this run and that one both drew "
-                  "figures (in the same cell), its figures sit beside, each captioned with where its "
-                  "measurements ran (their own records: a GPU machine's measurement on its CPU says CPU). "
-                  "Its tables and printed words sit beside only where it ran the same code as this run; "
-                  "otherwise the notebooks' reference cells show its rows as this run's code reads them. "
-                  f"Where its rows computed: {where}.",
+        parts += [f"## Beside them: {covers(compare).split(' (')[0]}",
+                  f"It is {covers(compare)}: evidence from another machine, not your node. Where this "
+                  "run and that one both drew figures (in the same cell), its figures sit beside, each "
+                  "captioned with where its measurements ran (their own records: a GPU machine's measurement "
+                  "on its CPU says CPU). Its tables and printed words sit beside only where it ran the same "
+                  "code as this run; otherwise the notebooks' reference cells show its rows as this run's "
+                  f"code reads them. Where its rows computed: {where}.",
                   "| fact | value |\n|---|---|\n" + other]
         if compare.report:
             parts.append(f'Its report: <a href="{compare.report}">{compare.report}</a>.')

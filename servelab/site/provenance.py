@@ -71,9 +71,12 @@ class Provenance:
             return f"GPU {self.gpu}" if self.on_gpu else "GPU"
         if known == {"CPU"}:
             return machine_cpu + (f", not its GPU {self.gpu}" if self.on_gpu else "")
-        parts = ", ".join(f"{step} on {kind or 'an unrecorded device'}"
-                          + (f" ({devices[step]})" if devices[step] and kind not in ("CPU", "GPU") else "")
-                          for step, kind in kinds.items())
+        named: dict[str, list[str]] = {}  # where → the steps that ran there, in order
+        for step, kind in kinds.items():
+            where = (kind + (f" ({devices[step]})" if devices[step] and kind not in ("CPU", "GPU") else "")
+                     if kind else "a device their rows do not record")
+            named.setdefault(where, []).append(step)
+        parts = ", ".join(f"{and_list(steps)} on {where}" for where, steps in named.items())
         gpu = f"GPU {self.gpu}" if self.on_gpu else "GPU"
         return f"{gpu} and {machine_cpu}: {parts}"
 
