@@ -292,6 +292,10 @@ def build(run_dir: Path, out: Path | None = None, compare: Path | None = None,
         extra.mkdir()
         print(f"site: {len(sources)} notebooks with the outputs of {run_dir}"
               + (f", {compare} beside" if compare else ""), file=say, flush=True)
+        if not links.repo:
+            print("site: no repository address (--repo, $SERVELAB_REPO_URL, the CI's, pyproject.toml's "
+                  "[project.urls] or origin): the pages link no sources, and the index says so", file=say,
+                  flush=True)
         report, data = _copy_run_files(run_dir, extra, "", "index.html")
         run = _run(run_dir, report)
         other = None

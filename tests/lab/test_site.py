@@ -4,7 +4,7 @@ it as a second run (so every compared block is laid out), opened in headless Chr
 broken, code cells and their outputs are both visible, nothing makes a page or the copied reports wider than
 the screen (tables and code scroll in their own box, and a table that does says so), every printed output line
 wraps inside its box (a phone included), every piece of code has a copy button that covers no text, printed
-code wraps instead of being cut off, and the run's provenance is on every page.
+code wraps instead of being cut off, and the run's provenance is on every page, the decision notes' pages too.
 
 Chromium is Debian's, driven by Playwright as in tests/integration/report/test_report_screenshot.py;
 screenshots of one notebook's page at both widths go to test-artifacts/.
@@ -124,7 +124,9 @@ def test_every_page_reads_on_the_screen(site: Path, stems: list[str], run_dir: P
     context = browser.new_context(viewport=WIDTHS[width], is_mobile=phone, has_touch=phone)
     page = context.new_page()
     problems: dict[str, object] = {}
-    for name in ["index", *stems, *REPORTS]:
+    notes = sorted(str(p.relative_to(site).with_suffix("")) for p in (site / "docs").rglob("*.html"))
+    assert notes, "the decision notes the pages name are pages of the site"
+    for name in ["index", *stems, *REPORTS, *notes]:
         page.goto((site / f"{name}.html").as_uri())
         page.wait_for_load_state("load")
         found: dict[str, object] = {
