@@ -198,12 +198,13 @@ common.what_this_run_shows(step)
 # and 9 ms with ONNX Runtime (the P100 is too old for ONNX Runtime's TensorRT provider, so the
 # original calls its gain modest); with 16 senders requests wait in the queue behind each other.
 #
-# Below it, what the lab's own GPU reference run measured for this step (`results/reference/`,
-# measured by this notebook's code on a GPU host; the line above the table names the run), or a line
-# saying it has no measurement of this step yet.
+# Below it, the evidence from a GPU the lab has for this step: its reference run's rows
+# (`results/reference/README.md`), under lines naming that run's host, where each row computed (its GPU,
+# or its CPU) and the notebooks it ran, and what today's code reads from them. Where the reference holds
+# no rows, the notebook's first such cell says so, once.
 
 # %%
-common.reference("fastapi", step.FASTAPI_COLUMNS)
+common.reference("fastapi", step.FASTAPI_COLUMNS, rules=step)
 
 # %% [markdown]
 # ## The web app, now backed by the ONNX service

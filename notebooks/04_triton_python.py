@@ -145,12 +145,14 @@ common.what_this_run_shows(step, "Triton Python backend")
 # concurrency 1, 8 and 16 while the queue grows to 132 ms at 8 and 283 ms at 16; throughput stays
 # at 52 infer/s, and nvtop shows the GPU mostly idle: the delay is queuing, not a lack of compute.
 #
-# Below it, what the lab's own GPU reference run measured for this step (`results/reference/`,
-# measured by this notebook's code on a GPU host; the line above the table names the run), or a line
-# saying it has no measurement of this step yet.
+# Below it, the evidence from a GPU the lab has for this step: its reference run's rows
+# (`results/reference/README.md`), under lines naming that run's host, where each row computed (its GPU,
+# or its CPU) and the notebooks it ran, and what today's code reads from them. Where the reference holds
+# no rows, the notebook's first such cell says so, once.
 
 # %%
-common.reference("triton", triton_steps.TRITON_COLUMNS, step="python_concurrency")
+common.reference("triton", triton_steps.TRITON_COLUMNS, rules=step, effects=["Triton Python backend"],
+                 step="python_concurrency")
 
 # %% [markdown]
 # ## Client-side batching
@@ -176,12 +178,14 @@ common.what_this_run_shows(step, "Client batch")
 # figures in docs/decisions/2026-11-24-gpu-expectations.md): a batch of 16 costs little more than
 # one image: one client, 52 images/s sending single images and 657 images/s sending batches of 16.
 #
-# Below it, what the lab's own GPU reference run measured for this step (`results/reference/`,
-# measured by this notebook's code on a GPU host; the line above the table names the run), or a line
-# saying it has no measurement of this step yet.
+# Below it, the evidence from a GPU the lab has for this step: its reference run's rows
+# (`results/reference/README.md`), under lines naming that run's host, where each row computed (its GPU,
+# or its CPU) and the notebooks it ran, and what today's code reads from them. Where the reference holds
+# no rows, the notebook's first such cell says so, once.
 
 # %%
-common.reference("triton", triton_steps.TRITON_COLUMNS, step="python_client_batch")
+common.reference("triton", triton_steps.TRITON_COLUMNS, rules=step, effects=["Client batch"],
+                 step="python_client_batch")
 
 # %% [markdown]
 # ## The web app through Triton

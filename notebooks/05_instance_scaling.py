@@ -135,16 +135,19 @@ common.what_this_run_shows(step, "raise throughput", "largest instance count")
 # figures in docs/decisions/2026-11-24-gpu-expectations.md): 1 → 2+2 instances took concurrency 8
 # from 52 to 193 infer/s and its latency from 152 ms to 41 ms, some queuing left (8 clients, 4
 # instances) and compute per request longer as instances share a GPU; 4+4 went down to 119 infer/s
-# with the GPUs still not full: the Python backend's per-request overhead was the limit. A run of
-# this team's on an H100 measured 87 → 148 → 336 infer/s for 1 → 2 → 4 instances at concurrency
-# 16 (same note), so whether 4+4 beats 2+2 depends on the GPU at hand.
+# with the GPUs still not full: the Python backend's per-request overhead was the limit. On another
+# GPU the limit can be elsewhere: the notes this lab was rebuilt from report 87 → 148 → 336 infer/s
+# for 1 → 2 → 4 instances on one H100 at concurrency 16, from a run whose rows were not kept: the
+# reference below holds none of it (same note). Whether 4+4 beats 2+2 depends on the GPU at hand.
 #
-# Below it, what the lab's own GPU reference run measured for this step (`results/reference/`,
-# measured by this notebook's code on a GPU host; the line above the table names the run), or a line
-# saying it has no measurement of this step yet.
+# Below it, the evidence from a GPU the lab has for this step: its reference run's rows
+# (`results/reference/README.md`), under lines naming that run's host, where each row computed (its GPU,
+# or its CPU) and the notebooks it ran, and what today's code reads from them. Where the reference holds
+# no rows, the notebook's first such cell says so, once.
 
 # %%
-common.reference("triton", triton_steps.TRITON_COLUMNS, step="instance_scaling")
+common.reference("triton", triton_steps.TRITON_COLUMNS, rules=step,
+                 effects=["raise throughput", "largest instance count"], step="instance_scaling")
 
 # %% [markdown]
 # ## The threads lesson

@@ -114,12 +114,13 @@ common.what_this_run_shows(step, "inference time")
 # computes a request in 4.6 ms (the Python backend: 18.6 ms) and serves 138 infer/s (52), with the
 # GPU busier in nvtop.
 #
-# Below it, what the lab's own GPU reference run measured for this step (`results/reference/`,
-# measured by this notebook's code on a GPU host; the line above the table names the run), or a line
-# saying it has no measurement of this step yet.
+# Below it, the evidence from a GPU the lab has for this step: its reference run's rows
+# (`results/reference/README.md`), under lines naming that run's host, where each row computed (its GPU,
+# or its CPU) and the notebooks it ran, and what today's code reads from them. Where the reference holds
+# no rows, the notebook's first such cell says so, once.
 
 # %%
-common.reference("triton", triton_steps.TRITON_COLUMNS,
+common.reference("triton", triton_steps.TRITON_COLUMNS, rules=step, effects=["inference time"],
                  step=["python_vs_onnx", "onnx_backend"])
 
 # %% [markdown]
@@ -169,12 +170,14 @@ common.what_this_run_shows(step, "two instances")
 # GPUs are fully used; 1182 infer/s at concurrency 8 and 1257 at 16, where 6.8 ms of queue
 # remains: requests arrive faster than the instances serve them.
 #
-# Below it, what the lab's own GPU reference run measured for this step (`results/reference/`,
-# measured by this notebook's code on a GPU host; the line above the table names the run), or a line
-# saying it has no measurement of this step yet.
+# Below it, the evidence from a GPU the lab has for this step: its reference run's rows
+# (`results/reference/README.md`), under lines naming that run's host, where each row computed (its GPU,
+# or its CPU) and the notebooks it ran, and what today's code reads from them. Where the reference holds
+# no rows, the notebook's first such cell says so, once.
 
 # %%
-common.reference("triton", triton_steps.TRITON_COLUMNS, step="onnx_scaling")
+common.reference("triton", triton_steps.TRITON_COLUMNS, rules=step, effects=["two instances"],
+                 step="onnx_scaling")
 
 # %% [markdown]
 # ## The web app on the ONNX model

@@ -183,12 +183,13 @@ common.what_this_run_shows(step, "dynamic batching")
 # GPU node the requests that queue during one execution are served together in the next, at about
 # the cost of one.
 #
-# Below it, what the lab's own GPU reference run measured for this step (`results/reference/`,
-# measured by this notebook's code on a GPU host; the line above the table names the run), or a line
-# saying it has no measurement of this step yet.
+# Below it, the evidence from a GPU the lab has for this step: its reference run's rows
+# (`results/reference/README.md`), under lines naming that run's host, where each row computed (its GPU,
+# or its CPU) and the notebooks it ran, and what today's code reads from them. Where the reference holds
+# no rows, the notebook's first such cell says so, once.
 
 # %%
-common.reference("triton", triton_steps.TRITON_COLUMNS,
+common.reference("triton", triton_steps.TRITON_COLUMNS, rules=step, effects=["dynamic batching"],
                  step=["arrivals", "dynamic_batching"])
 
 # %% [markdown]

@@ -228,12 +228,13 @@ step09_vllm.compare(common.concat(continuous, vllm_rows))
 # `docker/docker-compose-llm.yaml` runs this engine, and vLLM beside it where the GPU has compute
 # capability 7.0 or higher.
 #
-# Below it, what the lab's own GPU reference run measured for this step (`results/reference/`,
-# measured by this notebook's code on a GPU host; the line above the table names the run), or a line
-# saying it has no measurement of this step yet.
+# Below it, the evidence from a GPU the lab has for this step: its reference run's rows
+# (`results/reference/README.md`), under lines naming that run's host, where each row computed (its GPU,
+# or its CPU) and the notebooks it ran, and what today's code reads from them. Where the reference holds
+# no rows, the notebook's first such cell says so, once.
 
 # %%
-common.reference("llm", step.LLM_SHOWN, step=["mixed", "equal", "kv_cache"])
+common.reference("llm", step.LLM_SHOWN, rules=step, step=["mixed", "equal", "kv_cache"])
 
 # %% [markdown]
 # **Try:** set `llm_small_kv_blocks` (the parameters cell) to 24, halfway to `llm_kv_blocks`, and

@@ -239,9 +239,14 @@ step.multi_node_plan(nodes=2)
 # on the GPU node"): each replica then has its own GPU share instead of a share of two CPU cores,
 # so replicas stop competing for the same cores, and the autoscaler's added replica adds capacity
 # up to the GPUs' limit.
+#
+# Below it, the evidence from a GPU the lab has for this step: its reference run's rows
+# (`results/reference/README.md`), under lines naming that run's host, where each row computed (its GPU,
+# or its CPU) and the notebooks it ran, and what today's code reads from them; or one line saying the
+# reference holds none.
 
 # %%
-common.reference("scaling", step.SUMMARY_COLUMNS, kind="step")
+common.reference("scaling", step.SUMMARY_COLUMNS, rules=step10_report, kind="step")
 
 # %% [markdown]
 # **Try:** set `scaling_rate_fractions = [0.5, 2.0]` in the parameters cell and run the notebook

@@ -176,11 +176,21 @@ def util_columns(util: dict[str, Any]) -> dict[str, Any]:
             "utilisation": util}
 
 
-def reference(table: str, columns: Sequence[str], **where: Any) -> pd.DataFrame | None:
-    """What the lab's GPU reference run measured for this step: its ``table`` rows ("fastapi", "triton",
-    "llm") matching ``where`` (column == value, or in a list), shown as this notebook's tables are, after
-    one line naming the run (``servelab.results.reference``); one line and None when it has none."""
-    from servelab.results.reference import describe, reference_rows, reference_run
+_NO_ROWS_SAID: set[str] = set()  # the reference calls of this kernel (one notebook) that said "no rows"
+
+
+def reference(table: str, columns: Sequence[str], rules: Any = None, effects: Sequence[str] = (),
+              **where: Any) -> pd.DataFrame | None:
+    """The lab's GPU reference run's rows for this step (``servelab.results.reference``): its ``table``
+    ("fastapi", "triton", "llm", "scaling") rows matching ``where`` (column == value, or in a list), shown
+    as this notebook's tables are, under lines naming its host, where these rows computed (their own
+    ``device``: a GPU host's row on its CPU says CPU) and the notebooks it ran. Evidence beside the
+    expectation for the student's node, never captioned as that expectation. ``rules``: the step whose
+    expected effects (those containing one of ``effects``, as ``what_this_run_shows``) today's code then
+    reads from those rows. A notebook whose steps the reference lacks
+    says so once (the first such call of the kernel, and that call again); later ones print nothing."""
+    from servelab.results.reference import STUDENT_NODE, computed_on, describe, reference_rows, reference_run
+    from servelab.results.schema import gpu_polled
 
     run = reference_run()
     rows = reference_rows(table, run)
@@ -188,16 +198,49 @@ def reference(table: str, columns: Sequence[str], **where: Any) -> pd.DataFrame 
         wanted = list(value) if isinstance(value, list | tuple) else [value]
         rows = rows[rows[key].isin(wanted)] if key in rows else rows.iloc[0:0]
     if run is None or rows.empty:
-        held = f": {describe(run)} holds other notebooks" if run is not None else ""
-        print(f"no GPU reference measurement of this step yet{held}")
+        call = f"{table} {sorted(where.items())!r}"
+        if _NO_ROWS_SAID and call not in _NO_ROWS_SAID:
+            return None  # said once in this notebook already
+        _NO_ROWS_SAID.add(call)
+        print(f"No GPU reference rows here: {describe(run)}." if run is not None else
+              "No GPU reference rows: no reference run is set beside this lab (results/reference/ holds "
+              "none, or SERVELAB_REFERENCE=none).")
         return None
-    print(f"Expected on a GPU, measured by {describe(run)}:")
-    sampled = ["util_method" in str(u) for u in rows.get("utilisation", pd.Series(dtype=object))]
-    if "gpu_util_pct" in rows and not any(sampled):  # sampled before the window sampling: polls read 0
-        rows = rows.assign(gpu_util_pct=None)
-        print("(GPU % left out: that run's monitor polled NVML, which reads 0 for runs this short; "
-              "docs/decisions/2026-11-26-gpu-utilisation.md)")
-    return show_columns(rows.reset_index(drop=True), columns)
+    print(f"Evidence beside the expectation above (which is for your {STUDENT_NODE} node): measured by "
+          f"{describe(run)}.\nWhere these rows computed: {computed_on(rows, run)}.")
+    if gpu_polled(rows).any():  # RunData.load left their GPU % blank, not 0
+        print("GPU % left blank: that run's monitor polled NVML, which reads 0 for runs this short "
+              "(docs/decisions/2026-11-26-gpu-utilisation.md).")
+    shown = show_columns(rows.reset_index(drop=True), columns)
+    cores = rows["cpu_count"].dropna().iloc[0] if rows.get("cpu_count", pd.Series()).notna().any() else None
+    if isinstance(shown, Measured):  # its CPU % is of that machine's cores, not of this one's: said here
+        object.__setattr__(shown, "defines", f"CPU % there: 100 % = all {int(cores)} of its cores busy"
+                           if cores and "cpu_util_pct" in columns else "")
+    if rules is not None:
+        _reference_readings(rules, run, effects)
+    return shown
+
+
+def _reference_readings(step: Any, run: Path, effects: Sequence[str] = ()) -> None:
+    """``step``'s expected effects read by today's code from the reference run's rows (its own printed
+    words came from the code that ran it), one line each, before the table."""
+    from servelab.results.schema import RunData
+
+    lines = []
+    for check in step.rules(RunData.load(run)):
+        if effects and not any(words in check.effect for words in effects):
+            continue
+        if check.status == "not measured" and not check.evidence.startswith("this run cannot show it"):
+            continue  # a step the reference did not run
+        mark = "not measured" if check.evidence.startswith("this run cannot show it") else MARKS[check.status]
+        evidence = check.evidence.replace("this run cannot show it", "that run cannot show it", 1)
+        lines.append(f"  {mark}: {check.effect} — {evidence}")
+    if lines:
+        from servelab.report.terms import DEFAULT_OVER, define
+
+        said = define("spread", over=getattr(step, "SPREAD_OVER", DEFAULT_OVER)) \
+            if any("(spread " in line for line in lines) else ""
+        print("\n".join(["Today's code reads that run's rows so:", *lines] + [said] * bool(said)))
 
 
 def show_columns(df: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:

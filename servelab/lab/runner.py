@@ -9,7 +9,8 @@ fetches its results (``servelab.targets.chameleon``).
 
 Each run gets ``results/<run-id>/`` (or ``--run-dir``): the executed notebooks, the measurements
 (the notebooks' kernels inherit ``SERVELAB_RESULTS`` pointing there), the
-services' logs and ``report.html``. A failing cell stops the run with a
+services' logs, ``report.html`` and ``run.json`` (when, where, which commit with or without uncommitted
+changes: ``servelab.results.code``, each notebook's outcome). A failing cell stops the run with a
 non-zero exit that names the notebook and the cell; what earlier notebooks
 measured stays on disk, and the report is still drawn from it.
 
@@ -38,6 +39,7 @@ from servelab.core.progress import HEADLESS
 from servelab.lab import stopping
 from servelab.lab.kernel import KERNEL_NAME, ensure_kernel, kernel_config  # noqa: F401  (named here too)
 from servelab.lab.params import ParameterError, check_preset, check_target
+from servelab.results.code import code_facts
 from servelab.results.store import RESULTS_VARIABLE, host_facts, results_dir
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
@@ -70,6 +72,7 @@ class RunOutcome:
     report: Path | None = None
     load_before: float | None = None  # 1-min load average: how busy the machine was (contention)
     started: str = ""  # when the first notebook started (UTC): the site's and the report's provenance
+    code: dict[str, Any] = field(default_factory=dict)  # the commit that ran, and its changes (code_facts)
 
     @property
     def ok(self) -> bool:
@@ -234,6 +237,7 @@ def _run_all(paths: list[Path], run_dir: Path, preset: str, target: str, kernel:
     outcome = RunOutcome(run_dir)
     outcome.load_before = _load_average()
     outcome.started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    outcome.code = code_facts()  # as the run starts: an edit during the run is not what ran
     start = time.monotonic()
     bar = tqdm(paths, desc="lab", unit="notebook", position=0)
     try:
@@ -272,8 +276,10 @@ def run_chameleon(preset: str = "quick", only: Sequence[str] | None = None,
     if only:
         notebook_paths(only)  # an unknown --only fails here, before anything is reserved
     run_dir = new_run_dir(preset, results_base)
+    code = code_facts()  # the checkout the node gets (uploaded, or cloned: then node-run.json has its own)
     outcome = node_run.run_on_node(run_dir, preset, only, keep_node=keep_node, **node_options)
-    (run_dir / "run.json").write_text(json.dumps(node_run.summary(outcome, preset), indent=1))
+    summary = {**node_run.summary(outcome, preset), "code": code}
+    (run_dir / "run.json").write_text(json.dumps(summary, indent=1))
     report_path = None
     if report:
         from servelab.lab.run_report import write_report
@@ -290,7 +296,7 @@ def _load_average() -> float | None:
 
 
 def _summary(outcome: RunOutcome, preset: str, target: str) -> dict[str, Any]:
-    return {"preset": preset, "target": target, "started": outcome.started,
+    return {"preset": preset, "target": target, "started": outcome.started, "code": outcome.code,
             "machine": {**host_facts(), "cpu_model": cpu_model()},  # where it ran (the site's provenance)
             "seconds": round(outcome.seconds, 1), "ok": outcome.ok,
             "cpu_count": cpu_cores(), "load_average_before": outcome.load_before,

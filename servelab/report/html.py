@@ -24,6 +24,7 @@ from servelab.report.effects import STATUSES, Check, noise_note
 from servelab.report.figures import Section, fig_utilisation, plot_html, table_html
 from servelab.report.readings import read_util
 from servelab.report.terms import glossary
+from servelab.results.code import describe_code
 from servelab.results.schema import RunData, device_of
 
 
@@ -112,6 +113,7 @@ def _machine_section(run_dir: Path, *frames: pd.DataFrame) -> Section:
     run = _run_json(run_dir)
     if run:
         facts.update({"preset": run.get("preset"), "target": run.get("target"),
+                      "code that ran": describe_code(run.get("code")),
                       "total time (s)": run.get("seconds"), "all notebooks passed": run.get("ok"),
                       "1-min load average before / after the run (contention)":
                           f"{run.get('load_average_before')} / {run.get('load_average_after')} "

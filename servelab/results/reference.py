@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,15 +65,93 @@ def newest(base: Path) -> Path | None:
     return runs[-1].parent if runs else None
 
 
+# the node a student reserves (provisioning.config.DEFAULT_NODE_TYPE, gpu_p100): what the expectations are for
+STUDENT_NODE = "2×P100"
+STUDENT_NODE_LONG = "a gpu_p100 node at CHI@TACC: two NVIDIA P100 GPUs"
+# the notebooks that measure, on the node (servelab.lab.run_report.NOTEBOOKS): what a reference can cover
+MEASURING = ("03", "04", "05", "06", "07", "09", "10")
+
+
+def run_facts(run: Path) -> dict[str, Any]:
+    """The run's run.json ({} where it cannot be read)."""
+    try:
+        facts = json.loads((Path(run) / "run.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return facts if isinstance(facts, dict) else {}
+
+
+def notebooks_ran(run: Path) -> list[str]:
+    """The numbers of the notebooks the run executed ("03", "09"), in its order."""
+    return [str(n.get("name", ""))[:2] for n in run_facts(run).get("notebooks", []) if isinstance(n, dict)]
+
+
+def and_list(items: Sequence[str], last: str = "and") -> str:
+    """"03", "03 and 09", "03, 04 and 09" (``last``: "or")."""
+    items = list(items)
+    return f" {last} ".join(items) if len(items) < 3 else ", ".join(items[:-1]) + f" {last} {items[-1]}"
+
+
+def coverage(run: Path) -> str:
+    """Which of the lab's measuring notebooks the run ran: "notebooks 03 and 09 only, not 04, 05, 06, 07
+    or 10", or "every measuring notebook (03–07, 09, 10)"."""
+    ran = [n for n in notebooks_ran(run) if n in MEASURING]
+    missing = [n for n in MEASURING if n not in ran]
+    if not ran:
+        return "none of the measuring notebooks (03–07, 09, 10)"
+    if not missing:
+        return "every measuring notebook (03–07, 09, 10)"
+    return f"notebook{'s' * (len(ran) > 1)} {and_list(ran)} only, not {and_list(missing, 'or')}"
+
+
 def describe(run: Path) -> str:
-    """One line naming a reference run: its GPU, date, preset and target, and where it is kept."""
-    facts: dict[str, Any] = json.loads((Path(run) / "run.json").read_text())
-    machine = facts.get("machine", {})
+    """One line naming a reference run: its host (GPU and CPU), where it is kept, its date, preset and code,
+    and the notebooks it ran."""
+    from servelab.results.code import describe_code
+
+    facts = run_facts(run)
+    machine = facts.get("machine") or {}
     where = os.path.relpath(run, RESULTS_DIR.parent) if Path(run).is_relative_to(RESULTS_DIR.parent) else run
-    notebooks = ", ".join(n["name"][:2] for n in facts.get("notebooks", []))
-    return (f"the lab's reference run on {machine.get('gpu') or 'no GPU'} ({where}; "
-            f"{str(facts.get('started', '?'))[:10]}, preset {facts.get('preset')}, "
-            f"target {facts.get('target')}, notebooks {notebooks})")
+    cores = machine.get("cpu_count") or facts.get("cpu_count")
+    cpu = f"{cores}-core CPU" if cores else "CPU"
+    gpu = machine.get("gpu") or "machine without a GPU"
+    return (f"the lab's reference run on one {gpu} host with a {cpu} "
+            f"({where}; {str(facts.get('started', '?'))[:10]}, preset {facts.get('preset')}, "
+            f"code {describe_code(facts.get('code'))}; it ran {coverage(run)})")
+
+
+def device_kind(device: Any) -> str:
+    """"GPU" or "CPU" for a row's ``device`` (``cuda``, ``cuda:0``, ``cpu``, ``KIND_GPU``…); "" when the
+    row records none, else the value as it is."""
+    text = "" if device is None or device != device else str(device).strip().lower()
+    if not text:
+        return ""
+    if "cuda" in text or "gpu" in text:
+        return "GPU"
+    return "CPU" if "cpu" in text else str(device)
+
+
+NAMED_BY = ("backend", "model", "engine", "batching", "policy", "step")  # what a row's engine is called
+
+
+def computed_on(rows: pd.DataFrame, run: Path) -> str:
+    """Where ``rows`` of the reference computed, from their own ``device``, one part per engine: "pt on its
+    GPU (NVIDIA H100 80GB HBM3); onnx on its CPU (16 cores): a CPU figure, not a GPU one"; rows that record
+    no device say so, never guessed."""
+    machine = run_facts(run).get("machine") or {}
+    gpu, cores = machine.get("gpu") or "GPU", machine.get("cpu_count")
+    key = next((k for k in NAMED_BY if k in rows and rows[k].notna().any()), None)
+    names = list(dict.fromkeys(rows[key].dropna().astype(str))) if key else [""]
+    parts = []
+    for name in names:
+        picked = rows[rows[key].astype(str) == name] if key else rows
+        kinds = list(dict.fromkeys(device_kind(d) for d in picked.get("device", [None] * len(picked))))
+        cpu = f"its CPU ({cores} cores)" if cores else "its CPU"
+        named = {"GPU": f"its GPU ({gpu})", "CPU": f"{cpu}: a CPU figure, not a GPU one"}
+        shown = [named.get(k, k) for k in kinds if k]
+        where = " and ".join(shown) if shown else "a device its rows do not record"
+        parts.append(f"{name} on {where}" if name else f"on {where}")
+    return "; ".join(parts)
 
 
 def reference_rows(table: str, run: Path | None = None) -> pd.DataFrame:

@@ -156,5 +156,28 @@ class RunData:
 
     @classmethod
     def load(cls, run_dir: Path) -> RunData:
-        return cls(load(run_dir, FASTAPI), load(run_dir, FLASK), normalise_triton(load(run_dir, TRITON)),
+        return cls(unsampled_gpu_blank(load(run_dir, FASTAPI)), load(run_dir, FLASK),
+                   unsampled_gpu_blank(normalise_triton(load(run_dir, TRITON))),
                    load(run_dir, LLM), load(run_dir, SCALING), load(run_dir, SCALING_SERIES))
+
+
+def gpu_polled(df: pd.DataFrame) -> pd.Series:
+    """Per row: its GPU figure came from the monitor before it sampled the driver's window (a GPU counted,
+    no ``gpu_util_method``): a poll of NVML, which reads 0 for runs this short, not a sample
+    (docs/decisions/2026-11-26-gpu-utilisation.md)."""
+    def polled(row: pd.Series) -> bool:
+        util = row.get("utilisation")
+        facts = util if isinstance(util, dict) else row.to_dict()
+        method = facts.get("gpu_util_method")
+        counted = bool(facts.get("gpu_count")) or any(str(k).startswith("gpu0_util") for k in facts)
+        return counted and (method is None or method != method)
+
+    return df.apply(polled, axis=1) if not df.empty else pd.Series(dtype=bool)
+
+
+def unsampled_gpu_blank(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with GPU % blank (not 0) in the rows whose GPU was never sampled (``gpu_polled``)."""
+    if df.empty or "gpu_util_pct" not in df:
+        return df
+    polled = gpu_polled(df)
+    return df.assign(gpu_util_pct=df["gpu_util_pct"].where(~polled)) if polled.any() else df

@@ -42,9 +42,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="no second run beside, not even the reference")
     parser.add_argument("--out", type=Path, help="where the site goes (default: <run>/site)")
     parser.add_argument("--repo", help="the lab repository's web address the pages link to (default: "
-                                       "$SERVELAB_REPO_URL, the CI's, or the checkout's origin)")
-    parser.add_argument("--launch", help="where students launch the lab, e.g. its Trovi artifact's address "
-                                         "(default: $SERVELAB_LAUNCH_URL, else Chameleon's JupyterHub)")
+                                       "$SERVELAB_REPO_URL, the CI's, pyproject.toml's [project.urls] "
+                                       "Repository, or the checkout's origin)")
+    parser.add_argument("--launch", help="where students open a notebook: an address with {notebook} (the "
+                                         "page's notebooks/NN_name.ipynb) or the lab's Trovi artifact "
+                                         "(default: $SERVELAB_LAUNCH_URL, else the notebook in the student's "
+                                         "clone on Chameleon's JupyterHub)")
     parser.add_argument("--serve", action="store_true", help="serve the built site on 127.0.0.1")
     parser.add_argument("--port", type=int, default=8000, help="--serve's port (default 8000)")
     args = parser.parse_args(argv)

@@ -13,7 +13,6 @@ docs/decisions/2026-11-26-handout-site-second-pass.md
 
 from __future__ import annotations
 
-import functools
 import html
 import io
 import json
@@ -22,19 +21,20 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import nbformat
 
 from servelab.lab.runner import notebook_paths
-from servelab.results.reference import newest
+from servelab.results.reference import STUDENT_NODE, STUDENT_NODE_LONG, newest
 from servelab.results.store import results_dir
 from servelab.site import pages
 from servelab.site.compare import COMPARE
-from servelab.site.links import Links, referenced_file
+from servelab.site.docs import DocPages
+from servelab.site.links import Links
 from servelab.site.outputs import FIGURES
-from servelab.site.provenance import Provenance, Run, RunFolderError, read, run_json
+from servelab.site.provenance import Provenance, Run, RunFolderError, measured_on, read, run_json
 from servelab.site.redact import LAB, Redactor
 
 MARKER = ".servelab-site"  # in a built site: a rebuild may replace that folder, and only that
@@ -62,7 +62,17 @@ html_copy_source = False
 html_show_copyright = False
 html_show_sourcelink = False
 exclude_patterns = ["_extra", "_build", "settings.json"]
-suppress_warnings = ["mystnb.unknown_mime_type"]
+# a decision note's headings may skip a level, and its links may name files that are not pages
+suppress_warnings = ["mystnb.unknown_mime_type", "myst.header", "myst.xref_missing"]
+
+
+def page_banner(app, pagename, templatename, context, doctree):  # each page's own banner (what sits beside)
+    banner = settings["announcements"].get(pagename, settings["announcement"])
+    context["theme_announcement"] = banner.replace("{root}", "../" * pagename.count("/"))
+
+
+def setup(app):
+    app.connect("html-page-context", page_banner)
 """
 
 
@@ -95,12 +105,35 @@ def default_compare(base: Path | None = None) -> Path | None:
     return reference_run(Path(base) if base else REFERENCE_DIR)
 
 
-def _announcement(run: Provenance, compare: Provenance | None, has_report: bool) -> str:
-    text = f"Outputs from {html.escape(run.line())}."
+def covers(compare: Run, short: bool = False) -> str:
+    """What a second run is and covers, for the index: "the lab's GPU reference run h100 (one NVIDIA H100 80GB
+    HBM3 host; notebooks 03 and 09 only, not 04, 05, 06, 07 or 10)"; ``short``, for the banner: "the lab's
+    GPU reference run h100 (NVIDIA H100 80GB HBM3; notebooks 03 and 09 only)"."""
+    from servelab.results.reference import REFERENCE_DIR, coverage
+
+    folder = compare.folder.resolve()
+    kind = "the lab's GPU reference run" if folder.is_relative_to(REFERENCE_DIR.resolve()) else "run"
+    gpu = compare.provenance.gpu if compare.provenance.on_gpu else ""
+    host = (gpu or "no GPU") if short else f"one {gpu} host" if gpu else "a machine without a GPU"
+    covered = coverage(compare.folder)
+    return f"{kind} {compare.provenance.run} ({host}; {covered.split(', not ')[0] if short else covered})"
+
+
+def _announcement(run: Provenance, compare: Run | None, has_report: bool, beside: bool | None) -> str:
+    """A page's banner: where its outputs come from (``run``), the student's node, and the second run:
+    "beside them" only on a notebook's page where something of it sits beside (``beside``), else that
+    nothing does; on other pages (``beside`` None), what it covers. ``{root}``: the way to the site's top."""
+    text = f"Outputs from {html.escape(run.line())}. Your node: {STUDENT_NODE}."
     if compare is not None:
-        text += f" Beside them: {html.escape(compare.line())}."
+        other = html.escape(covers(compare, short=True))
+        if beside is None:
+            text += f" Beside the notebooks' outputs: {other}."
+        elif beside:
+            text += f" Beside them on this page: {other}."
+        else:
+            text += f" Nothing of {other} beside this page."
     if has_report:
-        text += ' <a href="report.html">The run\'s report</a>.'
+        text += ' <a href="{root}report.html">The run\'s report</a>.'
     return text
 
 
@@ -118,24 +151,37 @@ def _index(run: Run, compare: Run | None, sources: Sequence[Path], links: Links,
         return f"| {link} | {status} | {outcome.get('seconds', '')} |"
 
     ran = "\n".join(row(path) for path in sources)
+    address = html.escape(links.repo)
+    repo = (f'The lab\'s repository: <a href="{address}">{address}</a> (clone it into Chameleon\'s Jupyter: '
+            f"<code>git clone {address}</code>); each page links its notebook's source there."
+            if links.repo else
+            "This site was built without the lab repository's address (`--repo`, `SERVELAB_REPO_URL`, the "
+            "CI's, pyproject.toml's or the checkout's origin): its pages link no sources; each page's "
+            "notebook is there to download.")
     parts = [
         "# serve-system lab: the handout",
         "Read the lab before your lease: every notebook in order, with its code, configs and commands, "
         "and the outputs of one real run of the whole lab. Outputs come from the run named below and "
         "from nowhere else; your own run, on your own node, measures its own numbers.",
-        f'<a href="{html.escape(links.launch)}">{links.launch_label}</a>: where you run the lab. Notebooks '
-        "01, 02 and 08 run in Chameleon's Jupyter; 03–07, 09 and 10 in the Jupyter server that 02 starts "
-        "on your node." + (f' The lab\'s repository: <a href="{html.escape(links.repo)}">'
-                           f"{html.escape(links.repo)}</a>." if links.repo else ""),
+        f"**Your node**: {STUDENT_NODE_LONG} ({STUDENT_NODE}), reserved in 01. Notebooks 01, 02 and 08 run "
+        "in Chameleon's Jupyter; 03–07, 09 and 10 in the Jupyter server that 02 starts on your node. Each "
+        "page links where to open its notebook. The notebooks' **Expected on the GPU node** paragraphs are "
+        "for your node, from the original lab's recorded runs on it.",
+        repo,
         "## Where these outputs come from", "| fact | value |\n|---|---|\n" + rows,
         f"In the outputs, `{LAB}` stands for the lab's folder on the machine that ran it, `results/<run>` "
         "for the run's folder, and `serve_system_<netID>` for a lease named after whoever ran it.",
     ]
     if compare is not None:
         other = "\n".join(f"| {k} | {v} |" for k, v in compare.provenance.facts().items())
-        parts += ["Where this run and a second one both drew figures or tables, the second run's sit beside "
-                  "them, each captioned with where its measurements ran (their own records: a GPU machine's "
-                  "measurement on its CPU says CPU). The second run:",
+        where = compare.provenance.where(measured_on(compare.folder, keep_unrecorded=True))
+        parts += [f"## Beside them: {covers(compare).split(' (')[0]}",
+                  f"It is {covers(compare)}: evidence from another machine, not your node. Where this "
+                  "run and that one both drew figures (in the same cell), its figures sit beside, each "
+                  "captioned with where its measurements ran (their own records: a GPU machine's measurement "
+                  "on its CPU says CPU). Its tables and printed words sit beside only where it ran the same "
+                  "code as this run; otherwise the notebooks' reference cells show its rows as this run's "
+                  f"code reads them. Where its rows computed: {where}.",
                   "| fact | value |\n|---|---|\n" + other]
         if compare.report:
             parts.append(f'Its report: <a href="{compare.report}">{compare.report}</a>.')
@@ -201,23 +247,6 @@ def _copy_run_files(run_dir: Path, extra: Path, prefix: str, handout: str) -> tu
     return report, data
 
 
-def _doc_links(links: Links, extra: Path) -> Callable[[str], str]:
-    """A ``docs/…`` file named on a page → its link: the repository's, else a copy put in the site ("" when
-    the checkout has no such file)."""
-    @functools.cache
-    def href(path: str) -> str:
-        if links.repo:
-            return links.file(path)
-        found = referenced_file(path)
-        if found is None:
-            return ""
-        (extra / path).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(found, extra / path)
-        return path
-
-    return href
-
-
 _IMG = re.compile(r"<img\b[^>]*>")
 
 
@@ -263,24 +292,31 @@ def build(run_dir: Path, out: Path | None = None, compare: Path | None = None,
         extra.mkdir()
         print(f"site: {len(sources)} notebooks with the outputs of {run_dir}"
               + (f", {compare} beside" if compare else ""), file=say, flush=True)
+        if not links.repo:
+            print("site: no repository address (--repo, $SERVELAB_REPO_URL, the CI's, pyproject.toml's "
+                  "[project.urls] or origin): the pages link no sources, and the index says so", file=say,
+                  flush=True)
         report, data = _copy_run_files(run_dir, extra, "", "index.html")
         run = _run(run_dir, report)
         other = None
         if compare is not None:
             other_report, _ = _copy_run_files(compare, extra, f"{COMPARE}/", "../index.html")
             other = _run(compare, other_report)
-        docs = _doc_links(links, extra)
+        docs = DocPages(links, src)
         (extra / pages.DOWNLOADS).mkdir()
+        banners = {}
         for path in sources:
-            page, download = pages.page(path, run, other, extra / FIGURES, links, docs)
+            page, download = pages.page(path, run, other, extra / FIGURES, links, docs.href)
             nbformat.write(page, src / f"{path.stem}.ipynb")
             nbformat.write(download, extra / pages.DOWNLOADS / f"{path.stem}.ipynb")
+            banners[path.stem] = _announcement(run.provenance, other, bool(report),
+                                               page.metadata["servelab"]["beside"] > 0)
+        docs.write()
         (src / "index.md").write_text(_index(run, other, sources, links, data))
         for asset in STATIC.iterdir():
             shutil.copy2(asset, src / "_static" / asset.name)
-        settings = {"title": "serve-system lab",
-                    "announcement": _announcement(run.provenance, other.provenance if other else None,
-                                                  bool(report))}
+        settings = {"title": "serve-system lab", "announcements": banners,
+                    "announcement": _announcement(run.provenance, other, bool(report), None)}
         (src / "settings.json").write_text(json.dumps(settings))
         (src / "conf.py").write_text(CONF)
         print(f"site: rendering {len(sources) + 1} pages with Sphinx (nothing is executed)", file=say,

@@ -28,6 +28,8 @@ from servelab.site.redact import Redactor
 COMPARE = "compare"  # in the built site: the compared run's report and data
 SCALE_NOTE = ("Each run's figure is drawn on its own axes: compare the numbers in the readings and tables, "
               "not the heights.")
+OTHER_CODE = ("Only its figure: its tables and printed words came from other code than this run's (that "
+              "run's code: {code}), so they are left out. Its rows as this run's code reads them: {where}.")
 
 
 @dataclass
@@ -40,12 +42,15 @@ class Side:
     tables: list[str] = field(default_factory=list)
     report: str = ""
     css: str = "servelab-run"
+    note: str = ""
 
     def markup(self) -> str:
         parts = [f'<div class="{self.css}">', f'<p class="servelab-where">{html.escape(self.caption)}</p>']
         for href, caption in self.figures:
             shown = f"<figcaption>{html.escape(caption)}</figcaption>" if caption else ""
             parts.append(f"<figure>{img(href, caption or self.caption)}{shown}</figure>")
+        if self.note:
+            parts.append(f'<p class="servelab-note">{html.escape(self.note)}</p>')
         if self.reading:
             parts.append(f'<pre class="servelab-reading">{html.escape(self.reading)}</pre>')
         parts += [f'<div class="servelab-table">{table}</div>' for table in self.tables]
@@ -59,12 +64,20 @@ class Beside:
     """The second run's side of one page: for each cell, that run's figures, tables and reading beside this
     run's (see above), or nothing."""
 
-    def __init__(self, run: Run, compare: Run, stem: str, files: FigureFiles) -> None:
+    def __init__(self, run: Run, compare: Run, stem: str, files: FigureFiles,
+                 referenced: bool = False) -> None:
+        """``referenced``: the notebook has a reference cell (``common.reference``), which shows that run's
+        rows as the code of this run reads them."""
         self.run, self.compare, self.stem, self.files = run, compare, stem, files
+        self.referenced = referenced
+        self.blocks = 0  # the blocks this page got
         self.executed = compare.executed(stem)
         self.code = [c for c in self.executed.cells if c.cell_type == "code"] if self.executed else []
         self.redactor = Redactor.for_run(compare.folder, [self.executed])
         self.tables: list[str] = []  # that run's latest tables since its last figure
+        # its printed words and tables are today's only when it ran this run's code (one known, clean commit)
+        mine, theirs = run.provenance.commit, compare.provenance.commit
+        self.same_code = bool(mine) and mine == theirs
 
     def caption(self, run: Run, executed: Any, cell: Any) -> str:
         return f"{run.where(executed, cell)} (run {run.provenance.run}, target {run.provenance.target})"
@@ -75,15 +88,20 @@ class Beside:
         their_cell = self.code[their_index]
         outputs = [self.redactor.output(copy.deepcopy(o)) for o in their_cell.get("outputs", [])]
         mine, theirs, tables = figures_of(cell.outputs), figures_of(outputs), tables_of(outputs)
+        if not self.same_code:  # its words and tables are not today's: only what it drew
+            tables = []
         self.tables = tables or self.tables
         if not theirs and not tables:
             return None
-        figures = [(self.files.write(self.stem, index, "other", k, f), f.caption)
-                   for k, f in enumerate(theirs)]
+        figures = [(self.files.write(self.stem, index, "other", k, f), f.caption if self.same_code else "")
+                   for k, f in enumerate(theirs)]  # its caption is printed words too
         shown = tables if tables or not theirs else self.tables[-1:]  # a figure's: the nearest table before
+        note = "" if self.same_code else OTHER_CODE.format(
+            code=self.compare.provenance.code,
+            where="this notebook's reference cell, and its report" if self.referenced else "its report")
         sides = [Side(f"Beside: {self.caption(self.compare, self.executed, their_cell)}", figures,
-                      reading_of(outputs) if theirs else "", shown, self.compare.report,
-                      "servelab-run servelab-other")]
+                      reading_of(outputs) if theirs and self.same_code else "", shown, self.compare.report,
+                      "servelab-run servelab-other", note)]
         if theirs and mine:
             cell.outputs = without_figures(cell.outputs)
             sides.insert(0, Side(f"This run: {self.caption(self.run, executed, ran)}",
@@ -91,6 +109,7 @@ class Beside:
                                   for k, f in enumerate(mine)]))
         if theirs:
             self.tables = []
+        self.blocks += 1
         return compared(sides, figures=bool(theirs))
 
 

@@ -74,11 +74,14 @@ def _links_cell(stem: str, links: Links, ran: bool) -> Any:
     outputs = "with this run's outputs" if ran else "without outputs: the run did not reach it"
     parts = [f'<a class="servelab-download" href="{DOWNLOADS}/{stem}.ipynb" download>'
              f"Download this notebook (.ipynb, {outputs})</a>"]
-    parts.append(f'<a class="servelab-launch" href="{html.escape(links.launch)}">{links.launch_label}</a>')
+    note = links.launch_note(stem)
+    parts.append(f'<a class="servelab-launch" href="{html.escape(links.launch_for(stem))}">'
+                 f"{html.escape(links.launch_label(stem), quote=False)}</a>"
+                 + (f" ({html.escape(note, quote=False)})" if note else ""))
     source = links.file(f"notebooks/{stem}.py")
     if source:
         parts.append(f'<a class="servelab-source" href="{html.escape(source)}">'
-                     "Its source in the repository</a>")
+                     f"Its source in the repository (notebooks/{stem}.py)</a>")
     return raw_html('<p class="servelab-links">' + " · ".join(parts) + "</p>")
 
 
@@ -98,8 +101,9 @@ def page(source_path: Path, run: Run, compare: Run | None, figures: Path, links:
     executed_code = [c for c in executed.cells if c.cell_type == "code"] if executed else []
     injected = next((c for c in executed_code if INJECTED in c.metadata.get("tags", [])), None)
     executed_code = [c for c in executed_code if c is not injected]
-    beside = Beside(run, compare, stem, files) if compare is not None else None
     code = [c for c in page_nb.cells if c.cell_type == "code"]
+    referenced = any("common.reference(" in str(c.source) for c in code)
+    beside = Beside(run, compare, stem, files, referenced) if compare is not None else None
     matched = _matches(code, executed_code)
     other_matched = _matches(code, beside.code) if beside is not None else {}
     cells: list[Any] = []
@@ -149,5 +153,5 @@ def page(source_path: Path, run: Run, compare: Run | None, figures: Path, links:
             cells.append(nbformat.v4.new_code_cell(injected.source,
                                                    outputs=list(injected.get("outputs", []))))
     page_nb.cells = cells
-    page_nb.metadata["servelab"] = {"changed_cells": changed}
+    page_nb.metadata["servelab"] = {"changed_cells": changed, "beside": beside.blocks if beside else 0}
     return page_nb, download

@@ -19,6 +19,9 @@ from typing import Any
 
 import nbformat
 
+from servelab.results.code import describe_code
+from servelab.results.reference import and_list, device_kind
+
 UNRECORDED = "not recorded"
 _RUN_ID = re.compile(r"^(\d{4})(\d{2})(\d{2})-(\d{2})(\d{2})(\d{2})")
 
@@ -38,6 +41,10 @@ class Provenance:
     target: str
     preset: str
     ok: bool | None
+    code: str = "not recorded"  # which commit ran, and whether with uncommitted changes (describe_code)
+    notebooks: tuple[str, ...] = ()  # the notebooks it ran ("03", "09")
+    stopped: tuple[str, ...] = ()  # those that stopped
+    commit: str = ""  # the commit that ran, where known and without uncommitted changes; else ""
 
     @property
     def on_gpu(self) -> bool:
@@ -48,7 +55,7 @@ class Provenance:
         device = f"GPU {self.gpu}" if self.on_gpu else f"no GPU ({self.gpu})" if self.gpu == UNRECORDED \
             else "no GPU"
         return (f"run {self.run}: {self.date}, target {self.target}, preset {self.preset}, "
-                f"CPU {self.cpu}, {device}")
+                f"CPU {self.cpu}, {device}; code {self.code}")
 
     def where(self, devices: dict[str, str]) -> str:
         """Where measurements of this run ran, from their rows' own ``device`` (``measured_on``): a row
@@ -64,26 +71,38 @@ class Provenance:
             return f"GPU {self.gpu}" if self.on_gpu else "GPU"
         if known == {"CPU"}:
             return machine_cpu + (f", not its GPU {self.gpu}" if self.on_gpu else "")
-        parts = ", ".join(f"{step} on {kind or 'an unrecorded device'}"
-                          + (f" ({devices[step]})" if devices[step] and kind not in ("CPU", "GPU") else "")
-                          for step, kind in kinds.items())
+        named: dict[str, list[str]] = {}  # where → the steps that ran there, in order
+        for step, kind in kinds.items():
+            where = (kind + (f" ({devices[step]})" if devices[step] and kind not in ("CPU", "GPU") else "")
+                     if kind else "a device their rows do not record")
+            named.setdefault(where, []).append(step)
+        parts = ", ".join(f"{and_list(steps)} on {where}" for where, steps in named.items())
         gpu = f"GPU {self.gpu}" if self.on_gpu else "GPU"
         return f"{gpu} and {machine_cpu}: {parts}"
 
+    def ran(self) -> str:
+        """The notebooks it ran and how they went: "03 and 09, both passed", "00–10 … 10 stopped"."""
+        if not self.notebooks:
+            return UNRECORDED
+        gone = (f"{and_list(self.stopped)} stopped" if self.stopped else "all passed" if self.ok is not False
+                else "the run stopped between notebooks")
+        return f"{spans(self.notebooks)}: {gone}"
+
     def facts(self) -> dict[str, str]:
         """The same facts as a table's rows."""
-        passed = UNRECORDED if self.ok is None else "yes" if self.ok else "no"
         return {"run": self.run, "date": self.date, "target": self.target, "preset": self.preset,
-                "CPU": self.cpu, "GPU": self.gpu, "every notebook passed": passed}
+                "CPU": self.cpu, "GPU": self.gpu, "code": self.code, "notebooks it ran": self.ran()}
 
 
-def device_kind(device: str) -> str:
-    """``GPU`` or ``CPU`` for a row's ``device`` (``cuda``, ``cuda:0``, ``cpu``, ``KIND_GPU``…), else
-    the value as it is."""
-    text = str(device).lower()
-    if "cuda" in text or "gpu" in text:
-        return "GPU"
-    return "CPU" if "cpu" in text else str(device)
+def spans(numbers: tuple[str, ...]) -> str:
+    """Notebook numbers, three or more in a row joined: ("00", …, "07", "09", "10") → "00–07, 09 and 10"."""
+    groups: list[list[str]] = []
+    for n in numbers:
+        if groups and n.isdigit() and groups[-1][-1].isdigit() and int(n) == int(groups[-1][-1]) + 1:
+            groups[-1].append(n)
+        else:
+            groups.append([n])
+    return and_list([x for g in groups for x in (g if len(g) < 3 else [f"{g[0]}–{g[-1]}"])])
 
 
 def _stamp(text: Any) -> datetime | None:
@@ -104,10 +123,12 @@ def ran_between(executed: Any) -> tuple[datetime, datetime] | None:
     return (start, end) if start and end else None
 
 
-def measured_on(run_dir: Path, window: tuple[datetime, datetime] | None = None) -> dict[str, str]:
+def measured_on(run_dir: Path, window: tuple[datetime, datetime] | None = None,
+                keep_unrecorded: bool = False) -> dict[str, str]:
     """Each measurement's ``step`` (else its ``experiment``) → the ``device`` its rows recorded, for the
     rows stored within ``window`` (a notebook's or a cell's run; None: every row), in the order first
-    stored. A step whose rows record no device maps to "", and is left out when others record one."""
+    stored. A step whose rows record no device maps to "", and is left out when others record one (unless
+    ``keep_unrecorded``: a whole run's summary)."""
     found: dict[str, list[str]] = {}
     for row in _rows(run_dir):
         stamp = _stamp(row.get("timestamp"))  # whole seconds: a row stored at 12.9 s says 12 s
@@ -121,7 +142,7 @@ def measured_on(run_dir: Path, window: tuple[datetime, datetime] | None = None) 
             seen.append(device)
     devices = {step: " and ".join(seen) for step, seen in found.items()}
     recorded = {step: device for step, device in devices.items() if device}
-    return recorded or devices
+    return devices if keep_unrecorded else recorded or devices
 
 
 def _rows(run_dir: Path) -> tuple[dict[str, Any], ...]:
@@ -187,11 +208,25 @@ def read(run_dir: Path) -> Provenance:
     cpu = str(machine.get("cpu_model") or UNRECORDED)
     if cores:
         cpu += f", {cores} cores"
+    outcomes = [n for n in summary.get("notebooks", []) if isinstance(n, dict) and n.get("name")]
+    names = [str(n["name"]) for n in outcomes if str(n["name"])[:2].isdigit()]
     return Provenance(run=Path(run_dir).resolve().name, cpu=cpu,
                       gpu=str(machine.get("gpu") or rows.get("gpu") or UNRECORDED),
                       date=_date(run_dir, summary), target=str(summary.get("target") or UNRECORDED),
                       preset=str(summary.get("preset") or UNRECORDED),
-                      ok=summary.get("ok") if isinstance(summary.get("ok"), bool) else None)
+                      ok=summary.get("ok") if isinstance(summary.get("ok"), bool) else None,
+                      code=describe_code(summary.get("code") or node.get("code")),
+                      notebooks=tuple(n[:2] for n in sorted(names)),
+                      stopped=tuple(str(n["name"])[:2] for n in outcomes if n.get("ok") is False
+                                    and str(n["name"])[:2].isdigit()),
+                      commit=_clean_commit(summary.get("code") or node.get("code")))
+
+
+def _clean_commit(code: Any) -> str:
+    """run.json's commit when it is known and the checkout had no uncommitted changes, else ""."""
+    if isinstance(code, dict) and code.get("commit") and code.get("dirty") is False:
+        return str(code["commit"])
+    return ""
 
 
 @dataclass(frozen=True)

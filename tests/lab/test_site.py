@@ -2,8 +2,9 @@
 it as a second run (so every compared block is laid out), opened in headless Chromium at 1,280 px and as a
 390 px mobile browser: every notebook page present and in order, every image loads, no internal link is
 broken, code cells and their outputs are both visible, nothing makes a page or the copied reports wider than
-the screen (tables and code scroll in their own box, and a table that does says so), every piece of code has
-a copy button, printed code wraps instead of being cut off, and the run's provenance is on every page.
+the screen (tables and code scroll in their own box, and a table that does says so), every printed output line
+wraps inside its box (a phone included), every piece of code has a copy button that covers no text, printed
+code wraps instead of being cut off, and the run's provenance is on every page, the decision notes' pages too.
 
 Chromium is Debian's, driven by Playwright as in tests/integration/report/test_report_screenshot.py;
 screenshots of one notebook's page at both widths go to test-artifacts/.
@@ -21,6 +22,7 @@ import pytest
 
 from servelab.site import build
 from servelab.site.provenance import read
+from tests.unit.site.phone import COVERED_BY_COPY, OVERFLOWING_OUTPUTS
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -122,7 +124,9 @@ def test_every_page_reads_on_the_screen(site: Path, stems: list[str], run_dir: P
     context = browser.new_context(viewport=WIDTHS[width], is_mobile=phone, has_touch=phone)
     page = context.new_page()
     problems: dict[str, object] = {}
-    for name in ["index", *stems, *REPORTS]:
+    notes = sorted(str(p.relative_to(site).with_suffix("")) for p in (site / "docs").rglob("*.html"))
+    assert notes, "the decision notes the pages name are pages of the site"
+    for name in ["index", *stems, *REPORTS, *notes]:
         page.goto((site / f"{name}.html").as_uri())
         page.wait_for_load_state("load")
         found: dict[str, object] = {
@@ -139,8 +143,10 @@ def test_every_page_reads_on_the_screen(site: Path, stems: list[str], run_dir: P
             banner = page.locator(".announcement-content")
             # the banner is read whole: it wraps, it never scrolls or clips
             found["provenance"] = (banner.is_visible() and provenance in banner.inner_text()
-                                   and banner.evaluate(WHOLE))
+                                   and "Your node: 2×P100" in banner.inner_text() and banner.evaluate(WHOLE))
             found["text past the edge"] = page.evaluate(OVERFLOWING_TEXT)
+            found["output lines past their box"] = page.evaluate(OVERFLOWING_OUTPUTS)
+            found["copy buttons over text"] = page.evaluate(COVERED_BY_COPY)
             ok = bool(found["provenance"])
         if name in stems:  # each notebook's page: its download and where to launch it
             download = page.eval_on_selector_all("a.servelab-download", "as => as.map(a => a.href)")
@@ -158,7 +164,8 @@ def test_every_page_reads_on_the_screen(site: Path, stems: list[str], run_dir: P
             ok = ok and found["code visible"] and found["outputs"] > 0 and found["output visible"] \
                 and found["code without a copy button"] == 0
         listed = ("broken images", "broken links", "text past the edge", "page wider than the screen",
-                  "tables that scroll without saying so", "layout wider than the screen")
+                  "tables that scroll without saying so", "layout wider than the screen",
+                  "output lines past their box", "copy buttons over text")
         bad = {k: v for k, v in found.items() if k in listed and v}
         if bad or not ok:
             problems[name] = found

@@ -19,6 +19,7 @@ from servelab.site import build
 from servelab.site.__main__ import main as site_main
 from servelab.site.links import JUPYTERHUB, Links
 from tests.unit.lab_script import stubbed_lab
+from tests.unit.site.phone import COVERED_BY_COPY, OVERFLOWING_OUTPUTS, PHONE
 
 pytestmark = pytest.mark.slow  # two Sphinx builds of two pages (seconds)
 
@@ -152,7 +153,8 @@ def _nb(cells: list[tuple[str, list[dict]]], stamps: dict[int, tuple[str, str]],
     return nb
 
 
-def _measured_run(folder: Path, gpu: str, devices: dict[str, str], lab: str) -> Path:
+def _measured_run(folder: Path, gpu: str, devices: dict[str, str], lab: str,
+                  notebooks: tuple[str, ...] = ("00_intro", "03_demo")) -> Path:
     figure = {"output_type": "display_data", "metadata": {}, "data": {
         "image/png": base64.b64encode(PNG_BYTES).decode(), "text/plain": "<Figure>"}}
     table = {"output_type": "execute_result", "execution_count": 1, "metadata": {}, "data": {
@@ -161,7 +163,7 @@ def _measured_run(folder: Path, gpu: str, devices: dict[str, str], lab: str) -> 
     printed = {"output_type": "stream", "name": "stdout", "text": (
         f"plot saved: {folder}/plots/a.png\n$ {lab}/.venv/bin/python -m gunicorn --chdir {lab}\n"
         f"lease serve_system_{USER} in {Path.home()}\n"
-        "GPU %: not sampled (docs/decisions/2026-11-26-gpu-utilisation.md)\n")}
+        "GPU %: not sampled (docs/decisions/2026-11-26-gpu-utilisation.md)\n" + LONG_LINE + "\n")}
     listing = {"output_type": "stream", "name": "stdout",
                "text": ("# servelab/x.py, lines 1-1: f\n"
                         "def f(): pass  # docs/decisions/2026-11-25-handout-site.md\n")}
@@ -176,8 +178,8 @@ def _measured_run(folder: Path, gpu: str, devices: dict[str, str], lab: str) -> 
     nbformat.write(_nb(cells, measuring, folder, lab), folder / "03_demo.ipynb")
     (folder / "run.json").write_text(json.dumps({
         "preset": "quick", "target": "local", "started": "2026-11-26 09:20:00 UTC", "ok": True,
-        "machine": {"cpu_model": "AMD EPYC", "cpu_count": 2, "gpu": gpu},
-        "notebooks": [{"name": n, "ok": True, "seconds": 1} for n in ("00_intro", "03_demo")]}))
+        "machine": {"cpu_model": "AMD EPYC", "cpu_count": 2, "gpu": gpu}, "code": CODE,  # both: one commit
+        "notebooks": [{"name": n, "ok": True, "seconds": 1} for n in notebooks]}))
     (folder / "fastapi.jsonl").write_text("".join(json.dumps({
         # PyTorch's rows before the measuring cell, ONNX Runtime's while it ran
         "experiment": "fastapi", "step": step, "device": device, "note": f"{lab}/x",
@@ -189,6 +191,10 @@ def _measured_run(folder: Path, gpu: str, devices: dict[str, str], lab: str) -> 
 
 
 PNG_BYTES = b"\x89PNG\r\n\x1a\n" + b"\0" * 16
+CODE = {"commit": "e83ba46" + "0" * 33, "dirty": False, "changed": [], "changed_count": 0}
+# a reading as a verdict prints it: one line of several hundred characters (a phone shows about 40)
+LONG_LINE = ("observed in this run: FastAPI onnx: with many clients the median latency is ≥ 4× one client's "
+             "(queuing) — 28 ms → 267 ms (9.7×) (spread 125 ms); " * 4).strip()
 
 
 @pytest.fixture(scope="module")
@@ -205,7 +211,8 @@ def compared(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path
         "# %%\nplot()\n")
     cpu = _measured_run(base / "20261126-092000-quick", "none", {"fastapi_onnx": "cpu"}, str(REPO_ROOT))
     gpu = _measured_run(base / "gpu" / "20261126-h100", "NVIDIA H100 80GB HBM3",
-                        {"fastapi_pt": "cuda", "fastapi_onnx": "cpu"}, "/home/someone/lab")
+                        {"fastapi_pt": "cuda", "fastapi_onnx": "cpu"}, "/home/someone/lab",
+                        ("03_demo", "09_llm_serving"))
     site = build.build(cpu, out=base / "site", compare=base / "gpu",  # a folder of runs: its newest
                        sources=[base / "nb" / "00_intro.py", base / "nb" / "03_demo.py"],
                        links=Links(repo="", ref="abc"))
@@ -271,8 +278,26 @@ def test_every_docs_reference_is_a_link(compared: tuple[Path, Path, Path]) -> No
             assert listing is not None and not listing.select("a")
         assert loose == [], (name, loose)
         for link in article.select("a.servelab-doc"):
-            assert (site / link["href"]).is_file(), link  # no repository known: a copy in the site
-    assert (site / "docs" / "decisions" / "2026-11-25-handout-site.md").is_file()
+            assert (site / link["href"]).is_file() and link["href"].endswith(".html"), link  # a page here
+
+
+def test_the_docs_a_page_names_are_pages_of_the_site(compared: tuple[Path, Path, Path]) -> None:
+    """A decision note is rendered (headings, paragraphs, tables), declared UTF-8, with no mojibake; a YAML
+    file is a page holding it as code; the notes those name are pages too, linked from where they sit."""
+    site, _, _ = compared
+    note = site / "docs" / "decisions" / "2026-11-25-handout-site.html"
+    page = _soup(note)
+    assert page.select_one('meta[charset="utf-8"]') is not None
+    assert page.select_one("article h1").get_text().startswith("The handout site")
+    assert page.select_one("article table") is not None and "|---|" not in page.get_text()
+    text = page.select_one("article").get_text()
+    assert "00–09" in text and "â€" not in text and "Ã" not in text
+    linked = [a["href"] for a in page.select("article a.servelab-doc")]
+    assert "2026-11-26-handout-site-second-pass.html" in linked  # the note it names, relative to it
+    assert (note.parent / "2026-11-26-handout-site-second-pass.html").is_file()
+    yml = _soup(site / "docs" / "ci" / "gitlab-ci.yml.html")
+    assert yml.select_one("article div.highlight-yaml") is not None
+    assert not list(site.rglob("*.md")), "the notes are pages, not raw markdown"
 
 
 def test_each_page_has_a_download_and_a_launch_link_and_the_index_names_pages_as_the_sidebar(
@@ -284,7 +309,8 @@ def test_each_page_has_a_download_and_a_launch_link_and_the_index_names_pages_as
         assert download is not None and download.has_attr("download")
         saved = nbformat.read(site / download["href"], as_version=4)
         assert any(c.get("outputs") for c in saved.cells if c.cell_type == "code")
-        assert page.select_one("a.servelab-launch")["href"] == JUPYTERHUB
+        launch = page.select_one("a.servelab-launch")["href"]  # the notebook itself, in the student's clone
+        assert launch == f"{JUPYTERHUB}hub/user-redirect/lab/tree/{REPO_ROOT.name}/notebooks/{name}.ipynb"
     index = _soup(site / "index.html")
     sidebar = [a.get_text() for a in index.select(".sidebar-tree a.reference.internal")]
     listed = [a.get_text() for a in index.select("article table a.reference.internal")]
@@ -342,3 +368,53 @@ def test_the_reference_run_is_put_beside_unless_told_otherwise(
     assert site_main([str(run)]) == 0 and site_main([str(run), "--no-compare"]) == 0
     assert built == [base / "p100", None]
     assert "the reference run" in capsys.readouterr().out
+
+
+def test_each_banner_names_the_node_and_says_what_sits_beside_that_page(
+        compared: tuple[Path, Path, Path]) -> None:
+    """The GPU run beside ran 03 and 09 only: "beside them" on 03's page, where its figure sits, and not on
+    00's, where nothing of it does; every banner names the student's node and the code that ran; the index
+    says what the second run covers and never that "every notebook passed" for a run of two."""
+    site, _, _ = compared
+    banner = {name: _soup(site / f"{name}.html").select_one(".announcement-content").get_text(" ", strip=True)
+              for name in ("00_intro", "03_demo", "index")}
+    covers = "run 20261126-h100 (NVIDIA H100 80GB HBM3; notebooks 03 and 09 only)"
+    assert f"Beside them on this page: {covers}." in banner["03_demo"]
+    assert f"Nothing of {covers} beside this page." in banner["00_intro"]
+    assert "Beside them" not in banner["00_intro"]
+    assert f"Beside the notebooks' outputs: {covers}" in banner["index"]
+    for text in banner.values():
+        assert "Your node: 2×P100" in text and "code commit e83ba46, no uncommitted changes" in text
+    index = _soup(site / "index.html").select_one("article").get_text(" ", strip=True)
+    assert "two NVIDIA P100 GPUs" in index and "every notebook passed" not in index
+    assert "notebooks 03 and 09 only, not 04, 05, 06, 07 or 10" in index
+    assert "03 and 09: all passed" in index
+    # a page deeper in the site (a note) reaches the report from where it is
+    note = _soup(site / "docs" / "decisions" / "2026-11-25-handout-site.html")
+    assert note.select_one(".announcement-content a")["href"] == "../../report.html"
+
+
+def test_on_a_phone_every_printed_line_wraps_inside_its_box(compared: tuple[Path, Path, Path]) -> None:
+    """03's page in Chromium as a 390 px mobile browser: the verdict line of several hundred characters wraps,
+    no output line runs past its box, and no copy button covers a line of code or output."""
+    from playwright.sync_api import sync_playwright
+
+    site, _, _ = compared
+    chromium = Path("/usr/bin/chromium")
+    assert chromium.is_file(), f"{chromium} is missing: the lab's set-up installs Debian's chromium package"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(chromium), args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"])
+        try:
+            context = browser.new_context(**PHONE)
+            page = context.new_page()
+            page.goto((site / "03_demo.html").as_uri())
+            page.wait_for_load_state("load")
+            assert page.evaluate("document.documentElement.clientWidth") == 390
+            shown = page.locator("article div.cell_output pre", has_text=LONG_LINE[:40]).first
+            assert shown.is_visible() and shown.evaluate("e => e.getBoundingClientRect().height") > 100
+            assert page.evaluate(OVERFLOWING_OUTPUTS) == []
+            assert page.locator("button.servelab-copy").count() >= 3
+            assert page.evaluate(COVERED_BY_COPY) == []
+        finally:
+            browser.close()

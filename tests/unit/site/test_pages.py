@@ -9,6 +9,7 @@ import base64
 import getpass
 import json
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -48,7 +49,7 @@ def _executed(sources: list[str], outputs: list[list[dict]],
 
 
 def _run(folder: Path, *, notebooks: dict[str, dict] | None = None, gpu: str = "none", ok: bool = True,
-         target: str = "local") -> provenance.Run:
+         target: str = "local", code: dict | None = None) -> provenance.Run:
     folder.mkdir(parents=True, exist_ok=True)
     outcomes = []
     for stem, nb in (notebooks or {}).items():
@@ -56,11 +57,13 @@ def _run(folder: Path, *, notebooks: dict[str, dict] | None = None, gpu: str = "
         outcomes.append({"name": stem, "seconds": 1.0, "ok": ok, "error": "" if ok else "cell 3 raised X"})
     (folder / "run.json").write_text(json.dumps({
         "preset": "quick", "target": target, "started": "2026-11-25 14:00:00 UTC", "ok": ok,
-        "machine": {"cpu_model": "AMD EPYC", "cpu_count": 2, "gpu": gpu}, "notebooks": outcomes}))
+        "machine": {"cpu_model": "AMD EPYC", "cpu_count": 2, "gpu": gpu}, "notebooks": outcomes,
+        **({"code": code} if code is not None else {})}))
     return build._run(folder)
 
 
 STREAM = {"output_type": "stream", "name": "stdout", "text": "hello\n"}
+CODE = {"commit": "e83ba46" + "0" * 33, "dirty": False, "changed": [], "changed_count": 0}
 FIGURE = {"output_type": "display_data", "data": {"image/png": PNG, "text/plain": "<Figure>"}, "metadata": {}}
 
 
@@ -143,11 +146,9 @@ def _rows(folder: Path, rows: list[tuple[str, str, str]]) -> None:
         for step, device, stamp in rows))
 
 
-def test_a_second_runs_figures_sit_beside_this_runs_with_its_table_reading_and_report(
-        source: Path, tmp_path: Path) -> None:
-    """The GPU run's PyTorch rows ran on its GPU and its ONNX rows on its CPU: each side's caption says so
-    from the rows' own device, the figure's block carries that run's table (the nearest before the figure),
-    its reading and its report; a figure embedded in an HTML output is compared too."""
+def _compared(source: Path, tmp_path: Path, code: dict | None, gpu_code: dict | None) -> tuple[Any, list]:
+    """A page of a CPU run with a GPU run beside (``code``, ``gpu_code``: what each run.json says of the code
+    that ran); the page and its code cells."""
     source.write_text(COMPARED.replace("plot()", "table()\n\n# %%\nplot()"))
     cells = ["target = None", 'print("hello")', "table()", "plot()", "measure()", "monitor()"]
     mine = _executed(cells, [[], [STREAM], [TABLE], [FIGURE], [TABLE], [EMBEDDED]])
@@ -155,16 +156,24 @@ def test_a_second_runs_figures_sit_beside_this_runs_with_its_table_reading_and_r
     times = {2: ("2026-11-26T09:24:00", "2026-11-26T09:24:05"),
              3: ("2026-11-26T09:24:06", "2026-11-26T09:24:07"),
              4: ("2026-11-26T09:24:08", "2026-11-26T09:24:09")}
-    run = _run(tmp_path / "cpu", notebooks={"03_demo": _timed(mine, "2026-11-26T09:20:00", times)})
+    run = _run(tmp_path / "cpu", notebooks={"03_demo": _timed(mine, "2026-11-26T09:20:00", times)}, code=code)
     _rows(tmp_path / "cpu", [("fastapi_onnx", "cpu", "2026-11-26T09:24:08+0000")])
     gpu_folder = tmp_path / "gpu"
     _run(gpu_folder, notebooks={"03_demo": _timed(theirs, "2026-11-26T09:20:00", times)},
-         gpu="NVIDIA H100 80GB HBM3", target="docker")
+         gpu="NVIDIA H100 80GB HBM3", target="docker", code=gpu_code)
     _rows(gpu_folder, [("fastapi_pt", "cuda", "2026-11-26T09:24:01+0000"),
                        ("fastapi_onnx", "cpu", "2026-11-26T09:24:08+0000")])
     gpu = build._run(gpu_folder, "compare/report.html")
     page = pages.page(source, run, gpu, tmp_path / "figures")[0]
-    code = _code(page)
+    return page, _code(page)
+
+
+def test_a_second_runs_figures_sit_beside_this_runs_with_its_table_reading_and_report(
+        source: Path, tmp_path: Path) -> None:
+    """The GPU run's PyTorch rows ran on its GPU and its ONNX rows on its CPU: each side's caption says so
+    from the rows' own device, the figure's block carries that run's table (the nearest before the figure),
+    its reading and its report; a figure embedded in an HTML output is compared too. Both ran one commit."""
+    page, code = _compared(source, tmp_path, CODE, CODE)
     plot = next(c for c in code if c.source == "plot()")
     assert plot.outputs == []  # its figure moved into the side-by-side block
     block = page.cells[page.cells.index(plot) + 1].source
@@ -186,6 +195,30 @@ def test_a_second_runs_figures_sit_beside_this_runs_with_its_table_reading_and_r
     assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == [
         "03_demo-cell3-other-0.png", "03_demo-cell3-this-0.png", "03_demo-cell5-other-0.png",
         "03_demo-cell5-this-0.png"]
+
+
+@pytest.mark.parametrize("gpu_code", [None, {**CODE, "commit": "96e7213" + "0" * 33},
+                                      {**CODE, "dirty": True, "changed_count": 1}])
+def test_a_second_run_of_other_code_sets_only_its_figures_beside(source: Path, tmp_path: Path,
+                                                                 gpu_code: dict | None) -> None:
+    """A run whose code is not this run's (not recorded, another commit, uncommitted changes) printed its
+    tables and words with that code: they are left out, a figure comes without its caption, and the block says
+    where its rows are read by this run's code; a cell where it drew no figure gets no block at all."""
+    page, code = _compared(source, tmp_path, CODE, gpu_code)
+    plot = next(c for c in code if c.source == "plot()")
+    block = page.cells[page.cells.index(plot) + 1].source
+    assert block.count("<figure>") == 2 and "Only its figure" in block
+    assert "<table" not in block and "onnx: median 6 ms" not in block
+    assert 'href="compare/report.html"' in block
+    monitor = next(c for c in code if c.source == "monitor()")
+    block = page.cells[page.cells.index(monitor) + 1].source
+    other = block[block.index("servelab-other"):]
+    assert block.count("<figure>") == 2 and "<figcaption>" not in other  # its caption: its code's words
+    for name in ("table()", "measure()"):  # tables alone: nothing beside
+        cell = next(c for c in code if c.source == name)
+        following = page.cells[page.cells.index(cell) + 1]
+        assert "servelab-compare" not in str(following.source), name
+    assert page.metadata["servelab"]["beside"] == 2
 
 
 def test_a_figure_in_an_html_output_becomes_a_file_that_opens_full_size(source: Path, tmp_path: Path) -> None:
@@ -251,7 +284,8 @@ def test_every_page_links_its_download_launch_and_source_and_the_docs_it_names(s
     page = pages.page(source, run, None, tmp_path / "figures", links, links.file)[0]
     bar = page.cells[1].source
     assert 'href="notebooks/03_demo.ipynb" download' in bar
-    assert f'<a class="servelab-launch" href="{trovi}">Launch on Chameleon (Trovi)</a>' in bar
+    assert (f'<a class="servelab-launch" href="{trovi}">Launch on Chameleon (Trovi)</a> (then open '
+            "notebooks/03_demo.ipynb; it runs in your node's Jupyter, whose address 02 prints)") in bar
     assert 'href="https://github.com/o/lab/blob/abc123/notebooks/03_demo.py"' in bar
     prose = page.cells[0].source
     blob = "https://github.com/o/lab/blob/abc123"
@@ -259,6 +293,46 @@ def test_every_page_links_its_download_launch_and_source_and_the_docs_it_names(s
             "docs/decisions/a-note.md</a>.") in prose
     assert f'href="{blob}/docs/ci/gitlab-ci.yml"><code>docs/ci/gitlab-ci.yml</code></a>' in prose
     assert "https://example.org/docs/x.md" in prose and prose.count("<a ") == 2
+
+
+def test_launch_opens_the_notebook_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    """By default the notebook in the student's clone on Chameleon's JupyterHub (the clone named as git clone
+    names it); a launch address with {notebook} gets the page's notebook; one without stays as it is."""
+    monkeypatch.delenv("SERVELAB_LAUNCH_URL", raising=False)
+    links = Links(repo="https://github.com/o/serve-system-lab")
+    assert links.launch_for("01_reserve_node") == (
+        "https://jupyter.chameleoncloud.org/hub/user-redirect/lab/tree/serve-system-lab/notebooks/"
+        "01_reserve_node.ipynb")
+    assert links.launch_label("01_reserve_node") == "Open it in Chameleon's Jupyter"
+    assert links.launch_note("01_reserve_node") == "in your clone of the lab, serve-system-lab/"
+    assert "it runs in your node's Jupyter" in links.launch_note("05_instance_scaling")
+    monkeypatch.setenv("SERVELAB_LAUNCH_URL", "https://hub.example.org/user-redirect/lab/tree/lab/{notebook}")
+    found = Links.find(repo="https://github.com/o/x")
+    assert found.launch_for("03_fastapi") == "https://hub.example.org/user-redirect/lab/tree/lab/notebooks/03_fastapi.ipynb"
+
+
+def test_the_repository_is_found_in_the_documented_order(monkeypatch: pytest.MonkeyPatch,
+                                                         tmp_path: Path) -> None:
+    """--repo, $SERVELAB_REPO_URL, the CI's, pyproject.toml's [project.urls], then origin."""
+    from servelab.site import links as links_module
+
+    for name in ("SERVELAB_REPO_URL", "GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "CI_PROJECT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[project]\nname = "x"\n\n[project.urls]\nRepository = "https://github.com/o/declared"\n')
+    assert links_module.declared_repository(pyproject) == "https://github.com/o/declared"
+    assert links_module.declared_repository(tmp_path / "none.toml") == ""
+    monkeypatch.setattr(links_module, "declared_repository", lambda: "")
+    monkeypatch.setattr(links_module, "_git", lambda *args: "git@github.com:o/origin.git")
+    assert links_module.repository() == "https://github.com/o/origin"
+    monkeypatch.setattr(links_module, "declared_repository", lambda: "https://github.com/o/declared")
+    assert links_module.repository() == "https://github.com/o/declared"
+    monkeypatch.setenv("GITHUB_SERVER_URL", "https://github.com")
+    monkeypatch.setenv("GITHUB_REPOSITORY", "o/ci")
+    assert links_module.repository() == "https://github.com/o/ci"
+    monkeypatch.setenv("SERVELAB_REPO_URL", "https://github.com/o/setting.git")
+    assert links_module.repository() == "https://github.com/o/setting"
+    assert links_module.repository("git@gitlab.com:o/given.git") == "https://gitlab.com/o/given"
 
 
 @pytest.mark.parametrize(("remote", "address"), [
@@ -275,7 +349,7 @@ def test_provenance_from_run_json_else_from_the_measurements_and_the_name(tmp_pa
     run = _run(tmp_path / "20261125-140000-quick", gpu="Tesla P100-PCIE-16GB", target="docker")
     line = run.provenance.line()
     assert line == ("run 20261125-140000-quick: 2026-11-25 14:00:00 UTC, target docker, preset quick, "
-                    "CPU AMD EPYC, 2 cores, GPU Tesla P100-PCIE-16GB")
+                    "CPU AMD EPYC, 2 cores, GPU Tesla P100-PCIE-16GB; code not recorded")
     old = tmp_path / "20261120-093000-quick"
     old.mkdir()
     (old / "run.json").write_text(json.dumps({"preset": "quick", "target": "local", "cpu_count": 2}))
@@ -283,7 +357,7 @@ def test_provenance_from_run_json_else_from_the_measurements_and_the_name(tmp_pa
     facts = provenance.read(old)
     assert (facts.cpu, facts.gpu, facts.date) == ("not recorded, 2 cores", "none",
                                                   "2026-11-20 09:30:00 (from the run's name)")
-    assert not facts.on_gpu and facts.line().endswith("no GPU")
+    assert not facts.on_gpu and facts.line().endswith("no GPU; code not recorded")
 
 
 def test_a_chameleon_runs_provenance_is_the_nodes(tmp_path: Path) -> None:
