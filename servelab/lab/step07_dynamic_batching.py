@@ -97,10 +97,10 @@ def metrics_counts(triton: Triton, name: str) -> dict[str, float]:
     return counts
 
 
-def counts_since(triton: Triton, name: str, before: dict[str, float]) -> dict[str, int]:
-    """The two counts from one origin: the metrics port's counters now minus ``before`` (read with the
-    statistics at the reload, ``metrics_counts``) against the statistics now, which count from that
-    reload; printed as one line that says where each counter starts. Returns the four counts."""
+def counts_since(triton: Triton, name: str, before: dict[str, float]) -> None:
+    """Print the two counts from one origin: the metrics port's counters now minus ``before`` (read with
+    the statistics at the reload, ``metrics_counts``) against the statistics now, which count from that
+    reload, in one line that says where each counter starts."""
     import contextlib
     import io
 
@@ -124,7 +124,6 @@ def counts_since(triton: Triton, name: str, before: dict[str, float]) -> dict[st
              "statistics with the model's last load" if same else
              "requests reached the server between the two reads (the metrics port counts from the server's "
              "start, the statistics from the model's last load)"))
-    return got
 
 
 def plot_rates(df: pd.DataFrame) -> Any:

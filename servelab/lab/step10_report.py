@@ -129,14 +129,15 @@ def room(runs: pd.DataFrame, series: pd.DataFrame) -> Need:
             continue
         cpu = float(num(starting, "cpu_util_pct").mean())
         when = f"{after[starting.index].min():.1f}–{after[starting.index].max():.1f} s after the step"
-        replicas = int(row(auto, "replicas_max") or 2)
-        share = (f", on {cores:g} cores: {cores / max(replicas, 2):.1f} per replica at {max(replicas, 2)} "
-                 "replicas (one ONNX Runtime thread each), with Serve's proxy and the load generator on them "
-                 "too") if cores else ""
-        high = mine[(num(mine, "phase") == 1) & (after > 0)]
-        before, meanwhile = high[high.index < starting.index.min()], high[high.index.isin(starting.index)]
-        rate = (", and the serving replica answered " + f"{_rate(meanwhile):.0f}/s meanwhile"
-                + (f", {_rate(before):.0f}/s before" if _rate(before) else "")) if _rate(meanwhile) else ""
+        replicas = max(2, int(row(auto, "replicas_max") or 2))
+        share = (f", {cores:g} cores ({cores / replicas:.1f} per replica) for {replicas} replicas (one ONNX "
+                 "Runtime thread each), Serve's proxy and the load generator") if cores else ""
+        meanwhile = mine[(num(mine, "phase") == 1) & mine.index.isin(starting.index)]
+        one = step[(step["policy"] == "fixed") & (num(step, "replicas_max") == 1)]
+        alone = answered_share(series, str(one.iloc[-1].get("label"))) if not one.empty else None
+        rate = (f", the serving replica answering {_rate(meanwhile):.0f}/s meanwhile" + (
+            f" (one fixed replica: {alone[0]:.0f}/s over the high load)" if alone else "")) \
+            if _rate(meanwhile) else ""
         said = f"the CPU read {cpu:.0f} % while the {policy} run's second replica started ({when})"
         said += share + rate
         if cpu < FULL_CPU:

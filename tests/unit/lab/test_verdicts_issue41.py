@@ -80,10 +80,12 @@ def test_an_autoscaled_run_worse_than_fixed_1_is_not_observed() -> None:
     assert len(verdicts) == 6
     for verdict in verdicts:
         assert verdict.status == "not measured", verdict
-        assert verdict.evidence.startswith("this run cannot show it, because the replicas share fewer cores "
-                                           "than they need: the CPU read 100 % while the queue depth run's "
-                                           "second replica started (4.0–7.0 s after the step), on 2 cores: "
-                                           "1.0 per replica"), verdict.evidence
+        assert verdict.evidence == (
+            "this run cannot show it, because the replicas share fewer cores than they need: the CPU read "
+            "100 % while the queue depth run's second replica started (4.0–7.0 s after the step), 2 cores "
+            "(1.0 per replica) for 2 replicas (one ONNX Runtime thread each), Serve's proxy and the load "
+            "generator, the serving replica answering 40/s meanwhile (one fixed replica: 55/s over the high "
+            "load)")
         assert "a core free for the second replica, the machine's CPU under 90 % while it started — NOT met" \
             in needs_said(verdict)
     # where the machine had a core free, the comparison itself says not observed, with both fixed runs
@@ -233,9 +235,7 @@ def test_the_metrics_port_and_the_statistics_agree_from_one_origin(monkeypatch, 
                                                                           "execution_count": 252})
     triton = SimpleNamespace(metrics_url="http://127.0.0.1:8002/metrics")
     before = step07_dynamic_batching.metrics_counts(triton, "m")
-    got = step07_dynamic_batching.counts_since(triton, "m", before)
-    assert got == {"metrics_inferences": 1303, "metrics_executions": 252, "stats_inferences": 1303,
-                   "stats_executions": 252}
+    step07_dynamic_batching.counts_since(triton, "m", before)
     out = capsys.readouterr().out
     assert "nv_inference_count 2636, nv_inference_exec_count 2636" in out
     assert ("the metrics port counted 3939 − 2636 = 1303 inferences in 252 executions, the statistics 1303 "
