@@ -102,13 +102,6 @@ def outran(runs: pd.DataFrame, series: pd.DataFrame) -> Need:
                                     "estimate or raise scaling_rate_fractions[1]")
 
 
-def kept_up(runs: pd.DataFrame, series: pd.DataFrame) -> str | None:
-    """Why the step load cannot show an autoscaling effect because one replica kept up (``outran`` not
-    met); None otherwise."""
-    need = outran(runs, series)
-    return need.reached if need.met is False else None
-
-
 def room(runs: pd.DataFrame, series: pd.DataFrame) -> Need:
     """Whether the machine had a core free for the second replica: the CPU (the whole machine's, 100 % =
     every core) while an autoscaled run's added replica was starting after the step, under ``FULL_CPU``;
