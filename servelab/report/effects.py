@@ -114,14 +114,19 @@ def check(effect: str, values: tuple[float | None, ...], test: Callable[..., boo
     and ``values[1]``, e.g. 0.12 for windows 12 % apart) the verdict is "within noise" when moving
     the second value by the ``noise_band`` either way would change the test's answer: the gap to the
     test's own threshold (4×, 1.1×, equal) is inside the levels' noise; the band is printed in ``unit``.
-    ``needs`` are the effect's preconditions: the first one not met makes it ``cannot_show``, as does
+    ``needs`` are the effect's preconditions: the first one not met makes it ``cannot_show`` (the
+    numbers it would have judged follow the reason), as does
     ``blocked`` (why a precondition failed, e.g. from ``unusable``). ``loose`` (why the band bounds
     nothing: its windows were accepted at any spread, ``any_spread``) adds the need "a band narrower than
     the difference it judges": such a band cannot clear a difference, so where the gap is inside it the
     run cannot show the effect (meant for plain comparisons: the difference is ``values[1] − values[0]``).
     A value that is missing or NaN makes it not measured."""
     if (unmet := next((n for n in needs if n.met is False), None)) is not None:
-        return cannot_show(effect, unmet.reached or f"it did not reach {unmet.what}", gpu_only, needs)
+        because = unmet.reached or f"it did not reach {unmet.what}"
+        if not any(v is None or v != v for v in values):  # the numbers it would have judged, after why
+            said = evidence(*values)
+            because += f". {said[0].upper()}{said[1:]}"
+        return cannot_show(effect, because, gpu_only, needs)
     if blocked:
         return cannot_show(effect, blocked, gpu_only, needs)
     if any(v is None or v != v for v in values):
