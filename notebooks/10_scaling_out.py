@@ -85,9 +85,9 @@ photos = step.bodies()
 # `upscale_delay_s`: only then is a replica started, and it serves once its process is up and its
 # model loaded. So a replica starts within `metrics_interval_s` + `look_back_period_s` +
 # `upscale_delay_s` of the step, and serves after its own start-up on top. Ray's defaults are 10 s,
-# 30 s and 30 s (and 600 s before removing one): about a minute before a replica even starts. Here
-# they are fractions of a second and a second or two, so that the whole experiment fits in a minute
-# or two (docs/decisions/2026-11-28-lessons-third-pass.md). Below it, the same policy as a Kubernetes
+# 30 s and 30 s (and 600 s before removing one): a replica may start up to 70 s after the step. Here
+# they are 0.5 s, 1 s and 1 s (the table below), so that the whole experiment fits in a minute or two
+# (docs/decisions/2026-11-28-lessons-third-pass.md). Below it, the same policy as a Kubernetes
 # HorizontalPodAutoscaler and a KEDA ScaledObject, and a table that maps each field to its Kubernetes
 # counterpart.
 
