@@ -284,11 +284,11 @@ def _cost(fixed_n: pd.DataFrame, queue: pd.DataFrame, needs: tuple[Need, ...], r
     about autoscaling) and served no worse than one fixed replica (``needs``: else that one is cheaper)."""
     fixed_rs, auto_rs = row(fixed_n, "replica_seconds"), row(queue, "replica_seconds")
     replicas = row(fixed_n, "replicas_max") or 1
-    grew = row(queue, "replicas_max")
+    grew, fixed_p99 = row(queue, "replicas_max"), row(fixed_n, "p99_ms")
     return check("Autoscaling costs fewer replica-seconds than the fixed N replicas", (fixed_rs, auto_rs),
-                 lambda f, a: a < f, lambda f, a: f"fixed {replicas:g} {f:.0f}"
-                 + _text(row(fixed_n, "p99_ms"), " (p99 {:.0f} ms)") + f", autoscaled {a:.0f} replica-s"
-                 + _text(row(queue, "p99_ms"), " (p99 {:.0f} ms)"),
+                 lambda f, a: a < f,
+                 lambda f, a: f"fixed {replicas:g}: {f:.0f} replica-s" + _text(fixed_p99, " (p99 {:.0f} ms)")
+                 + f", autoscaled: {a:.0f} replica-s" + _text(row(queue, "p99_ms"), " (p99 {:.0f} ms)"),
                  noise=(resolution(fixed_rs / replicas if fixed_rs else None), resolution(auto_rs)),
                  unit="replica-s", needs=needs, blocked="the autoscaled run never had a second replica "
                                                         "serving: it cost what one replica costs"
