@@ -156,7 +156,9 @@ common.reference("triton", triton_steps.TRITON_COLUMNS, rules=step,
 # every instance's PyTorch uses every core). The instance count is one change; the threads are
 # the next, one line of the config each. Where the cores are oversubscribed, throughput swings too far
 # from window to window for perf_analyzer's stability band: both settings take the band the preset
-# gives rate levels (`rate_stability_pct`), and the verdict weighs the windows' spread as noise.
+# gives rate levels (`rate_stability_pct`), and the verdict weighs the windows' spread as noise. Where
+# that band accepts any spread (the quick preset), it bounds nothing: a difference inside it is one this
+# run cannot show, and the verdict says so.
 #
 # **Predict.** Two instances, each using every core, against two instances with one share of the
 # cores each: which serves more, and by how much?

@@ -80,6 +80,15 @@ arrivals
 # %%
 triton_steps.plot_breakdown(arrivals, x="distribution", title="Same rate, different arrival pattern")
 
+# %% [markdown]
+# **Reading the verdicts.** A comparison needs its two levels settled, and a noise band narrower than
+# the difference it judges; the line under each verdict says whether the run had both. The quick
+# preset accepts the rate levels' windows at any spread (`rate_stability_pct` 1000: a one-second
+# Poisson window's burst would otherwise leave a level unmeasured), so their band bounds nothing, and
+# where a difference lies inside it the verdict says this run cannot show it
+# (docs/decisions/2026-11-28-lessons-third-pass.md). The `full` preset, or a `rate_stability_pct` such
+# as 30 in the parameters cell, asks the windows to agree.
+
 # %%
 common.what_this_run_shows(step, "Poisson")
 
@@ -117,10 +126,14 @@ triton_steps.set_dynamic_batching(triton, "food_classifier_onnx", preferred_batc
                                   max_queue_delay_microseconds=delay_us)
 
 # %% [markdown]
-# The server's statistics before the batching runs (all zero after the reload):
+# The server's statistics before the batching runs: they count from the model's last load, so the
+# reload just now set them to zero. Beside them, the same two counts on the server's metrics port
+# (the one Prometheus scrapes, shown near the end): those count from the server's start, and a reload
+# does not reset them.
 
 # %%
 stats_before = triton_steps.stats_json(triton, "food_classifier_onnx")
+metrics_before = step.metrics_counts(triton, "food_classifier_onnx")
 
 # %% [markdown]
 # ### The same rates, batching on
@@ -203,6 +216,13 @@ from servelab.lab import monitoring
 lines = monitoring.show_metrics(triton.metrics_url, ["nv_inference_queue", "nv_inference_count",
                                                      "nv_inference_exec_count", "nv_inference_pending"],
                                 contains="food_classifier_onnx")
+
+# %% [markdown]
+# Are these the same counts as the statistics after the batching runs? Only from the same origin: the
+# metrics port's counters now, minus what they read at the reload, against the statistics now.
+
+# %%
+step.counts_since(triton, "food_classifier_onnx", metrics_before)
 
 # %% [markdown]
 # A last load with batching on, about five seconds at the measured capacity, scraped every half

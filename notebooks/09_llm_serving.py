@@ -25,7 +25,9 @@
 #   its size decides how many sequences can run at once.
 #
 # The numbers that matter are **time to first token** (TTFT: request sent → first token),
-# **inter-token latency** (ITL: the gaps between later tokens) and **output tokens/s**.
+# **inter-token latency** (ITL: each gap between a request's later tokens, pooled over a load run's
+# requests) and **output tokens/s**. For one request sent alone, the lab reports the mean of its gaps:
+# its **time per output token** (TPOT), the same gaps averaged per request.
 #
 # The model is the lab's own: a 4-layer Llama-shaped model (hidden size 256, a 458-token
 # vocabulary), built by set-up with a tokenizer trained here and a few seconds of training on text
@@ -161,7 +163,7 @@ static = step.rate_sweep(engine, P, rate)
 step.show(static)
 
 # %%
-step.plot_batching(common.concat(continuous, static))
+step.plot_batching(common.concat(continuous, static), single)
 
 # %%
 common.what_this_run_shows(step, "mixed output lengths")
@@ -172,6 +174,7 @@ common.what_this_run_shows(step, "mixed output lengths")
 
 # %%
 static_equal = step.equal_lengths(engine, P, rate)
+step.gaps(common.concat(continuous_equal, static_equal), single)
 step.show(common.concat(continuous_equal, static_equal))
 
 # %%
@@ -250,10 +253,12 @@ common.reference("llm", step.LLM_SHOWN, rules=step, step=["mixed", "equal", "kv_
 #    first decode step)? Each timed prompt was new, so prefix caching did not hide it: the repeated
 #    prompt's line shows what caching does when it applies.
 # 2. With mixed output lengths, compare the two batchings' TTFT p99 and tokens/s at the top rate in
-#    this run. Where does a static batch lose time, and did that show here?
+#    this run. Where does a static batch lose time, and did that show here? Compare their gaps between
+#    tokens (ITL) too: how many sequences did each one's steps carry, and what did a step cost per
+#    sequence, next to one request's TPOT?
 # 3. With equal output lengths, did static batching's tokens/s move closer to continuous batching's
-#    than with mixed lengths? What does a static batch waste when lengths differ, and what when they
-#    are equal?
+#    than with mixed lengths, and was there a gap to close? What does a static batch waste when
+#    lengths differ, and what when they are equal?
 # 4. With the smaller KV cache, how many sequences ran at once, and what happened to the others?
 #    What would you change on a GPU with more memory?
 

@@ -23,7 +23,8 @@
 # replica. Here the two are measured side by side.
 #
 # **On this machine** (the `local` target) every replica, Serve's proxy, its controller and the load
-# generator share the same CPU cores, so a second replica competes with the first for cores. Every
+# generator share the same CPU cores, so a second replica competes with the first for cores: the
+# verdicts below check, from each run's own numbers, whether the machine had a core free for it. Every
 # rate below is a fraction of the capacity of one replica measured here, as in notebook 07, and the
 # load generator runs in a process of its own. Ray is started by this notebook and stopped at its
 # end; it does not need notebooks 03–09.
@@ -70,13 +71,25 @@ photos = step.bodies()
 # ## The autoscaling config, as data
 # The policy is a small record: between `min_replicas` and `max_replicas`, aim for
 # `target_ongoing_requests` per replica, wait `upscale_delay_s` before adding a replica and
-# `downscale_delay_s` before removing one, averaging over `look_back_period_s`.
-# `max_ongoing_requests` is how many requests the router hands one replica at once (set high here:
-# the queue then forms inside the replica, where the autoscaler counts it; the decision note says
-# why), and `max_queued_requests` bounds the queue in front of them (-1: no bound). The delays here are a
-# few seconds so that the whole experiment fits in a minute or two; Ray's defaults are 30 s up and
-# 600 s down. Below it, the same policy as a Kubernetes HorizontalPodAutoscaler and a KEDA
-# ScaledObject, and a table that maps each field to its Kubernetes counterpart.
+# `downscale_delay_s` before removing one. `max_ongoing_requests` is how many requests the router
+# hands one replica at once (set high here: the queue then forms inside the replica, where the
+# autoscaler counts it; the decision note says why), and `max_queued_requests` bounds the queue in
+# front of them (-1: no bound).
+#
+# **Two windows decide how soon the controller can see a queue.** Each replica (and Serve's proxy)
+# pushes its count of ongoing requests to Serve's controller every `metrics_interval_s`; the
+# controller averages the counts it received over the last `look_back_period_s`. The look-back window
+# must be the longer of the two, or it holds one push at most (Ray warns, and a later release will
+# refuse it). After a step in the load, the queue reaches the controller within one push interval,
+# fills the averaging window within one look-back period, and must then stay above the target for
+# `upscale_delay_s`: only then is a replica started, and it serves once its process is up and its
+# model loaded. So a replica starts within `metrics_interval_s` + `look_back_period_s` +
+# `upscale_delay_s` of the step, and serves after its own start-up on top. Ray's defaults are 10 s,
+# 30 s and 30 s (and 600 s before removing one): a replica may start up to 70 s after the step. Here
+# they are 0.5 s, 1 s and 1 s (the table below), so that the whole experiment fits in a minute or two
+# (docs/decisions/2026-11-28-lessons-third-pass.md). Below it, the same policy as a Kubernetes
+# HorizontalPodAutoscaler and a KEDA ScaledObject, and a table that maps each field to its Kubernetes
+# counterpart.
 
 # %%
 auto = step.policy(P)
@@ -95,27 +108,47 @@ rate = step.capacity(cluster, P, photos)
 phases = step.step_phases(rate, P)
 
 # %% [markdown]
-# ## A step load, autoscaled on queue depth
+# ## The baseline: a step load on one fixed replica
 # Poisson arrivals at `scaling_rate_fractions[0]` of one replica's capacity, then
 # `scaling_rate_fractions[1]` of it, then low again (`scaling_phase_seconds` each). Every second the
 # notebook samples the replica count, the requests in flight (per replica: the queue depth the
 # autoscaler sees), p50 and p99 of the requests that finished in that second, and the CPU (and the
-# GPU, where there is one). Dashed lines mark the moments the replica count changed.
+# GPU, where there is one). Every time below is given from one origin, the step (the moment the high
+# load starts: 0 on the plots' axis); dashed lines mark the moments the replica count changed.
 #
-# The lesson needs the high phase to outrun one replica. Its rate comes from the capacity measured
-# above; where one replica answered the whole high phase anyway (a capacity estimate that came out
-# low on a busy machine), the verdicts below say that this run cannot show the effect, and why.
+# First one fixed replica, no autoscaling: the run every autoscaled one is compared with.
 #
-# **Predict.** The high phase asks for more than one replica can serve. How long after the step will
-# the second replica start serving? What happens to the backlog (requests in flight) and to p99 in
-# the meantime, and after it?
+# **Predict.** The high phase asks for `scaling_rate_fractions[1]` times what one replica served above.
+# What share of it will one replica answer, and how many requests will be in flight as it ends?
+
+# %%
+fixed_one = step.step_load(cluster, step.policy(P, fixed=1), phases, photos)
+step.plot_timeline(fixed_one, title="step load, one fixed replica")
+
+# %% [markdown]
+# ## The same step load, autoscaled on queue depth
+# One change: the autoscaling config above instead of one fixed replica.
+#
+# The lesson needs two things of the run. The high phase must outrun one replica (the line printed
+# above says what share of it one replica answered). And the machine needs a core free for the second
+# replica: starting one (a process, the model loaded) and computing on it takes a core, and where every
+# core is already busy (the machine's CPU reading near its whole, with two replicas, Serve's proxy and
+# the load generator sharing this machine's cores) the new replica takes its cores from the one
+# serving. Where the run lacks either, the verdicts below say "this run cannot show it, because …" with
+# the run's numbers, and under each verdict the line "needs:" says what it had to reach and whether it
+# did.
+#
+# **Predict.** How long after the step will the second replica start, and start serving? What happens
+# to the backlog (requests in flight) and to p99 in the meantime, and after it? Will the autoscaled run
+# end the high phase with fewer requests in flight than one fixed replica did?
 
 # %%
 queue_run = step.step_load(cluster, auto, phases, photos)
-step.plot_timeline(queue_run, title="step load, autoscaled on queue depth")
+step.plot_timeline(fixed_one, queue_run, title="step load, autoscaled on queue depth")
 
 # %%
-common.what_this_run_shows(step10_report, "starts a replica within", "the backlog shrinks")
+common.what_this_run_shows(step10_report, "starts a replica within", "the backlog shrinks",
+                           "Autoscaled on queue depth")
 
 # %% [markdown]
 # ## A replica dies
@@ -159,14 +192,15 @@ common.what_this_run_shows(step10_report, "CPU utilisation")
 
 # %% [markdown]
 # ## Fixed vs autoscaled
-# The same step load on one fixed replica and on `scaling_max_replicas` fixed replicas. The cost of a
-# run is its **replica-seconds**: replicas summed over time, what a cloud bill counts.
+# The same step load on `scaling_max_replicas` fixed replicas, then the four runs side by side. The
+# cost of a run is its **replica-seconds**: replicas summed over time, what a cloud bill counts. Its
+# **goodput** (`goodput_rps`) is the requests answered with a 200 per second of the run, from its first
+# request to its last answer: a refused or timed-out request does not count.
 #
-# **Predict.** Which of the three serves the high phase with the lowest p99? Which one costs the
-# fewest replica-seconds?
+# **Predict.** Which of the four serves the high phase with the lowest p99, and which ends it with the
+# fewest requests in flight? Which one costs the fewest replica-seconds?
 
 # %%
-fixed_one = step.step_load(cluster, step.policy(P, fixed=1), phases, photos)
 fixed_n = step.step_load(cluster, step.policy(P, fixed=P.scaling_max_replicas), phases, photos)
 step.plot_timeline(fixed_one, fixed_n, queue_run, title="fixed vs autoscaled")
 
@@ -174,7 +208,7 @@ step.plot_timeline(fixed_one, fixed_n, queue_run, title="fixed vs autoscaled")
 step.summaries("step")
 
 # %%
-common.what_this_run_shows(step10_report, "replica-seconds")
+common.what_this_run_shows(step10_report, "replica-seconds", "than on one fixed replica")
 
 # %% [markdown]
 # ## Load past capacity: shed instead of queueing
@@ -255,14 +289,16 @@ common.reference("scaling", step.SUMMARY_COLUMNS, rules=step10_report, kind="ste
 
 # %% [markdown]
 # ## Questions
-# 1. How many seconds after the step did the autoscaler add the second replica in this run? Which
-#    settings of the config make up that time, and what else did the request wait for?
+# 1. How many seconds after the step did the autoscaler start the second replica in this run, and how
+#    many until it served? Which settings of the config make up the first time (`metrics_interval_s`,
+#    `look_back_period_s`, `upscale_delay_s`), and what makes up the rest?
 # 2. During those seconds, what did p99 do, and why do requests that arrive after the replica is
 #    added still wait?
 # 3. Which policy reacted first, queue depth or utilisation? On a machine where the proxy and the
 #    load generator share the cores with the replicas, what does CPU utilisation measure?
-# 4. Compare one fixed replica, N fixed replicas and the autoscaled run: p99 during the high phase,
-#    goodput, replica-seconds. Which would you run in production, and with which delays?
+# 4. Compare one fixed replica, N fixed replicas and the autoscaled runs: requests in flight as the high
+#    phase ended, p99, goodput, replica-seconds. Did this machine have a core free for the second
+#    replica (the "needs:" lines)? Which would you run in production, and with which windows and delays?
 # 5. With the queue bounded, what did a refused request get, and how long did it wait for it? Why is a
 #    fast 503 better for a client than a slow answer after its own timeout?
 # 6. A replica was killed: how long until it was replaced, and what did the requests meanwhile get?

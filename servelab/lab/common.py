@@ -335,12 +335,14 @@ class Printed(list[str]):
 
 def what_this_run_shows(step: Any, *effects: str) -> list[str]:
     """The step's expected effects whose text contains one of ``effects`` (all when none), checked on
-    this run's data (``step.rules``): observed or not on this machine, with the numbers. A GPU effect
-    not seen here says so: it is what to expect on the GPU node, not a failure. Printed and returned."""
+    this run's data (``step.rules``): observed or not on this machine, with the numbers, and under each
+    what the run had to reach for it and whether it did (``needs_said``). A GPU effect not seen here says
+    so: it is what to expect on the GPU node, not a failure. Printed; the verdict lines returned."""
+    from servelab.report.effects import needs_said
     from servelab.report.terms import DEFAULT_OVER, define
     from servelab.results.schema import RunData
 
-    lines = []
+    lines, shown = [], []
     for check in step.rules(RunData.load(results_dir())):
         if effects and not any(words in check.effect for words in effects):
             continue
@@ -348,7 +350,8 @@ def what_this_run_shows(step: Any, *effects: str) -> list[str]:
             else ""
         mark = "not measured" if check.evidence.startswith("this run cannot show it") else MARKS[check.status]
         lines.append(f"{mark} in this run: {check.effect} — {check.evidence}{gpu}")
+        shown += [lines[-1], *([f"  {needs}"] if (needs := needs_said(check)) else [])]
     said = define("spread", over=getattr(step, "SPREAD_OVER", DEFAULT_OVER)) \
         if any("(spread " in line for line in lines) else ""
-    print("\n".join(lines + [said] * bool(said)) or f"no expected effect matches {effects}")
+    print("\n".join(shown + [said] * bool(said)) or f"no expected effect matches {effects}")
     return Printed(lines)

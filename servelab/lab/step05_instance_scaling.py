@@ -12,12 +12,24 @@ from servelab.lab.common import show_columns
 from servelab.lab.params import LabParams
 from servelab.lab.triton_steps import Triton, live_config, measure, set_instances
 from servelab.lab.triton_views import live_instances, server_view
-from servelab.report.effects import Check, check, chosen, row, spread, unusable, usable
+from servelab.report.effects import (
+    Check,
+    Need,
+    any_spread,
+    check,
+    chosen,
+    row,
+    settled_need,
+    spread,
+    unusable,
+    usable,
+)
 from servelab.report.figures import Section, as_image, fig_scaling, plot_html, table_html
 from servelab.report.readings import read_scaling, shared_level
 from servelab.results.schema import TRITON_COLUMNS, RunData, num, relative_spread, step_rows
 from servelab.targets.base import Stack
 
+SETTLED = "the steps it compares settled, each after its warm-up"
 # what a verdict's "(spread …)" spans here (servelab.report.terms)
 SPREAD_OVER = ("perf_analyzer's last three windows of each level, and for the configuration measured twice "
                "(two instances, split threads) the two readings")
@@ -104,9 +116,11 @@ def sections(data: RunData) -> list[Section]:
 
 def rules(data: RunData) -> list[Check]:
     """More instances raise throughput (a GPU effect); the largest count no better than the middle one;
-    one thread per instance beats the framework's default threads. A level that never settled, or ran
-    without its warm-up, is shown but never counted: its comparison cannot be shown. The threads lesson's
-    split row repeats a configuration of the instance steps: the two readings' gap is noise too."""
+    one thread per instance beats the framework's default threads. Each needs the steps it compares
+    settled (a level that never settled, or ran without its warm-up, is shown but never counted); the
+    threads lesson, whose windows the quick preset accepts at any spread, a band narrower than its
+    difference. Its split row repeats a configuration of the instance steps: the two readings' gap is
+    noise too."""
     scaling = step_rows(data.triton, "instance_scaling").reset_index(drop=True)
     counted = set(usable(scaling).index)  # a level measured without its warm-up is shown, never counted
     tput, noise = num(scaling, "throughput"), num(scaling, "throughput_spread")
@@ -120,8 +134,15 @@ def rules(data: RunData) -> list[Check]:
         return next((unusable(scaling.iloc[[i]]) for i in indices if 0 <= i < len(scaling)
                      and unusable(scaling.iloc[[i]])), None)
 
+    def settled(*indices: int) -> tuple[Need, ...]:  # the precondition: the steps compared settled
+        if not all(0 <= i < len(scaling) for i in indices):
+            return (Need(SETTLED),)
+        reason = why(*indices)
+        return (Need(SETTLED, False, reason) if reason else Need(SETTLED, True),)
+
     steps = len(scaling)
     load = shared_level(scaling)  # the load every step had
+    counts = f" ({_count(scaling, -1)} vs {_count(scaling, -2)} instances)" if steps >= 3 else ""
     first = level(0)
     best = max((level(i) for i in range(1, steps)), key=lambda v: v[0] or -1.0, default=(None, None))
     middle, top = (level(steps - 2), level(steps - 1)) if steps >= 3 else ((None, None), (None, None))
@@ -129,12 +150,11 @@ def rules(data: RunData) -> list[Check]:
         check(f"More instances raise throughput{' at ' + load if load else ''} (best vs one instance)",
               (first[0], best[0]),
               lambda a, b: b > 1.1 * a, lambda a, b: f"{a:.1f} → best {b:.1f} inferences/s", gpu_only=True,
-              noise=(first[1], best[1]), unit="inferences/s", blocked=why(0)),
-        check("The largest instance count is no better than the middle one (4+4 vs 2+2)", (middle[0], top[0]),
+              noise=(first[1], best[1]), unit="inferences/s", needs=settled(0)),
+        check(f"The largest instance count is no better than the middle one{counts}", (middle[0], top[0]),
               lambda mid, hi: hi <= 1.05 * mid,
               lambda mid, hi: f"middle {mid:.1f}, largest {hi:.1f} inferences/s",
-              noise=(middle[1], top[1]), unit="inferences/s", blocked=why(steps - 2, steps - 1) if steps >= 3
-              else None),
+              noise=(middle[1], top[1]), unit="inferences/s", needs=settled(steps - 2, steps - 1)),
     ]
     threads = step_rows(data.triton, "threads_lesson")
     default = row(threads, "throughput", thread_setting="default")
@@ -149,8 +169,17 @@ def rules(data: RunData) -> list[Check]:
             "" if again is None else f" (the same configuration read {again:.1f}/s in the instance step: "
                                      f"repeats {relative_spread([s, again]) or 0:.0%} apart)"),
         noise=(spread(threads, "throughput", thread_setting="default"), split_noise), unit="inferences/s",
-        blocked=unusable(threads, thread_setting="default") or unusable(threads, thread_setting="split")))
+        needs=(settled_need(threads, {"thread_setting": "default"}, {"thread_setting": "split"}),),
+        loose=any_spread(threads, "throughput", thread_setting="default")
+        or any_spread(threads, "throughput", thread_setting="split")))
     return checks
+
+
+def _count(scaling: pd.DataFrame, i: int) -> str:
+    """The instance count of step ``i`` as its label says it: "4" ("4 instances on the CPU"), "2 + 2"
+    ("2 + 2 instances on GPUs 0 and 1"); the ``instances`` column's where the label does not say."""
+    label = str(scaling.iloc[i].get("label") or "")  # i < 0 counts from the last step
+    return label.split(" instance")[0] if " instance" in label else str(scaling.iloc[i].get("instances"))
 
 
 def _repeat(scaling: pd.DataFrame, split: pd.Series | None) -> float | None:

@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 
 from servelab.lab.params import LabParams
 from servelab.lab.triton_steps import Triton, measure_all
-from servelab.report.effects import Check, check, computed_on, row, spread, unusable
+from servelab.report.effects import Check, Need, any_spread, check, computed_on, row, settled_need, spread
 from servelab.report.figures import Section, as_image, fig_breakdown, figure, finish, plot_html, table_html
 from servelab.report.readings import first
 from servelab.results.schema import QUEUE, TRITON_COLUMNS, RunData, batch_size_counts, num, step_rows
@@ -79,6 +79,51 @@ def executions_by_batch_size(before: dict[str, Any], after: dict[str, Any], time
           f"{int(out.loc[several, 'timed_windows'].sum())} with more than one request; perf_analyzer's "
           f"warm-ups: {warm_n}, {int(out.loc[several, 'warm_ups'].sum())} with more than one")
     return out
+
+
+COUNTERS = ("nv_inference_count", "nv_inference_exec_count")  # inferences, executions (the metrics port's)
+
+
+def metrics_counts(triton: Triton, name: str) -> dict[str, float]:
+    """``name``'s inference and execution counters on the metrics port now, printed with where they count
+    from: the server's start (a reload does not reset them), unlike the statistics (the model's load)."""
+    from servelab.lab.monitoring import parse, scrape_once
+
+    samples = parse(scrape_once(triton.metrics_url))
+    counts = {c: sum(v for (metric, labels), v in samples.items()
+                     if metric == c and ("model", name) in labels) for c in COUNTERS}
+    print(f"$ curl -s {triton.metrics_url}  # {name}'s counters, since the server started: "
+          + ", ".join(f"{c} {v:.0f}" for c, v in counts.items()))
+    return counts
+
+
+def counts_since(triton: Triton, name: str, before: dict[str, float]) -> None:
+    """Print the two counts from one origin: the metrics port's counters now minus ``before`` (read with
+    the statistics at the reload, ``metrics_counts``) against the statistics now, which count from that
+    reload, in one line that says where each counter starts."""
+    import contextlib
+    import io
+
+    from servelab.lab.triton_stats import stats_json
+
+    with contextlib.redirect_stdout(io.StringIO()):  # its table was printed above: only the counts here
+        stats = stats_json(triton, name)
+    now = metrics_counts(triton, name)
+    got = {"metrics_inferences": round(now[COUNTERS[0]] - before[COUNTERS[0]]),
+           "metrics_executions": round(now[COUNTERS[1]] - before[COUNTERS[1]]),
+           "stats_inferences": int(stats.get("inference_count", 0)),
+           "stats_executions": int(stats.get("execution_count", 0))}
+    same = (got["metrics_inferences"], got["metrics_executions"]) == (got["stats_inferences"],
+                                                                      got["stats_executions"])
+    print(f"since the reload that turned batching on: the metrics port counted {now[COUNTERS[0]]:.0f} − "
+          f"{before[COUNTERS[0]]:.0f} = {got['metrics_inferences']} inferences in "
+          f"{got['metrics_executions']} executions, the statistics {got['stats_inferences']} in "
+          f"{got['stats_executions']}: "
+          + ("the same count from the same origin. The metrics port's counters start with the server (their "
+             f"{before[COUNTERS[0]]:.0f} before the reload are the runs before it, warm-ups included), the "
+             "statistics with the model's last load" if same else
+             "requests reached the server between the two reads (the metrics port counts from the server's "
+             "start, the statistics from the model's last load)"))
 
 
 def plot_rates(df: pd.DataFrame) -> Any:
@@ -182,7 +227,9 @@ def rules(data: RunData) -> list[Check]:
     """Poisson arrivals queue more; batches form; at the lowest rate batching costs latency (on a CPU a
     batch of n costs about n images' compute, so a request in a batch waits for the others' compute,
     not for the 100 µs ``max_queue_delay``: the evidence splits p99's change into queue and compute); p99
-    at the top rate no worse with batching (GPU)."""
+    at the top rate no worse with batching (GPU). Each comparison needs its two levels settled and, where
+    their windows were accepted at any spread (the quick preset's rate levels), a band narrower than the
+    difference it judges: docs/decisions/2026-11-28-lessons-third-pass.md."""
     arrivals = step_rows(data.triton, "arrivals")
     counts = _batched_counts(data.triton)
     dyn = step_rows(data.triton, "dynamic_batching")
@@ -193,7 +240,7 @@ def rules(data: RunData) -> list[Check]:
             return None, None, None
         return (row(dyn, "p99_ms", rate=rate, dynamic_batching=on),
                 spread(dyn, "p99_ms", rate=rate, dynamic_batching=on),
-                unusable(dyn, rate=rate, dynamic_batching=on))
+                any_spread(dyn, "p99_ms", rate=rate, dynamic_batching=on))
 
     def parts(rate: float | None, on: bool) -> str:  # where a request's server time went at that rate
         if rate is None:
@@ -202,8 +249,13 @@ def rules(data: RunData) -> list[Check]:
         compute = row(dyn, "compute_infer_ms", rate=rate, dynamic_batching=on)
         return "" if queue is None or compute is None else f" (queue {queue:.1f} + compute {compute:.1f} ms)"
 
+    def settled(rate: float | None) -> tuple[Need, ...]:  # both sides of the comparison at this rate settled
+        return (settled_need(dyn, {"rate": rate, "dynamic_batching": False},
+                             {"rate": rate, "dynamic_batching": True}),) if rate is not None else ()
+
     (low_off, low_off_s, low_off_x), (low_on, low_on_s, low_on_x) = p99(low, False), p99(low, True)
     (top_off, top_off_s, top_off_x), (top_on, top_on_s, top_on_x) = p99(top, False), p99(top, True)
+    sides = ({"distribution": "constant"}, {"distribution": "poisson"})
     return [
         check("Poisson arrivals queue more than evenly spaced ones at the same rate (p99)",
               (row(arrivals, "p99_ms", distribution="constant"),
@@ -211,8 +263,8 @@ def rules(data: RunData) -> list[Check]:
               lambda c, p: p > c, lambda c, p: f"constant {c:.1f} ms, Poisson {p:.1f} ms",
               noise=(spread(arrivals, "p99_ms", distribution="constant"),
                      spread(arrivals, "p99_ms", distribution="poisson")), unit="ms",
-              blocked=unusable(arrivals, distribution="constant")
-              or unusable(arrivals, distribution="poisson")),
+              needs=(settled_need(arrivals, *sides),),
+              loose=any_spread(arrivals, "p99_ms", **sides[0]) or any_spread(arrivals, "p99_ms", **sides[1])),
         check("With dynamic batching on, some executions carry more than one request",
               (sum(c for s, c in counts.items() if s > 1) if counts else None,),
               lambda n: n > 0, lambda n: f"{n} batched executions"),
@@ -220,10 +272,11 @@ def rules(data: RunData) -> list[Check]:
               (low_off, low_on), lambda off, on: on >= off,
               lambda off, on: f"at {low:g}/s: off {off:.1f} ms{parts(low, False)}, on {on:.1f} ms"
                               f"{parts(low, True)} ({(on - off) / off:+.0%})",
-              noise=(low_off_s, low_on_s), unit="ms", blocked=low_off_x or low_on_x),
+              noise=(low_off_s, low_on_s), unit="ms", needs=settled(low), loose=low_off_x or low_on_x),
         check("At the highest rate, p99 with dynamic batching ≤ p99 without",
               (top_off, top_on), lambda off, on: on <= off,
               lambda off, on: f"at {top:g}/s: off {off:.1f} ms{parts(top, False)}, on {on:.1f} ms"
-                              f"{parts(top, True)}{computed_on(dyn)}",
-              gpu_only=True, noise=(top_off_s, top_on_s), unit="ms", blocked=top_off_x or top_on_x),
+                              f"{parts(top, True)} ({(on - off) / off:+.0%}){computed_on(dyn)}",
+              gpu_only=True, noise=(top_off_s, top_on_s), unit="ms", needs=settled(top),
+              loose=top_off_x or top_on_x),
     ]

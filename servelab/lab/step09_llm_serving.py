@@ -8,6 +8,7 @@ docs/decisions/2026-11-23-llm-serving.md.
 
 from __future__ import annotations
 
+import html
 import json
 import subprocess
 import sys
@@ -20,13 +21,21 @@ import pandas as pd
 from servelab.core.paths import ON_THE_NODE, REPO_ROOT
 from servelab.lab.common import record
 from servelab.lab.params import LabParams
-from servelab.lab.step09_views import fig_batching, fig_kv, fig_single, read_batching, read_kv, read_single
+from servelab.lab.step09_views import (
+    fig_batching,
+    fig_kv,
+    fig_single,
+    read_batching,
+    read_itl,
+    read_kv,
+    read_single,
+)
 from servelab.llm.client import STATS_PATH, Record, make_prompt, percentile, split_half_spread, stream_sync
 from servelab.llm.server import Engine, EngineOptions, short_command, start_engine, start_engine_compose
 from servelab.llm.server import refused as refused  # re-exported: the notebook calls them as step.…
 from servelab.llm.server import transformers_serve_command as transformers_serve_command
 from servelab.llm.server import try_request as try_request
-from servelab.report.effects import Check, check, relative_spread, row
+from servelab.report.effects import Check, Need, check, relative_spread, row
 from servelab.report.figures import Section, as_image, plot_html, table_html
 from servelab.report.terms import define
 from servelab.results.schema import LLM, RunData, num, step_rows
@@ -216,8 +225,11 @@ def small_cache(engine: Engine, p: LabParams, rate: float) -> pd.DataFrame:
 # (the figures and one-line readings themselves: servelab/lab/step09_views.py)
 
 def show(df: pd.DataFrame) -> pd.DataFrame:
-    """A load run's table as the notebook shows it (``LLM_SHOWN``); the run's CSV keeps every column."""
+    """A load run's table as the notebook shows it (``LLM_SHOWN``); the run's CSV keeps every column. The
+    first table with an ITL says what it is, and how it differs from TPOT."""
     cols = [c for c in LLM_SHOWN if c in df]
+    if "itl_p50_ms" in cols and (said := define("ITL")):
+        print(said)
     return df[cols].round(2)
 
 
@@ -225,9 +237,19 @@ def plot_single(df: pd.DataFrame) -> Any:
     return as_image(fig_single(df))
 
 
-def plot_batching(df: pd.DataFrame) -> Any:
+def plot_batching(df: pd.DataFrame, single: pd.DataFrame | None = None) -> Any:
+    """Tokens/s and TTFT p99 against the rate, each batching; the readings: the top rate's figures, and
+    the gap between tokens beside the sequences each step carried (``gaps``)."""
     print(read_batching(df))
+    gaps(df, single)
     return as_image(fig_batching(df))
+
+
+def gaps(df: pd.DataFrame, single: pd.DataFrame | None = None) -> None:
+    """Print the two batchings' gap between tokens at the top rate, explained by their own statistics
+    (``read_itl``), one request alone's TPOT (``single``) beside them."""
+    if said := read_itl(df, single):
+        print(said)
 
 
 def plot_kv(df: pd.DataFrame) -> Any:
@@ -268,11 +290,13 @@ def sections(data: RunData) -> list[Section]:
     mixed = step_rows(data.llm, "mixed")
     if not mixed.empty:
         out.append(Section("LLM: static vs continuous batching, mixed output lengths", [
-            plot_html(fig_batching(mixed), read_batching(mixed)), table_html(mixed, LLM_SHOWN)]))
+            plot_html(fig_batching(mixed), read_batching(mixed)), table_html(mixed, LLM_SHOWN),
+            f"<p>{html.escape(read_itl(mixed, single))}</p>"]))
     equal = step_rows(data.llm, "equal")
     if not equal.empty:
         out.append(Section("LLM: static vs continuous batching, equal output lengths", [
-            table_html(equal, LLM_SHOWN), f"<p>{read_batching(equal)}</p>"]))
+            table_html(equal, LLM_SHOWN), f"<p>{read_batching(equal)}</p>",
+            f"<p>{html.escape(read_itl(equal, single))}</p>"]))
     kv = kv_rows(data.llm)
     if not kv.empty:
         out.append(Section("LLM: the KV cache decides how many sequences run", [
@@ -291,10 +315,30 @@ def _ratio(df: pd.DataFrame) -> tuple[float | None, float | None]:
     return (None if static is None or not cont else static / cont), noise
 
 
+GAP_NEED = ("a gap to close: with mixed lengths, continuous batching gave more tokens/s than static (their "
+            "ratio below 1 by more than its spread)")
+
+
+def gap_to_close(ratio: float | None, noise: float | None) -> Need:
+    """The precondition of "static batching closes the gap": static/continuous tokens/s with mixed lengths
+    (``ratio``) below 1 by more than its relative spread (``noise``); not known without the ratio."""
+    if ratio is None:
+        return Need(GAP_NEED)
+    band = f" (spread {ratio * noise:.2f})" if noise else ""
+    if ratio * (1 + (noise or 0.0)) < 1:
+        return Need(GAP_NEED, True, f"static/continuous {ratio:.2f} with mixed lengths{band}")
+    if ratio < 1:
+        return Need(GAP_NEED, False, "the gap to close was inside its noise: static/continuous "
+                                     f"{ratio:.2f} with mixed lengths{band}")
+    return Need(GAP_NEED, False, "there was no gap to close: with mixed lengths static batching already "
+                                 f"gave {ratio:.2f}× continuous batching's tokens/s{band}")
+
+
 def rules(data: RunData) -> list[Check]:
     """Prefill grows with the prompt; continuous batching wins with mixed lengths (tokens/s, TTFT p99);
-    static batching closes the gap with equal lengths; a smaller KV cache holds fewer sequences and queues.
-    Each gap is weighed against its levels' spread: the single requests' repeats, the load runs' halves."""
+    static batching closes the gap with equal lengths, where there was one (``gap_to_close``); a smaller
+    KV cache holds fewer sequences and queues. Each gap is weighed against its levels' spread: the single
+    requests' repeats, the load runs' halves."""
     single = step_rows(data.llm, "single")
     mixed = step_rows(data.llm, "mixed")
     top = _top(mixed)
@@ -318,6 +362,7 @@ def rules(data: RunData) -> list[Check]:
 
     mixed_ratio, mixed_noise = _ratio(mixed)
     equal_ratio, equal_noise = _ratio(step_rows(data.llm, "equal"))
+    gap = gap_to_close(mixed_ratio, mixed_noise)
     return [
         check("LLM: a long prompt's time to first token exceeds a short one's "
               "(prefill grows with the prompt)",
@@ -337,8 +382,9 @@ def rules(data: RunData) -> list[Check]:
         check("LLM: with equal output lengths static batching closes the gap (static/continuous tokens/s "
               "higher than with mixed lengths)",
               (mixed_ratio, equal_ratio), lambda m, e: e > m,
-              lambda m, e: f"static/continuous {m:.2f} with mixed lengths, {e:.2f} with equal ones",
-              noise=(mixed_noise, equal_noise)),
+              lambda m, e: f"static/continuous {m:.2f} with mixed lengths, {e:.2f} with equal ones"
+              + (" (static overtook continuous)" if e > 1 else ""),
+              noise=(mixed_noise, equal_noise), needs=(gap,)),
         check("LLM: a smaller KV cache holds fewer sequences at once, and requests wait for room",
               (row(kv, "max_running", kv_blocks=big_blocks) if not kv.empty else None,
                row(small, "max_running"), row(small, "max_waiting")),

@@ -85,6 +85,53 @@ def read_batching(df: pd.DataFrame) -> str:
     return f"at {top:.2f} requests/s{asked}: " + "; ".join(parts)
 
 
+def mean_running(stats: object) -> float | None:
+    """Sequences running on average while the engine was busy (its statistics' samples with any running);
+    None without samples."""
+    samples = stats if isinstance(stats, list) else json.loads(str(stats)) if isinstance(stats, str) else []
+    busy = [s["running"] for s in samples if s.get("running")]
+    return sum(busy) / len(busy) if busy else None
+
+
+def read_itl(df: pd.DataFrame, single: pd.DataFrame | None = None) -> str:
+    """The gap between tokens (ITL p50) of each batching at the top rate, beside the sequences its steps
+    carried (the engine's statistics: on average while busy, and at most) and the gap per sequence; one
+    request alone's TPOT (``single``) beside them. Where the two batchings differ, what the numbers point
+    to: steps that carry more sequences, or steps that cost more per sequence."""
+    if df.empty or "itl_p50_ms" not in df:
+        return ""
+    top = num(df, "rate").max()
+    parts, per = [], {}
+    for _, r in df[num(df, "rate") == top].iterrows():
+        running = mean_running(r.get("stats"))
+        if running is None or pd.isna(r.get("itl_p50_ms")):
+            continue
+        per[str(r["batching"])] = (float(r["itl_p50_ms"]), running, float(r["itl_p50_ms"]) / running)
+        parts.append(f"{r['batching']} {float(r['itl_p50_ms']):.1f} ms with {running:.1f} sequences running "
+                     f"on average (at most {int(r['max_running'])}): {per[str(r['batching'])][2]:.1f} ms per "
+                     "sequence")
+    if not parts:
+        return ""
+    said = f"gap between tokens (ITL p50) at {top:.2f} requests/s: " + "; ".join(parts)
+    short = single[single["prompt"] == "short"] if single is not None and not single.empty else None
+    if short is not None and not short.empty:
+        engine = f" on the {short['batching'].iloc[0]} engine" if "batching" in short else ""
+        said += f"; one request alone{engine} (its TPOT): {num(short, 'tpot_ms').median():.1f} ms"
+    if {"continuous", "static"} <= set(per):
+        (c_itl, c_run, c_per), (s_itl, s_run, s_per) = per["continuous"], per["static"]
+        why = [w for w, yes in (("carried more sequences", c_run > s_run), ("cost more per sequence",
+                                                                             c_per > s_per)) if yes]
+        if c_itl > s_itl and why:
+            said += ". Continuous batching's steps " + " and ".join(why) + (
+                ": it re-forms its batch at every step and runs each newcomer's prefill inside the others' "
+                "decode steps, where a static batch runs the same rows to its end" if c_per > s_per else
+                ": every step computes one token for each running sequence")
+        elif s_itl > c_itl:
+            said += (". Static batching's gaps are the longer: its padded batch computes every row until the "
+                     "longest request ends, finished rows included")
+    return said
+
+
 def read_kv(df: pd.DataFrame) -> str:
     parts = [f"{int(r['kv_blocks'])} blocks: at most {int(r['max_running'])} running, "
              f"{int(r['max_waiting'])} waiting, TTFT p99 {r['ttft_p99_ms']:.0f} ms"

@@ -8,14 +8,16 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
-from matplotlib.figure import Figure
 
 from servelab.core.labels import CLASSES
 from servelab.core.paths import REPO_ROOT
 from servelab.lab.common import record, show_columns
 from servelab.lab.params import LabParams
-from servelab.report.figures import as_image
-from servelab.results.schema import SCALING, SCALING_SERIES, device_label, num, relative_spread
+from servelab.lab.step10_views import describe_replicas as describe_replicas  # re-exported: the notebook
+from servelab.lab.step10_views import fig_timeline as fig_timeline  # and the report call them as step.…
+from servelab.lab.step10_views import high_load_said
+from servelab.lab.step10_views import plot_timeline as plot_timeline
+from servelab.results.schema import SCALING, SCALING_SERIES, device_label, relative_spread
 from servelab.scaling.cluster import Cluster, cluster_gpus, ray_processes
 from servelab.scaling.config import Scaling, field_map, hpa_manifest, keda_manifest
 from servelab.scaling.load import LoadRun, Phase, closed_loop, run_schedule, scale_events
@@ -178,13 +180,15 @@ def step_load(cluster: Cluster, s: Scaling, phases: list[Phase], photos: list[tu
                       "scale_up_after_s": None if up is None else round(up - high_start, 2),
                       "decided_after_s": None if decided is None else round(decided - high_start, 2),
                       "scale_down_at_s": down, "upscale_delay_s": s.upscale_delay_s,
-                      "look_back_period_s": s.look_back_period_s,
+                      "look_back_period_s": s.look_back_period_s, "metrics_interval_s": s.metrics_interval_s,
+                      "high_seconds": phases[1].seconds,
                       "p99_before_up_ms": _max(before, "p99_ms"), "p99_after_up_ms": _max(after, "p99_ms"),
                       "p99_after_up_spread": relative_spread([x["p99_ms"] for x in after]),
                       "backlog_at_up": at_up, "backlog_end_high": high[-1]["in_flight"] if high else None,
                       "backlog_end_high_spread": relative_spread([x["in_flight"] for x in high[-3:]]),
                       "sample_interval_s": 1.0}])
     record(SCALING_SERIES, run.series)
+    print(high_load_said(run.series, high))
     if decided is not None:
         print(f"after the step: a replica was starting at {decided - high_start:.1f} s, " + (
             f"serving at {up - high_start:.1f} s" if up is not None
@@ -206,70 +210,15 @@ SHOWN = {"step": SUMMARY_COLUMNS, "kill": ["label", "sent", "ok", "failed", "in_
 def summaries(kind: str) -> pd.DataFrame:
     """This run's recorded summaries of one ``kind``, shown with the columns ``SHOWN`` names for it, as
     every measurement table is (``common.show_columns``: rounded once, a missing value blank); the run
-    metadata each row also carries stays in the frame and the CSV."""
+    metadata each row also carries stays in the frame and the CSV. The first table with a goodput says
+    what it is."""
+    from servelab.report.terms import define
     from servelab.results.store import read_rows
 
     rows = pd.DataFrame([r for r in read_rows(SCALING) if r.get("kind") == kind])
+    if "goodput_rps" in SHOWN[kind] and (said := define("goodput")):
+        print(said)
     return show_columns(rows, SHOWN[kind])
-
-
-def fig_timeline(series: pd.DataFrame, title: str = "step load") -> Figure:
-    """Replicas, ongoing requests per replica, p50/p99 and CPU on one time axis; scale events marked.
-    Drawn on its own canvas (no pyplot): a notebook shows it once, where ``as_image`` puts it."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    fig = Figure(figsize=(8, 8))
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(4, 1, sharex=True)
-    for name, run in series.groupby("run", sort=False):
-        t = num(run, "t")
-        line = axes[0].step(t, num(run, "replicas"), where="post", label=str(name))[0]
-        if "starting" in run:
-            axes[0].step(t, num(run, "replicas") + num(run, "starting").fillna(0), ":", where="post",
-                         color=line.get_color())
-        axes[1].plot(t, num(run, "ongoing_per_replica"), label=str(name))
-        axes[2].plot(t, num(run, "p99_ms"), label=f"{name} p99")
-        axes[2].plot(t, num(run, "p50_ms"), ":", label=f"{name} p50")
-        axes[3].plot(t, num(run, "cpu_util_pct"), label=f"{name} CPU")
-        if "gpu_util_pct" in run and run["gpu_util_pct"].notna().any():
-            axes[3].plot(t, num(run, "gpu_util_pct"), "--", label=f"{name} GPU")
-        for e in scale_events([{str(k): v for k, v in r.items()} for r in run.to_dict("records")]):
-            for ax in axes:
-                ax.axvline(e["t"], color="grey", linestyle="--", linewidth=0.8)
-    # the CPU: the whole machine's, 100 % = all its cores (Serve's proxy and the load generator included)
-    names = ("replicas", "ongoing / replica", "latency (ms)", "machine CPU, GPU (%,\n100 = all cores)")
-    for ax, label in zip(axes, names, strict=True):
-        ax.set_ylabel(label)
-        ax.grid(alpha=0.3)
-    axes[2].set_yscale("log")
-    axes[0].legend(fontsize=7, loc="upper right")
-    axes[2].legend(fontsize=6, loc="upper left", ncol=2)
-    axes[3].set_ylim(0, 105)  # percentages: 100 % = every core (or the GPU) busy
-    axes[-1].set_xlabel("seconds since the load started\n(dashed: replica count changed; "
-                        "dotted: replicas including those starting)")
-    axes[0].set_title(title, fontsize=11)
-    fig.tight_layout()
-    return fig
-
-
-def plot_timeline(*runs: LoadRun, title: str = "step load") -> Any:
-    series = pd.DataFrame([row for run in runs for row in run.series])
-    for run in runs:
-        print(describe_replicas(run.label, run.series))
-    return as_image(fig_timeline(series, title), f"scaling {title}")
-
-
-def describe_replicas(label: str, series: list[dict[str, Any]]) -> str:
-    """One line on what the replicas of a run did: when the serving count changed, and a replica that
-    started but never served (the dotted line of the plot), so the line agrees with the plot."""
-    events = ", ".join(f"{e['t']:.1f} s ({e['from']}→{e['to']})" for e in scale_events(series))
-    serving = f"serving replicas changed at {events}" if events else \
-        f"{series[0]['replicas'] if series else '?'} replica(s) serving throughout"
-    started = next((x["t"] for x in series if x.get("starting")), None)
-    grew = [e for e in scale_events(series) if e["to"] > e["from"]]
-    if started is not None and not any(e["t"] >= started for e in grew):
-        serving += f"; a replica starting from {started:.1f} s never served before the run ended"
-    return f"{label}: {serving}"
 
 
 def shedding(cluster: Cluster, rate: float, p: LabParams, photos: list[tuple[bytes, str]]) -> pd.DataFrame:

@@ -321,7 +321,8 @@ def measure(triton: Triton, name: str, p: LabParams, step: str, label: str = "",
     load: dict[str, Any] = ({"concurrency": concurrency} if concurrency is not None
                             else {"request_rate": round(float(rate or 0), 1), "distribution": distribution})
     columns = {"step": step, "threads": instance_threads(triton, name),
-               "device": where_it_computes(triton, name)[0], **(extra or {})}
+               "device": where_it_computes(triton, name)[0],  # the window criterion: effects.any_spread
+               "stability_pct": settle.get("stability_percentage"), **(extra or {})}
     inputs = experiments.input_data_for(triton, name, workdir=results_dir() / "perf-inputs")
     where = triton.stack.perf_options(inputs)
     def once(retried: str) -> pd.DataFrame:

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from servelab.report.effects import STATUSES, Check, noise_note
+from servelab.report.effects import STATUSES, Check, needs_said, noise_note
 from servelab.report.figures import Section, fig_utilisation, plot_html, table_html
 from servelab.report.readings import read_util
 from servelab.report.terms import glossary
@@ -230,16 +230,24 @@ def _effects_section(steps: Sequence[ReportStep], data: RunData, compare: Path |
     rows = "".join(
         f'<tr class="{c.status.replace(" ", "-")}"><td>{html.escape(c.effect)}'
         f'{" <small>(a GPU effect)</small>" if c.gpu_only else ""}</td>'
-        f"<td>{c.status}</td><td>{html.escape(c.evidence)}</td>"
+        f"<td>{c.status}</td><td>{html.escape(c.evidence)}{_needs_html(c)}</td>"
         + (f"<td>{o.status}: {html.escape(o.evidence)}</td>" if o is not None else "")
         + "</tr>" for c, o in zip(checks, others, strict=True))
     summary = (f"<p>{html.escape(effects_summary(checks))}. 'within noise': the gap the effect needs is no "
                "larger than the spread of the measurement's own windows or repeats (the numbers end with "
-               f"it). {html.escape(noise_note(_devices(data)))}</p>")
+               "it). 'not measured' includes every effect whose preconditions this run did not reach "
+               "('this run cannot show it, because …'); under each verdict, what its run had to reach and "
+               f"whether it did. {html.escape(noise_note(_devices(data)))}</p>")
     head = ("<tr><th>expected effect</th><th>this run</th><th>numbers</th>"
             + (f"<th>compared run {html.escape(other_name)}</th>" if other else "") + "</tr>")
     table = f'<table class="data effects">{head}{rows}</table>'
     return Section("The lab's expected effects: observed in this run?", [summary, table], "effects")
+
+
+def _needs_html(c: Check) -> str:
+    """What the run had to reach for ``c`` and whether it did, under its numbers ("" without needs)."""
+    said = needs_said(c)
+    return f"<br><small>{html.escape(said)}</small>" if said else ""
 
 
 STYLE = """

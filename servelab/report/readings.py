@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 
+from servelab.report.effects import amount
 from servelab.results.schema import QUEUE, num
 
 
@@ -133,11 +134,30 @@ def read_scaling(df: pd.DataFrame) -> str:
                       f"{_shown(_number(r.get('throughput')), '{:.1f}')}/s, "
                       f"p99 {_shown(_number(r.get('p99_ms')), '{:.0f}')} ms" for _, r in df.iterrows())
     throughput = num(settled, "throughput")
+    at = f"at {fixed}: " if fixed else ""
     if throughput.dropna().empty:
-        return f"{'at ' + fixed + ': ' if fixed else ''}no settled row to name a best; {shown}"
-    best = settled.iloc[throughput.fillna(-1).argmax()]
-    return (f"{'at ' + fixed + ': ' if fixed else ''}best throughput {float(best['throughput']):.1f}/s with "
-            f"{best.get('label', best.get('instances'))}; {shown}")
+        return f"{at}no settled row to name a best; {shown}"
+    order = [int(i) for i in throughput.fillna(-1).to_numpy().argsort()[::-1]]
+    best = settled.iloc[order[0]]
+    name = str(best.get("label", best.get("instances")))
+    if len(throughput.dropna()) >= 2:  # the best names itself only where it stands clear of the next one
+        second = settled.iloc[order[1]]
+        gap, band = _lead(best, second)
+        if band is not None and gap <= band:
+            return (f"{at}no best: {name} {float(best['throughput']):.1f}/s and "
+                    f"{second.get('label', second.get('instances'))} {float(second['throughput']):.1f}/s are "
+                    f"within each other's noise (spread {amount(band)}/s); {shown}")
+    return f"{at}best throughput {float(best['throughput']):.1f}/s with {name}; {shown}"
+
+
+def _lead(best: pd.Series, second: pd.Series) -> tuple[float, float | None]:
+    """How far ``best``'s throughput leads ``second``'s, and the noise band the verdicts weigh such a gap
+    with (``noise_band`` of the two rows' ``throughput_spread``)."""
+    from servelab.report.effects import noise_band
+
+    a, b = float(second["throughput"]), float(best["throughput"])
+    spreads = [_number(r.get("throughput_spread")) for r in (second, best)]
+    return b - a, noise_band(a, b, *spreads)
 
 
 def read_util(df: pd.DataFrame) -> str:

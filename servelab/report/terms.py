@@ -1,8 +1,9 @@
 """What each figure the lab prints means: its unit and what it is taken over, said once per notebook.
 
-A notebook's first table with a "CPU %" column, its first verdict with a "(spread …)", its first TPOT,
-each carries the definition; later ones do not repeat it (``define`` remembers, per kernel). The report
-prints them all once (``glossary``). Why: docs/decisions/2026-11-26-verdicts-with-preconditions.md.
+A notebook's first table with a "CPU %" column, its first verdict with a "(spread …)", its first TPOT
+or goodput, each carries the definition; later ones do not repeat it (``define`` remembers, per
+kernel). The report prints them all once (``glossary``).
+Why: docs/decisions/2026-11-26-verdicts-with-preconditions.md.
 """
 
 from __future__ import annotations
@@ -19,12 +20,20 @@ TERMS = {
     "queue": "queue (ms), compute (ms): the server's own mean time per request waiting in its queue and "
              "running the model (compute infer), from Triton's statistics over the measured windows; p50 and "
              "p99 are the client's latency percentiles over the same windows",
-    "spread": "(spread x): the noise band of a comparison, in the compared figures' unit: the larger of the "
-              "two compared levels' own range (max − min) over {over}. A verdict whose gap to its threshold "
-              "is inside the band reads 'within noise'",
+    "spread": "(spread x): the noise band of a comparison, in the compared figures' unit. Each level's "
+              "relative spread is (max − min) / mean over {over}; the band is each compared figure times "
+              "its own level's relative spread (a latency percentile takes its windows' mean latency's), "
+              "the larger of the two. A verdict whose gap to its threshold is inside the band reads 'within "
+              "noise'; a band from windows accepted at any spread bounds nothing, and there the verdict "
+              "reads 'this run cannot show it'",
+    "goodput": "goodput (goodput_rps): the requests answered with a 200 per second of the run, from its "
+               "first request to its last answer; a request refused (503) or timed out does not count",
     "TPOT": "TPOT (tpot_ms): time per output token, the mean gap between two streamed tokens of one request "
             "after its first, (last token's time − first token's time) / (tokens − 1), in ms; TTFT is the "
             "time to the first token (prefill and waiting)",
+    "ITL": "ITL (itl_p50_ms, itl_p99_ms): inter-token latency, the same gaps between streamed tokens as "
+           "TPOT, each gap on its own and pooled over every request of a load run (its p50, p99), in ms; "
+           "TPOT averages one request's gaps, which the lab reports for requests sent one at a time",
 }
 DEFAULT_OVER = "the parts each level was measured in"
 _defined: set[str] = set()

@@ -87,15 +87,13 @@ class Cluster:
 
         cpus = self.num_cpus or psutil.cpu_count() or 1
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        # metrics every 0.5 s, not Ray's 10 s: scaling decisions within a minutes-long notebook
-        for name in ("RAY_SERVE_REPLICA_AUTOSCALING_METRIC_PUSH_INTERVAL_S",
-                     "RAY_SERVE_HANDLE_AUTOSCALING_METRIC_PUSH_INTERVAL_S"):
-            os.environ.setdefault(name, "0.5")
         # Ray enables token authentication for a local cluster and says so on stderr: kept, not said
         logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
-        # said of every config Serve reads back (status polls too): about the deprecated
-        # metrics_interval_s, which the push-interval variables above replace (the decision note)
-        warnings.filterwarnings("ignore", message="`look_back_period_s`", category=FutureWarning)
+        # ray 2.60 pushes autoscaling metrics every config's metrics_interval_s (Scaling sets it); it
+        # calls the field deprecated, for two variables a later release will read instead and 2.60
+        # does not (docs/decisions/2026-11-28-lessons-third-pass.md; tests/unit/scaling/test_ray_windows.py)
+        warnings.filterwarnings("ignore", message="The `metrics_interval_s` field",
+                                category=DeprecationWarning)
         t0 = time.perf_counter()
         if self.address:
             # `ray start` makes a token-authenticated cluster; a driver sends ~/.ray/auth_token only in

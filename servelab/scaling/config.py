@@ -23,8 +23,10 @@ class Scaling:
 
     ``fixed`` replicas (autoscaling off) or ``min_replicas``..``max_replicas`` driven by ongoing
     requests per replica (``target_ongoing_requests``; ``policy="utilisation"`` drives it by CPU
-    utilisation instead, ``target_utilisation_pct``). ``max_queued_requests`` bounds the queue in
-    front of the replicas (-1: unbounded): past it a request is answered 503 at once.
+    utilisation instead, ``target_utilisation_pct``). The replicas and Serve's proxy push their
+    counts to the controller every ``metrics_interval_s``; it averages them over ``look_back_period_s``,
+    which must be the longer (Ray warns otherwise, and will refuse it). ``max_queued_requests`` bounds
+    the queue in front of the replicas (-1: unbounded): past it a request is answered 503 at once.
     """
 
     min_replicas: int = 1
@@ -33,6 +35,7 @@ class Scaling:
     upscale_delay_s: float = 2.0
     downscale_delay_s: float = 6.0
     look_back_period_s: float = 2.0
+    metrics_interval_s: float = 0.5  # Ray's default is 10 s (docs/decisions/2026-11-28-lessons-third-pass.md)
     max_ongoing_requests: int = 1000  # the queue forms in the replica, not in Serve's router (why: the note)
     max_queued_requests: int = -1
     fixed: int | None = None
@@ -50,9 +53,14 @@ class Scaling:
             raise bad("fixed", "must be a whole number of replicas, at least 1 (or None to autoscale)")
         if not 1 <= self.min_replicas <= self.max_replicas:
             raise bad("min_replicas", f"must be at least 1 and at most max_replicas={self.max_replicas}")
-        for name in ("target_ongoing_requests", "look_back_period_s"):
+        for name in ("target_ongoing_requests", "look_back_period_s", "metrics_interval_s"):
             if not getattr(self, name) > 0:
                 raise bad(name, "must be above 0")
+        if not self.look_back_period_s > self.metrics_interval_s:
+            raise bad("look_back_period_s", "must be longer than metrics_interval_s="
+                      f"{self.metrics_interval_s!r}: the controller averages the pushed counts over it, "
+                      "and a window no longer than the push interval holds one push at most (Ray warns, "
+                      "and will refuse it)")
         for name in ("upscale_delay_s", "downscale_delay_s", "num_cpus", "num_gpus", "health_check_period_s"):
             if getattr(self, name) < 0:
                 raise bad(name, "must be 0 or more")
@@ -88,7 +96,7 @@ class Scaling:
             "min_replicas": self.min_replicas, "max_replicas": self.max_replicas,
             "initial_replicas": self.min_replicas, "target_ongoing_requests": self.target_ongoing_requests,
             "upscale_delay_s": self.upscale_delay_s, "downscale_delay_s": self.downscale_delay_s,
-            "look_back_period_s": self.look_back_period_s,
+            "look_back_period_s": self.look_back_period_s, "metrics_interval_s": self.metrics_interval_s,
         }
         if self.policy == "utilisation":
             autoscaling["policy"] = {"policy_function": UTILISATION_POLICY}
@@ -107,8 +115,10 @@ def field_map(s: Scaling, name: str = "food11") -> list[dict[str, Any]]:
          "kubernetes": "HPA behavior.scaleUp.stabilizationWindowSeconds"},
         {"ray_serve": "downscale_delay_s", "value": s.downscale_delay_s,
          "kubernetes": "HPA behavior.scaleDown.stabilizationWindowSeconds; KEDA cooldownPeriod (to zero)"},
+        {"ray_serve": "metrics_interval_s", "value": s.metrics_interval_s,
+         "kubernetes": "Prometheus scrape_interval (how old a metric can be); KEDA pollingInterval"},
         {"ray_serve": "look_back_period_s", "value": s.look_back_period_s,
-         "kubernetes": "the metric's rate() window in the Prometheus query; KEDA pollingInterval"},
+         "kubernetes": "the averaging window in the Prometheus query (avg_over_time(...[window]))"},
         {"ray_serve": "max_ongoing_requests", "value": s.max_ongoing_requests,
          "kubernetes": "no HPA field: the server's own concurrency limit (Knative containerConcurrency, "
                        "Triton instance count)"},
@@ -150,6 +160,7 @@ spec:
 
 def keda_manifest(s: Scaling, name: str = "food11") -> str:
     """The same policy as a KEDA ScaledObject with a Prometheus trigger."""
+    polling = max(1, math.ceil(s.metrics_interval_s))  # KEDA counts whole seconds
     window = max(1, math.ceil(s.look_back_period_s))
     return f"""apiVersion: keda.sh/v1alpha1
 kind: ScaledObject
@@ -159,13 +170,13 @@ spec:
   scaleTargetRef: {{name: {name}}}
   minReplicaCount: {s.min_replicas}
   maxReplicaCount: {s.max_replicas}
-  pollingInterval: {window}
+  pollingInterval: {polling}
   cooldownPeriod: {s.downscale_delay_s:g}
   triggers:
   - type: prometheus
     metadata:
       serverAddress: http://prometheus:9090
-      query: sum(inference_queue_depth{{deployment="{name}"}})
+      query: sum(avg_over_time(inference_queue_depth{{deployment="{name}"}}[{window}s]))
       threshold: "{s.target_ongoing_requests:g}"
 """
 

@@ -38,6 +38,13 @@ class LoadRun:
     requests: list[dict[str, Any]] = field(default_factory=list)
     series: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
+    phases: list[Phase] = field(default_factory=list)
+
+    @property
+    def step_s(self) -> float:
+        """When the second phase (a step load's high load) began, seconds into the run; 0 for one phase:
+        the one time origin the notebook's times are given from."""
+        return float(self.phases[0].seconds) if len(self.phases) > 1 else 0.0
 
     def summary(self, replica_seconds: float | None = None) -> dict[str, Any]:
         """Throughput of answered requests (goodput), p50/p99 of those, 503s, timeouts, errors."""
@@ -132,6 +139,7 @@ def run_schedule(url: str, bodies: Sequence[tuple[bytes, str]], phases: Sequence
         stop.set()
         sampler.join(timeout=interval_s + 30)
     run.seconds = sum(p.seconds for p in phases)
+    run.phases = list(phases)
     run.series = _intervals(run.requests, samples, phases, interval_s, label)
     return run
 

@@ -280,6 +280,7 @@ SHOWN = {
     "05_instance_scaling": [
         "+++ b/food_classifier/config.pbtxt", "stub process(es): one per instance of food_classifier",
         "live after", '+    string_value: "default"',
+        "  needs: the steps it compares settled",  # each verdict's preconditions, met or not
     ],
     "06_onnx_backend": [
         "# ONNX Runtime runs 1/model.onnx", "TritonOnnxBackend._infer", "def preprocess(img",
@@ -287,12 +288,16 @@ SHOWN = {
     "10_scaling_out": [
         "class Food11:", "def utilisation_policy(ctx", "kind: HorizontalPodAutoscaler", "kind: ScaledObject",
         "inference_queue_depth", "max_queue_size: 4", "timeout_action: REJECT", "ray start --head",
-        "a shed request's answer: 503",
+        "a shed request's answer: 503", "metrics_interval_s", "during the high load: ",
+        "s after the step (1→2)",  # one time origin
+        "  needs: the high load outran one replica, under 90 % of it answered — ",
+        "Autoscaled on queue depth, the step load ends its high phase",
     ],
     "07_dynamic_batching": [
         "+dynamic_batching {", "/v2/models/food_classifier_onnx/stats", "batch_stats: batch size",
         "executions carried more than one image", "nv_inference_queue_duration_us{",
-        "scraping http://",
+        "scraping http://", "  needs: the levels it compares settled, each after its warm-up — ",
+        "since the reload that turned batching on: the metrics port counted",
     ],
 }
 

@@ -36,11 +36,13 @@ def test_nothing_measured_reads_not_measured() -> None:
 def test_a_good_run_is_observed() -> None:
     run = data(
         step_row("queue depth", decided_after_s=3.0, scale_up_after_s=6.0, upscale_delay_s=1.0,
-                 look_back_period_s=1.0, p99_before_up_ms=4000.0, p99_after_up_ms=900.0,
-                 backlog_at_up=300, backlog_end_high=40, backlog_end_high_spread=0.2, replica_seconds=28.0),
-        step_row("utilisation", decided_after_s=9.0, scale_up_after_s=12.0, replica_seconds=30.0),
-        step_row("fixed", replicas_max=2, replica_seconds=44.0),
-        step_row("fixed", replicas_max=1, replica_seconds=22.0, backlog_end_high=420),
+                 look_back_period_s=1.0, metrics_interval_s=0.5, p99_before_up_ms=4000.0,
+                 p99_after_up_ms=900.0, backlog_at_up=300, backlog_end_high=40, backlog_end_high_spread=0.2,
+                 replica_seconds=28.0, p99_ms=2000.0),
+        step_row("utilisation", decided_after_s=9.0, scale_up_after_s=11.0, replica_seconds=30.0,
+                 backlog_end_high=100, p99_ms=3000.0),
+        step_row("fixed", replicas_max=2, replica_seconds=44.0, backlog_end_high=10, p99_ms=600.0),
+        step_row("fixed", replicas_max=1, replica_seconds=22.0, backlog_end_high=420, p99_ms=5000.0),
         {"kind": "shedding", "max_queued_requests": -1, "p99_ms": 6000.0},
         {"kind": "shedding", "max_queued_requests": 4, "p99_ms": 300.0, "p99_spread": 0.5},
         {"kind": "kill", "replaced_after_s": 4.8, "in_flight_at_kill": 2, "failed": 1,
@@ -48,7 +50,7 @@ def test_a_good_run_is_observed() -> None:
         {"kind": "triton_queue", "max_queue_size": None, "rejected": 0},
         {"kind": "triton_queue", "max_queue_size": 4, "rejected": 27},
     )
-    assert statuses(run) == ["observed"] * 8
+    assert statuses(run) == ["observed"] * 10
 
 
 def test_slow_scale_up_and_late_queue_policy_are_not_observed() -> None:
@@ -59,8 +61,8 @@ def test_slow_scale_up_and_late_queue_policy_are_not_observed() -> None:
         step_row("utilisation", scale_up_after_s=10.0),
         step_row("fixed", replicas_max=2, replica_seconds=44.0),
     )
-    got = statuses(run)
-    assert got[:3] == ["not observed"] * 3 and got[4] == "not observed"
+    got = statuses(run)  # start, backlog, queue depth vs one fixed, queue vs utilisation, …, cost
+    assert [got[0], got[1], got[3], got[6]] == ["not observed"] * 4
 
 
 def test_a_gap_inside_the_spread_is_within_noise() -> None:
@@ -70,8 +72,8 @@ def test_a_gap_inside_the_spread_is_within_noise() -> None:
         step_row("utilisation", scale_up_after_s=7.5),
         step_row("fixed", replicas_max=2, replica_seconds=40.5),
     )
-    got = statuses(run)
-    assert got[1] == got[2] == got[4] == "within noise"
+    got = statuses(run)  # the backlog, queue depth vs utilisation, the cost
+    assert got[1] == got[3] == got[6] == "within noise"
 
 
 def test_the_backlog_rule_says_what_one_fixed_replica_did_and_what_p99_did() -> None:
@@ -95,15 +97,16 @@ def test_a_replica_serving_only_after_the_high_load_cannot_show_the_backlog_drai
         step_row("utilisation", scale_up_after_s=None, backlog_end_high=400),
     )
     checks = step.rules(run)
-    assert [c.status for c in checks[1:3]] == ["not measured", "observed"]
+    assert [checks[1].status, checks[3].status] == ["not measured", "observed"]
     assert checks[1].evidence == ("this run cannot show it, because the added replica served only 20.1 s "
                                   "after the step, once the high load had ended")
-    assert checks[2].evidence == "queue depth serving 20.1 s after the step; utilisation added no replica"
+    assert checks[3].evidence == "queue depth serving 20.1 s after the step; utilisation added no replica"
     neither = step.rules(data(step_row("queue depth", backlog_end_high=380), step_row("utilisation")))
-    assert [c.status for c in neither[:3]] == ["not observed", "not measured", "not measured"]
+    assert [c.status for c in (neither[0], neither[1], neither[3])] == ["not observed", "not measured",
+                                                                        "not measured"]
     assert neither[0].evidence == "no replica started after the step"
     assert neither[1].evidence == "this run cannot show it, because no replica was added after the step"
-    assert neither[2].evidence == "this run cannot show it, because neither policy added a replica"
+    assert neither[3].evidence == "this run cannot show it, because neither policy added a replica"
 
 
 # ----------------------------------------------------------------------------- preconditions (issue 36)
@@ -124,7 +127,7 @@ def test_a_run_where_nothing_scaled_because_one_replica_kept_up_shows_no_autosca
     checks = step.rules(run)
     scaling = [c for c in checks if "replica-seconds" in c.effect or "queue depth" in c.effect
                or "backlog" in c.effect]
-    assert len(scaling) == 4
+    assert len(scaling) == 6  # start, backlog, queue depth vs utilisation, cost, and each vs one fixed
     for verdict in scaling:
         assert verdict.status == "not measured", verdict
         assert verdict.evidence.startswith("this run cannot show it, because the high load never outran one "
@@ -146,12 +149,14 @@ def test_the_overload_is_read_from_the_autoscaled_run_before_one_fixed_replica_r
 
 def test_a_replica_that_started_but_never_served_is_said_so_never_nan() -> None:
     run = data(step_row("queue depth", label="queue depth", decided_after_s=14.4, scale_up_after_s=None,
-                        upscale_delay_s=1.0, look_back_period_s=1.0, high_starts_s=3.0, backlog_end_high=300),
+                        upscale_delay_s=1.0, look_back_period_s=1.0, metrics_interval_s=0.5,
+                        high_starts_s=3.0, backlog_end_high=300),
                series=high_phase("queue depth", rate=94.0, answered=70.0))
     start = step.rules(run)[0]
     assert start.status == "not observed"
-    assert start.evidence == ("starting 14.4 s after the step (upscale_delay_s 1, look_back_period_s 1), "
-                              "never serving before the load ended")
+    assert start.evidence == ("starting 14.4 s after the step (metrics_interval_s 0.5, look_back_period_s 1, "
+                              "upscale_delay_s 1: within 3.5 s, sampled every 1 s), never serving before the "
+                              "load ended")
 
 
 def test_the_kill_rule_needs_a_request_in_flight() -> None:
@@ -199,9 +204,9 @@ def test_the_timeline_line_agrees_with_its_plot_and_the_plot_is_drawn_once() -> 
     series = [{"run": "queue depth", "t": float(t), "replicas": 1, "starting": int(t >= 17), "phase": 1,
                "in_flight": 2, "ongoing_per_replica": 2.0, "p50_ms": 20.0, "p99_ms": 40.0,
                "cpu_util_pct": 50.0} for t in range(1, 21)]
-    line = describe_replicas("queue depth", series)
-    assert line == ("queue depth: 1 replica(s) serving throughout; a replica starting from 17.0 s never "
-                    "served before the run ended")
+    line = describe_replicas("queue depth", series, step_s=3.0)  # times from the step, as the verdicts
+    assert line == ("queue depth: 1 replica(s) serving throughout; a replica starting 14.0 s after the step "
+                    "never served before the run ended")
     before = len(plt.get_fignums())
     fig = fig_timeline(pd.DataFrame(series))
     assert len(plt.get_fignums()) == before and fig.axes[3].get_ylim() == (0, 105)
