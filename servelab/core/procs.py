@@ -168,6 +168,45 @@ class ManagedProcess:
         self.stop()
 
 
+def adopt_orphans() -> bool:
+    """Make this process the reaper of its descendants' orphans (Linux's PR_SET_CHILD_SUBREAPER): a process
+    whose parent dies becomes this one's child, where ``stop_new_children`` finds it, instead of init's.
+    Triton's model stubs outlive a server that a killed notebook kernel took down mid-request, each holding
+    its model's memory. False where the system has no such call."""
+    if not sys.platform.startswith("linux"):
+        return False
+    with contextlib.suppress(OSError, AttributeError):
+        return ctypes.CDLL(None, use_errno=True).prctl(36, 1) == 0  # PR_SET_CHILD_SUBREAPER
+    return False
+
+
+def children() -> set[int]:
+    """The pids of this process's descendants now."""
+    import psutil
+
+    return {c.pid for c in psutil.Process().children(recursive=True)}
+
+
+def stop_new_children(before: set[int], grace: float = 5.0) -> list[str]:
+    """Stop this process's descendants that were not there ``before`` (``children()``): SIGTERM, SIGKILL
+    after ``grace`` seconds; the names of those stopped. Called between notebooks, when a notebook's
+    kernel and everything it started should be gone."""
+    import psutil
+
+    left = [c for c in psutil.Process().children(recursive=True) if c.pid not in before]
+    names = []
+    for child in left:
+        with contextlib.suppress(psutil.Error):
+            names.append(child.name())
+            child.terminate()
+    _, alive = psutil.wait_procs(left, timeout=grace)
+    for child in alive:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+    psutil.wait_procs(alive, timeout=grace)
+    return names
+
+
 def stop_all() -> None:
     """Stop every process this interpreter started and has not stopped yet."""
     for proc in list(_LIVE):

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from servelab.core import procs
 from servelab.core.console import say
 from servelab.core.cpu import cpu_cores, cpu_model
 from servelab.core.paths import REPO_ROOT
@@ -238,6 +239,7 @@ def _run_all(paths: list[Path], run_dir: Path, preset: str, target: str, kernel:
     outcome.load_before = _load_average()
     outcome.started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     outcome.code = code_facts()  # as the run starts: an edit during the run is not what ran
+    procs.adopt_orphans()  # a notebook's orphans become ours, and are stopped before the next notebook
     start = time.monotonic()
     bar = tqdm(paths, desc="lab", unit="notebook", position=0)
     try:
@@ -248,7 +250,11 @@ def _run_all(paths: list[Path], run_dir: Path, preset: str, target: str, kernel:
                 bar.set_postfix_str(f"{stem}: {_first_line(cell)[:60]}")
 
             parameters = {"target": target, "preset": preset, **(extra or {})}
+            before = procs.children()
             result = run_notebook(path, run_dir, parameters, kernel, cell_timeout, notebook_timeout, show)
+            if left := procs.stop_new_children(before):  # what a killed kernel's servers left behind
+                tqdm.write(f"     {path.stem}: stopped {len(left)} processes it left running "
+                           f"({', '.join(sorted(set(left)))})")
             outcome.notebooks.append(result)
             tqdm.write(f"{'ok  ' if result.ok else 'FAIL'} {path.stem:<28} {result.seconds:6.1f} s")
             if not result.ok:
