@@ -7,7 +7,7 @@ copies the tarball and unpacks it into ``results/from-node/`` here (``results/``
 as on the node; a later fetch overwrites the files it brings again, and a file deleted on the node
 stays here), all within a time limit, and prints what it brought. 08 runs it before anything is
 deleted; any of the lab's notebooks here can run ``FETCH_LINE`` while the lease runs (02 prints it).
-The packing and the time limit are the instructor's fetch's (``servelab.targets.results_fetch``).
+The packing and the time limit are the instructor's fetch's (``servelab.remote.fetch``).
 Reasons: docs/decisions/2026-11-25-class-day-provisioning.md.
 """
 
@@ -24,9 +24,7 @@ from provisioning.chi_api import ChiApi
 from provisioning.config import ChameleonConfig, ProvisioningError
 from provisioning.errors import describe, step
 from provisioning.server import find_server
-from servelab.results.store import results_dir
-from servelab.targets.node_shell import FabricShell, NodeShell
-from servelab.targets.results_fetch import (
+from servelab.remote.fetch import (
     WORK_FOLDERS,
     WORK_TARBALL,
     NothingToFetch,
@@ -34,6 +32,8 @@ from servelab.targets.results_fetch import (
     pack_work_command,
     unpack_work,
 )
+from servelab.remote.shell import FabricShell, NodeShell
+from servelab.results.store import results_dir
 
 FETCH_LIMIT_S = 5 * 60.0  # pack, copy, unpack: a class's results and notebooks are tens of MB at most
 FROM_NODE = "from-node"  # under the hub's results/

@@ -39,9 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from servelab.core.console import logged_output, say
+from servelab.remote.fetch import NothingToFetch, fetch, pack_command, unpack
+from servelab.remote.shell import FabricShell, NodeShell
 from servelab.targets.detached import NodeUnreachable, RemoteRun, follow
-from servelab.targets.node_shell import FabricShell, NodeShell
-from servelab.targets.results_fetch import NothingToFetch, fetch, pack_command, unpack
 
 STEPS = ("preflight", "reserve", "launch", "node run", "fetch", "teardown")
 # kept from the lease for packing, fetching and tearing down

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from servelab.targets.node_shell import NodeShell
+from servelab.remote.shell import NodeShell
 
 NO_RUN_FOLDER = 3  # a pack command's exit code when there is nothing to pack
 WORK_TARBALL = "serve-system-lab-work.tar.gz"  # a student's work, packed in the login user's home
