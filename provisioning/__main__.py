@@ -17,7 +17,7 @@ import sys
 
 from provisioning import configure, fetch_work, launch, preflight, release_ip, reserve, teardown
 from provisioning.config import CODE_SOURCES, ProvisioningError
-from provisioning.errors import SignalGuard, describe, one_line, signals_raise
+from provisioning.errors import SignalGuard, Terminated, describe, one_line, signals_raise
 from provisioning.plan import format_plan, provision_plan
 from provisioning.ray_cluster import ray_cluster_plan
 
@@ -105,6 +105,11 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print("error: interrupted", file=sys.stderr)
         return 130
+    except Terminated as exc:  # SIGTERM/SIGHUP: a stop, ended like a failure
+        if debug:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except ProvisioningError as exc:
         if debug:
             raise

@@ -210,12 +210,13 @@ def _upload(server: Any, config: ChameleonConfig, local: str, remote: str) -> No
 def run_on_node(server: Any, config: ChameleonConfig, command: str) -> str:
     """Run ``command`` over SSH, its output streamed; return its stdout. A failure is one line."""
     print(f"$ {command}")
-    from fabric import Config  # python-chi hands these keyword arguments to Fabric's Connection
+    # python-chi hands these keyword arguments to Fabric's Connection; a stop closes the channel at once
+    from servelab.remote.runner import stoppable_config
 
     limit = config.node_command_timeout_s
     try:
         result = server.execute(command, user=config.ssh_user,
-                                config=Config(overrides={"timeouts": {"command": limit}}))
+                                config=stoppable_config(timeouts={"command": limit}))
     except Exception as exc:
         if type(exc).__name__ == "CommandTimedOut":  # invoke's, raised by run() at the command timeout
             raise ProvisioningError(

@@ -20,7 +20,7 @@ from typing import Any
 from provisioning import times
 from provisioning.chi_api import ChiApi
 from provisioning.config import ChameleonConfig, ProvisioningError
-from provisioning.errors import Terminated, describe, step
+from provisioning.errors import HINTS, describe, gone, http_status, permanent, step, stop_in
 from provisioning.lease import node_reservation_id
 from provisioning.state import ADOPTED, CREATED, State
 from provisioning.times import show_span, show_time, to_utc
@@ -86,12 +86,24 @@ def boot_timed_out(exc: BaseException) -> bool:
             and str(exc).startswith(BOOT_TIMEOUT_TEXT))
 
 
+def _permanent_wait_error(config: ChameleonConfig, exc: BaseException) -> str:
+    """The one line that ends the boot wait at once: the server gone (404), the credentials refused."""
+    if gone(exc):
+        return (f"server {config.server_name} is gone ({describe(exc)}): it was deleted while the lab waited "
+                "for it to boot; run this step again to launch a new one (the lease is reused)")
+    hint = HINTS["Forbidden" if http_status(exc) == 403 else "Unauthorized"]
+    return (f"Chameleon refused the credentials while waiting for server {config.server_name} "
+            f"({describe(exc)}): {hint}; then run this step again (the server is reused)")
+
+
 def wait_server_active(server: Any, config: ChameleonConfig, lease: Any = None) -> Any:
     """Wait for ACTIVE (a bare-metal boot is slow) as long as ``server_wait`` says, and check it:
-    ``wait`` returns on ERROR too. Only python-chi's own timeout ends the wait early (``boot_timed_out``);
-    any other failure (a connection reset while it reads the status) is tried again every
-    ``WAIT_RETRY_S`` until the same deadline, each distinct one printed once: the boot goes on meanwhile
-    (docs/decisions/2026-11-25-chameleon-robustness.md)."""
+    ``wait`` returns on ERROR too. python-chi's own timeout ends the wait (``boot_timed_out``), and so
+    does, at once and in one line, a failure no retry mends (``errors.permanent``: the server deleted
+    meanwhile, the credentials refused); any other (a connection reset while it reads the status) is
+    tried again every ``WAIT_RETRY_S`` until the same deadline, each distinct one printed once: the boot
+    goes on meanwhile. A stop (SIGTERM's ``Terminated``, Ctrl-C) is never tried again, even wrapped
+    (docs/decisions/2026-11-25-chameleon-robustness.md, 2026-11-28-class-day-third-pass.md)."""
     limit, why = server_wait(config, lease)
     print(f"Waiting for server {config.server_name} to become ACTIVE (bare-metal boots take 10–20 min): "
           f"up to {show_span(limit)}, {why}", flush=True)
@@ -102,9 +114,10 @@ def wait_server_active(server: Any, config: ChameleonConfig, lease: Any = None) 
         try:
             server.wait(status="ACTIVE", show="text", timeout=max(1, int(left)))
             break
-        except Terminated:
-            raise
         except Exception as exc:
+            stop = stop_in(exc)
+            if stop is not None:  # a library wrapped the stop: it is still a stop
+                raise stop from None
             if boot_timed_out(exc):
                 until_lease_end = (not config.server_timeout_s
                                    and to_utc(getattr(lease, "end_date", None)) is not None)
@@ -113,6 +126,8 @@ def wait_server_active(server: Any, config: ChameleonConfig, lease: Any = None) 
                 raise ProvisioningError(
                     f"server {config.server_name} did not become ACTIVE within {show_span(limit)} ({why}; "
                     f"{describe(exc)}): {again}") from exc
+            if permanent(exc):
+                raise ProvisioningError(_permanent_wait_error(config, exc)) from exc
             left = (deadline - times.utcnow()).total_seconds()
             if left <= WAIT_RETRY_S:
                 raise ProvisioningError(

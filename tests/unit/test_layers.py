@@ -51,6 +51,16 @@ def test_no_import_cycles() -> None:
     assert _cycles(graph, modules) == []
 
 
+def test_provisioning_and_targets_depend_one_way() -> None:
+    """servelab.targets' Chameleon run drives provisioning; provisioning reaches the node through
+    servelab.remote, below both, never through servelab.targets (issue 42)."""
+    graph = grimp.build_graph("servelab", "provisioning")
+    chain = graph.find_shortest_chains(importer="provisioning", imported="servelab.targets")
+    assert chain == set(), f"provisioning imports servelab.targets: {sorted(chain)}"
+    assert graph.find_shortest_chains(importer="servelab.targets", imported="provisioning")  # it drives it
+    assert graph.find_shortest_chains(importer="provisioning", imported="servelab.remote")
+
+
 def test_the_cycle_finder_finds_a_cycle() -> None:
     graph = grimp.ImportGraph()
     for module in ("a", "a.x", "a.y"):

@@ -564,9 +564,9 @@ def test_sigterm_fails_the_step_and_tears_down(fake_chi, student, tmp_path: Path
     before = signal.getsignal(signal.SIGTERM)
     shell = Shell(on_run=lambda: os.kill(os.getpid(), signal.SIGTERM))
     _, outcome, summary = run(tmp_path, fake_chi, shell)
-    assert [(s.step, s.ok) for s in outcome.steps][-3:] == [("node run", False), ("fetch", False),
+    assert [(s.step, s.ok) for s in outcome.steps][-3:] == [("stopped", False), ("fetch", False),
                                                             ("teardown", True)]
-    assert "stopped by SIGTERM" in outcome.steps[-3].detail
+    assert outcome.steps[-3].detail == "stopped by SIGTERM during node run"
     # after a signal, one time-limited try at what the node has (its pack fails here), then the teardown
     assert len(shell.calls) == 2 and "tar -czf" in shell.calls[1]
     assert "Server.delete" in names(fake_chi) and names(fake_chi)[-1] == "Lease.delete"
