@@ -218,8 +218,9 @@ class StandInConnection(Connection):  # type: ignore[misc]  # Fabric ships no ty
 
     def __init__(self, host: str, *args: Any, node: StandInNode, **kwargs: Any) -> None:
         super().__init__(host, *args, **kwargs)
-        self.node = node
-        self.closed = False
+        # plain attributes: a Connection's own setattr files values into its config, as (deep) copies
+        object.__setattr__(self, "node", node)
+        object.__setattr__(self, "closed", False)
         node.connections.append(self)
 
     def open(self) -> None:
@@ -230,11 +231,12 @@ class StandInConnection(Connection):  # type: ignore[misc]  # Fabric ships no ty
 
     def sftp(self) -> StandInSFTP:
         if self._sftp is None:
-            self._sftp = StandInSFTP(self.node, self.node.connections.index(self))
+            number = next(i for i, c in enumerate(self.node.connections) if c is self)  # == is by host
+            self._sftp = StandInSFTP(self.node, number)
         return self._sftp
 
     def close(self) -> None:
-        self.closed = True
+        object.__setattr__(self, "closed", True)
         super().close()
 
 
@@ -307,22 +309,24 @@ class ChiServer(FakeServer):
 
 
 def use_chi_server(fake_chi: Any, monkeypatch: Any, node: StandInNode,
-                   hook: Callable[[str], None] = lambda name: None, boot_reads: int = 0) -> None:
+                   hook: Callable[[str], None] = lambda name: None, boot_s: float = 0.0) -> None:
     """Make ``fake_chi``'s servers ``ChiServer``s: python-chi's own code over ``StandInNova`` (which says
-    BUILD for the first ``boot_reads`` reads, then the server's ``status_after_wait``) and SSH over
-    ``node``. ``hook(server name)`` runs in every Nova read."""
+    BUILD until ``boot_s`` seconds after its first read, then the server's ``status_after_wait``) and SSH
+    over ``node``. ``hook(server name)`` runs in every Nova read."""
     module = fake_chi.server
-    reads = {"n": 0}
+    first: list[float] = []
 
     def nova_status(server: FakeServer) -> str:
-        reads["n"] += 1
-        return "BUILD" if reads["n"] <= boot_reads else server.status_after_wait
+        first.append(time.monotonic())
+        return "BUILD" if time.monotonic() - first[0] < boot_s else server.status_after_wait
 
     module.nova_status = nova_status
     nova = StandInNova(module, hook)
     monkeypatch.setattr(chi_server, "nova", lambda session=None: nova)
     monkeypatch.setattr(chi_server, "Connection",
                         lambda host, **kwargs: StandInConnection(host, node=node, **kwargs))
+    # Fabric's run() mirrors this process's stdin into the command; pytest's refuses reads
+    monkeypatch.setattr("sys.stdin", io.StringIO())
     # python-chi's local settings (what the hub sets as OS_KEYPAIR_PRIVATE_KEY): no network
     monkeypatch.setattr(chi_server, "get_from_context",
                         lambda key: "/home/jovyan/.ssh/id_rsa" if key == "keypair_private_key" else None)

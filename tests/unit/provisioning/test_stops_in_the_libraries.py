@@ -9,7 +9,6 @@ another thread while the main thread is inside the library's blocking call, as a
 from __future__ import annotations
 
 import inspect
-import io
 import signal
 import time
 
@@ -78,7 +77,7 @@ def test_a_signal_inside_python_chis_refresh_stops_the_boot_wait(fake_chi, stude
         node.blocked.set()
         time.sleep(1.0)
 
-    use_chi_server(fake_chi, monkeypatch, node, hook=slow_nova, boot_reads=4)
+    use_chi_server(fake_chi, monkeypatch, node, hook=slow_nova, boot_s=30.0)
     fake_chi.lease.add_existing(LEASE, "ACTIVE")
     with Stopper(sig, node.blocked, delay=0.2) as stopper, signals_raise(), pytest.raises(Terminated) as stop:
         provisioning.launch(config(), chi=fake_chi.api, setup_node=False)
@@ -116,7 +115,6 @@ def test_a_stop_during_the_node_set_up_reaches_the_caller_at_once(fake_chi, stud
     ``./lab jupyter`` (10-40 min of image builds): python-chi's own ``Server.execute`` over Fabric."""
     node = StandInNode(slow={command: LONG_S})
     use_chi_server(fake_chi, monkeypatch, node)
-    monkeypatch.setattr("sys.stdin", io.StringIO())  # Fabric mirrors stdin; pytest's refuses reads
     fake_chi.lease.add_existing(LEASE, "ACTIVE")
     expected = Terminated if sig == signal.SIGTERM else KeyboardInterrupt
     with Stopper(sig, node.blocked) as stopper, signals_raise(), pytest.raises(expected):
