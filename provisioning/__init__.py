@@ -54,6 +54,8 @@ from provisioning.server import (
     ensure_floating_ip,
     ensure_server,
     find_server,
+    for_server,
+    releasable,
     unbound_floating_ips,
     unbound_text,
     wait_for_ssh,
@@ -233,16 +235,21 @@ def fetch_work(config: ChameleonConfig | None = None, plan_only: bool = False, c
     return fetch_node_work(config, _select(config, chi), folder, limit_s, shell_for)
 
 
-def release_ip(config: ChameleonConfig, address: str, chi: ChiApi | None = None) -> bool:
+def release_ip(config: ChameleonConfig, address: str, chi: ChiApi | None = None, force: bool = False) -> bool:
     """Release the project's floating IP ``address`` (``python -m provisioning release-ip --floating-ip
     ADDRESS``, the line 08 prints), at the config's site and project as every other action selects them.
-    Refused while it is bound to a server; False (said) when the project has no such IP."""
+    Refused while it is bound to a server; refused without ``force`` when a reservation holds it or this
+    lab did not allocate it for the config's server (``provisioning.server.releasable``). False (said)
+    when the project has no such IP."""
     chi = _select(config, chi)
     with step(f"looking up floating IP {address} in project {config.project}"):
         match = [ip for ip in chi.network.list_floating_ips() if ip.get("floating_ip_address") == address]
     if match and match[0].get("port_id"):
         raise ProvisioningError(f"floating IP {address} is bound to a server (port {match[0]['port_id']}): "
                                 "delete that server's run first (its teardown releases the IP it allocated)")
+    refusal = releasable(match[0], config) if match else ""
+    if refusal and not force:
+        raise ProvisioningError(f"{refusal}: not released; add --force (force=True) to release it anyway")
     if match:
         with step(f"releasing floating IP {address}"):
             chi.network.deallocate_floating_ip(address)
@@ -252,12 +259,13 @@ def release_ip(config: ChameleonConfig, address: str, chi: ChiApi | None = None)
 
 
 def unbound_ips(config: ChameleonConfig, plan_only: bool = False, chi: ChiApi | None = None) -> list[str]:
-    """List the project's floating IPs bound to no server (08, after its teardown): a cut run's leak, or
-    anyone's, counts against the project's quota until released. Prints them, those this lab allocated
-    marked, with how to release one; returns their addresses. A listing that fails is one line, no error."""
+    """08, after its teardown: the floating IPs this lab allocated for the config's server and bound to no
+    server (a cut run's leak counts against the project's quota until released), with how to release one;
+    the project's other unbound IPs only as a count. Returns this lab's addresses. A listing that fails is
+    one line, no error."""
     if plan_only:
-        print("Plan mode: on Chameleon this lists the project's floating IPs bound to no server (each counts "
-              "against its quota)")
+        print("Plan mode: on Chameleon this lists the floating IPs this lab allocated for your server and "
+              "bound to no server (each counts against the project's quota)")
         return []
     try:
         ips = unbound_floating_ips(_select(config, chi))
@@ -266,9 +274,8 @@ def unbound_ips(config: ChameleonConfig, plan_only: bool = False, chi: ChiApi | 
     except Exception as exc:  # only information: whatever had to be deleted is deleted
         print(f"Could not list project {config.project}'s floating IPs ({describe(exc)})")
         return []
-    print(unbound_text(ips, config.project, config.site)
-          or f"No floating IP of project {config.project} is left unbound.")
-    return [str(ip.get("floating_ip_address")) for ip in ips]
+    print(unbound_text(ips, config))
+    return [str(ip.get("floating_ip_address")) for ip in ips if for_server(ip, config.server_name)]
 
 
 def teardown(config: ChameleonConfig, plan_only: bool = False, keep_lease: bool = False,
