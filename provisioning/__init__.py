@@ -60,14 +60,15 @@ from provisioning.server import (
     unbound_text,
     wait_for_ssh,
 )
-from provisioning.state import STATE_NAME, State, default_state_path
+from provisioning.state import LIVE, STATE_NAME, State, default_state_path
 from provisioning.teardown import TeardownError, TeardownResult, delete_command, run_teardown
 from servelab.core.paths import REPO_ROOT
 
 __all__ = [
     "FETCH_LINE", "STATE_NAME", "ChameleonConfig", "Fetched", "LeaseNotStarted", "Node", "ProvisioningError",
     "Step", "TeardownError", "TeardownResult", "configure", "connect", "default_state_path", "fetch_line",
-    "fetch_work", "from_env", "launch", "preflight", "provision", "provision_plan", "release_ip", "reserve",
+    "fetch_work", "from_env", "launch", "live_records_refusal", "preflight", "provision", "provision_plan",
+    "release_ip", "reserve",
     "teardown", "teardown_plan", "unbound_ips",
 ]
 StatePath = Path | str | None  # the state file; None: default_state_path()
@@ -218,19 +219,40 @@ def connect(config: ChameleonConfig, chi: ChiApi | None = None) -> Node:
     return Node(server=server, address=str(address), user=config.ssh_user)
 
 
-def fetch_work(config: ChameleonConfig | None = None, plan_only: bool = False, chi: ChiApi | None = None,
-               *, folder: Path | None = None, limit_s: float = FETCH_LIMIT_S,
-               shell_for: ShellFor | None = None) -> Fetched | None:
-    """Copy the node's ``results/`` and the notebooks saved there to ``results/from-node/`` here, within
-    ``limit_s`` (see ``provisioning.fetch``); deletes nothing. 08 runs it before the teardown; any of
-    the lab's notebooks here can run ``FETCH_LINE`` while the lease runs. ``config`` defaults to
-    ``configure()``'s (the state file's project). Returns what it brought (None: plan mode, no server).
+def live_records_refusal(state: StatePath = None) -> None:
+    """Plan mode (a target other than chameleon) while the state file records a live lease or server:
+    08 would copy and delete nothing and pass, and the student would believe the node gone. Raises
+    ProvisioningError naming them, in one line (docs/decisions/2026-11-28-class-day-third-pass.md)."""
+    records = State(state)
+    live = [e for e in records.resources if e.fate == LIVE and e.kind in ("lease", "server")]
+    if live:
+        named = ", ".join(f"{e.label} (project {e.project}, {e.origin} by this lab)" for e in live)
+        raise ProvisioningError(
+            f"plan mode copies and deletes nothing, but {records.path} records live {named}: they keep their "
+            "node (and the project is charged) until the lease ends; set target = \"chameleon\" in the "
+            "parameters cell and run this notebook again")
+
+
+def fetch_work(config: ChameleonConfig | None = None, plan_only: bool = False, chi: ChiApi | None = None, *,
+               folder: Path | None = None, limit_s: float = FETCH_LIMIT_S, shell_for: ShellFor | None = None,
+               state: StatePath = None, skip: bool = False) -> Fetched | None:
+    """Copy the node's ``results/`` and what is saved under ``notebooks/`` to ``results/from-node/`` here,
+    within ``limit_s`` (see ``provisioning.fetch``); deletes nothing. 08 runs it before the teardown (plan
+    mode refused while ``state`` records a live lease or server: ``live_records_refusal``; ``skip``: 08's
+    ``fetch_first = False``, for a node that cannot be reached); any of the lab's notebooks here can run
+    ``FETCH_LINE`` while the lease runs. ``config`` defaults to ``configure()``'s (the state file's
+    project). Returns what it brought (None: plan mode, skipped, no server).
     """
     config = config if config is not None else configure(show=False)
     folder = Path(folder) if folder is not None else default_folder()
     if plan_only:
+        live_records_refusal(state)
         print(f"Plan mode: on Chameleon this copies the node's results/ and its saved notebooks to {folder} "
               f"(up to {limit_s / 60:.0f} min) before anything is deleted")
+        return None
+    if skip:
+        print(f"fetch_first = False: nothing is copied from server {config.server_name}; its results/ and "
+              "notebooks go with it at the teardown", flush=True)
         return None
     return fetch_node_work(config, _select(config, chi), folder, limit_s, shell_for)
 
@@ -290,6 +312,8 @@ def teardown(config: ChameleonConfig, plan_only: bool = False, keep_lease: bool 
     others; when any failed, ``TeardownError`` (a ProvisioningError, with ``.result``) names them
     all in one line. Returns what was deleted and kept (None in plan mode).
     """
+    if plan_only:
+        live_records_refusal(state)
     _print_plan(teardown_plan(config, keep_lease, delete_adopted, state, lease_only), plan_only)
     if plan_only:
         return None

@@ -32,10 +32,11 @@ from servelab.core.paths import REPO_ROOT
 NODE_SETUP_SCRIPT = Path(__file__).with_name("node_setup.sh")
 REMOTE_SCRIPT = "node_setup.sh"
 REMOTE_TARBALL = "serve-system-lab.tar.gz"
-# built, gitignored files the images and the model repository need
+# built, gitignored files the images and the model repository need; and the class's image registry
+# (docker/.env: README's registry step), sent whenever present, listed or not
 ARTIFACT_GLOBS = ("artifacts/food11.*", "fastapi_pt/food11.pth", "fastapi_onnx/food11.onnx",
                   "models_staging/*/1/food11.pth", "models_staging/*/1/model.onnx",
-                  "models_staging/*/1/*.json")
+                  "models_staging/*/1/*.json", "docker/.env")
 # the lab's files in a copy without git (a Trovi import, a zip): `git ls-files > provisioning/lab-files.txt`
 MANIFEST = "provisioning/lab-files.txt"
 # run in the code directory after node_setup.sh; its last stdout line is "jupyter: <url>"
@@ -134,7 +135,9 @@ def checkout_files(root: Path = REPO_ROOT) -> list[Path]:
     Trovi import lands at the top of the hub's work folder, beside ``.ssh`` and everything else; an
     unpacked zip; a copy): the files ``MANIFEST`` lists, which ships with the lab and is
     ``git ls-files`` written out (a test fails when the two differ). Nothing else in the folder is
-    ever sent. Reasons: docs/decisions/2026-11-25-class-day-provisioning.md.
+    ever sent but ``ARTIFACT_GLOBS``: the built artefacts and ``docker/.env`` (the class's image registry,
+    committed by the instructor: a copy whose file list predates it must not build instead of pulling).
+    Reasons: docs/decisions/2026-11-25-class-day-provisioning.md, 2026-11-28-class-day-third-pass.md.
     """
     listed = _git_files(root)
     if listed is None:
