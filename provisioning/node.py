@@ -185,7 +185,7 @@ def checkout_tarball(dest: Path, root: Path = REPO_ROOT) -> Path:
 def _transient(exc: BaseException) -> bool:
     """A failure that may pass: a connection dropped or refused, or SSH refusing the key (cloud-init may
     not have installed it yet although sshd already answers). A missing or unwritable file does not
-    pass; nor does ``Terminated`` (SIGTERM), which must reach the teardown."""
+    pass. A stop (SIGTERM's ``Terminated``, Ctrl-C) is a BaseException and never reaches here."""
     if isinstance(exc, PERMANENT_OS_ERRORS):
         return False
     if isinstance(exc, OSError | EOFError):  # socket errors, timeouts, paramiko's NoValidConnectionsError

@@ -62,6 +62,32 @@ def test_stand_ins_keep_the_libraries_signatures() -> None:
     assert issubclass(StandInConnection, fabric.Connection)  # its run, runner and transfer are Fabric's
 
 
+def test_what_the_stop_relies_on_in_python_chi_fabric_and_invoke() -> None:
+    """Read from the installed libraries' source: an upgrade that changes one of these fails here, with what
+    to re-check. python-chi's ``refresh`` catches ``Exception`` only (a BaseException stop passes);
+    invoke's ``_finish`` calls ``wait()`` inside the ``try`` whose ``finally`` joins the reader threads,
+    with no timeout for stdout and stdin; Fabric's ``Remote.kill`` closes the channel, and its runner
+    comes from the connection's ``runners.remote`` setting."""
+    import chi.server
+    import fabric.connection
+    import fabric.runners
+    import invoke.runners
+
+    def flat(func: object) -> str:
+        return " ".join(inspect.getsource(func).split())  # type: ignore[arg-type]
+
+    assert "except Exception as e: raise ResourceError(" in flat(chi.server.Server.refresh)
+    assert "except BaseException" not in flat(chi.server.Server.refresh)
+    finish = flat(invoke.runners.Runner._finish)
+    assert finish.index("self.wait()") < finish.index("finally:") < finish.index("thread.join(")
+    assert "except KeyboardInterrupt as e: self.send_interrupt(e)" in finish
+    assert "self.channel.close()" in flat(fabric.runners.Remote.kill)
+    assert "self.config.runners.remote(" in flat(fabric.connection.Connection._remote_runner)
+    assert "with self.ssh_connection(**kwargs) as conn: return conn.run(command)" in \
+        flat(chi.server.Server.execute)
+    assert issubclass(Terminated, BaseException) and not issubclass(Terminated, Exception)
+
+
 # ------------------------------------------------------------------------------- finding 1: the boot wait
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_a_signal_inside_python_chis_refresh_stops_the_boot_wait(fake_chi, student, monkeypatch,
