@@ -15,7 +15,6 @@ from novaclient.exceptions import NotFound
 
 import provisioning
 from provisioning.config import ProvisioningError, from_env
-from provisioning.errors import gone, permanent, transient
 from tests.unit.conftest import FakeLease, FakeServer
 
 LEASE = "serve_system_alice"
@@ -39,6 +38,8 @@ def refresh_failed(cause: BaseException) -> ResourceError:
 
 
 def test_what_may_pass_and_what_cannot() -> None:
+    from provisioning.errors import gone, permanent, transient
+
     assert transient(ConnectFailure("Unable to establish connection")) and not permanent(ConnectFailure())
     assert transient(ServiceUnavailable()) and transient(refresh_failed(ServiceUnavailable()))
     assert transient(ConnectionResetError(104, "Connection reset by peer"))
