@@ -116,10 +116,10 @@ def test_the_stops_fetch_opens_a_connection_of_its_own(fake_chi, student, tmp_pa
         run_dir, outcome, _ = run_chameleon("quick", results_base=tmp_path, config=config(), chi=fake_chi.api,
                                             report=False)
     assert stopper.sent_at is not None
-    steps = [(s.step, s.ok) for s in outcome.steps]
-    assert steps[-3:] == [("stopped", False), ("fetch", True), ("teardown", True)], steps
     (cut, cut_path), (again, again_path) = node.gets
     assert again != cut, "the stop's fetch copied on the connection the cut copy was reading on"
     assert again_path.endswith("-stopped.tar.gz") and not cut_path.endswith("-stopped.tar.gz")
+    steps = [(s.step, s.ok) for s in outcome.steps]
+    assert steps[-3:] == [("stopped", False), ("fetch", True), ("teardown", True)], steps
     assert node.connections[cut].closed
     assert (run_dir / "partial.csv").read_text() == "measured before the stop\n"
