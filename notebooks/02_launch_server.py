@@ -90,6 +90,12 @@ common.show_file("provisioning/node_setup.sh", lines=16, start="main() {")
 # `./lab images --status` there says where each build is. A notebook whose images are still building
 # waits for them, saying which and how long it has waited. The order and what each step is expected
 # to take on the node: `docs/decisions/2026-11-25-node-ready-for-03.md`.
+#
+# Interrupting this cell (the stop button) stops it at once, in any step: the SSH session of the command
+# running on the node is closed (the node may finish what it was doing by itself), and nothing is
+# deleted. The lease, the server and its floating IP stay, recorded in the state file: run the cell again
+# to go on (the server is reused, and the set-up script finishes what an interrupted run left), or run
+# notebook 08 to delete them.
 
 # %%
 from provisioning import times

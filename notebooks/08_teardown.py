@@ -23,6 +23,15 @@
 # for you, is kept; set `delete_adopted = True` to delete it too (do, when the slot was for this
 # lab alone). Whatever stays is printed with until when it holds its node and the one command
 # that deletes it.
+#
+# A stop during the set-up (notebook 02's interrupt button, or a `kill` of the instructor's run) acts at
+# once: the SSH session of the command on the node is closed, and the lease, the server and its floating
+# IP stay, recorded in the state file, until this notebook deletes them (or 02, run again, goes on with
+# them).
+#
+# With `target` left unset (or `local`, `docker`) this notebook only shows what it would do. While the
+# state file records a live lease or server, it refuses that in one line at its first Chameleon cell,
+# naming them: set `target = "chameleon"` and run it again, or they keep their node until the lease ends.
 
 # %% [markdown]
 # ## The lab's code in this kernel
@@ -50,26 +59,33 @@ site = None
 lease_name = None  # as in notebook 01; None: serve_system_<your user name>
 lease_id = None  # the lease used in notebooks 01 and 02; None: $CHI_LEASE_ID, else found by lease_name
 delete_adopted = False  # True: also delete what the lab adopted (a lease reserved ahead in the GUI)
+fetch_first = True  # False: tear down without copying the node's work (the node cannot be reached)
 
 # %%
 import provisioning
 from servelab.lab import common, params
 
 P = params.resolve(target, preset, project=project, site=site, lease_name=lease_name, lease_id=lease_id,
-                   delete_adopted=delete_adopted)
+                   delete_adopted=delete_adopted, fetch_first=fetch_first)
 P
 
 # %% [markdown]
 # ## Your work from the node, first
 # Notebooks 03–10 ran on the node: their measurements are in `results/` there, and the notebooks you
 # saved are in `notebooks/` there. Deleting the server deletes both, so this cell copies them here
-# first, into `results/from-node/` (`results/` and `notebooks/` as on the node), in at most five
-# minutes, and says what it copied. If it fails, nothing has been deleted: run it again, or download
-# them from the node's Jupyter (File → Download), before you go on.
+# first, into `results/from-node/` (`results/`, and everything saved under `notebooks/` at any depth, as on
+# the node; never Jupyter's checkpoints), in at most five minutes, and says what it copied. If it fails,
+# nothing has been deleted: run it again, or download them from the node's Jupyter (File → Download),
+# before you go on.
+#
+# When the node cannot be reached at all (its server in ERROR, SSH refused, its floating IP released),
+# no copy can succeed, and the failure stops this notebook before the teardown. Set `fetch_first = False`
+# in the parameters cell and run it again: it then says that nothing is copied and goes on to delete
+# the server and the lease, and what was on the node goes with them.
 
 # %%
 config = provisioning.configure(project=P.project, site=P.site, lease_name=P.lease_name, lease_id=P.lease_id)
-fetched = provisioning.fetch_work(config, plan_only=P.plan)
+fetched = provisioning.fetch_work(config, plan_only=P.plan, skip=not P.fetch_first)
 
 # %% [markdown]
 # ## Stop, then delete
@@ -83,8 +99,10 @@ provisioning.teardown(config, plan_only=P.plan, delete_adopted=P.delete_adopted)
 # %% [markdown]
 # A floating IP stays allocated to the project until someone releases it, bound or not, and the project
 # has a quota of them. The teardown above released the one this lab allocated for you; a run stopped before
-# its teardown leaves its own behind. The project's IPs bound to no server, those this lab allocated
-# marked with their server's name:
+# its teardown leaves its own behind. The next cell lists the IPs this lab allocated for your server that
+# are bound to no server, with the line that releases one. The project's other unbound IPs are only
+# counted: a classmate's (between two of their steps), your instructor's, or one a reservation holds are
+# not yours to release, and `release-ip` refuses them.
 
 # %%
 provisioning.unbound_ips(config, plan_only=P.plan)

@@ -54,18 +54,21 @@ from provisioning.server import (
     ensure_floating_ip,
     ensure_server,
     find_server,
+    for_server,
+    releasable,
     unbound_floating_ips,
     unbound_text,
     wait_for_ssh,
 )
-from provisioning.state import STATE_NAME, State, default_state_path
+from provisioning.state import LIVE, STATE_NAME, State, default_state_path
 from provisioning.teardown import TeardownError, TeardownResult, delete_command, run_teardown
 from servelab.core.paths import REPO_ROOT
 
 __all__ = [
     "FETCH_LINE", "STATE_NAME", "ChameleonConfig", "Fetched", "LeaseNotStarted", "Node", "ProvisioningError",
     "Step", "TeardownError", "TeardownResult", "configure", "connect", "default_state_path", "fetch_line",
-    "fetch_work", "from_env", "launch", "preflight", "provision", "provision_plan", "release_ip", "reserve",
+    "fetch_work", "from_env", "launch", "live_records_refusal", "preflight", "provision", "provision_plan",
+    "release_ip", "reserve",
     "teardown", "teardown_plan", "unbound_ips",
 ]
 StatePath = Path | str | None  # the state file; None: default_state_path()
@@ -216,33 +219,59 @@ def connect(config: ChameleonConfig, chi: ChiApi | None = None) -> Node:
     return Node(server=server, address=str(address), user=config.ssh_user)
 
 
-def fetch_work(config: ChameleonConfig | None = None, plan_only: bool = False, chi: ChiApi | None = None,
-               *, folder: Path | None = None, limit_s: float = FETCH_LIMIT_S,
-               shell_for: ShellFor | None = None) -> Fetched | None:
-    """Copy the node's ``results/`` and the notebooks saved there to ``results/from-node/`` here, within
-    ``limit_s`` (see ``provisioning.fetch``); deletes nothing. 08 runs it before the teardown; any of
-    the lab's notebooks here can run ``FETCH_LINE`` while the lease runs. ``config`` defaults to
-    ``configure()``'s (the state file's project). Returns what it brought (None: plan mode, no server).
+def live_records_refusal(state: StatePath = None) -> None:
+    """Plan mode (a target other than chameleon) while the state file records a live lease or server:
+    08 would copy and delete nothing and pass, and the student would believe the node gone. Raises
+    ProvisioningError naming them, in one line (docs/decisions/2026-11-28-class-day-third-pass.md)."""
+    records = State(state)
+    live = [e for e in records.resources if e.fate == LIVE and e.kind in ("lease", "server")]
+    if live:
+        named = ", ".join(f"{e.label} (project {e.project}, {e.origin} by this lab)" for e in live)
+        raise ProvisioningError(
+            f"plan mode copies and deletes nothing, but {records.path} records live {named}: they keep their "
+            "node (and the project is charged) until the lease ends; set target = \"chameleon\" in the "
+            "parameters cell and run this notebook again")
+
+
+def fetch_work(config: ChameleonConfig | None = None, plan_only: bool = False, chi: ChiApi | None = None, *,
+               folder: Path | None = None, limit_s: float = FETCH_LIMIT_S, shell_for: ShellFor | None = None,
+               state: StatePath = None, skip: bool = False) -> Fetched | None:
+    """Copy the node's ``results/`` and what is saved under ``notebooks/`` to ``results/from-node/`` here,
+    within ``limit_s`` (see ``provisioning.fetch``); deletes nothing. 08 runs it before the teardown (plan
+    mode refused while ``state`` records a live lease or server: ``live_records_refusal``; ``skip``: 08's
+    ``fetch_first = False``, for a node that cannot be reached); any of the lab's notebooks here can run
+    ``FETCH_LINE`` while the lease runs. ``config`` defaults to ``configure()``'s (the state file's
+    project). Returns what it brought (None: plan mode, skipped, no server).
     """
     config = config if config is not None else configure(show=False)
     folder = Path(folder) if folder is not None else default_folder()
     if plan_only:
+        live_records_refusal(state)
         print(f"Plan mode: on Chameleon this copies the node's results/ and its saved notebooks to {folder} "
               f"(up to {limit_s / 60:.0f} min) before anything is deleted")
+        return None
+    if skip:
+        print(f"fetch_first = False: nothing is copied from server {config.server_name}; its results/ and "
+              "notebooks go with it at the teardown", flush=True)
         return None
     return fetch_node_work(config, _select(config, chi), folder, limit_s, shell_for)
 
 
-def release_ip(config: ChameleonConfig, address: str, chi: ChiApi | None = None) -> bool:
+def release_ip(config: ChameleonConfig, address: str, chi: ChiApi | None = None, force: bool = False) -> bool:
     """Release the project's floating IP ``address`` (``python -m provisioning release-ip --floating-ip
     ADDRESS``, the line 08 prints), at the config's site and project as every other action selects them.
-    Refused while it is bound to a server; False (said) when the project has no such IP."""
+    Refused while it is bound to a server; refused without ``force`` when a reservation holds it or this
+    lab did not allocate it for the config's server (``provisioning.server.releasable``). False (said)
+    when the project has no such IP."""
     chi = _select(config, chi)
     with step(f"looking up floating IP {address} in project {config.project}"):
         match = [ip for ip in chi.network.list_floating_ips() if ip.get("floating_ip_address") == address]
     if match and match[0].get("port_id"):
         raise ProvisioningError(f"floating IP {address} is bound to a server (port {match[0]['port_id']}): "
                                 "delete that server's run first (its teardown releases the IP it allocated)")
+    refusal = releasable(match[0], config) if match else ""
+    if refusal and not force:
+        raise ProvisioningError(f"{refusal}: not released; add --force (force=True) to release it anyway")
     if match:
         with step(f"releasing floating IP {address}"):
             chi.network.deallocate_floating_ip(address)
@@ -252,12 +281,13 @@ def release_ip(config: ChameleonConfig, address: str, chi: ChiApi | None = None)
 
 
 def unbound_ips(config: ChameleonConfig, plan_only: bool = False, chi: ChiApi | None = None) -> list[str]:
-    """List the project's floating IPs bound to no server (08, after its teardown): a cut run's leak, or
-    anyone's, counts against the project's quota until released. Prints them, those this lab allocated
-    marked, with how to release one; returns their addresses. A listing that fails is one line, no error."""
+    """08, after its teardown: the floating IPs this lab allocated for the config's server and bound to no
+    server (a cut run's leak counts against the project's quota until released), with how to release one;
+    the project's other unbound IPs only as a count. Returns this lab's addresses. A listing that fails is
+    one line, no error."""
     if plan_only:
-        print("Plan mode: on Chameleon this lists the project's floating IPs bound to no server (each counts "
-              "against its quota)")
+        print("Plan mode: on Chameleon this lists the floating IPs this lab allocated for your server and "
+              "bound to no server (each counts against the project's quota)")
         return []
     try:
         ips = unbound_floating_ips(_select(config, chi))
@@ -266,9 +296,8 @@ def unbound_ips(config: ChameleonConfig, plan_only: bool = False, chi: ChiApi | 
     except Exception as exc:  # only information: whatever had to be deleted is deleted
         print(f"Could not list project {config.project}'s floating IPs ({describe(exc)})")
         return []
-    print(unbound_text(ips, config.project, config.site)
-          or f"No floating IP of project {config.project} is left unbound.")
-    return [str(ip.get("floating_ip_address")) for ip in ips]
+    print(unbound_text(ips, config))
+    return [str(ip.get("floating_ip_address")) for ip in ips if for_server(ip, config.server_name)]
 
 
 def teardown(config: ChameleonConfig, plan_only: bool = False, keep_lease: bool = False,
@@ -283,6 +312,8 @@ def teardown(config: ChameleonConfig, plan_only: bool = False, keep_lease: bool 
     others; when any failed, ``TeardownError`` (a ProvisioningError, with ``.result``) names them
     all in one line. Returns what was deleted and kept (None in plan mode).
     """
+    if plan_only:
+        live_records_refusal(state)
     _print_plan(teardown_plan(config, keep_lease, delete_adopted, state, lease_only), plan_only)
     if plan_only:
         return None

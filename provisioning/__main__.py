@@ -17,12 +17,12 @@ import sys
 
 from provisioning import configure, fetch_work, launch, preflight, release_ip, reserve, teardown
 from provisioning.config import CODE_SOURCES, ProvisioningError
-from provisioning.errors import SignalGuard, describe, one_line, signals_raise
+from provisioning.errors import SignalGuard, Terminated, describe, one_line, signals_raise
 from provisioning.plan import format_plan, provision_plan
 from provisioning.ray_cluster import ray_cluster_plan
 
 DEBUG_VAR = "SERVELAB_DEBUG"
-NOT_SETTINGS = ("action", "minutes", "keep_lease", "delete_adopted", "lease_only", "state", "nodes")
+NOT_SETTINGS = ("action", "minutes", "keep_lease", "delete_adopted", "lease_only", "state", "nodes", "force")
 
 
 def _run(args: argparse.Namespace, signals: SignalGuard) -> None:
@@ -46,7 +46,7 @@ def _run(args: argparse.Namespace, signals: SignalGuard) -> None:
     elif args.action == "release-ip":
         if not args.floating_ip:
             raise ProvisioningError("release-ip needs --floating-ip ADDRESS (08 lists the unbound ones)")
-        release_ip(config, args.floating_ip)
+        release_ip(config, args.floating_ip, force=args.force)
     else:
         with signals.deferred("the teardown"):  # a teardown cut short leaves things held
             result = teardown(config, keep_lease=args.keep_lease, delete_adopted=args.delete_adopted,
@@ -62,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
                                            "release-ip"],
                         help="check: every check reserve/launch run first, creating nothing; fetch: copy the "
                              "node's results/ and saved notebooks to results/from-node/ here; release-ip: "
-                             "release the unbound floating IP --floating-ip")
+                             "release the unbound floating IP --floating-ip (one this lab allocated for "
+                             "--server-name's server; --force for any other)")
     for name in ("project", "site", "lease-name", "server-name", "node-type", "image", "key-name",
                  "repo-url", "repo-ref", "remote-dir"):
         parser.add_argument(f"--{name}")
@@ -86,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lease-only", action="store_true",
                         help="teardown: only the lease named by --lease-id (else --lease-name): no server, "
                              "no floating IP, no other lease of the state file (a class slot)")
+    parser.add_argument("--force", action="store_true",
+                        help="release-ip: also an IP a reservation holds or this lab did not allocate for "
+                             "--server-name's server (a classmate's, an instructor's)")
     parser.add_argument("--delete-adopted", action="store_true",
                         help="teardown: also delete what was found and reused (adopted), not only "
                              "what was created")
@@ -94,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--nodes {args.nodes}: give 1 (the single-node plan) or more")
     if args.lease_only and args.action != "teardown":
         parser.error(f"--lease-only works with teardown only, not {args.action}")
+    if args.force and args.action != "release-ip":
+        parser.error(f"--force works with release-ip only, not {args.action}")
     if args.nodes > 1 and args.action != "plan":
         parser.error(f"--nodes {args.nodes} works with plan only: reserve and launch make one node")
     debug = os.environ.get(DEBUG_VAR, "") not in ("", "0")
@@ -105,6 +111,11 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print("error: interrupted", file=sys.stderr)
         return 130
+    except Terminated as exc:  # SIGTERM/SIGHUP: a stop, ended like a failure
+        if debug:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except ProvisioningError as exc:
         if debug:
             raise

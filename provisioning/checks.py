@@ -27,7 +27,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from provisioning.chi_api import ChiApi, real_chi, token_facts, use_context, uses_application_credential
+from provisioning.chi_api import (
+    ChiApi,
+    TokenFacts,
+    real_chi,
+    token_facts,
+    use_context,
+    uses_application_credential,
+)
 from provisioning.config import ChameleonConfig, ProvisioningError
 from provisioning.credentials import check_credentials
 from provisioning.errors import step
@@ -108,9 +115,9 @@ def check_project(config: ChameleonConfig, chi: ChiApi) -> None:
     with step(f"checking your credentials with project {config.project} at {config.site}",
               "check the project name and that the credentials are current", credential_hints(config, chi)):
         projects = list(chi.context.list_projects())
-    if uses_application_credential(chi):
-        check_application_credential(config, chi)
-    if config.project not in projects:
+    token = check_application_credential(config, chi) if uses_application_credential(chi) else None
+    # a project given by id is the credential's own when its token says so (list_projects gives names)
+    if config.project not in projects and (token is None or config.project != token.project_id):
         raise ProvisioningError(
             f"project {config.project} is not one of yours (yours: {', '.join(projects) or 'none'}): set "
             "project=... or CHI_PROJECT to one of them")
@@ -119,7 +126,7 @@ def check_project(config: ChameleonConfig, chi: ChiApi) -> None:
               f"{config.project}: to charge another, set project=... (CHI_PROJECT)", flush=True)
 
 
-def check_application_credential(config: ChameleonConfig, chi: ChiApi) -> None:
+def check_application_credential(config: ChameleonConfig, chi: ChiApi) -> TokenFacts:
     """An application credential works in the one project it was made in: the configured project
     must be that one (by name or id), else everything would be reserved and charged elsewhere. And it
     must be unrestricted: Blazar makes a Keystone trust with the caller's token for every lease, and
@@ -141,6 +148,7 @@ def check_application_credential(config: ChameleonConfig, chi: ChiApi) -> None:
             "with it: Blazar asks Keystone for a trust for every lease, which Keystone refuses to restricted "
             f"application credentials; create one in {config.site}'s GUI ({CREDENTIALS_GUI}) with "
             f"{UNRESTRICTED} ticked, in project {config.project}, and source its openrc")
+    return token
 
 
 def check_image(config: ChameleonConfig, chi: ChiApi) -> None:

@@ -8,9 +8,10 @@ a ``ProvisioningError`` passes through untouched, anything else becomes a
 ``__cause__`` for ``SERVELAB_DEBUG=1``). Nothing here imports python-chi.
 
 ``signals_raise()`` turns SIGTERM and SIGHUP into a ``Terminated`` exception while a
-provisioning sequence runs, so a killed controller takes the same path as a failure
+provisioning sequence runs, so a killed controller takes the same path as Ctrl-C
 (teardown of what it created) instead of dying with the lease still held; a signal the
-process inherited as ignored (``nohup``) stays ignored.
+process inherited as ignored (``nohup``) stays ignored. ``Terminated`` is a BaseException,
+as KeyboardInterrupt is: no library's ``except Exception`` turns a stop into an error to retry.
 """
 
 from __future__ import annotations
@@ -68,6 +69,64 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {detail}"
 
 
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and what it wraps (``__cause__``, else ``__context__``), at any depth."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def http_status(exc: BaseException) -> int | None:
+    """The HTTP status of the failure ``exc`` is or wraps (keystoneauth's ``http_status``, novaclient's
+    ``code``, blazarclient's ``kwargs["code"]``, requests' ``response.status_code``), else None."""
+    for item in _chain(exc):
+        kwargs = getattr(item, "kwargs", None)
+        found = [getattr(item, "http_status", None), getattr(item, "code", None),
+                 kwargs.get("code") if isinstance(kwargs, dict) else None,
+                 getattr(getattr(item, "response", None), "status_code", None)]
+        for status in found:
+            if isinstance(status, int) and not isinstance(status, bool) and 400 <= status < 600:
+                return status
+    return None
+
+
+PERMANENT_STATUS = (401, 403, 404)  # refused credentials, no right, gone: trying again changes nothing
+PERMANENT_CLASSES = ("Unauthorized", "Forbidden", "NotFound", "EndpointNotFound", "AuthorizationFailure")
+TRANSIENT_STATUS = (408, 429, 500, 502, 503, 504)
+TRANSIENT_CLASSES = ("ConnectionError", "ConnectFailure", "ConnectTimeout", "RetriableConnectionFailure",
+                     "SSLError", "Timeout", "ReadTimeout", "ServiceUnavailable", "GatewayTimeout",
+                     "BadGateway", "InternalServerError")
+
+
+def _class_names(exc: BaseException) -> set[str]:
+    return {cls.__name__ for item in _chain(exc) for cls in type(item).__mro__}
+
+
+def permanent(exc: BaseException) -> bool:
+    """A failure that trying again cannot mend: the credentials refused (401/403) or the thing gone (404)."""
+    return http_status(exc) in PERMANENT_STATUS or bool(_class_names(exc) & set(PERMANENT_CLASSES))
+
+
+def gone(exc: BaseException) -> bool:
+    """The failure says the thing asked about does not exist (404, ``NotFound``)."""
+    return http_status(exc) == 404 or "NotFound" in _class_names(exc)
+
+
+def transient(exc: BaseException) -> bool:
+    """A failure that may pass by itself: the connection dropped or timed out, or the service answered
+    408, 429 or 5xx. Anything else (a quota, a refused request, a bug) is not tried again."""
+    if permanent(exc) or stop_in(exc) is not None:
+        return False
+    status = http_status(exc)
+    if status is not None:
+        return status in TRANSIENT_STATUS
+    return (any(isinstance(item, OSError) for item in _chain(exc))
+            or bool(_class_names(exc) & set(TRANSIENT_CLASSES)))
+
+
 def hint_for(exc: BaseException, hints: Mapping[str, str] | None = None) -> str:
     """What to try for this kind of failure ('' when nothing specific is known); ``hints`` (by class
     name) come before ``HINTS``."""
@@ -92,25 +151,48 @@ def step(what: str, hint: str = "", hints: Mapping[str, str] | None = None) -> I
         raise ProvisioningError(detail) from exc
 
 
-class Terminated(RuntimeError):
-    """SIGTERM or SIGHUP arrived; raised where the program was, so clean-up runs as after any failure."""
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived; raised where the program was, so that the stop takes the clean-up path.
+
+    A BaseException, as KeyboardInterrupt is: a stop is no error, and no ``except Exception`` may turn it
+    into one. python-chi 1.2.10's ``Server.refresh`` wraps every Exception as ``ResourceError("Could not
+    refresh server: ...")``, which the boot wait tries again: a SIGTERM there used to be swallowed, and
+    the run went on to launch the node (docs/decisions/2026-11-28-class-day-third-pass.md)."""
+
+
+def stop_in(exc: BaseException) -> BaseException | None:
+    """The stop (``Terminated``, ``KeyboardInterrupt``) that ``exc`` is or wraps (its ``__cause__`` or
+    ``__context__``, at any depth), else None: a retry loop re-raises it instead of trying again."""
+    return next((item for item in _chain(exc) if isinstance(item, Terminated | KeyboardInterrupt)), None)
 
 
 class SignalGuard:
-    """Installed by ``signals_raise``: raises ``Terminated`` for the first SIGTERM/SIGHUP; inside
-    ``deferred()``, and for any later one (a closed SSH session sends SIGHUP and SIGTERM in quick
-    succession: the second must not cut the way to the teardown the first started), only notes it."""
+    """Installed by ``signals_raise``: every SIGTERM/SIGHUP raises ``Terminated`` until the caller says
+    the stop has begun (``begin_stop``); from then on, and inside ``deferred()`` (a teardown), a signal only
+    prints. A closed SSH session sends SIGHUP and SIGTERM in quick succession: the second must not cut
+    the way to the teardown the first started. A signal whose ``Terminated`` never reached the caller (a
+    library caught it) is no stop under way: the next one raises again."""
 
     def __init__(self) -> None:
         self.received: list[str] = []
         self._defer = ""
+        self._stopping = ""
+
+    @property
+    def stopping(self) -> bool:
+        """A stop has begun (``begin_stop``): later signals only print."""
+        return bool(self._stopping)
+
+    def begin_stop(self, what: str = "the stop") -> None:
+        """The caller holds the stop (it caught the ``Terminated`` or is on its way to the teardown)."""
+        self._stopping = self._stopping or what
 
     def handle(self, signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
         self.received.append(name)
-        stopping = self._defer or ("the stop" if len(self.received) > 1 and name != "SIGINT" else "")
-        if stopping:
-            say(f"{name} received during {stopping}: finishing it first")  # the terminal may be gone
+        during = self._defer or self._stopping
+        if during:
+            say(f"{name} received during {during}: finishing it first")  # the terminal may be gone
             return
         raise Terminated(f"stopped by {name}")
 

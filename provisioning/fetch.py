@@ -7,7 +7,7 @@ copies the tarball and unpacks it into ``results/from-node/`` here (``results/``
 as on the node; a later fetch overwrites the files it brings again, and a file deleted on the node
 stays here), all within a time limit, and prints what it brought. 08 runs it before anything is
 deleted; any of the lab's notebooks here can run ``FETCH_LINE`` while the lease runs (02 prints it).
-The packing and the time limit are the instructor's fetch's (``servelab.targets.results_fetch``).
+The packing and the time limit are the instructor's fetch's (``servelab.remote.fetch``).
 Reasons: docs/decisions/2026-11-25-class-day-provisioning.md.
 """
 
@@ -24,9 +24,7 @@ from provisioning.chi_api import ChiApi
 from provisioning.config import ChameleonConfig, ProvisioningError
 from provisioning.errors import describe, step
 from provisioning.server import find_server
-from servelab.results.store import results_dir
-from servelab.targets.node_shell import FabricShell, NodeShell
-from servelab.targets.results_fetch import (
+from servelab.remote.fetch import (
     WORK_FOLDERS,
     WORK_TARBALL,
     NothingToFetch,
@@ -34,10 +32,13 @@ from servelab.targets.results_fetch import (
     pack_work_command,
     unpack_work,
 )
+from servelab.remote.shell import FabricShell, NodeShell
+from servelab.results.store import results_dir
 
 FETCH_LIMIT_S = 5 * 60.0  # pack, copy, unpack: a class's results and notebooks are tens of MB at most
 FROM_NODE = "from-node"  # under the hub's results/
 FETCH_LINE = "import provisioning; provisioning.fetch_work()"  # with the defaults (fetch_line: 02's settings)
+SKIP_FETCH = "fetch_first = False in notebook 08's parameters"  # the way past a fetch that cannot succeed
 
 
 def fetch_line(config: Any = None) -> str:
@@ -69,10 +70,12 @@ class Fetched:
         return self.folder / "notebooks"
 
     def line(self) -> str:
-        notebooks = [f for f in self.files if f.startswith("notebooks/")]
-        results = len(self.files) - len(notebooks)
+        saved = [f for f in self.files if f.startswith("notebooks/")]
+        notebooks = [f for f in saved if f.endswith(".ipynb")]
+        results = len(self.files) - len(saved)
         return (f"Copied from the node in {self.seconds:.0f} s: {results} files of results/ → "
-                f"{self.results}, {len(notebooks)} notebooks → {self.notebooks}")
+                f"{self.results}, {len(saved)} files of notebooks/ ({len(notebooks)} notebooks) → "
+                f"{self.notebooks}")
 
 
 def default_folder() -> Path:
@@ -86,9 +89,9 @@ def _fabric(config: ChameleonConfig) -> ShellFor:
 
 def fetch_node_work(config: ChameleonConfig, chi: ChiApi, folder: Path | None = None,
                     limit_s: float = FETCH_LIMIT_S, shell_for: ShellFor | None = None) -> Fetched | None:
-    """Copy the node's ``results/`` and ``notebooks/*.ipynb`` into ``folder`` (project and site already
-    selected); None when there is no server (nothing left to fetch). Any failure, the time limit
-    included, is a ProvisioningError in one line; nothing is deleted here."""
+    """Copy the node's ``results/`` and ``notebooks/`` (at any depth) into ``folder`` (project and site
+    already selected); None when there is no server (nothing left to fetch). Any failure, the time limit
+    included, is a ProvisioningError in one line that names ``SKIP_FETCH``; nothing is deleted here."""
     folder = Path(folder) if folder is not None else default_folder()
     with step(f"looking up server {config.server_name}"):
         server = find_server(config, chi)
@@ -111,8 +114,9 @@ def fetch_node_work(config: ChameleonConfig, chi: ChiApi, folder: Path | None = 
     except Exception as exc:  # Fabric, paramiko, tar, the time limit: one line, nothing deleted
         raise ProvisioningError(
             f"copying {what} from the node failed ({describe(exc)}): nothing was deleted; run it again (the "
-            "node keeps them until its teardown), or copy them in the node's Jupyter (File → Download)"
-        ) from exc
+            "node keeps them until its teardown), or copy them in the node's Jupyter (File → Download); when "
+            f"the node cannot be reached (server in ERROR, SSH refused), {SKIP_FETCH} tears down without "
+            "them") from exc
     finally:
         if shell is not None and hasattr(shell, "close"):  # a connection per fetch: a kernel keeps running
             with contextlib.suppress(Exception):

@@ -17,7 +17,7 @@ from typing import Any
 from provisioning import times
 from provisioning.chi_api import ChiApi
 from provisioning.config import ChameleonConfig, ProvisioningError
-from provisioning.errors import describe
+from provisioning.errors import describe, hint_for, permanent, stop_in
 from provisioning.state import ADOPTED, CREATED, State
 
 # a lease in one of these states is gone: a new one with the same name is needed
@@ -112,17 +112,49 @@ def _status_line(lease: Any, status: str, start: Any, deadline: Any, config: Cha
             f"{times.show_span((deadline - now).total_seconds())} more)")
 
 
+def _read_status(lease: Any, config: ChameleonConfig, deadline: Any, seen: set[str]) -> Any:
+    """``lease.status`` (a Blazar read in python-chi). A failure that may pass (a connection reset, a 503)
+    is printed once and tried again every ``POLL_S`` until ``deadline``; a stop is raised as it is, and a
+    failure no retry mends (``errors.permanent``: 401/403/404) ends the wait at once, in one line."""
+    while True:
+        try:
+            return lease.status
+        except Exception as exc:
+            stop = stop_in(exc)
+            if stop is not None:
+                raise stop from None
+            if permanent(exc):
+                raise ProvisioningError(
+                    f"reading {lease_label(lease)}'s status failed ({describe(exc)}): "
+                    f"{hint_for(exc) or 'check it in the GUI (Reservations → Leases)'}; then run this step "
+                    "again (the lease is reused)") from exc
+            if times.utcnow() >= deadline:
+                raise ProvisioningError(
+                    f"{lease_label(lease)}'s status could not be read until the wait's end (the last error: "
+                    f"{describe(exc)}): check it in the GUI (Reservations → Leases; it is kept) and run this "
+                    "step again") from exc
+            text = describe(exc)
+            if text not in seen:
+                seen.add(text)
+                print(f"Reading {lease_label(lease)}'s status failed ({text}); trying again every "
+                      f"{POLL_S:.0f} s until the wait's end: the lease is kept meanwhile", flush=True)
+            times.sleep(POLL_S)
+
+
 def wait_lease_active(lease: Any, config: ChameleonConfig, state: State, require_active: bool = True) -> Any:
     """Wait until ACTIVE, up to ``lease_timeout_s`` after its start; return it ACTIVE.
 
     A lease starting more than ``lease_wait_minutes`` from now is marked kept in the state file
     (reserved for a later run) and returned as it is, or — ``require_active`` — stops with a
     ``LeaseNotStarted`` that says when to run again. ERROR is an error (python-chi's own ``wait``
-    returns on ERROR too, so it is never relied on).
+    returns on ERROR too, so it is never relied on). A status read that fails is tried again
+    (``_read_status``) until the wait's end.
     """
-    status = lease.status
     start = times.to_utc(getattr(lease, "start_date", None))
     now = times.utcnow()
+    deadline = max(start or now, now) + timedelta(seconds=config.lease_timeout_s)
+    seen: set[str] = set()
+    status = _read_status(lease, config, deadline, seen)
     if status not in ("ACTIVE", "ERROR") and start is not None and \
             start - now > timedelta(minutes=config.lease_wait_minutes):
         left = times.show_span((start - now).total_seconds())
@@ -135,7 +167,6 @@ def wait_lease_active(lease: Any, config: ChameleonConfig, state: State, require
             raise LeaseNotStarted(line)
         print(line, flush=True)
         return lease
-    deadline = max(start or now, now) + timedelta(seconds=config.lease_timeout_s)
     last_print = None
     while status != "ACTIVE":
         if status == "ERROR" or status in ENDED:
@@ -154,7 +185,7 @@ def wait_lease_active(lease: Any, config: ChameleonConfig, state: State, require
             print(_status_line(lease, status, start, deadline, config), flush=True)
             last_print = now
         times.sleep(min(POLL_S, max(1.0, remaining)))
-        status = lease.status
+        status = _read_status(lease, config, deadline, seen)
     print(f"Lease {lease.name} is ACTIVE", flush=True)
     state.record("lease", lease.name, lease.id, ADOPTED, config, keep="")  # used now: teardown may delete it
     return lease

@@ -32,10 +32,11 @@ from servelab.core.paths import REPO_ROOT
 NODE_SETUP_SCRIPT = Path(__file__).with_name("node_setup.sh")
 REMOTE_SCRIPT = "node_setup.sh"
 REMOTE_TARBALL = "serve-system-lab.tar.gz"
-# built, gitignored files the images and the model repository need
+# built, gitignored files the images and the model repository need; and the class's image registry
+# (docker/.env: README's registry step), sent whenever present, listed or not
 ARTIFACT_GLOBS = ("artifacts/food11.*", "fastapi_pt/food11.pth", "fastapi_onnx/food11.onnx",
                   "models_staging/*/1/food11.pth", "models_staging/*/1/model.onnx",
-                  "models_staging/*/1/*.json")
+                  "models_staging/*/1/*.json", "docker/.env")
 # the lab's files in a copy without git (a Trovi import, a zip): `git ls-files > provisioning/lab-files.txt`
 MANIFEST = "provisioning/lab-files.txt"
 # run in the code directory after node_setup.sh; its last stdout line is "jupyter: <url>"
@@ -134,7 +135,9 @@ def checkout_files(root: Path = REPO_ROOT) -> list[Path]:
     Trovi import lands at the top of the hub's work folder, beside ``.ssh`` and everything else; an
     unpacked zip; a copy): the files ``MANIFEST`` lists, which ships with the lab and is
     ``git ls-files`` written out (a test fails when the two differ). Nothing else in the folder is
-    ever sent. Reasons: docs/decisions/2026-11-25-class-day-provisioning.md.
+    ever sent but ``ARTIFACT_GLOBS``: the built artefacts and ``docker/.env`` (the class's image registry,
+    committed by the instructor: a copy whose file list predates it must not build instead of pulling).
+    Reasons: docs/decisions/2026-11-25-class-day-provisioning.md, 2026-11-28-class-day-third-pass.md.
     """
     listed = _git_files(root)
     if listed is None:
@@ -182,7 +185,7 @@ def checkout_tarball(dest: Path, root: Path = REPO_ROOT) -> Path:
 def _transient(exc: BaseException) -> bool:
     """A failure that may pass: a connection dropped or refused, or SSH refusing the key (cloud-init may
     not have installed it yet although sshd already answers). A missing or unwritable file does not
-    pass; nor does ``Terminated`` (SIGTERM), which must reach the teardown."""
+    pass. A stop (SIGTERM's ``Terminated``, Ctrl-C) is a BaseException and never reaches here."""
     if isinstance(exc, PERMANENT_OS_ERRORS):
         return False
     if isinstance(exc, OSError | EOFError):  # socket errors, timeouts, paramiko's NoValidConnectionsError
@@ -210,12 +213,13 @@ def _upload(server: Any, config: ChameleonConfig, local: str, remote: str) -> No
 def run_on_node(server: Any, config: ChameleonConfig, command: str) -> str:
     """Run ``command`` over SSH, its output streamed; return its stdout. A failure is one line."""
     print(f"$ {command}")
-    from fabric import Config  # python-chi hands these keyword arguments to Fabric's Connection
+    # python-chi hands these keyword arguments to Fabric's Connection; a stop closes the channel at once
+    from servelab.remote.runner import stoppable_config
 
     limit = config.node_command_timeout_s
     try:
         result = server.execute(command, user=config.ssh_user,
-                                config=Config(overrides={"timeouts": {"command": limit}}))
+                                config=stoppable_config(timeouts={"command": limit}))
     except Exception as exc:
         if type(exc).__name__ == "CommandTimedOut":  # invoke's, raised by run() at the command timeout
             raise ProvisioningError(

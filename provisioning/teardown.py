@@ -210,11 +210,12 @@ class _Teardown:
                 self.done(entry, GONE, "not found")
             else:
                 targets.append((entry, match))
+        ended = self.ended_by_id(leases, {entry.id for entry in recorded})
+        found = None
         try:
-            found = find_lease(config, self.chi, leases)
+            found = None if ended else find_lease(config, self.chi, leases)
         except ProvisioningError as exc:  # two live leases with one name: the recorded ones still go
             self.failed(f"looking up lease {config.lease_id or config.lease_name}", exc)
-            found = None
         if found is not None and all(lease is not found for _, lease in targets):
             earlier = state.reserved_earlier("lease", config, str(found.id))
             if earlier is not None:  # reserved ahead by this lab (another state file): still the lab's own
@@ -232,7 +233,7 @@ class _Teardown:
                 self.result.still_there.append(
                     f"lease {found.name} ({_until(found, config.site)}; not recorded as created by this "
                     "lab)")
-        if found is None and not targets:
+        if found is None and not targets and not ended:
             what = f"id {config.lease_id}" if config.lease_id else f"named {config.lease_name!r} (lease_name)"
             print(f"No live lease {what} in project {config.project} at {config.site}: none to delete. A "
                   "lease under another name (the original lab's is serve_system_<netID>) is not looked for: "
@@ -251,6 +252,21 @@ class _Teardown:
                 self.done(entry, DELETED, "deleted")
             except Exception as exc:
                 self.failed(f"deleting {entry.label}", exc, entry)
+
+
+    def ended_by_id(self, leases: list[Any], recorded: set[str | None]) -> bool:
+        """The lease ``lease_id`` names has ended (Blazar keeps it listed): already gone, not a failure. A
+        class slot's delete line, or 08 given an ended slot's id, has nothing left to delete."""
+        lease_id = self.config.lease_id
+        ended = [lease for lease in leases if lease_id and str(lease.id) == lease_id]
+        ended = [lease for lease in ended if lease.status in ENDED]
+        if not ended:
+            return False
+        if lease_id not in recorded:  # a recorded one was reported gone above
+            self.result.gone.append(f"lease {ended[0].name}")
+            print(f"Lease {ended[0].name} ({lease_id}) has already ended ({ended[0].status}): nothing to "
+                  "delete", flush=True)
+        return True
 
 
 def run_teardown(config: ChameleonConfig, chi: ChiApi, state: State, keep_lease: bool = False,

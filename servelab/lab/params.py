@@ -203,6 +203,9 @@ SPECS: dict[str, Spec] = {
                      "lease_name)"),
     "delete_adopted": Spec(False, False, _flag,
                            "teardown also deletes what the lab adopted (a lease reserved ahead)"),
+    "fetch_first": Spec(True, True, _flag,
+                        "08 copies the node's results/ and notebooks here before the teardown (False: tear "
+                        "down without them, when the node cannot be reached)"),
     "floating_ip": Spec(None, None, _optional(_text(IPV4, "129.114.108.7")),
                         "a free floating IP of the project to use and keep (None: $CHI_FLOATING_IP, else one "
                         "allocated for this run and released at teardown)"),

@@ -2,29 +2,25 @@
 
 One command covers the node's whole life, in this order:
 
-1. ``preflight``: every check that creates nothing (credentials, project and
-   site, key pair, code source). When it fails, nothing is created and no
-   SSH command is sent.
-2. ``reserve`` and ``launch``: what notebooks 01 and 02 do (lease, server,
-   floating IP, node set-up, the model artefacts, the node's Jupyter server).
-3. ``node run``: ``./lab run --target docker`` on the node over SSH, its
-   progress streamed here. The experiments run on the node, so every client
-   and utilisation sample is taken next to the servers. It is started with its
-   deadline (the lease's end less the fetch margin, on the wall clock) and stops
-   itself there on the node, whether or not this controller is awake.
-4. ``fetch``: the node's run folder, packed there and unpacked into this run's
-   folder, also after a failed node run (what was measured is kept), and after Ctrl-C,
-   SIGTERM or SIGHUP for up to ``STOPPED_FETCH_S`` before the teardown.
-5. ``teardown``: what this run created (recorded in ``chameleon-state.json`` in the run's
-   folder: server, the floating IP it allocated, lease), even when a step failed or the
-   controller got SIGTERM/SIGHUP, unless ``keep_node``; what it adopted (found and reused)
-   is kept unless ``delete_adopted``.
+1. ``preflight``: every check that creates nothing (credentials, project and site, key pair, code
+   source). When it fails, nothing is created and no SSH command is sent.
+2. ``reserve`` and ``launch``: what notebooks 01 and 02 do (lease, server, floating IP, node set-up,
+   the model artefacts, the node's Jupyter server).
+3. ``node run``: ``./lab run --target docker`` on the node over SSH, its progress streamed here, so
+   every client and utilisation sample is taken next to the servers. It is started with its deadline
+   (the lease's end less the fetch margin, on the wall clock) and stops itself there on the node.
+4. ``fetch``: the node's run folder, packed there and unpacked into this run's folder, also after a
+   failed node run, and after Ctrl-C, SIGTERM or SIGHUP for up to ``STOPPED_FETCH_S`` (on a
+   connection of its own) before the teardown.
+5. ``teardown``: what this run created (recorded in ``chameleon-state.json`` in the run's folder),
+   even when a step failed or the run was stopped, unless ``keep_node``; what it adopted (found and
+   reused) is kept unless ``delete_adopted``.
 
-Everything printed goes to the terminal while it takes it and always to ``controller.log`` in
-the run's folder: a closed terminal (SIGHUP, then EIO on every write) cannot stop the teardown.
-The run's ``run.json`` lists the steps and the node's notebooks; the exit code
-and the report say which step failed. The SSH side is a ``NodeShell``: Fabric on
-a real run, a recording stand-in in the tests.
+Everything printed goes to the terminal and always to ``controller.log`` in the run's folder: a
+closed terminal (SIGHUP, then EIO on every write) cannot stop the teardown, and a stop reaches it
+within seconds at every step (docs/decisions/2026-11-28-class-day-third-pass.md). ``run.json``
+lists the steps and the node's notebooks; the exit code and the report say which step failed. The
+SSH side is a ``NodeShell``: Fabric on a real run, a recording stand-in in the tests.
 """
 
 from __future__ import annotations
@@ -39,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from servelab.core.console import logged_output, say
+from servelab.remote.fetch import NothingToFetch, fetch, pack_command, unpack
+from servelab.remote.shell import FabricShell, NodeShell
 from servelab.targets.detached import NodeUnreachable, RemoteRun, follow
-from servelab.targets.node_shell import FabricShell, NodeShell
-from servelab.targets.results_fetch import NothingToFetch, fetch, pack_command, unpack
 
 STEPS = ("preflight", "reserve", "launch", "node run", "fetch", "teardown")
 # kept from the lease for packing, fetching and tearing down
@@ -108,14 +104,17 @@ def remote_lab_command(remote_dir: str, run_name: str, preset: str, only: Sequen
 
 
 class _Steps:
-    """Runs the steps in order, timing and recording each; a failed step raises ``_Stop``."""
+    """Runs the steps in order, timing and recording each; a failed step raises ``_Stop``, a stop (Ctrl-C,
+    SIGTERM's ``Terminated``) passes through, ``current`` naming the step it cut."""
 
     def __init__(self, outcome: NodeRun) -> None:
         self.outcome = outcome
+        self.current = ""
 
     def __call__(self, name: str, action: Callable[[], Any]) -> Any:
         started = time.monotonic()
         say(f"== {name}")
+        self.current = name
         try:
             value = action()
         except Exception as exc:  # every failure becomes the step's one-line reason
@@ -123,9 +122,11 @@ class _Steps:
             # our own errors say what happened; anything else also names its type
             detail = text if isinstance(exc, RuntimeError) and text else f"{type(exc).__name__}: {text}"
             self.outcome.steps.append(StepOutcome(name, False, time.monotonic() - started, detail))
+            self.current = ""
             raise _Stop from exc
         detail = value if isinstance(value, str) else ""
         self.outcome.steps.append(StepOutcome(name, True, time.monotonic() - started, detail))
+        self.current = ""
         return value
 
 
@@ -179,33 +180,36 @@ def _run_on_node(run_dir: Path, preset: str, only: Sequence[str] | None, keep_no
         remote = RemoteRun(config.remote_dir, run_dir.name)
         command = remote_lab_command(config.remote_dir, run_dir.name, preset, only)
         node_failed = False
-        shells: list[NodeShell] = []
-        fetch_now.append(lambda limit, tag="": _fetch(shells[-1] if shells else connect(), config.remote_dir,
-                                                      run_dir, outcome, limit, tag))
+        fetch_now.append(partial(_fetch, connect, config.remote_dir, run_dir, outcome))  # its own connection
         try:
             step("node run", lambda: _node_run(connect, remote, command,
-                                               _deadline(leases[0], config, node_timeout), shells,
-                                               config.site))
+                                               _deadline(leases[0], config, node_timeout), config.site))
         except _Stop:
             node_failed = True  # what the node measured before it failed is still fetched
-        if signals.received:
+        if signals.received:  # a stop a library turned into an error: still a stop
             stopped = True
+            signals.begin_stop()
             raise _Stop  # stopped from outside: what the node has is fetched in a time limit, then teardown
         fetch_in = fetch_now[-1]  # kept until it succeeds: a stop during it fetches once more, time-limited
         try:
             step("fetch", lambda: fetch_in(FETCH_LIMIT_S))
         except _Stop:
             stopped = bool(signals.received)  # SIGTERM/SIGHUP cut the copy: the stop's fetch tries again
+            if stopped:
+                signals.begin_stop()
             raise
         fetch_now.pop()
         if node_failed:
             raise _Stop
     except _Stop:
         pass  # the failed step is recorded in outcome.steps
-    except (Terminated, KeyboardInterrupt) as exc:  # SIGTERM/SIGHUP between steps, or Ctrl-C anywhere
+    except (Terminated, KeyboardInterrupt) as exc:  # SIGTERM/SIGHUP or Ctrl-C, in any step or between
+        signals.begin_stop()  # from here on a signal only prints: the way to the teardown is taken
         stopped = True
-        outcome.steps.append(StepOutcome("stopped", False, 0.0, str(exc) or "stopped by Ctrl-C"))
+        during = f" during {step.current}" if step.current else ""
+        outcome.steps.append(StepOutcome("stopped", False, 0.0, f"{str(exc) or 'stopped by Ctrl-C'}{during}"))
     finally:
+        signals.begin_stop()  # stopped or done: what follows is the (fetch and) teardown
         if stopped and fetch_now:
             _fetch_when_stopped(step, fetch_now.pop(), outcome)
         with signals_installed, signals.deferred("the teardown"):
@@ -294,7 +298,7 @@ def _reserve(provisioning: Any, config: Any, chi: Any, state: Path, leases: list
 
 
 def _node_run(connect: Callable[[], NodeShell], remote: RemoteRun, command: str, deadline: float,
-              shells: list[NodeShell], site: str = "") -> str:
+              site: str = "") -> str:
     """Start the lab detached on the node with its own ``deadline`` (or attach to it), then follow its
     output until it ends or the deadline (wall clock, seconds since the epoch) stops it."""
     from datetime import datetime, timezone
@@ -306,7 +310,6 @@ def _node_run(connect: Callable[[], NodeShell], remote: RemoteRun, command: str,
         f"lease's end less {FETCH_MARGIN_S / 60:.0f} min for the fetch and the teardown); the node stops "
         "the run there by itself")
     shell = connect()
-    shells.append(shell)
     start = remote.start_command(command, deadline=deadline, inner_stop=STOP_INNER)
     say(f"$ {command}\n  (detached on the node: its output in ~/{remote.path('log')}, followed here)")
     code, said = shell.capture(start, timeout=120)
@@ -315,12 +318,8 @@ def _node_run(connect: Callable[[], NodeShell], remote: RemoteRun, command: str,
     if said.strip().endswith("attached"):
         say("[node run] the lab already runs on the node for this run folder: following it")
 
-    def connected() -> NodeShell:
-        shells.append(connect())
-        return shells[-1]
-
     try:
-        followed = follow(connected, remote, deadline, inner_stop=STOP_INNER, inner_wait_s=INNER_STOP_WAIT_S,
+        followed = follow(connect, remote, deadline, inner_stop=STOP_INNER, inner_wait_s=INNER_STOP_WAIT_S,
                           stop_grace_s=NODE_STOP_GRACE_S, clock=_wall_clock, sleep=_wall_sleep, shell=shell)
     except NodeUnreachable as exc:
         raise RuntimeError(str(exc)) from exc
@@ -351,22 +350,27 @@ def _fetch_when_stopped(step: _Steps, fetch_in: Callable[..., str], outcome: Nod
     except _Stop:
         pass  # recorded: the teardown goes on
     except (Terminated, KeyboardInterrupt) as exc:
-        outcome.steps.append(StepOutcome("fetch", False, 0.0, f"skipped ({exc or 'Ctrl-C'} again)"))
+        outcome.steps.append(StepOutcome("fetch", False, 0.0, f"skipped ({str(exc) or 'Ctrl-C'} again)"))
 
 
-def _fetch(shell: NodeShell, remote_dir: str, run_dir: Path, outcome: NodeRun,
+def _fetch(connect: Callable[[], NodeShell], remote_dir: str, run_dir: Path, outcome: NodeRun,
            limit_s: float = FETCH_LIMIT_S, tag: str = "") -> str:
-    """Pack the node's run folder, copy and unpack it into ``run_dir``; ``tag`` names a later try's
-    tarball apart (a stop's fetch while the cut first try's pack or copy may still be running)."""
+    """Pack the node's run folder, copy and unpack it into ``run_dir``, on a connection of its own (closed
+    after: a cut copy may still be reading on the last one, and paramiko's SFTP is not thread-safe);
+    ``tag`` names a later try's tarball apart (the cut first try's pack may still be writing its own)."""
     import json
 
     name = run_dir.name
     tarball = f"{name}-{tag}.tar.gz" if tag else f"{name}.tar.gz"
+    shell = connect()
     try:
         names = fetch(shell, pack_command(remote_dir, name, tarball), f"{remote_dir}/results/{tarball}",
                       lambda local: unpack(local, name, run_dir), limit_s, f"results/{name}")
     except NothingToFetch as exc:
         raise RuntimeError(f"{exc} to fetch (the node's run did not start)") from None
+    finally:
+        with contextlib.suppress(Exception):  # ends a copy still running past its limit, or cut by a stop
+            getattr(shell, "close", lambda: None)()
     node_summary = run_dir / "run.json"
     if node_summary.exists():
         node = json.loads(node_summary.read_text())

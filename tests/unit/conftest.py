@@ -32,6 +32,7 @@ wait_failures`` (the same for ``Server.wait``: a flaky API while the node boots)
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -55,9 +56,11 @@ JUPYTER_OUTPUT = f"[jupyter] building the model artefacts\njupyter: http://local
 class Recorder:
     calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = field(default_factory=list)
     failures: dict[str, BaseException] = field(default_factory=dict)
+    at: list[float] = field(default_factory=list)  # when each call came (time.monotonic, the real clock)
 
     def __call__(self, name: str, *args: Any, **kwargs: Any) -> None:
         self.calls.append((name, args, kwargs))
+        self.at.append(time.monotonic())
         if name in self.failures:
             raise self.failures[name]
 

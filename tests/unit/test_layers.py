@@ -17,7 +17,8 @@ REASON = "Long on purpose:"  # a module over the limit says why in its docstring
 
 
 def test_layers_contract_is_kept() -> None:
-    """pyproject.toml's import-linter contract: core → results → serving | triton → targets → report → lab."""
+    """pyproject.toml's import-linter contract: core → results → serving | triton | llm | scaling | remote →
+    provisioning → targets → report → lab → site (provisioning never imports targets, which drive it)."""
     tool = Path(sys.executable).with_name("lint-imports")
     done = subprocess.run([str(tool)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
                           check=False)
@@ -45,9 +46,19 @@ def _cycles(graph: grimp.ImportGraph, modules: set[str]) -> list[list[str]]:
 
 
 def test_no_import_cycles() -> None:
-    graph = grimp.build_graph("servelab")
+    graph = grimp.build_graph("servelab", "provisioning")
     modules = {m for m in graph.modules if not m.endswith("__main__")}
     assert _cycles(graph, modules) == []
+
+
+def test_provisioning_and_targets_depend_one_way() -> None:
+    """servelab.targets' Chameleon run drives provisioning; provisioning reaches the node through
+    servelab.remote, below both, never through servelab.targets (issue 42)."""
+    graph = grimp.build_graph("servelab", "provisioning")
+    chain = graph.find_shortest_chains(importer="provisioning", imported="servelab.targets")
+    assert chain == set(), f"provisioning imports servelab.targets: {sorted(chain)}"
+    assert graph.find_shortest_chains(importer="servelab.targets", imported="provisioning")  # it drives it
+    assert graph.find_shortest_chains(importer="provisioning", imported="servelab.remote")
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
@@ -73,7 +84,10 @@ def test_long_modules_say_why() -> None:
 # modules and folders that moved in the restructure: nothing tracked may point at them again
 REMOVED = re.compile(r"servelab[./](steps|stacks|node_run|params|results\.py|serving\.py|lab\.py|report\.py|"
                      r"model\b|samples\b|labels\b|preprocess\b|monitor\b|procs\b|paths\b|gpu_configs|services\b)"
-                     r"|servelab\.targets\.stacks|servelab\.lab\.steps\b|servelab\.lab\.(plots|effects)\b|tests/(foundation|gpu_targets|flask|triton|notebooks)/")
+                     r"|servelab\.targets\.(stacks|node_shell|results_fetch)\b"
+                     r"|servelab/targets/(node_shell|results_fetch)\.py"  # now servelab/remote/ (issue 42)
+                     r"|servelab\.lab\.steps\b|servelab\.lab\.(plots|effects)\b"
+                     r"|tests/(foundation|gpu_targets|flask|triton|notebooks)/")
 
 
 def test_nothing_points_at_a_removed_module_or_folder() -> None:

@@ -143,9 +143,21 @@ def test_a_401_with_an_application_credential_names_the_site_whose_gui_makes_it(
 
 
 def test_the_project_may_be_given_by_its_id(fake_chi, student) -> None:
+    """Issue 42: the credential check accepted a project given by id, then the project check refused it as
+    "not one of yours": python-chi 1.2.10's ``list_projects`` returns names only. The token's project id
+    is the credential's own."""
+    import inspect
+
+    import chi.context
+
+    names_only = "project_names = [project.name for project in projects]"
+    assert names_only in inspect.getsource(chi.context.list_projects)
     fake_chi.context.settings["auth_type"] = "v3applicationcredential"
-    fake_chi.context.projects = [PROJECT, fake_chi.context.credential_project[1]]
+    fake_chi.context.projects = [PROJECT, "CHI-777777"]  # names, as python-chi returns them
     provisioning.preflight(config(project=fake_chi.context.credential_project[1]), chi=fake_chi.api)
+    with pytest.raises(ProvisioningError, match="the application credential is for project CHI-231095, not "
+                                                "0f0f0f"):
+        provisioning.preflight(config(project="0f0f0f"), chi=fake_chi.api)  # another id: not the credential's
 
 
 def test_the_stand_in_refuses_a_scoped_application_credential_as_keystone_does(fake_chi) -> None:

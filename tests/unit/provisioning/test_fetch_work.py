@@ -29,7 +29,12 @@ NODE_FILES = {  # the lab's folder on the node after a class: measurements and s
     "results/20261201-100000-quick.tar.gz": "an earlier pack: not fetched again",
     "notebooks/03_fastapi.ipynb": '{"cells": ["measured on the P100"]}\n',
     "notebooks/Untitled 1.ipynb": '{"cells": ["my own notes"]}\n',
-    "notebooks/03_fastapi.py": "# the source: the hub has it\n",
+    "notebooks/03_fastapi.py": "# its jupytext pair, saved with it\n",
+    "notebooks/mine/week 2/Untitled 2.ipynb": '{"cells": ["saved in a sub-folder"]}\n',  # issue 42
+    "notebooks/mine/plot.png": "a figure the student saved\n",
+    "notebooks/.ipynb_checkpoints/03_fastapi-checkpoint.ipynb": "Jupyter's autosave: not fetched\n",
+    "notebooks/mine/.ipynb_checkpoints/Untitled 2-checkpoint.ipynb": "not fetched either\n",
+    "notebooks/__pycache__/x.cpython-311.pyc": "not fetched\n",
     "Untitled.ipynb": '{"cells": ["made from the node Jupyter\'s launcher"]}\n',  # the folder's top
     "servelab/x.py": "x = 1\n",
 }
@@ -91,14 +96,19 @@ def test_the_nodes_results_and_notebooks_reach_the_hub(fake_chi, student, tmp_pa
     assert fetched is not None and getattr(servers[0], "name", "") == SERVER
     here = Path(os.environ["SERVELAB_RESULTS"]) / "from-node"  # the hub's results/from-node
     assert fetched.folder == here
-    assert sorted(fetched.files) == ["notebooks/03_fastapi.ipynb", "notebooks/Untitled 1.ipynb",
+    assert sorted(fetched.files) == ["notebooks/03_fastapi.ipynb", "notebooks/03_fastapi.py",
+                                     "notebooks/Untitled 1.ipynb", "notebooks/mine/plot.png",
+                                     "notebooks/mine/week 2/Untitled 2.ipynb",
                                      "notebooks/top-level/Untitled.ipynb",
                                      "results/20261201-100000-quick/run.json", "results/fastapi.csv",
                                      "results/fastapi.jsonl"]
     assert (here / "notebooks" / "top-level" / "Untitled.ipynb").read_text() == NODE_FILES["Untitled.ipynb"]
     assert (here / "results" / "fastapi.csv").read_text() == NODE_FILES["results/fastapi.csv"]
     assert (here / "notebooks" / "03_fastapi.ipynb").read_text() == NODE_FILES["notebooks/03_fastapi.ipynb"]
-    assert not (here / "notebooks" / "03_fastapi.py").exists() and not (here / "servelab").exists()
+    assert (here / "notebooks" / "mine" / "week 2" / "Untitled 2.ipynb").read_text() == \
+        NODE_FILES["notebooks/mine/week 2/Untitled 2.ipynb"]  # any depth (issue 42)
+    assert not list(here.rglob(".ipynb_checkpoints")) and not list(here.rglob("__pycache__"))
+    assert not (here / "servelab").exists()
     # read-only on Chameleon: the server looked up, nothing created or deleted
     assert [name for name, _, _ in fake_chi.rec.calls[calls_before:]] == [
         "context.list_sites", "context.use_project", "context.use_site", "server.get_server_id",
@@ -106,7 +116,8 @@ def test_the_nodes_results_and_notebooks_reach_the_hub(fake_chi, student, tmp_pa
     out = capsys.readouterr().out
     assert (f"Copying results/ and notebooks/ of ~/serve-system-lab from server {SERVER} to {here} (up to "
             "5 min)") in out
-    assert f"3 files of results/ → {here / 'results'}, 3 notebooks → {here / 'notebooks'}" in out
+    assert (f"3 files of results/ → {here / 'results'}, 6 files of notebooks/ (4 notebooks) → "
+            f"{here / 'notebooks'}") in out
     # the results overview 08 ends with reads what came from the node
     from servelab.lab import common
 
@@ -130,6 +141,8 @@ def test_a_fetch_that_hangs_ends_at_its_limit_and_deletes_nothing(fake_chi, stud
     assert message.startswith("copying results/ and notebooks/ of ~/serve-system-lab from the node failed "
                               "(FetchTimeout: copying results/ and notebooks/ of ~/serve-system-lab from the "
                               "node did not finish within 0.5 s): nothing was deleted; run it again")
+    assert message.endswith("when the node cannot be reached (server in ERROR, SSH refused), fetch_first = "
+                            "False in notebook 08's parameters tears down without them")  # issue 42
     assert "\n" not in message
     deleting = ("Server.delete", "Lease.delete", "network.deallocate_floating_ip")
     assert not [name for name, _, _ in fake_chi.rec.calls if name in deleting]
@@ -180,3 +193,58 @@ def test_08_fetches_before_anything_is_stopped_or_deleted_and_02_prints_the_line
     exec(line.replace("provisioning.fetch_work(", "print(").replace(", show=False))", ", show=False).site)"),
          {})  # the line runs as printed: configure takes these settings
     assert capsys.readouterr().out.strip() == "CHI@UC"
+
+
+def live_node_recorded(config_: provisioning.ChameleonConfig) -> Path:
+    """The default state file as 01 and 02 leave it: a lease and a server created, still live."""
+    from provisioning.state import CREATED, State
+
+    records = State()
+    records.record("lease", LEASE, "lease-1", CREATED, config_)
+    records.record("server", SERVER, "server-1", CREATED, config_)
+    return records.path
+
+
+def test_08_left_in_plan_mode_refuses_while_a_node_is_recorded_live(student, monkeypatch) -> None:
+    """Issue 42: on the hub, ``target`` left unset means local, so 08 ran in plan mode: it printed what it
+    would copy and a teardown plan that listed the live server and lease, and passed. Nothing was copied
+    or deleted; the node kept the student's results until the lease ended, and took them with it. The
+    notebook itself runs here, as a script, with the state file 01 and 02 left."""
+    path = live_node_recorded(config())
+    monkeypatch.delenv("SERVELAB_TARGET", raising=False)
+    monkeypatch.chdir(REPO_ROOT / "notebooks")
+    source = (REPO_ROOT / "notebooks" / "08_teardown.py").read_text()
+    with pytest.raises(ProvisioningError) as caught:
+        exec(compile(source, "08_teardown.py", "exec"), {"__name__": "__main__"})  # Run All
+    message = str(caught.value)
+    assert message == (f"plan mode copies and deletes nothing, but {path} records live lease {LEASE} "
+                       f"(project CHI-231095, created by this lab), server {SERVER} (project CHI-231095, "
+                       "created by this lab): they keep their node (and the project is charged) until the "
+                       'lease ends; set target = "chameleon" in the parameters cell and run this notebook '
+                       "again")
+    with pytest.raises(ProvisioningError, match='set target = "chameleon"'):
+        provisioning.teardown(config(), plan_only=True)  # the teardown cell alone refuses the same way
+
+
+def test_plan_mode_passes_once_nothing_is_recorded_live(student, capsys) -> None:
+    from provisioning.state import DELETED, State
+
+    live_node_recorded(config())
+    records = State()
+    for entry in records.resources:
+        records.set_fate(entry, DELETED, "deleted")
+    assert provisioning.fetch_work(config(), plan_only=True) is None
+    assert provisioning.teardown(config(), plan_only=True) is None
+    assert "Plan mode: on Chameleon this copies" in capsys.readouterr().out
+
+
+def test_fetch_first_false_goes_on_without_the_node(fake_chi, student, capsys) -> None:
+    """08's way past a fetch that cannot succeed (the node unreachable): nothing copied, said in a line."""
+    launched(fake_chi)
+    calls_before = len(fake_chi.rec.calls)
+    assert provisioning.fetch_work(config(), chi=fake_chi.api, skip=True) is None
+    assert fake_chi.rec.calls[calls_before:] == []
+    assert (f"fetch_first = False: nothing is copied from server {SERVER}; its results/ and notebooks go "
+            "with it at the teardown") in capsys.readouterr().out
+    source = (REPO_ROOT / "notebooks" / "08_teardown.py").read_text()
+    assert "fetch_first = True" in source and "skip=not P.fetch_first" in source

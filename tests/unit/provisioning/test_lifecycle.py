@@ -105,27 +105,37 @@ def test_a_free_floating_ip_of_the_project_is_left_alone(fake_chi, student, tmp_
     assert fake_chi.network.floating_ips == [free] and free["port_id"] is None  # untouched, still free
 
 
-def test_08_lists_the_projects_unbound_floating_ips(fake_chi, student, tmp_path: Path, capsys,
-                                                   monkeypatch) -> None:
-    """IPs leaked by cut runs pile up against the project's quota: 08 lists those bound to nothing after
-    its teardown, marks the ones this lab allocated (their Neutron description), says how to release one."""
+def unbound(fake_chi, address: str, description: str = "", tags: tuple[str, ...] = ()) -> None:
+    """An IP of the project bound to nothing (a cut run's leak, a classmate's, a reservation's)."""
+    fake_chi.network.floating_ips.append({"id": f"fip-{address}", "floating_ip_address": address,
+                                          "port_id": None, "fixed_ip_address": None, "tags": list(tags),
+                                          "description": description})
+
+
+def test_08_lists_only_the_unbound_ips_this_lab_allocated_for_your_server(fake_chi, student, tmp_path: Path,
+                                                                         capsys, monkeypatch) -> None:
+    """IPs leaked by cut runs pile up against the project's quota: 08 lists, after its teardown, those this
+    lab allocated for the student's server (their Neutron description), with how to release one. In a class
+    project the others are a classmate's (between allocate and associate, or leaked by their cut run), the
+    instructor's, or held by a Blazar floating IP reservation (tag ``reservation:<id>``): only counted."""
     fake_chi.network.add_existing()  # 129.114.108.7: someone's, free
-    fake_chi.network.add_existing(port_id="port-x")  # bound: not listed
+    fake_chi.network.add_existing(port_id="port-x")  # bound: not counted
     state = tmp_path / "state.json"
     provisioning.launch(config(), chi=fake_chi.api, state=state)  # allocates 129.114.108.9 for this run
-    leaked = dict(fake_chi.network.floating_ips[-1])  # a cut run of Bob's left one behind
-    leaked.update(id="fip-old", floating_ip_address="129.114.108.50", port_id=None,
-                  description="serve-system-lab: node-serve-system-bob")
-    fake_chi.network.floating_ips.append(leaked)
     provisioning.teardown(config(), chi=fake_chi.api, state=state)
+    unbound(fake_chi, "129.114.108.40", "serve-system-lab: node-serve-system-alice")  # Alice's cut run
+    unbound(fake_chi, "129.114.108.50", "serve-system-lab: node-serve-system-bob")  # Bob's, a second ago
+    unbound(fake_chi, "129.114.108.60", "serve-system-lab: node-serve-system-alice",
+            ("blazar", "reservation:res-77"))  # a reservation holds it, whatever its description
     capsys.readouterr()
-    assert provisioning.unbound_ips(config(), chi=fake_chi.api) == ["129.114.108.7", "129.114.108.50"]
+    assert provisioning.unbound_ips(config(), chi=fake_chi.api) == ["129.114.108.40"]
     assert capsys.readouterr().out == (
-        "Floating IPs of project CHI-231095 bound to no server (2; each counts against the project's "
-        "floating IP quota until released): 129.114.108.7, 129.114.108.50 (allocated by this lab for "
-        "node-serve-system-bob). Release one nobody uses (not one an instructor or a classmate keeps): GUI "
-        "Network → Floating IPs → Release Floating IP, or from the lab's folder: python -m provisioning "
-        "release-ip --project CHI-231095 --site CHI@TACC --floating-ip ADDRESS\n")
+        "Floating IPs this lab allocated for server node-serve-system-alice and bound to no server (1; each "
+        "counts against project CHI-231095's floating IP quota until released): 129.114.108.40. Release one, "
+        "from the lab's folder: python -m provisioning release-ip --project CHI-231095 --site CHI@TACC "
+        "--server-name node-serve-system-alice --floating-ip ADDRESS\n"
+        "3 other floating IPs of project CHI-231095 are bound to no server: not listed, and not yours to "
+        "release (a classmate's between two steps, an instructor's, or held by a reservation)\n")
     assert not [n for n in names(fake_chi)[-2:] if "deallocate" in n]  # listed, never released by the lab
     # the printed line, run as printed (project and site selected as every action does)
     from provisioning import __main__ as cli
@@ -134,13 +144,23 @@ def test_08_lists_the_projects_unbound_floating_ips(fake_chi, student, tmp_path:
                        "OS_APPLICATION_CREDENTIAL_SECRET": "s"}.items():
         monkeypatch.setenv(var, value)
     monkeypatch.setattr("provisioning.checks.real_chi", lambda: fake_chi.api)
-
-    assert cli.main(["release-ip", "--project", "CHI-231095", "--site", "CHI@TACC", "--floating-ip",
-                     "129.114.108.50"]) == 0
+    line = ["release-ip", "--project", "CHI-231095", "--site", "CHI@TACC", "--server-name",
+            "node-serve-system-alice", "--floating-ip"]
+    refusals = (("129.114.108.50", "was not allocated by this lab for server node-serve-system-alice (for "
+                                   "server node-serve-system-bob): it may be a classmate's"),
+                ("129.114.108.7", "(with no description)"),
+                ("129.114.108.60", "is held by reservation res-77 (a lease's floating IP reservation)"))
+    for refused, why in refusals:
+        assert cli.main([*line, refused]) == 1
+        err = capsys.readouterr().err
+        assert why in err and err.rstrip().endswith("not released; add --force (force=True) to release it "
+                                                    "anyway"), err
+    assert "network.deallocate_floating_ip" not in names(fake_chi)[-12:]
+    assert cli.main([*line, "129.114.108.40"]) == 0
     assert names(fake_chi)[-1] == "network.deallocate_floating_ip"
-    assert provisioning.unbound_ips(config(), chi=fake_chi.api) == ["129.114.108.7"]
-    assert cli.main(["release-ip", "--project", "CHI-231095", "--site", "CHI@TACC", "--floating-ip",
-                     "129.114.108.9"]) == 0  # already released by the teardown: said, not an error
+    assert cli.main([*line, "129.114.108.50", "--force"]) == 0  # the instructor, who knows whose it is
+    assert provisioning.unbound_ips(config(), chi=fake_chi.api) == []
+    assert cli.main([*line, "129.114.108.9"]) == 0  # already released by the teardown: said, not an error
     assert "has no floating IP 129.114.108.9: nothing to release" in capsys.readouterr().out
     fake_chi.rec.failures["network.list_floating_ips"] = RuntimeError("boom")
     assert provisioning.unbound_ips(config(), chi=fake_chi.api) == []  # only information: no error
@@ -254,6 +274,36 @@ def test_a_class_slot_reserved_ahead_prints_the_line_that_deletes_it(fake_chi, s
     assert carol.status != "DELETED" and names(fake_chi)[before:].count("Lease.delete") == 1
     touched = [n.lower() for n in names(fake_chi)[before:]]
     assert not [n for n in touched if n.startswith("server") or "floating" in n]
+
+
+@pytest.mark.parametrize("recorded", [True, False], ids=["in-the-slots-state-file", "08-with-its-id"])
+def test_an_ended_lease_named_by_id_is_already_gone(fake_chi, student, tmp_path: Path, capsys, monkeypatch,
+                                                    recorded: bool) -> None:
+    """Issue 42: once the slot has ended (Blazar keeps it listed as TERMINATED), its delete line exited 1
+    with "teardown incomplete ... run teardown again", and so did 08 given the ended slot's lease_id:
+    nothing is left to delete, and that is said."""
+    import shlex
+
+    from provisioning import __main__ as cli
+
+    state = tmp_path / "slots" / "class.json"
+    if recorded:
+        slot = config(lease_name="serve_system_bob", lease_start="+3h")
+        lease = provisioning.reserve(slot, chi=fake_chi.api, state=state)
+    else:
+        lease = fake_chi.lease.add_existing("serve_system_bob", "ACTIVE")
+    lease.status = "TERMINATED"  # the class is over: the slot ended by itself
+    for var, value in {"OS_AUTH_TYPE": "v3applicationcredential", "OS_APPLICATION_CREDENTIAL_ID": "a",
+                       "OS_APPLICATION_CREDENTIAL_SECRET": "s"}.items():
+        monkeypatch.setenv(var, value)
+    monkeypatch.setattr("provisioning.checks.real_chi", lambda: fake_chi.api)
+    capsys.readouterr()
+    line = (f"teardown --project CHI-231095 --site CHI@TACC --lease-id {lease.id} --state {state} "
+            f"{'--lease-only ' if recorded else ''}--delete-adopted")
+    assert cli.main(shlex.split(line)) == 0
+    out = capsys.readouterr()
+    assert "error" not in out.err and "Lease.delete" not in names(fake_chi)
+    assert out.out.rstrip().endswith("Teardown: deleted nothing; already gone: lease serve_system_bob")
 
 
 def test_lease_start_makes_an_advance_reservation_used_later(fake_chi, student, tmp_path: Path) -> None:
@@ -564,9 +614,9 @@ def test_sigterm_fails_the_step_and_tears_down(fake_chi, student, tmp_path: Path
     before = signal.getsignal(signal.SIGTERM)
     shell = Shell(on_run=lambda: os.kill(os.getpid(), signal.SIGTERM))
     _, outcome, summary = run(tmp_path, fake_chi, shell)
-    assert [(s.step, s.ok) for s in outcome.steps][-3:] == [("node run", False), ("fetch", False),
+    assert [(s.step, s.ok) for s in outcome.steps][-3:] == [("stopped", False), ("fetch", False),
                                                             ("teardown", True)]
-    assert "stopped by SIGTERM" in outcome.steps[-3].detail
+    assert outcome.steps[-3].detail == "stopped by SIGTERM during node run"
     # after a signal, one time-limited try at what the node has (its pack fails here), then the teardown
     assert len(shell.calls) == 2 and "tar -czf" in shell.calls[1]
     assert "Server.delete" in names(fake_chi) and names(fake_chi)[-1] == "Lease.delete"

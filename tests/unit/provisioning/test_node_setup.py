@@ -457,16 +457,24 @@ def test_upload_gives_up_after_five_attempts_in_one_line(fake_chi: Any, student:
     assert "Server.execute" not in fake_chi.rec.names()
 
 
-@pytest.mark.parametrize("failure", [FileNotFoundError(2, "No such file", "node_setup.sh"),
-                                     Terminated("stopped by SIGTERM")])  # SIGTERM goes on to the teardown
-def test_upload_failures_that_cannot_pass_are_not_tried_again(fake_chi: Any, student: str,
-                                                              failure: BaseException) -> None:
+def test_upload_failures_that_cannot_pass_are_not_tried_again(fake_chi: Any, student: str) -> None:
     from provisioning import ProvisioningError
 
+    failure = FileNotFoundError(2, "No such file", "node_setup.sh")
     fake_chi.server.upload_failures = [failure]
     with pytest.raises(ProvisioningError, match=r"^uploading node_setup.sh to the node failed \(") as info:
         _launch_on_ready_node(fake_chi)
     assert info.value.__cause__ is failure
+    assert fake_chi.rec.calls.count(UPLOAD) == 1 and fake_chi.clock.slept == []
+
+
+def test_a_stop_during_the_upload_is_neither_tried_again_nor_a_failure(fake_chi: Any, student: str) -> None:
+    """SIGTERM goes on to the teardown as it came: a stop, not an upload that failed."""
+    stop = Terminated("stopped by SIGTERM")
+    fake_chi.server.upload_failures = [stop]
+    with pytest.raises(Terminated) as info:
+        _launch_on_ready_node(fake_chi)
+    assert info.value is stop
     assert fake_chi.rec.calls.count(UPLOAD) == 1 and fake_chi.clock.slept == []
 
 

@@ -106,14 +106,35 @@ def test_errors_until_the_deadline_end_the_wait_in_one_line(fake_chi, student) -
 
 
 def test_a_signal_during_the_wait_is_not_tried_again(fake_chi, student) -> None:
+    """A stop is no failure of the step: it passes through as it came (a BaseException, as Ctrl-C)."""
     from provisioning.errors import Terminated
 
     fake_chi.lease.add_existing(LEASE, "ACTIVE")
-    fake_chi.server.wait_failures = [Terminated("stopped by SIGTERM")]
-    with pytest.raises(ProvisioningError) as caught:  # the step names itself, the signal is its cause
+    stop = Terminated("stopped by SIGTERM")
+    fake_chi.server.wait_failures = [stop]
+    with pytest.raises(Terminated) as caught:
         provisioning.launch(config(), chi=fake_chi.api, setup_node=False)
-    assert isinstance(caught.value.__cause__, Terminated)
+    assert caught.value is stop
     assert len(wait_timeouts(fake_chi)) == 1
+
+
+def test_a_stop_a_library_wrapped_is_still_a_stop(fake_chi, student) -> None:
+    """python-chi's ``refresh`` wraps what it catches as ``ResourceError``: a stop inside is re-raised."""
+    from provisioning.errors import Terminated
+
+    fake_chi.lease.add_existing(LEASE, "ACTIVE")
+    stop = Terminated("stopped by SIGHUP")
+    try:
+        try:
+            raise stop
+        except BaseException as exc:
+            raise ResourceError(f"Could not refresh server: {exc}") from None
+    except ResourceError as wrapped:
+        wrapped.__context__ = stop  # as ``raise`` inside ``except`` chains it, without ``from None``
+        fake_chi.server.wait_failures = [wrapped]
+    with pytest.raises(Terminated) as caught:
+        provisioning.launch(config(), chi=fake_chi.api, setup_node=False)
+    assert caught.value is stop and len(wait_timeouts(fake_chi)) == 1
 
 
 def test_the_plan_says_how_long_it_waits() -> None:

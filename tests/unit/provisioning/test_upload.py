@@ -149,3 +149,14 @@ def test_two_packs_of_the_same_folder_are_the_same_bytes(tmp_path: Path) -> None
     assert digest("b.tar.gz") == first
     (root / "servelab" / "x.py").write_text("x = 3\n")
     assert digest("c.tar.gz") != first
+
+
+def test_the_class_registry_goes_with_an_upload_whose_file_list_predates_it(fake_chi, student,
+                                                                             tmp_path: Path) -> None:
+    """Issue 42: the README's registry step commits ``docker/.env`` (SERVELAB_IMAGE_REGISTRY); a Trovi or
+    zip copy sends what ``lab-files.txt`` lists, and a list not regenerated after that commit left it out:
+    the node then silently built every image instead of pulling. It goes whenever present."""
+    root = trovi_hub(tmp_path)
+    write(root, {"docker/.env": "SERVELAB_IMAGE_REGISTRY=registry.example.org/course\n"})
+    assert "docker/.env" not in (root / MANIFEST).read_text()
+    assert "docker/.env" in sent_from(root, fake_chi, tmp_path)

@@ -24,9 +24,9 @@ import provisioning
 from provisioning.config import from_env
 from provisioning.times import to_utc
 from servelab.lab.runner import run_chameleon
+from servelab.remote.fetch import pack_command
 from servelab.targets.chameleon import FETCH_MARGIN_S, STOP_INNER, remote_lab_command
 from servelab.targets.detached import RemoteRun
-from servelab.targets.results_fetch import pack_command
 
 REPO = "https://git.example.org/serve-lab.git"
 REMOTE_LAB = ("cd serve-system-lab && sg docker -c "
@@ -350,7 +350,7 @@ def test_the_pack_takes_the_folder_and_its_log_and_unpack_keeps_the_log(tmp_path
     """pack_command run for real: the run folder and results/<run>.log; no folder is exit 3."""
     import subprocess
 
-    from servelab.targets.results_fetch import NO_RUN_FOLDER, unpack
+    from servelab.remote.fetch import NO_RUN_FOLDER, unpack
 
     results = tmp_path / "lab" / "results"
     (results / "run1").mkdir(parents=True)
@@ -372,7 +372,7 @@ def test_the_cli_refuses_a_run_dir_for_chameleon(capsys) -> None:
 
 
 def test_unpack_keeps_to_the_run_folder(tmp_path: Path) -> None:
-    from servelab.targets.results_fetch import unpack
+    from servelab.remote.fetch import unpack
 
     def pack(*members: str) -> Path:
         tarball = tmp_path / "x.tar.gz"
@@ -416,7 +416,7 @@ def _tarball(path: Path, *members: Member) -> Path:
 def test_unpack_checks_members_itself_where_tarfile_has_no_data_filter(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Python 3.11.2 (Debian 12's python3) has no ``filter=``: unpack checks every member itself."""
-    from servelab.targets.results_fetch import unpack
+    from servelab.remote.fetch import unpack
 
     monkeypatch.delattr(tarfile, "data_filter")
     out = tmp_path / "out"

@@ -1,6 +1,7 @@
 """Commands and files on the Chameleon node over SSH, as its login user: the ``NodeShell`` the
 instructor's run and the results fetch use, and its Fabric implementation (python-chi's
-``Server.ssh_connection`` is a Fabric ``Connection``). The tests pass recording stand-ins."""
+``Server.ssh_connection`` is a Fabric ``Connection``), whose commands a stop ends at once
+(``servelab.remote.runner``). The tests pass recording stand-ins, or Fabric with a stand-in channel."""
 
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ class FabricShell:
     """``NodeShell`` over a Fabric ``Connection`` (python-chi's ``Server.ssh_connection``)."""
 
     def __init__(self, connection: Any) -> None:
-        self.connection = connection
+        from servelab.remote.runner import make_stoppable  # Fabric: imported where a real node is reached
+
+        self.connection = make_stoppable(connection)
 
     def run(self, command: str, timeout: float) -> int:
         result = self.connection.run(command, warn=True, hide=False, pty=False, in_stream=False,

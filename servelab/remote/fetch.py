@@ -2,8 +2,8 @@
 
 Two packs, one way to bring them: ``pack_command`` packs the instructor's run (``results/<run>/`` and
 the detached run's log beside it) and ``unpack`` keeps only those (the log as ``node-run.log``);
-``pack_work_command`` packs a student's work (the code folder's ``results/`` and the notebooks saved
-in ``notebooks/``) and ``unpack_work`` keeps only those. ``fetch`` runs a pack, copies the tarball
+``pack_work_command`` packs a student's work (the code folder's ``results/`` and what is saved under
+``notebooks/``, at any depth) and ``unpack_work`` keeps only those. ``fetch`` runs a pack, copies the tarball
 and unpacks it within a time limit (``FetchTimeout`` past it): after an interrupt, or before a
 teardown, waiting without end would lose more than it saves. Unpacking refuses anything that would
 land outside its folder: tarfile's ``data`` filter where Python has it, its own check where it does
@@ -22,12 +22,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from servelab.targets.node_shell import NodeShell
+from servelab.remote.shell import NodeShell
 
 NO_RUN_FOLDER = 3  # a pack command's exit code when there is nothing to pack
 WORK_TARBALL = "serve-system-lab-work.tar.gz"  # a student's work, packed in the login user's home
 WORK_FOLDERS = ("results", "notebooks")  # what a student's work is, in the code folder
 TOP_LEVEL = "top-level"  # under notebooks/ here: the notebooks saved at the top of the node's lab folder
+WORK_SKIPPED = ("results/*.tar.gz", ".ipynb_checkpoints", "__pycache__")  # never fetched: packs, caches
 T = TypeVar("T")
 
 
@@ -40,18 +41,19 @@ class FetchTimeout(RuntimeError):
 
 
 def pack_work_command(remote_dir: str, tarball: str = WORK_TARBALL) -> str:
-    """Pack a student's work into ``~/<tarball>``: ``results/`` (without earlier packs),
-    ``notebooks/*.ipynb`` and the ``*.ipynb`` at the folder's top (where the node's Jupyter launcher
-    saves a new notebook), those as ``notebooks/top-level/`` (any name: the list goes to tar
-    NUL-separated). Exits NO_RUN_FOLDER when neither folder exists; tar's 1 (a file changed while it
-    was read: a notebook still saving) counts as packed."""
-    names = ("{ if test -d results; then printf 'results\\0'; fi; "
-             "find notebooks -maxdepth 1 -name '*.ipynb' -print0 2>/dev/null; "
-             "find . -maxdepth 1 -name '*.ipynb' -printf '%P\\0'; }")
+    """Pack a student's work into ``~/<tarball>``: ``results/`` (without earlier packs), everything under
+    ``notebooks/`` at any depth (a notebook saved in a sub-folder, its jupytext pair), and the ``*.ipynb``
+    at the folder's top (where the node's Jupyter launcher saves a new notebook), those as
+    ``notebooks/top-level/``; never Jupyter's ``.ipynb_checkpoints`` nor ``__pycache__`` (any name: the
+    list goes to tar NUL-separated). Exits NO_RUN_FOLDER when neither folder exists; tar's 1 (a file
+    changed while it was read: a notebook still saving) counts as packed."""
+    names = ("{ for folder in results notebooks; do if test -d $folder; then printf '%s\\0' $folder; fi; "
+             "done; find . -maxdepth 1 -name '*.ipynb' -printf '%P\\0'; }")
     there = f"cd {shlex.quote(remote_dir)} 2>/dev/null && {{ test -d results || test -d notebooks; }}"
     top = f"--transform 's,^\\([^/]*\\.ipynb\\)$,notebooks/{TOP_LEVEL}/\\1,'"
+    skip = " ".join(f"--exclude={shlex.quote(pattern)}" for pattern in WORK_SKIPPED)
     return (f"{{ {there} || exit {NO_RUN_FOLDER}; }}; {names} | tar -czf \"$HOME\"/{shlex.quote(tarball)} "
-            f"--warning=no-file-changed --exclude='results/*.tar.gz' {top} --null -T -; [ $? -le 1 ]")
+            f"--warning=no-file-changed {skip} {top} --null -T -; [ $? -le 1 ]")
 
 
 def pack_command(remote_dir: str, run_name: str, tarball: str | None = None) -> str:
@@ -91,8 +93,8 @@ def unpack(tarball: Path, run_name: str, run_dir: Path) -> list[str]:
 
 
 def unpack_work(tarball: Path, dest: Path) -> list[str]:
-    """A student's work (``results/...``, ``notebooks/*.ipynb``) into ``dest``, as on the node; the
-    names unpacked. Anything else in the tarball is left out; a newer fetch replaces an older one."""
+    """A student's work (``results/...``, ``notebooks/...``) into ``dest``, as on the node; the names
+    unpacked. Anything else in the tarball is left out; a newer fetch replaces an older one."""
     with tarfile.open(tarball, "r:gz") as tar:
         members = [m for m in tar.getmembers() if Path(m.name).parts[:1] in [(f,) for f in WORK_FOLDERS]]
         _extract(tar, members, dest, tarball)
