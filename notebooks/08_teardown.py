@@ -71,12 +71,12 @@ P
 
 # %% [markdown]
 # ## Your work from the node, first
-# Notebooks 03–10 ran on the node: their measurements are in `results/` there, and the notebooks you
-# saved are in `notebooks/` there. Deleting the server deletes both, so this cell copies them here
-# first, into `results/from-node/` (`results/`, and everything saved under `notebooks/` at any depth, as on
-# the node; never Jupyter's checkpoints), in at most five minutes, and says what it copied. If it fails,
-# nothing has been deleted: run it again, or download them from the node's Jupyter (File → Download),
-# before you go on.
+# Notebooks 03–07, 09 and 10 ran on the node: their measurements are in `results/` there, and the
+# notebooks you saved are in `notebooks/` there. Deleting the server deletes both, so this cell copies
+# them here first, into `results/from-node/` (`results/`, and everything saved under `notebooks/` at any
+# depth, as on the node; never Jupyter's checkpoints), in at most five minutes, and says what it copied.
+# If it fails, nothing has been deleted: run it again, or download them from the node's Jupyter (File →
+# Download), before you go on.
 #
 # When the node cannot be reached at all (its server in ERROR, SSH refused, its floating IP released),
 # no copy can succeed, and the failure stops this notebook before the teardown. Set `fetch_first = False`

@@ -14,6 +14,7 @@ from provisioning import times
 from provisioning.config import ChameleonConfig
 from provisioning.node import node_commands
 from provisioning.state import CREATED, State, default_state_path
+from servelab.core.paths import shown
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,8 @@ def provision_plan(config: ChameleonConfig, state: Path | str | None = None) -> 
         Step("context", f"check credentials, site, project, image, key pair "
                         f"{config.key_name or '(python-chi default)'} and code source "
                         f"({config.code_source}), creating nothing; use project {project}, "
-                        f"site {config.site}; record what is created or adopted in {_state_path(state)}"),
+                        f"site {config.site}; record what is created or adopted in "
+                        f"{shown(str(_state_path(state)))}"),
         _lease_step(config),
         Step("server", f"launch or reuse server {config.server_name} with image {config.image} on the "
                        "lease's node reservation, wait until ACTIVE ("
