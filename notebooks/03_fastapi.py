@@ -251,7 +251,7 @@ common.show_code("servelab/serving/batcher.py", "MicroBatcher._take_batch", "Mic
 # counter. Latency is measured per request, on the client, from send to answer.
 
 # %%
-common.show_code("servelab/bench.py", "run_concurrent")
+common.show_code("servelab/bench/client.py", "run_concurrent")
 
 # %% [markdown]
 # The service module `uvicorn` starts: it names the model file and the engine, and `create_app`

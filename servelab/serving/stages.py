@@ -110,3 +110,22 @@ def parse_server_timing(value: str) -> dict[str, float]:
                     pass
                 break
     return found
+
+
+STAGE_COLUMNS = [f"{stage}_ms" for stage in STAGES]  # a measurement's mean per stage, as the rows name it
+SERVER_COLUMN = "server_ms"  # the mean of the requests' time in the app (the stages' sum)
+OUTSIDE_COLUMN = "outside_ms"  # the client's mean latency beyond it: client, network, HTTP server
+
+
+def stage_means(timings: list[dict[str, float]], client_mean_ms: float | None = None) -> dict[str, float]:
+    """The requests' ``Server-Timing`` values (``parse_server_timing``) → the mean ms of each stage (0 where
+    a request skipped it), the app's mean ``server_ms`` and, given the client's mean latency, the time
+    outside the app; {} when no answer carried the header (an older service, another server)."""
+    timed = [t for t in timings if TOTAL in t]
+    if not timed:
+        return {}
+    means = {f"{stage}_ms": sum(t.get(stage, 0.0) for t in timed) / len(timed) for stage in STAGES}
+    means[SERVER_COLUMN] = sum(t[TOTAL] for t in timed) / len(timed)
+    if client_mean_ms is not None:
+        means[OUTSIDE_COLUMN] = max(0.0, client_mean_ms - means[SERVER_COLUMN])
+    return means
