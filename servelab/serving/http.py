@@ -59,7 +59,7 @@ class MetricsMiddleware:
             if message["type"] == "http.response.start":
                 status = message["status"]
                 if watch is not None:
-                    watch.lap("response" if watch.seconds else "parse")  # a 413/422: never reached the handler
+                    watch.lap("response" if watch.seconds else "parse")  # a 413/422 never reached the handler
                     timing = (b"server-timing", stages.server_timing(watch).encode())
                     message = {**message, "headers": [*message.get("headers", []), timing]}
                     if status == 200:

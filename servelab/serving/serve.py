@@ -97,7 +97,8 @@ def serve(app: str, sock: socket.socket, workers: int, access_log: bool) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m servelab.serving.serve", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m servelab.serving.serve",
+                                     description=(__doc__ or "").split("\n")[0])
     parser.add_argument("app", help="the app as uvicorn names it, e.g. fastapi_onnx.app:app")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
     parser.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")

@@ -32,6 +32,7 @@ STAGES = {
     "response": "back on the event loop: label, probability, the JSON answer",
 }
 TOTAL = "total"  # the Server-Timing item with the sum: the request's time in the app
+BATCH = "batch"  # parse_server_timing's key for the size of the batch a request's forward pass ran in
 
 
 class Stopwatch:
@@ -91,7 +92,8 @@ _ITEM = re.compile(r"\s*([!#$%&'*+.^_`|~0-9A-Za-z-]+)((?:\s*;\s*[^;,]*)*)\s*")
 
 
 def parse_server_timing(value: str) -> dict[str, float]:
-    """A ``Server-Timing`` value → {metric name: dur in ms}; items without a ``dur`` are left out.
+    """A ``Server-Timing`` value → {metric name: dur in ms}; items without a ``dur`` are left out, and
+    ``batch`` holds the size the ``inference`` item's ``desc`` names ("batch 4"), when it does.
 
     A lenient reader, as the spec asks of user agents (extra characters are ignored); it does not
     split inside a quoted ``desc`` holding a comma, which this service never sends.
@@ -101,31 +103,39 @@ def parse_server_timing(value: str) -> dict[str, float]:
         matched = _ITEM.fullmatch(item)
         if not matched or matched.group(1) in found:
             continue
+        params: dict[str, str] = {}
         for param in matched.group(2).split(";"):
             name, _, raw = param.partition("=")
-            if name.strip().lower() == "dur":
-                try:
-                    found[matched.group(1)] = float(raw.strip().strip('"'))
-                except ValueError:
-                    pass
-                break
+            params.setdefault(name.strip().lower(), raw.strip().strip('"'))
+        try:
+            found[matched.group(1)] = float(params["dur"])
+        except (KeyError, ValueError):
+            continue
+        batch = re.fullmatch(r"batch (\d+)", params.get("desc", ""))
+        if matched.group(1) == "inference" and batch:
+            found[BATCH] = float(batch.group(1))
     return found
 
 
 STAGE_COLUMNS = [f"{stage}_ms" for stage in STAGES]  # a measurement's mean per stage, as the rows name it
 SERVER_COLUMN = "server_ms"  # the mean of the requests' time in the app (the stages' sum)
 OUTSIDE_COLUMN = "outside_ms"  # the client's mean latency beyond it: client, network, HTTP server
+BATCH_COLUMN = "mean_batch"  # images per forward pass, over the passes the requests rode in
 
 
 def stage_means(timings: list[dict[str, float]], client_mean_ms: float | None = None) -> dict[str, float]:
     """The requests' ``Server-Timing`` values (``parse_server_timing``) → the mean ms of each stage (0 where
-    a request skipped it), the app's mean ``server_ms`` and, given the client's mean latency, the time
-    outside the app; {} when no answer carried the header (an older service, another server)."""
+    a request skipped it), the app's mean ``server_ms``, the mean batch per forward pass and, given the
+    client's mean latency, the time outside the app; {} when no answer carried the header (an older
+    service, another server)."""
     timed = [t for t in timings if TOTAL in t]
     if not timed:
         return {}
     means = {f"{stage}_ms": sum(t.get(stage, 0.0) for t in timed) / len(timed) for stage in STAGES}
     means[SERVER_COLUMN] = sum(t[TOTAL] for t in timed) / len(timed)
+    batches = [t[BATCH] for t in timed if t.get(BATCH)]
+    if batches:  # per forward pass, as Triton counts it: a pass of b requests is b requests' 1/b each
+        means[BATCH_COLUMN] = len(batches) / sum(1.0 / b for b in batches)
     if client_mean_ms is not None:
         means[OUTSIDE_COLUMN] = max(0.0, client_mean_ms - means[SERVER_COLUMN])
     return means

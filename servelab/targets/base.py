@@ -135,9 +135,10 @@ class Stack(ABC):
         """Set the FastAPI app (and its worker processes) and GourmetGram's Triton backend that ``up``
         starts from now on."""
         if fastapi_workers is not None:
-            if isinstance(fastapi_workers, bool) or not isinstance(fastapi_workers, int) or fastapi_workers < 1:
-                raise ValueError(f"WORKERS={fastapi_workers!r}: the FastAPI service's worker processes must be "
-                                 "a whole number of at least 1")
+            whole = isinstance(fastapi_workers, int) and not isinstance(fastapi_workers, bool)
+            if not whole or fastapi_workers < 1:
+                raise ValueError(f"WORKERS={fastapi_workers!r}: the FastAPI service's worker processes "
+                                 "must be a whole number of at least 1")
             self.fastapi_workers = fastapi_workers
         if fastapi_app is not None:
             if fastapi_app not in FASTAPI_APPS:

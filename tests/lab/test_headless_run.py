@@ -256,8 +256,10 @@ SHOWN = {
     "03_fastapi": [
         "async def predict(request: PredictRequest) -> PredictResponse:",  # the endpoint, from its file
         "class PredictRequest(BaseModel):", "def _take_batch(", "FastAPIBackend._classify",
-        "def run_concurrent(", " -m uvicorn fastapi_pt.app:app ", " -m gunicorn ",
+        "def run_concurrent(", " -m servelab.serving.serve fastapi_pt.app:app ", " -m gunicorn ",
         'http_request_duration_seconds_count{path="/predict"}',  # the raw /metrics lines
+        "Server-Timing: parse;dur=", 'predict_stage_seconds_sum{stage="inference"}',  # the stages
+        "class Stopwatch:", " worker processes, each with its copy of the model", "ceiling: ",
     ],
     "04_triton_python": [
         "def initialize(self, args", "def execute(self, requests", "# How many copies of the model run",
