@@ -242,14 +242,14 @@ step.plot_stages()
 
 # %% [markdown]
 # ## One process vs N
-# Triton's answer to a model that cannot keep up was to run several instances of it (notebook 05).
-# A Python web service's answer is several **worker processes**: `WORKERS=N` starts N copies of the service on
-# one port (uvicorn's supervisor starts them, and replaces one that dies; the kernel hands each new
-# connection to one of them). Each process loads its own copy of the model, takes its share of the
-# cores (its threads are divided by N, so that N processes do not oversubscribe the machine: the
-# lesson of 05's threads per instance), and has its own event loop and its own Python interpreter
-# lock. Each one also sees only the requests of its own connections: what does that do to the
-# batches it can form? The same trade as instance groups.
+# Triton's answer to a model that cannot keep up was to run several instances of it (notebook
+# 05). A Python web service's answer is several **worker processes**: `WORKERS=N` starts N copies
+# of the service on one port (uvicorn's supervisor starts them, and replaces one that dies; the
+# kernel hands each new connection to one of them). Each process loads its own copy of the model,
+# takes its share of the cores (its threads are divided by N, so that N processes do not
+# oversubscribe the machine: the lesson of 05's threads per instance), and has its own event loop
+# and its own Python interpreter lock. Each one also sees only the requests of its own
+# connections: what does that do to the batches it can form? The same trade as instance groups.
 #
 # **Predict.** On this machine, will N processes serve more requests per second than one? What
 # happens to the mean batch per forward pass? On a GPU node with many cores, where one process
@@ -279,6 +279,9 @@ pt_n_conc
 # %%
 step.one_vs_n()
 
+# %% [markdown]
+# The stages again, the N-process measurements now beside the others:
+
 # %%
 step.plot_stages()
 
@@ -301,11 +304,11 @@ common.what_this_run_shows(step)
 # **Expected on the GPU node** (the lab's H100 reference run, `results/reference/h100/README.md`;
 # the arithmetic in docs/decisions/2026-11-28-fastapi-stages-and-workers.md): there the stage that
 # bounds throughput should be preprocessing, not inference. That run served 250 requests/s to 16
-# clients with one process: 0.11 of the 2,284 images/s its model alone reached at batch 16. At 250 requests/s its
-# 5.84 ms of preprocessing per image is about 1.5 cores of work, all in one Python process, while
-# the whole 16-core host was about one core busy. So N worker processes should raise throughput
-# several-fold there (the goal: 0.6 of the ceiling). That run predates the stage timings and the
-# processes, so it shows neither yet.
+# clients with one process: 0.11 of the 2,284 images/s its model alone reached at batch 16. At
+# 250 requests/s its 5.84 ms of preprocessing per image is about 1.5 cores of work, all in one
+# Python process, while the whole 16-core host was about one core busy. So N worker processes
+# should raise throughput several-fold there (the goal: 0.6 of the ceiling). That run predates the
+# stage timings and the processes, so it shows neither yet.
 #
 # Below it, what the lab's own GPU reference run measured for this step (`results/reference/`,
 # measured by this notebook's code on a GPU host; the line above the table names the run), or a line

@@ -79,6 +79,7 @@ class Metrics:
             "predict_stage_seconds", "Time a served /predict request spent in each stage "
             "(servelab/serving/stages.py); the stages of one request add up to its time in the app",
             ["stage"], buckets=STAGE_BUCKETS, registry=self.registry)
+        self._stages = {stage: self.stage_seconds.labels(stage) for stage in STAGES}  # looked up once
         self.workers = Gauge("service_workers_ready", "Worker processes with the model loaded",
                              registry=self.registry, multiprocess_mode="livesum")
         self.model_loads = Counter("model_loads_total", "Times a worker process loaded the model",
@@ -90,8 +91,8 @@ class Metrics:
 
     def observe_stages(self, watch: Stopwatch) -> None:
         """One served request's stages (those it passed; a stage it skipped counts as 0)."""
-        for stage in STAGES:
-            self.stage_seconds.labels(stage).observe(watch.seconds.get(stage, 0.0))
+        for stage, histogram in self._stages.items():
+            histogram.observe(watch.seconds.get(stage, 0.0))
 
     def model_loaded(self) -> None:
         self.model_loads.inc()
