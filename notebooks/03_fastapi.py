@@ -265,6 +265,7 @@ ceiling = step.model_ceiling("pt", P)
 # Now the PyTorch service again, with N worker processes (`WORKERS`), and the same two loads.
 
 # %%
+step.fastapi_down(stack)
 n = step.workers_for_n(P)
 api = step.fastapi_up(stack, "pt", workers=n)
 

@@ -147,29 +147,44 @@ def plot_stages() -> Any:
     return as_image(stages.fig_stages(df))
 
 
+def _on_gpu(kind: str) -> bool:
+    """Did this run's ``kind`` ("pt"/"onnx") service compute on a GPU?"""
+    df = load(results_dir(), FASTAPI)
+    if df.empty or "device" not in df or "backend" not in df:
+        return False
+    return "cuda" in set(df[df["backend"] == kind]["device"].astype(str))
+
+
 def model_ceiling(kind: str, p: LabParams) -> float | None:
-    """The requests/s the model alone allows (``servelab.bench.ceiling``), timed in this kernel; None, with
-    one line, where this kernel cannot load the engine (the Jupyter image has no torch)."""
+    """The requests/s the model alone allows (``servelab.bench.ceiling``), timed in this kernel, where the
+    ``kind`` service's rows ran on a GPU; None, with one line, on a CPU (no bound there: single-threaded
+    passes side by side beat the model alone on every core) or where this kernel cannot load the engine
+    (the Jupyter image has no torch)."""
     import importlib.util
 
     from servelab.bench import ceiling, run_raw
     from servelab.core.cpu import cpu_cores
 
     module = {"pt": "torch", "onnx": "onnxruntime"}[kind]
+    if not _on_gpu(kind):
+        print("no ceiling on a CPU: the model alone on every core (batch 1 or 16) is no bound there, since "
+              "single-threaded passes side by side beat it (docs/decisions/2026-11-22-fastapi-cpu-threads-"
+              "and-workers.md); on a GPU this cell times the model alone, and the next ones the share of it "
+              "each configuration reaches")
+        return None
     if importlib.util.find_spec(module) is None:
         print(f"the model alone is not timed here: this kernel has no {module} (run `python -m "
               f"servelab.bench ceiling --service {kind}` where the services run); the shares of the ceiling "
               "stay blank")
         return None
-    rows = run_raw(batch_sizes=(1, 16), backends=(kind,), min_seconds=3.0 if p.preset == "full" else 0.6)
-    for timed in rows:
+    seconds = 3.0 if p.preset == "full" else 0.6
+    timed_rows = run_raw(batch_sizes=(1, 16), backends=(kind,), min_seconds=seconds)
+    for timed in timed_rows:
         where = f" on the {timed['device']}" if timed.get("device") else ""
         print(f"{timed['what']} batch {timed['batch']}{where}: {timed['ms_per_image']:.2f} ms per image")
-    top, cores = ceiling(rows, kind, cpu_cores()), cpu_cores()
-    formula = ("the lower of 1 / model and cores / preprocess: on a GPU the two run on different hardware"
-               if any(r.get("device") == "cuda" for r in rows) else
-               "1 / (model + preprocess / cores): on a CPU the two share the cores")
-    print(f"ceiling: {top:.0f} requests/s ({cores} cores; {formula}; the model at its fastest batch size)")
+    top, cores = ceiling(timed_rows, kind, cpu_cores()), cpu_cores()
+    print(f"ceiling: {top:.0f} requests/s (the lower of 1 / model and {cores} cores / preprocess: on a GPU "
+          "the two run on different hardware; the model at its fastest batch size)")
     return top
 
 
@@ -180,8 +195,7 @@ def workers_for_n(p: LabParams) -> int:
 
     if p.fastapi_workers:
         return int(p.fastapi_workers)
-    df = load(results_dir(), FASTAPI)
-    device = "cuda" if "cuda" in set(df.get("device", pd.Series(dtype=str)).astype(str)) else "cpu"
+    device = "cuda" if _on_gpu("pt") else "cpu"
     n = stages.processes_for(device, cpu_cores())
     print(f"N = {n}: {'half the cores' if device == 'cuda' else 'one process per core'} of this "
           f"{cpu_cores()}-core machine ({'the engine is on the GPU' if device == 'cuda' else 'CPU only'})")
@@ -192,7 +206,7 @@ def one_vs_n() -> pd.DataFrame:
     """One worker process against N, at many clients: throughput, share of the ceiling, batches, stages."""
     df = load(results_dir(), FASTAPI)
     print(stages.read_processes(df))
-    return stages.compare_processes(df).round(2)
+    return stages.compare_processes(df).round(2).reset_index(drop=True)
 
 
 def fig_fastapi(df: pd.DataFrame) -> Figure:

@@ -158,10 +158,16 @@ def compare_processes(df: pd.DataFrame, backend: str = "pt") -> pd.DataFrame:
     if rows.empty:
         return rows
     top = num(rows, "ceiling_rps").dropna()
-    rows = rows.assign(of_ceiling=num(rows, "throughput_rps") / float(top.iloc[-1]) if len(top) else None)
+    if len(top):  # measured on a GPU only (step03_fastapi.model_ceiling)
+        rows = rows.assign(of_ceiling=num(rows, "throughput_rps") / float(top.iloc[-1]))
     columns = ["backend", "device", "workers", "concurrency", "throughput_rps", "of_ceiling", "median_ms",
                BATCH_COLUMN, *STAGE_COLUMNS, OUTSIDE_COLUMN]
     return rows[[c for c in columns if c in rows]].assign(workers=num(rows, "workers").fillna(1).astype(int))
+
+
+def _longest(row: pd.Series) -> str:
+    """The stage a measurement's requests spent most of their time in."""
+    return max(STAGE_COLUMNS, key=lambda column: float(row.get(column) or 0)).removesuffix("_ms")
 
 
 def read_processes(df: pd.DataFrame, backend: str = "pt") -> str:
@@ -178,6 +184,8 @@ def read_processes(df: pd.DataFrame, backend: str = "pt") -> str:
         said += f"; {one['of_ceiling']:.2f} → {many['of_ceiling']:.2f} of the model alone's ceiling"
     if pd.notna(one.get(BATCH_COLUMN)) and pd.notna(many.get(BATCH_COLUMN)):
         said += f"; mean batch per forward pass {one[BATCH_COLUMN]:.1f} → {many[BATCH_COLUMN]:.1f}"
+    longest = [_longest(one), _longest(many)]
+    said += f"; the longest stage {longest[0]} → {longest[1]}"
     return said
 
 
