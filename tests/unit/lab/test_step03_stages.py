@@ -60,7 +60,8 @@ def test_rows_without_stages_or_with_n_processes_only_are_not_read_as_one_proces
 
 def test_n_processes_on_a_gpu_are_held_to_the_issue_s_goal() -> None:
     n_row = {**row("pt", "concurrent", "cuda", workers=8, rps=1400, batch=2.1), "ceiling_rps": 2284.0}
-    df = pd.DataFrame([row("pt", "sequential", "cuda"), row("pt", "concurrent", "cuda", rps=250, batch=4.7), n_row])
+    one_row = row("pt", "concurrent", "cuda", rps=250, batch=4.7)
+    df = pd.DataFrame([row("pt", "sequential", "cuda"), one_row, n_row])
     checks = stages.process_checks(df)
     assert status(checks, "N serve at least 1.2×") == "observed"
     assert status(checks, "N reach 0.6") == "observed"
