@@ -80,9 +80,10 @@ def fig_stages(df: pd.DataFrame) -> Figure:
     left.set_xlabel("mean ms per request")
     right.set_xlabel("share of the client's mean latency (%)")
     right.set_yticks(range(len(labels)), [""] * len(labels))
-    left.legend(fontsize=7, ncols=4, loc="upper center", bbox_to_anchor=(1.0, -0.18 - 0.02 * len(rows)))
+    handles, names = left.get_legend_handles_labels()
+    fig.legend(handles, names, loc="lower center", ncols=len(parts), fontsize=7, frameon=False)
     fig.suptitle("Where a request's time goes (hatched: waiting)", fontsize=11)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.1 if len(rows) > 2 else 0.14, 1, 1))
     return fig
 
 
