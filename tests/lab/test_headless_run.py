@@ -259,7 +259,7 @@ SHOWN = {
         "def run_concurrent(", " -m servelab.serving.serve fastapi_pt.app:app ", " -m gunicorn ",
         'http_request_duration_seconds_count{path="/predict"}',  # the raw /metrics lines
         "Server-Timing: parse;dur=", 'predict_stage_seconds_sum{stage="inference"}',  # the stages
-        "class Stopwatch:", " worker processes, each with its copy of the model", "ceiling: ",
+        "class Stopwatch:", " worker processes, each with its copy of the model", "N = ",
     ],
     "04_triton_python": [
         "def initialize(self, args", "def execute(self, requests", "# How many copies of the model run",
