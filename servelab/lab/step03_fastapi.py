@@ -7,6 +7,7 @@ request's time went, and what that makes of the bound: ``step03_stages``.
 
 from __future__ import annotations
 
+import html
 import time
 from typing import Any
 
@@ -265,10 +266,10 @@ def sections(data: RunData) -> list[Section]:
         out.append(Section("FastAPI: PyTorch vs ONNX Runtime", [
             plot_html(fig_fastapi(one), read_fastapi(one)), table_html(data.fastapi, FASTAPI_COLUMNS)]))
     if not stages.staged(data.fastapi).empty:
-        out.append(Section("FastAPI: where a request's time goes", [
+        out.append(Section("FastAPI: where a request spends its time", [
             plot_html(stages.fig_stages(data.fastapi), stages.read_stages(data.fastapi)),
             table_html(stages.staged(data.fastapi), stages.STAGE_VIEW),
-            *([f"<p>{stages.read_processes(data.fastapi)}</p>"]
+            *([f"<p>{html.escape(stages.read_processes(data.fastapi))}</p>"]
               if not stages.several_processes(data.fastapi).empty else [])]))
     if not data.flask.empty:
         out.append(Section("GourmetGram (Flask) through each backend",

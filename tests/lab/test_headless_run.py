@@ -22,7 +22,8 @@ TRITON_STEPS = {
     "07_dynamic_batching": {"capacity", "arrivals", "dynamic_batching"},
 }
 REPORT_SECTIONS = [
-    "Machine and run", "FastAPI: PyTorch vs ONNX Runtime", "GourmetGram (Flask) through each backend",
+    "Machine and run", "FastAPI: PyTorch vs ONNX Runtime", "FastAPI: where a request spends its time",
+    "GourmetGram (Flask) through each backend",
     "Triton, Python backend: concurrency sweep", "Triton, Python backend: client batch",
     "Instance scaling", "Threads per instance", "Python backend vs ONNX backend",
     "ONNX backend: 1 vs 2 instances", "Capacity and arrival patterns",

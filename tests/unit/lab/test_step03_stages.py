@@ -96,5 +96,5 @@ def test_the_figure_and_the_report_section_draw_every_staged_row() -> None:
     assert [t.get_text() for t in left.get_yticklabels()] == [
         "pt · 1 client", "pt · 16 clients", "pt · 16 clients · 2 processes", "onnx · 1 client"]
     titles = [s.title for s in step03_fastapi.sections(RunData(df, EMPTY, EMPTY))]
-    assert "FastAPI: where a request's time goes" in titles
+    assert "FastAPI: where a request spends its time" in titles
     assert step03_fastapi.sections(RunData(EMPTY, EMPTY, EMPTY)) == []
