@@ -49,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     ceil.add_argument("--rounds", type=int, default=3, help="alternations of model and services")
     ceil.add_argument("--requests", type=int, default=DEFAULT_CONCURRENT, help="requests per service run")
     ceil.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY, help="concurrent clients")
+    ceil.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                      help="a setting for every configuration, e.g. PREPROCESS_WORKERS=2 (repeatable)")
     ceil.add_argument("--json", type=Path, help="also write the results to this JSON file")
     raw = sub.add_parser("raw", help="time the model alone: ORT and PyTorch at batch 1 and 16")
     raw.add_argument("--json", type=Path)
@@ -75,8 +77,12 @@ def _run(args: argparse.Namespace) -> int:
         if args.rounds < 1 or min(args.workers) < 1:
             sys.stderr.write("error: --rounds and every --workers value must be at least 1\n")
             return 2
+        if any("=" not in item for item in args.env):
+            sys.stderr.write(f"error: --env takes KEY=VALUE, e.g. PREPROCESS_WORKERS=2 (got {args.env})\n")
+            return 2
+        env = dict(item.split("=", 1) for item in args.env)
         compared = compare(args.service, args.workers, args.rounds, args.requests, args.concurrency,
-                           args.seconds)
+                           args.seconds, env=env or None)
         print(report(compared))
         _write_json(args.json, compared)
         return 0

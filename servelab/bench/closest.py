@@ -82,8 +82,8 @@ def compare(kind: str = "onnx", workers: Sequence[int] = (1, 2), rounds: int = 3
               "before and after)", flush=True)
         runs += measured
     summary = summarise_runs(kind, runs)
-    return {"kind": kind, "cores": cores, "raw": timed, "runs": runs, "summary": summary,
-            "best": best(summary)}
+    return {"kind": kind, "cores": cores, "env": dict(env or {}), "raw": timed, "runs": runs,
+            "summary": summary, "best": best(summary)}
 
 
 def report(result: dict[str, Any]) -> str:
@@ -91,7 +91,9 @@ def report(result: dict[str, Any]) -> str:
     chosen = result["best"]
     shares = [{**row, **{c: f"{row[c]:.2f}" for c in ("of_ceiling", "of_ceiling_min", "of_ceiling_max")}}
               for row in result["summary"]]
+    settings = "".join(f" {key}={value}" for key, value in result.get("env", {}).items())
     return "\n".join([
+        *([f"every configuration with{settings}"] if settings else []),
         format_table(shares, SUMMARY_COLUMNS),
         "where a request's time went (mean ms per request; outside_ms: client, network, HTTP server):",
         format_table(result["summary"], BREAKDOWN_COLUMNS),
