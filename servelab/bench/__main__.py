@@ -18,7 +18,7 @@ from servelab.bench.client import (
     bench_fastapi,
     format_table,
 )
-from servelab.bench.closest import compare, report
+from servelab.bench.closest import compare, parse_config, report
 from servelab.bench.model import RAW_COLUMNS, run_raw
 from servelab.bench.targets import fastapi_all
 
@@ -45,12 +45,13 @@ def main(argv: list[str] | None = None) -> int:
     ceil = sub.add_parser("ceiling", help="one local service in each WORKERS value against the model alone: "
                           "its share of the ceiling, its stages, the closest configuration")
     ceil.add_argument("--service", choices=("onnx", "pt"), default="onnx", help="which FastAPI service")
-    ceil.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="WORKERS values to compare")
+    ceil.add_argument("--workers", type=int, nargs="+", default=[1, 2],
+                      help="WORKERS values to compare (each a configuration)")
+    ceil.add_argument("--config", action="append", default=[], metavar="'KEY=VALUE ...'",
+                      help="one more configuration, e.g. 'WORKERS=1 PREPROCESS_WORKERS=2' (repeatable)")
     ceil.add_argument("--rounds", type=int, default=3, help="alternations of model and services")
     ceil.add_argument("--requests", type=int, default=DEFAULT_CONCURRENT, help="requests per service run")
     ceil.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY, help="concurrent clients")
-    ceil.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
-                      help="a setting for every configuration, e.g. PREPROCESS_WORKERS=2 (repeatable)")
     ceil.add_argument("--json", type=Path, help="also write the results to this JSON file")
     raw = sub.add_parser("raw", help="time the model alone: ORT and PyTorch at batch 1 and 16")
     raw.add_argument("--json", type=Path)
@@ -77,12 +78,12 @@ def _run(args: argparse.Namespace) -> int:
         if args.rounds < 1 or min(args.workers) < 1:
             sys.stderr.write("error: --rounds and every --workers value must be at least 1\n")
             return 2
-        if any("=" not in item for item in args.env):
-            sys.stderr.write(f"error: --env takes KEY=VALUE, e.g. PREPROCESS_WORKERS=2 (got {args.env})\n")
+        try:
+            configs = [{"WORKERS": str(w)} for w in args.workers] + [parse_config(c) for c in args.config]
+        except ValueError as exc:
+            sys.stderr.write(f"error: --config: {exc}\n")
             return 2
-        env = dict(item.split("=", 1) for item in args.env)
-        compared = compare(args.service, args.workers, args.rounds, args.requests, args.concurrency,
-                           args.seconds, env=env or None)
+        compared = compare(args.service, configs, args.rounds, args.requests, args.concurrency, args.seconds)
         print(report(compared))
         _write_json(args.json, compared)
         return 0

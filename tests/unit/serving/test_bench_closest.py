@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from servelab.bench import ceiling
-from servelab.bench.closest import best, report, summarise_runs
+from servelab.bench.closest import best, label, parse_config, report, summarise_runs
 
 
 def raw(engine_ms: dict[int, float], device: str = "cpu", pre_ms: float = 2.8,
@@ -28,17 +28,25 @@ def test_on_a_gpu_the_lower_of_the_two_rates() -> None:
 
 
 def test_the_closest_configuration_is_the_median_share_over_rounds() -> None:
-    runs = [{"workers": w, "throughput_rps": rps, "ceiling_rps": 170.0, "mean_ms": 100.0, "batch_wait_ms": bw}
+    runs = [{"config": f"WORKERS={w}", "throughput_rps": rps, "ceiling_rps": 170.0, "mean_ms": 100.0,
+             "batch_wait_ms": bw}
             for w, rps, bw in ((1, 146, 80), (2, 155, 60), (1, 150, 82), (2, 149, 61), (1, 141, 79),
                                (2, 158, 58))]
     summary = summarise_runs("onnx", runs)
-    assert [row["workers"] for row in summary] == [1, 2]
+    assert [row["config"] for row in summary] == ["WORKERS=1", "WORKERS=2"]
     one, two = summary
     assert one["of_ceiling"] == pytest.approx(146 / 170) and two["of_ceiling"] == pytest.approx(155 / 170)
     assert two["of_ceiling_min"] == pytest.approx(149 / 170)
     assert two["of_ceiling_max"] == pytest.approx(158 / 170)
     assert two["batch_wait_ms"] == pytest.approx(59.67, abs=0.01)
-    assert best(summary)["workers"] == 2
-    said = report({"summary": summary, "best": best(summary), "env": {"PREPROCESS_WORKERS": "2"}})
-    assert said.startswith("every configuration with PREPROCESS_WORKERS=2")
+    assert best(summary)["config"] == "WORKERS=2"
+    said = report({"summary": summary, "best": best(summary)})
     assert "closest to the ceiling: WORKERS=2, 0.91 of it (median of 3 rounds, 0.88-0.93)" in said
+
+
+def test_a_configuration_is_key_value_settings() -> None:
+    assert parse_config("WORKERS=1 PREPROCESS_WORKERS=2") == {"WORKERS": "1", "PREPROCESS_WORKERS": "2"}
+    assert label({"WORKERS": "1", "PREPROCESS_WORKERS": "2"}) == "WORKERS=1 PREPROCESS_WORKERS=2"
+    for bad in ("", "WORKERS", "=2"):
+        with pytest.raises(ValueError, match="KEY=VALUE"):
+            parse_config(bad)
