@@ -1,4 +1,4 @@
-"""FastAPI inference service, ONNX Runtime engine: ``uvicorn fastapi_onnx.app:app``.
+"""FastAPI inference service, ONNX Runtime engine: ``python -m servelab.serving.serve fastapi_onnx.app:app``.
 
 Serves ``food11.onnx`` (built by ``python -m servelab.core.model build``) with
 ONNX Runtime's CUDAExecutionProvider when it can run the GPU, else on the CPU.

@@ -1,4 +1,4 @@
-"""FastAPI inference service, PyTorch engine: ``uvicorn fastapi_pt.app:app``.
+"""FastAPI inference service, PyTorch engine: ``python -m servelab.serving.serve fastapi_pt.app:app``.
 
 Serves the MobileNetV2 state_dict ``food11.pth`` (built by ``python -m
 servelab.core.model build``) with PyTorch eager, on CUDA when torch can run the

@@ -27,13 +27,14 @@ seq_requests = None  # None: preset (full: 100)
 conc_requests = None  # None: preset (full: 1000)
 concurrency = None  # None: 16
 flask_requests = None  # None: preset
+fastapi_workers = None  # None: one per core on a CPU, half the cores on a GPU (2 to 8)
 
 # %%
 from servelab.lab import common, gourmetgram, params
 from servelab.lab import step03_fastapi as step
 
 P = params.resolve(target, preset, seq_requests=seq_requests, conc_requests=conc_requests,
-                   concurrency=concurrency, flask_requests=flask_requests)
+                   concurrency=concurrency, flask_requests=flask_requests, fastapi_workers=fastapi_workers)
 P
 
 # %% [markdown]
@@ -56,9 +57,9 @@ common.show_code("servelab/serving/endpoint.py", "decode_and_preprocess", "add_p
 # loop and the service module `uvicorn` starts are in the appendix at the end.
 #
 # ## Bring up the PyTorch service
-# On `local` the lab starts the same command a Dockerfile's `CMD` runs (uvicorn with the app
-# module); on the GPU node it is a `docker compose up` of the FastAPI stack. Either way the
-# command is printed.
+# On `local` the lab starts the same command a Dockerfile's `CMD` runs (uvicorn, through the lab's
+# small launcher `servelab.serving.serve`, with the app module); on the GPU node it is a
+# `docker compose up` of the FastAPI stack. Either way the command is printed.
 
 # %%
 stack = common.open_stack(P)
@@ -67,7 +68,10 @@ api
 
 # %% [markdown]
 # ## Try it
-# One request with a sample photo, as the web app would send it.
+# One request with a sample photo, as the web app would send it. Besides the answer, the service
+# sends a `Server-Timing` header: how long this request spent in each stage inside the service
+# (your browser's developer tools draw it as a timeline under *Network → Timing*). We come back
+# to it below.
 
 # %%
 step.try_predict(api)
@@ -153,6 +157,20 @@ onnx_conc = step.fastapi_concurrent(api, P)
 onnx_conc
 
 # %% [markdown]
+# ## The web app, now backed by the ONNX service
+# The same app and the same configuration: it now reaches the ONNX Runtime service. Compare its
+# upload times with the PyTorch-backed ones above (`gourmetgram.flask_summary()` below lists both).
+
+# %%
+flask = gourmetgram.flask_up(stack, "fastapi")
+gourmetgram.flask_uploads(flask, P, step="fastapi_onnx")
+
+# %%
+gourmetgram.flask_summary()
+
+# %% [markdown]
+# Open the app's page in a browser to try your own photo (on the GPU node: port 80).
+#
 # ## Watching the service as a dashboard would
 # The service counts every request and times it, and exposes the counters at `/metrics` in
 # Prometheus' text format — what a Prometheus server scrapes and a Grafana dashboard plots.
@@ -184,9 +202,95 @@ step.fastapi_summary()
 step.plot_fastapi()
 
 # %% [markdown]
+# ## Where a request's time goes
+# Throughput and percentiles say how long a request took, not where its milliseconds went. The
+# service times each request stage by stage, on one clock, each stage ending where the next
+# begins: `parse` (read the body, parse the JSON, validate it, decode the base64),
+# `preprocess_wait` (wait for a preprocessing thread), `preprocess` (decode the image, resize,
+# crop, normalise), `batch_wait` (wait for an inference worker and the batch it runs),
+# `inference` (the forward pass of that batch) and `response` (back on the event loop: label,
+# probability, the JSON answer). The endpoint above laps the timer (`watch.lap(...)`); so do the
+# preprocessing thread and the inference worker. This is the timer:
+
+# %%
+common.show_code("servelab/serving/stages.py", "Stopwatch")
+
+# %% [markdown]
+# Every answer carries the stages in its `Server-Timing` header, and the service adds each served
+# request's stages to one Prometheus histogram, `predict_stage_seconds`, with a `stage` label: a
+# dashboard divides each stage's `_sum` by its `_count` for the mean. Its lines for the requests
+# the ONNX service served so far:
+
+# %%
+lines = monitoring.show_metrics(f"{api.url}/metrics", ["predict_stage_seconds"])
+
+# %% [markdown]
+# The benchmark's client read the header of every answer, so each measurement above has a mean
+# per stage; `outside` is what the client measured beyond the service's own total (the client,
+# the network, uvicorn reading the request off the socket).
+#
+# **Predict.** With one client, which stage takes the longest? With 16 clients a request takes
+# many times longer: which stage absorbs the extra time on this machine? (A queue forms in front of
+# the step that cannot keep up: the verdict below names the part of a request whose time changed
+# the most from one client to 16.)
+
+# %%
+step.stage_breakdown()
+
+# %%
+step.plot_stages()
+
+# %% [markdown]
+# ## One process vs N
+# Triton's answer to a model that cannot keep up was to run several instances of it (notebook
+# 05). A Python web service's answer is several **worker processes**: `WORKERS=N` starts N copies
+# of the service on one port (uvicorn's supervisor starts them, and replaces one that dies; the
+# kernel hands each new connection to one of them). Each process loads its own copy of the model,
+# takes its share of the cores (its threads are divided by N, so that N processes do not
+# oversubscribe the machine: the lesson of 05's threads per instance), and has its own event loop
+# and its own Python interpreter lock. Each one also sees only the requests of its own
+# connections: what does that do to the batches it can form? The same trade as instance groups.
+#
+# **Predict.** On this machine, will N processes serve more requests per second than one? What
+# happens to the mean batch per forward pass? On a GPU node with many cores, where one process
+# keeps one Python interpreter busy while the GPU waits, what should change?
+#
+# First the model alone, without a server: the rate that bounds every service on this machine
+# (preprocessing one image per core, and the model at its fastest batch size).
+
+# %%
+ceiling = step.model_ceiling("pt", P)
+
+# %% [markdown]
+# Now the PyTorch service again, with N worker processes (`WORKERS`), and the same two loads.
+
+# %%
+step.fastapi_down(stack)
+n = step.workers_for_n(P)
+api = step.fastapi_up(stack, "pt", workers=n)
+
+# %%
+pt_n_seq = step.fastapi_sequential(api, P)
+pt_n_seq
+
+# %%
+pt_n_conc = step.fastapi_concurrent(api, P, ceiling_rps=ceiling)
+pt_n_conc
+
+# %%
+step.one_vs_n()
+
+# %% [markdown]
+# The stages again, the N-process measurements now beside the others:
+
+# %%
+step.plot_stages()
+
+# %% [markdown]
 # **What to look for.** With one client, is the median close to the time one forward pass takes?
 # With 16 clients, how many such times does a request wait, and does ONNX Runtime change that
-# ratio or only the time itself? What this run shows:
+# ratio or only the time itself? Which stage grew, and what did N processes change: the
+# throughput, the batches, the stage that grew? What this run shows:
 
 # %%
 common.what_this_run_shows(step)
@@ -198,6 +302,16 @@ common.what_this_run_shows(step)
 # and 9 ms with ONNX Runtime (the P100 is too old for ONNX Runtime's TensorRT provider, so the
 # original calls its gain modest); with 16 senders requests wait in the queue behind each other.
 #
+# Where the time goes there (reasoned from the lab's H100 reference run,
+# `results/reference/h100/README.md`; the arithmetic in
+# docs/decisions/2026-11-28-fastapi-stages-and-workers.md): the stage that bounds throughput should be
+# preprocessing, not inference. That run served 250 requests/s to 16
+# clients with one process: 0.11 of the 2,284 images/s its model alone reached at batch 16. At
+# 250 requests/s its 5.84 ms of preprocessing per image is about 1.5 cores of work, all in one
+# Python process, while the whole 16-core host was about one core busy. So N worker processes
+# should raise throughput several-fold there (the goal: 0.6 of the ceiling). That run predates the
+# stage timings and the processes, so it shows neither yet.
+#
 # Below it, the evidence from a GPU the lab has for this step: its reference run's rows
 # (`results/reference/README.md`), under lines naming that run's host, where each row computed (its GPU,
 # or its CPU) and the notebooks it ran, and what today's code reads from them. Where the reference holds
@@ -205,21 +319,6 @@ common.what_this_run_shows(step)
 
 # %%
 common.reference("fastapi", step.FASTAPI_COLUMNS, rules=step)
-
-# %% [markdown]
-# ## The web app, now backed by the ONNX service
-# The same app and the same configuration: it now reaches the ONNX Runtime service. Compare its
-# upload times with the PyTorch-backed ones above (`gourmetgram.flask_summary()` below lists both).
-
-# %%
-flask = gourmetgram.flask_up(stack, "fastapi")
-gourmetgram.flask_uploads(flask, P, step="fastapi_onnx")
-
-# %%
-gourmetgram.flask_summary()
-
-# %% [markdown]
-# Open the app's page in a browser to try your own photo (on the GPU node: port 80).
 
 # %%
 step.fastapi_down(stack)
@@ -237,6 +336,8 @@ step.fastapi_down(stack)
 #    survive with 16 clients?
 # 3. The web app calls the inference service over HTTP instead of loading the model itself.
 #    Name one thing this makes possible and one thing it costs.
+# 4. Which stage bounded throughput here, and which should bound it on the GPU node? What did each
+#    of the N processes give up for the others?
 
 # %% [markdown]
 # ## Appendix: the micro-batcher, the client's loop, the service module
@@ -252,7 +353,7 @@ common.show_code("servelab/serving/batcher.py", "MicroBatcher._take_batch", "Mic
 # counter. Latency is measured per request, on the client, from send to answer.
 
 # %%
-common.show_code("servelab/bench.py", "run_concurrent")
+common.show_code("servelab/bench/client.py", "run_concurrent")
 
 # %% [markdown]
 # The service module `uvicorn` starts: it names the model file and the engine, and `create_app`
@@ -260,3 +361,11 @@ common.show_code("servelab/bench.py", "run_concurrent")
 
 # %%
 common.show_code("fastapi_pt/app.py")
+
+# %% [markdown]
+# How the service starts with `WORKERS` processes (`python -m servelab.serving.serve
+# fastapi_pt.app:app --port 8000`, also the images' `CMD`): the port is bound first, so a taken
+# port stops it with one line, then uvicorn runs one process, or a supervisor of N.
+
+# %%
+common.show_code("servelab/serving/serve.py", "serve")

@@ -121,6 +121,9 @@ SPECS: dict[str, Spec] = {
     "conc_requests": Spec(96, 1000, _int(1, 1_000_000), "requests sent by the concurrent clients"),
     "concurrency": Spec(16, 16, _int(1, 256), "concurrent clients in the FastAPI benchmark"),
     "flask_requests": Spec(6, 30, _int(1, 10_000), "uploads sent through the Flask app"),
+    "fastapi_workers": Spec(None, None, _optional(_int(2, 64)),
+                            "worker processes in 03's 'one process vs N' step (None: one per core on a CPU, "
+                            "half the cores on a GPU, 2 to 8)"),
     # 04-07 Triton / perf_analyzer
     "concurrency_levels": Spec([1, 8, 16], [1, 8, 16], _list_of(_int(1, 256), increasing=True),
                                "perf_analyzer concurrency sweep (Python backend)"),

@@ -1,17 +1,20 @@
 """Notebook 03: the FastAPI services (PyTorch, then ONNX Runtime) and GourmetGram in front of them.
 
-Measurements (sequential, then concurrent clients; uploads through the web app), the report's
-view of them, and the step's expected effects (``rules``).
+Measurements (sequential, then concurrent clients; uploads through the web app; one worker process
+against N), the report's view of them, and the step's expected effects (``rules``). Where each
+request's time went, and what that makes of the bound: ``step03_stages``.
 """
 
 from __future__ import annotations
 
+import html
 import time
 from typing import Any
 
 import pandas as pd
 from matplotlib.figure import Figure
 
+from servelab.lab import step03_stages as stages
 from servelab.lab.common import (
     Endpoint,
     measure_with_utilisation,
@@ -32,23 +35,26 @@ from servelab.targets.base import Stack
 SPREAD_OVER = "the medians of each run's first, middle and last third"
 
 
-def fastapi_up(stack: Stack, kind: str) -> Endpoint:
-    """Bring up the FastAPI service (``kind`` "pt" or "onnx") and return its endpoint.
+def fastapi_up(stack: Stack, kind: str, workers: int = 1) -> Endpoint:
+    """Bring up the FastAPI service (``kind`` "pt" or "onnx") with ``workers`` worker processes and return
+    its endpoint.
 
-    The app is an argument of ``Stack.up`` (``FASTAPI_APP`` in the compose files), so switching is a
-    setting, not a code edit.
+    The app and the processes are arguments of ``Stack.up`` (``FASTAPI_APP`` and ``WORKERS`` in the compose
+    files), so switching is a setting, not a code edit.
     """
     if kind not in ("pt", "onnx"):
         raise ValueError(f"unknown FastAPI service {kind!r}: use 'pt' or 'onnx'")
     import httpx
 
-    stack.up("fastapi", services=["fastapi_server"], fastapi_app=f"fastapi_{kind}")
+    stack.up("fastapi", services=["fastapi_server"], fastapi_app=f"fastapi_{kind}", fastapi_workers=workers)
     api = Endpoint(f"fastapi_{kind}", stack.url("fastapi_server").rstrip("/"))
     reply = httpx.get(f"{api.url}/health", timeout=30.0, trust_env=False)  # its own host: never a proxy
     facts = reply.json() if reply.status_code == 200 else {"device": f"? (/health: {reply.status_code})"}
     engine = {"pt": "PyTorch", "onnx": "ONNX Runtime"}[kind]
     providers = f" ({', '.join(facts['providers'])})" if facts.get("providers") else ""
-    print(f"$ curl -s {api.url}/health  # the engine: {engine} on {facts.get('device')}{providers}")
+    processes = int(facts.get("processes") or 1)
+    copies = f"; {processes} worker processes, each with its copy of the model" if processes > 1 else ""
+    print(f"$ curl -s {api.url}/health  # the engine: {engine} on {facts.get('device')}{providers}{copies}")
     return api
 
 
@@ -58,7 +64,7 @@ def fastapi_down(stack: Stack) -> None:
 
 
 def try_predict(api: Endpoint, sample: int = 0) -> pd.DataFrame:
-    """POST one sample photo to ``/predict``: the reply, its status and time."""
+    """POST one sample photo to ``/predict``: the reply, its status and time; prints its Server-Timing."""
     import httpx
 
     from servelab.bench import request_bodies
@@ -70,6 +76,7 @@ def try_predict(api: Endpoint, sample: int = 0) -> pd.DataFrame:
     response = httpx.post(f"{api.url}/predict", content=body, timeout=60.0,
                           headers={"content-type": "application/json"})
     elapsed = (time.perf_counter() - started) * 1000
+    print(f"Server-Timing: {response.headers.get('server-timing')}  # this request's stages, in ms")
     return pd.DataFrame([{"image": path.name, "status": response.status_code, "ms": round(elapsed, 1),
                           **response.json()}])
 
@@ -94,8 +101,8 @@ def _fastapi_row(api: Endpoint, result: dict[str, Any], util: dict[str, Any]) ->
     backend = api.kind.removeprefix("fastapi_")
     health = httpx.get(f"{api.url}/health", timeout=30.0).json()
     return {"step": api.kind, "backend": backend, "device": health.get("device"),
-            "max_batch": health.get("max_batch"), **{k: v for k, v in result.items() if k != "url"},
-            **util_columns(util)}
+            "max_batch": health.get("max_batch"), "workers": health.get("processes", 1),
+            **{k: v for k, v in result.items() if k != "url"}, **util_columns(util)}
 
 
 def fastapi_sequential(api: Endpoint, p: LabParams) -> pd.DataFrame:
@@ -106,12 +113,14 @@ def fastapi_sequential(api: Endpoint, p: LabParams) -> pd.DataFrame:
     return show_columns(record(FASTAPI, [_fastapi_row(api, result, util)]), FASTAPI_COLUMNS)
 
 
-def fastapi_concurrent(api: Endpoint, p: LabParams) -> pd.DataFrame:
-    """``conc_requests`` requests from ``concurrency`` clients; stored under ``fastapi``."""
+def fastapi_concurrent(api: Endpoint, p: LabParams, ceiling_rps: float | None = None) -> pd.DataFrame:
+    """``conc_requests`` requests from ``concurrency`` clients; stored under ``fastapi`` (with the model
+    alone's ``ceiling_rps`` beside it, when given)."""
     from servelab.bench import run_concurrent
 
     result, util = measure_with_utilisation(run_concurrent, api.url, p.conc_requests, p.concurrency)
-    return show_columns(record(FASTAPI, [_fastapi_row(api, result, util)]), FASTAPI_COLUMNS)
+    row = {**_fastapi_row(api, result, util), **({"ceiling_rps": ceiling_rps} if ceiling_rps else {})}
+    return show_columns(record(FASTAPI, [row]), FASTAPI_COLUMNS)
 
 
 def fastapi_summary() -> pd.DataFrame:
@@ -120,9 +129,85 @@ def fastapi_summary() -> pd.DataFrame:
 
 
 def plot_fastapi() -> Any:
-    df = load(results_dir(), FASTAPI)
+    df = stages.one_process(load(results_dir(), FASTAPI))
     print(read_fastapi(df))
     return as_image(fig_fastapi(df))
+
+
+# ----------------------------------------------------------------------------- inside a request
+
+def stage_breakdown() -> pd.DataFrame:
+    """Each FastAPI measurement's mean ms per stage (from the answers' Server-Timing headers)."""
+    return show_columns(stages.staged(load(results_dir(), FASTAPI)), stages.STAGE_VIEW)
+
+
+def plot_stages() -> Any:
+    """The stages as one stacked bar per measurement; the line above it names the bound per engine."""
+    df = load(results_dir(), FASTAPI)
+    print(stages.read_stages(df))
+    return as_image(stages.fig_stages(df))
+
+
+def _on_gpu(kind: str) -> bool:
+    """Did this run's ``kind`` ("pt"/"onnx") service compute on a GPU?"""
+    df = load(results_dir(), FASTAPI)
+    if df.empty or "device" not in df or "backend" not in df:
+        return False
+    return "cuda" in set(df[df["backend"] == kind]["device"].astype(str))
+
+
+def model_ceiling(kind: str, p: LabParams) -> float | None:
+    """The requests/s the model alone allows (``servelab.bench.ceiling``), timed in this kernel, where the
+    ``kind`` service's rows ran on a GPU; None, with one line, on a CPU (no bound there: single-threaded
+    passes side by side beat the model alone on every core) or where this kernel cannot load the engine
+    (the Jupyter image has no torch)."""
+    import importlib.util
+
+    from servelab.bench import ceiling, run_raw
+    from servelab.core.cpu import cpu_cores
+
+    module = {"pt": "torch", "onnx": "onnxruntime"}[kind]
+    if not _on_gpu(kind):
+        print("no ceiling on a CPU: the model alone on every core (batch 1 or 16) is no bound there, since "
+              "single-threaded passes side by side beat it (docs/decisions/2026-11-22-fastapi-cpu-threads-"
+              "and-workers.md); on a GPU this cell times the model alone, and the next ones the share of it "
+              "each configuration reaches")
+        return None
+    if importlib.util.find_spec(module) is None:
+        print(f"the model alone is not timed here: this kernel has no {module} (run `python -m "
+              f"servelab.bench ceiling --service {kind}` where the services run); the shares of the ceiling "
+              "stay blank")
+        return None
+    seconds = 3.0 if p.preset == "full" else 0.6
+    timed_rows = run_raw(batch_sizes=(1, 16), backends=(kind,), min_seconds=seconds)
+    for timed in timed_rows:
+        where = f" on the {timed['device']}" if timed.get("device") else ""
+        print(f"{timed['what']} batch {timed['batch']}{where}: {timed['ms_per_image']:.2f} ms per image")
+    top, cores = ceiling(timed_rows, kind, cpu_cores()), cpu_cores()
+    print(f"ceiling: {top:.0f} requests/s (the lower of 1 / model and {cores} cores / preprocess: on a GPU "
+          "the two run on different hardware; the model at its fastest batch size)")
+    return top
+
+
+def workers_for_n(p: LabParams) -> int:
+    """N of the "one process vs N" step: ``fastapi_workers``, else one per core on a CPU, half the cores on a
+    GPU (2 to 8; ``step03_stages.processes_for``), from where this run's PyTorch rows computed."""
+    from servelab.core.cpu import cpu_cores
+
+    if p.fastapi_workers:
+        return int(p.fastapi_workers)
+    device = "cuda" if _on_gpu("pt") else "cpu"
+    n = stages.processes_for(device, cpu_cores())
+    print(f"N = {n}: {'half the cores' if device == 'cuda' else 'one process per core'} of this "
+          f"{cpu_cores()}-core machine ({'the engine is on the GPU' if device == 'cuda' else 'CPU only'})")
+    return n
+
+
+def one_vs_n() -> pd.DataFrame:
+    """One worker process against N, at many clients: throughput, share of the ceiling, batches, stages."""
+    df = load(results_dir(), FASTAPI)
+    print(stages.read_processes(df))
+    return stages.compare_processes(df).round(2).reset_index(drop=True)
 
 
 def fig_fastapi(df: pd.DataFrame) -> Figure:
@@ -177,9 +262,15 @@ def sections(data: RunData) -> list[Section]:
     """The report's view of this step: latency and throughput per service, then GourmetGram."""
     out = []
     if not data.fastapi.empty:
+        one = stages.one_process(data.fastapi)
         out.append(Section("FastAPI: PyTorch vs ONNX Runtime", [
-            plot_html(fig_fastapi(data.fastapi), read_fastapi(data.fastapi)),
-            table_html(data.fastapi, FASTAPI_COLUMNS)]))
+            plot_html(fig_fastapi(one), read_fastapi(one)), table_html(data.fastapi, FASTAPI_COLUMNS)]))
+    if not stages.staged(data.fastapi).empty:
+        out.append(Section("FastAPI: where a request spends its time", [
+            plot_html(stages.fig_stages(data.fastapi), stages.read_stages(data.fastapi)),
+            table_html(stages.staged(data.fastapi), stages.STAGE_VIEW),
+            *([f"<p>{html.escape(stages.read_processes(data.fastapi))}</p>"]
+              if not stages.several_processes(data.fastapi).empty else [])]))
     if not data.flask.empty:
         out.append(Section("GourmetGram (Flask) through each backend",
                            [table_html(data.flask, FLASK_COLUMNS)]))
@@ -188,8 +279,9 @@ def sections(data: RunData) -> list[Section]:
 
 def rules(data: RunData) -> list[Check]:
     """Queuing shows with many clients; ONNX Runtime answers one client faster than PyTorch (each gap
-    weighed against the spread of the medians over the run's thirds)."""
-    fastapi = data.fastapi
+    weighed against the spread of the medians over the run's thirds); what bounds throughput with many
+    clients, and what N worker processes change (``step03_stages``)."""
+    fastapi = stages.one_process(data.fastapi)
 
     def level(column: str, backend: str, mode: str) -> float | None:
         return row(fastapi, column, backend=backend, mode=mode)
@@ -210,4 +302,4 @@ def rules(data: RunData) -> list[Check]:
         noise=(spread(fastapi, "median_ms", backend="pt", mode="sequential"),
                spread(fastapi, "median_ms", backend="onnx", mode="sequential")), unit="ms",
         blocked=device_gap(fastapi, "backend", {"pt": "PyTorch", "onnx": "ONNX Runtime"}, mode="sequential")))
-    return checks
+    return checks + stages.stage_checks(data.fastapi) + stages.process_checks(data.fastapi)

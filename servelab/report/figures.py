@@ -223,6 +223,12 @@ def _text_series(df: pd.DataFrame, column: str) -> list[str]:
     return ["" if v is None or v != v else str(v) for v in df[column]] if column in df else [""] * len(df)
 
 
+def _several(row: pd.Series) -> bool:
+    """A FastAPI row measured with more than one worker process (``workers``)."""
+    workers = pd.to_numeric(pd.Series([row.get("workers")]), errors="coerce").iloc[0]
+    return bool(workers > 1)
+
+
 def short_view(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame | None:
     """The report's short form (at most ``MAX_COLUMNS`` columns, plain headings with units, figures
     rounded once to ``DECIMALS``) of a table drawn with ``TRITON_COLUMNS`` or ``FASTAPI_COLUMNS``; any
@@ -244,6 +250,7 @@ def short_view(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame | None:
     elif list(columns) == FASTAPI_COLUMNS:
         frame = df.assign(label=[" ".join(_text(r.get(c)) for c in ("backend", "mode")) +
                                  (f" c={level_text(r, 'concurrency')}" if _text(r.get("concurrency")) else "")
+                                 + (f" ×{level_text(r, 'workers')} processes" if _several(r) else "")
                                  for _, r in df.iterrows()])
         picked = ["label", "throughput_rps", "median_ms", "p99_ms"]
         if num(df, "errors").fillna(0).gt(0).any():

@@ -5,7 +5,8 @@ nothing, so importing a service module starts no thread and imports no engine.
 The app's lifespan reads the settings, checks the model file and builds the
 micro-batcher, which loads and warms up the model on each inference thread;
 only then does uvicorn accept connections. /health answers 503 until the model
-is loaded and 200 ``{"status": "ready", ...}`` after. A bad setting
+is loaded and 200 ``{"status": "ready", ...}`` after (its ``pid``: which worker
+process answered, of ``processes``). A bad setting
 (``SettingsError``) or a missing model file (``FileNotFoundError``) fails the
 start-up with one log line naming it, and uvicorn exits non-zero; any other
 start-up error keeps its traceback. Shutdown stops the batcher.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -22,7 +24,7 @@ from typing import Any
 import numpy as np
 from fastapi import FastAPI, HTTPException
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from servelab.core.model import model_version, require_file
 from servelab.serving.batcher import MicroBatcher
@@ -44,6 +46,7 @@ def describe(backend: Backend, settings: Settings) -> dict[str, Any]:
         "device": backend.device,
         "model_path": str(settings.model_path),
         "model_version": model_version(settings.model_path),
+        "pid": os.getpid(),
         **{k: v for k, v in asdict(settings).items() if k != "model_path"},
     }
     providers = getattr(backend, "providers", None)
@@ -127,16 +130,18 @@ def create_app(kind: str, title: str, read_settings: Callable[[], Settings]) -> 
         settings = read_settings()
         require_file(settings.model_path)
         running = start(kind, settings, metrics)
+        metrics.model_loaded()
         facts = running.facts
-        LOG.info("%s: model %s (version %s) on %s via %s; MAX_BATCH=%d INFER_WORKERS=%d "
-                 "INFER_THREADS=%d PREPROCESS_WORKERS=%d", title, settings.model_path,
-                 facts["model_version"], facts["device"].upper(), facts["backend"],
-                 settings.max_batch, settings.infer_workers, settings.infer_threads,
-                 settings.preprocess_workers)
+        LOG.info("%s: model %s (version %s) on %s via %s in worker process %d (of WORKERS=%d); "
+                 "MAX_BATCH=%d INFER_WORKERS=%d INFER_THREADS=%d PREPROCESS_WORKERS=%d", title,
+                 settings.model_path, facts["model_version"], facts["device"].upper(), facts["backend"],
+                 os.getpid(), settings.processes, settings.max_batch, settings.infer_workers,
+                 settings.infer_threads, settings.preprocess_workers)
         try:
             yield
         finally:
             batcher, running = running.batcher, None
+            metrics.model_unloaded()
             batcher.close()
 
     api = FastAPI(title=title, lifespan=lifespan,
@@ -159,7 +164,7 @@ def create_app(kind: str, title: str, read_settings: Callable[[], Settings]) -> 
 
     @api.get("/metrics", include_in_schema=False)
     async def prometheus() -> Response:
-        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     def body_limit() -> int:
         return running.settings.max_body_bytes if running is not None else DEFAULT_MAX_BODY_BYTES

@@ -3,13 +3,16 @@
 Contract: ``MicroBatcher(load, ...)`` starts ``workers`` inference threads,
 calls ``load(index)`` once on each (the engine is built on the thread that
 runs it) and returns when all have loaded, or raises what a load raised.
-``await predict(prepare)`` runs ``prepare()`` (decode + preprocess → one
+``await predict(prepare, watch)`` runs ``prepare()`` (decode + preprocess → one
 [3,224,224] array) in the pool and returns that image's logits [11], or
 raises what ``prepare`` raised (``ImageError``: the client's fault) or
 ``InferenceError`` (the server's). A worker takes its share of the
 waiting requests as one batch (up to ``max_batch``) and never waits to fill
-one; a lone request always runs on worker 0 with ``alone=True``. ``close()``
-stops the threads.
+one; a lone request always runs on worker 0 with ``alone=True``. The request's
+``Stopwatch`` (``stages.py``) is lapped as it goes: ``preprocess_wait`` when a pool
+thread takes it, ``preprocess`` when ``prepare`` returns, ``batch_wait`` when its
+batch's forward pass starts, ``inference`` when the pass ends. ``close()`` stops
+the threads.
 """
 # why: docs/decisions/2026-11-22-fastapi-micro-batcher.md
 
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from servelab.core.labels import NUM_CLASSES
+from servelab.serving.stages import Stopwatch
 
 LOG = logging.getLogger("uvicorn.error")  # uvicorn configures this logger before importing the app
 
@@ -55,6 +59,7 @@ class _Job:
     array: np.ndarray
     future: asyncio.Future[np.ndarray]
     loop: asyncio.AbstractEventLoop
+    watch: Stopwatch
 
 
 def _resolve(future: asyncio.Future[np.ndarray], result: np.ndarray | None,
@@ -110,8 +115,9 @@ class MicroBatcher:
             self.close()
             raise self._load_error
 
-    async def predict(self, prepare: Callable[[], np.ndarray]) -> np.ndarray:
+    async def predict(self, prepare: Callable[[], np.ndarray], watch: Stopwatch | None = None) -> np.ndarray:
         """Logits [11] for the image ``prepare()`` returns; raises what it raised, or ``InferenceError``."""
+        watch = watch if watch is not None else Stopwatch()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[np.ndarray] = loop.create_future()
         with self._lock:
@@ -119,23 +125,25 @@ class MicroBatcher:
             if self._pending > 1:
                 self._backlog.notify_all()
         try:
-            self._pool.submit(self._prepare, prepare, future, loop)
+            self._pool.submit(self._prepare, prepare, future, loop, watch)
             return await future
         finally:
             with self._lock:
                 self._pending -= 1
 
     def _prepare(self, prepare: Callable[[], np.ndarray], future: asyncio.Future[np.ndarray],
-                 loop: asyncio.AbstractEventLoop) -> None:
+                 loop: asyncio.AbstractEventLoop, watch: Stopwatch) -> None:
         """Pool thread: decode and preprocess, then queue for the worker (no hop via the loop)."""
         if future.done():  # the client disconnected while waiting for a pool thread
             return
+        watch.lap("preprocess_wait")
         try:
             array = prepare()
         except Exception as exc:  # ImageError, or anything unexpected: answer this request only
             loop.call_soon_threadsafe(_resolve, future, None, exc)
             return
-        self._queue.put(_Job(array, future, loop))
+        watch.lap("preprocess")
+        self._queue.put(_Job(array, future, loop, watch))
 
     def _take_batch(self, first: _Job) -> list[_Job]:
         """The first job plus its share of what is waiting, up to ``max_batch``; never waits.
@@ -206,22 +214,33 @@ class MicroBatcher:
     def _run_batch(self, infer: Callable[..., np.ndarray], jobs: list[_Job]) -> None:
         batch = np.stack([job.array for job in jobs])
         started = time.perf_counter()
+        for job in jobs:
+            job.watch.lap("batch_wait", started)
+            job.watch.batch = len(jobs)
         try:
             logits = np.asarray(infer(batch, alone=self._alone(len(jobs))))
             if logits.shape != (len(jobs), NUM_CLASSES):
                 raise InferenceError(
                     f"model returned shape {logits.shape}, expected ({len(jobs)}, {NUM_CLASSES})")
         except Exception as exc:
+            self._lap_inference(jobs)
             LOG.exception("inference failed on a batch of %d", len(jobs))
             error = exc if isinstance(exc, InferenceError) else InferenceError(
                 f"inference failed: {exc.__class__.__name__}: {exc}")
             for job in jobs:
                 job.loop.call_soon_threadsafe(_resolve, job.future, None, error)
             return
+        self._lap_inference(jobs)
         if self._on_batch is not None:
             self._on_batch(len(jobs), time.perf_counter() - started)
         for job, row in zip(jobs, logits, strict=True):
             job.loop.call_soon_threadsafe(_resolve, job.future, row, None)
+
+    @staticmethod
+    def _lap_inference(jobs: list[_Job]) -> None:
+        done = time.perf_counter()
+        for job in jobs:
+            job.watch.lap("inference", done)
 
     def close(self) -> None:
         """Stop the workers after the queued jobs and shut the pool down."""

@@ -1,7 +1,8 @@
 """The HTTP layer: ASGI middlewares, the request/response schemas and how errors map to status codes.
 
 - ``MetricsMiddleware`` (outermost) counts and times every request, the
-  rejected ones included; ``BodyLimitMiddleware`` answers 413 for a body over
+  rejected ones included, and reports each /predict request's stages
+  (``Server-Timing`` header, ``predict_stage_seconds``); ``BodyLimitMiddleware`` answers 413 for a body over
   ``MAX_BODY_BYTES`` before anything parses it.
 - ``PredictRequest`` / ``PredictResponse``: the body of POST /predict and its answer.
 - ``add_error_handlers``: a body of the wrong shape → 422 with one readable
@@ -23,6 +24,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from servelab.core.preprocess import ImageError
+from servelab.serving import stages
 from servelab.serving.batcher import InferenceError
 from servelab.serving.metrics import Metrics
 
@@ -33,7 +35,11 @@ ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[dict[str, Any]]],
 
 
 class MetricsMiddleware:
-    """Outermost ASGI layer: counts and times every HTTP request, including rejected ones."""
+    """Outermost ASGI layer: counts and times every HTTP request, including rejected ones.
+
+    For POST /predict it also starts the request's ``Stopwatch`` (``stages.py``), adds the
+    ``Server-Timing`` header to the answer, and records a served request's stages.
+    """
 
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app = app
@@ -46,17 +52,26 @@ class MetricsMiddleware:
         path = scope["path"] if scope["path"] in MONITORED_PATHS else "other"
         status = 500
         started = time.perf_counter()
+        watch, token = stages.start(started) if path == "/predict" else (None, None)
 
         async def send_and_record(message: dict[str, Any]) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
+                if watch is not None:
+                    watch.lap("response" if watch.seconds else "parse")  # a 413/422 never reached the handler
+                    timing = (b"server-timing", stages.server_timing(watch).encode())
+                    message = {**message, "headers": [*message.get("headers", []), timing]}
+                    if status == 200:
+                        self.metrics.observe_stages(watch)
             await send(message)
 
         self.metrics.in_flight.inc()
         try:
             await self.app(scope, receive, send_and_record)
         finally:
+            if token is not None:
+                stages.finish(token)
             self.metrics.in_flight.dec()
             self.metrics.latency.labels(path).observe(time.perf_counter() - started)
             self.metrics.requests.labels(path, str(status)).inc()

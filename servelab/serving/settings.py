@@ -1,9 +1,11 @@
 """A FastAPI service's settings, read from the environment when the app starts.
 
-Variables (defaults in brackets, CPU / GPU): ``MODEL_PATH`` [the service's
-artefact], ``MAX_BATCH`` [per service / per service], ``INFER_WORKERS`` [cores
-/ 1], ``INFER_THREADS`` [cores], ``PREPROCESS_WORKERS`` [cores / 2, at least 1
-/ cores], ``MAX_BODY_BYTES`` [10 MB], ``MAX_PIXELS`` [40 M]. An empty variable
+Variables (defaults in brackets, CPU / GPU): ``WORKERS`` [1: worker processes,
+each a copy of everything below], ``MODEL_PATH`` [the service's artefact],
+``MAX_BATCH`` [per service / per service], ``INFER_WORKERS`` [share / 1],
+``INFER_THREADS`` [share], ``PREPROCESS_WORKERS`` [share / 2, at least 1 / share],
+``MAX_BODY_BYTES`` [10 MB], ``MAX_PIXELS`` [40 M], where the share is one
+process's part of the cores: cores / ``WORKERS``, at least 1. An empty variable
 means its default. A value that is not a whole number of at least 1 raises
 ``SettingsError`` naming the variable. The engines read their own tuning
 variables (``ORT_*``, see ``engines.py``).
@@ -22,6 +24,9 @@ from servelab.core.preprocess import DEFAULT_MAX_PIXELS
 DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
 # why: docs/decisions/2026-11-22-fastapi-max-batch-per-device.md
 GPU_MAX_BATCH = 16  # one batch = the lab's 16 clients
+
+
+MULTIPROC_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"  # where worker processes share their metrics (serve.py)
 
 
 class SettingsError(ValueError):
@@ -43,6 +48,12 @@ def _env_int(env: Mapping[str, str], name: str, default: int) -> int:
     return value
 
 
+def processes_from_env(env: Mapping[str, str] | None = None) -> int:
+    """``WORKERS``: the service's worker processes (1 when unset or empty); ``SettingsError`` if nonsense."""
+    env = os.environ if env is None else env
+    return _env_int(env, "WORKERS", 1)
+
+
 @dataclass(frozen=True)
 class Settings:
     """A service's configuration; ``from_env`` reads it, so containers configure it by env."""
@@ -54,6 +65,7 @@ class Settings:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_pixels: int = DEFAULT_MAX_PIXELS
     infer_workers: int = 1
+    processes: int = 1  # WORKERS: worker processes of the service, this one among them
 
     @classmethod
     def from_env(cls, default_model_path: Path, default_max_batch: int,
@@ -62,13 +74,16 @@ class Settings:
         """Read the settings from ``env`` (the process environment by default); raises ``SettingsError``.
 
         ``gpu``: the engine will run on a GPU (``engines.engine_uses_gpu``).
-        On a CPU the inference workers split the cores and half the cores
-        decode; on a GPU one worker feeds the device batches of up to
-        ``gpu_max_batch`` and every core decodes.
+        Each of the ``WORKERS`` processes gets its share of the cores. On a CPU
+        its inference workers split the share and half the share decodes; on a
+        GPU one worker feeds the device batches of up to ``gpu_max_batch`` and
+        the whole share decodes.
         """
-        # why: docs/decisions/2026-11-22-fastapi-cpu-threads-and-workers.md
+        # why: docs/decisions/2026-11-22-fastapi-cpu-threads-and-workers.md,
+        # docs/decisions/2026-11-28-fastapi-stages-and-workers.md (the share per process)
         env = os.environ if env is None else env
-        cores = cpu_cores()
+        processes = processes_from_env(env)
+        cores = max(1, cpu_cores() // processes)
         preprocess, workers = (cores, 1) if gpu else (max(1, cores // 2), cores)
         return cls(
             model_path=Path(env.get("MODEL_PATH") or default_model_path),
@@ -78,4 +93,5 @@ class Settings:
             max_body_bytes=_env_int(env, "MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES),
             max_pixels=_env_int(env, "MAX_PIXELS", DEFAULT_MAX_PIXELS),
             infer_workers=_env_int(env, "INFER_WORKERS", workers),
+            processes=processes,
         )

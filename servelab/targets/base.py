@@ -128,9 +128,18 @@ class Stack(ABC):
     root: Path  # the project root on the services' host
     fastapi_app: str  # which FastAPI service the fastapi stack runs: fastapi_pt | fastapi_onnx
     flask_backend: str  # what GourmetGram calls on the triton stack: triton | triton_onnx
+    fastapi_workers: int | None = None  # its worker processes (WORKERS); None: the service's default
 
-    def choose(self, fastapi_app: str | None = None, flask_backend: str | None = None) -> None:
-        """Set the FastAPI app and GourmetGram's Triton backend that ``up`` starts from now on."""
+    def choose(self, fastapi_app: str | None = None, flask_backend: str | None = None,
+               fastapi_workers: int | None = None) -> None:
+        """Set the FastAPI app (and its worker processes) and GourmetGram's Triton backend that ``up``
+        starts from now on."""
+        if fastapi_workers is not None:
+            whole = isinstance(fastapi_workers, int) and not isinstance(fastapi_workers, bool)
+            if not whole or fastapi_workers < 1:
+                raise ValueError(f"WORKERS={fastapi_workers!r}: the FastAPI service's worker processes "
+                                 "must be a whole number of at least 1")
+            self.fastapi_workers = fastapi_workers
         if fastapi_app is not None:
             if fastapi_app not in FASTAPI_APPS:
                 raise ValueError(f"FASTAPI_APP={fastapi_app!r}: choose one of {', '.join(FASTAPI_APPS)}")
@@ -140,9 +149,11 @@ class Stack(ABC):
 
     @abstractmethod
     def up(self, stack: str, services: Sequence[str] | None = None, timeout: float = 600.0, *,
-           fastapi_app: str | None = None, flask_backend: str | None = None) -> None:
+           fastapi_app: str | None = None, flask_backend: str | None = None,
+           fastapi_workers: int | None = None) -> None:
         """Bring up ``stack`` ("fastapi" or "triton"), optionally only some services, and wait ready;
-        ``fastapi_app``/``flask_backend`` choose the app and GourmetGram's backend first (``choose``)."""
+        ``fastapi_app``/``flask_backend``/``fastapi_workers`` choose the app, GourmetGram's backend and
+        the FastAPI service's worker processes first (``choose``)."""
 
     @abstractmethod
     def down(self, stack: str | None = None, timeout: float = 120.0) -> None:

@@ -133,6 +133,7 @@ class ComposeStack(Stack):
     def compose(self, stack: str, *args: str) -> list[str]:
         """The ``docker compose`` argv for ``stack`` (variables as an ``env`` prefix, as a shell shows it)."""
         variables = {"FASTAPI_APP": self.fastapi_app,
+                     **({"WORKERS": str(self.fastapi_workers)} if self.fastapi_workers else {}),
                      "FLASK_BACKEND": check_flask_backend(self.flask_backend),
                      **owner_ids(self.root), **self.env}
         prefix = ["env", *(f"{key}={value}" for key, value in sorted(variables.items()))]
@@ -187,8 +188,9 @@ class ComposeStack(Stack):
         return True
 
     def up(self, stack: str, services: Sequence[str] | None = None, timeout: float = 600.0, *,
-           fastapi_app: str | None = None, flask_backend: str | None = None) -> None:
-        self.choose(fastapi_app, flask_backend)
+           fastapi_app: str | None = None, flask_backend: str | None = None,
+           fastapi_workers: int | None = None) -> None:
+        self.choose(fastapi_app, flask_backend, fastapi_workers)
         check_stack(stack)
         for service in services or ():
             if service not in STACK_SERVICES[stack]:

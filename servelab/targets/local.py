@@ -63,22 +63,24 @@ class LocalStack(Stack):
 
     # -- lifecycle
     def up(self, stack: str, services: Sequence[str] | None = None, timeout: float = 600.0, *,
-           fastapi_app: str | None = None, flask_backend: str | None = None) -> None:
-        """Start the stack's processes that are not running yet (restarting what another app or backend
-        was chosen for)."""
-        self.choose(fastapi_app, flask_backend)
+           fastapi_app: str | None = None, flask_backend: str | None = None,
+           fastapi_workers: int | None = None) -> None:
+        """Start the stack's processes that are not running yet (restarting what another app, worker count
+        or backend was chosen for)."""
+        self.choose(fastapi_app, flask_backend, fastapi_workers)
         wanted = set(services or STACK_SERVICES[check_stack(stack)])
         for service in wanted:
             check_service(service)
         running = self._services.get("fastapi_server")
-        if running is not None and "fastapi_server" in wanted and running.name != self.fastapi_app:
-            self._stop("fastapi_server")  # the other FastAPI app was asked for (fastapi_app changed)
+        if running is not None and "fastapi_server" in wanted and \
+                (running.name, running.workers) != (self.fastapi_app, self.fastapi_workers):
+            self._stop("fastapi_server")  # another FastAPI app or worker count was asked for
         if stack == "fastapi" and "fastapi_server" in wanted and "fastapi_server" not in self._services:
             from servelab.targets.services import start_fastapi
 
             self._services["fastapi_server"] = start_fastapi(
                 FASTAPI_APPS[self.fastapi_app], log_dir=self.log_dir,
-                timeout=min(timeout, self.ready_timeout))
+                timeout=min(timeout, self.ready_timeout), workers=self.fastapi_workers)
             _said_started(self._services["fastapi_server"].process.argv, self._services["fastapi_server"].url)
         if stack == "triton" and "triton_server" in wanted and "triton_server" not in self._services:
             self._services["triton_server"] = self._start_triton(timeout)

@@ -22,7 +22,8 @@ TRITON_STEPS = {
     "07_dynamic_batching": {"capacity", "arrivals", "dynamic_batching"},
 }
 REPORT_SECTIONS = [
-    "Machine and run", "FastAPI: PyTorch vs ONNX Runtime", "GourmetGram (Flask) through each backend",
+    "Machine and run", "FastAPI: PyTorch vs ONNX Runtime", "FastAPI: where a request spends its time",
+    "GourmetGram (Flask) through each backend",
     "Triton, Python backend: concurrency sweep", "Triton, Python backend: client batch",
     "Instance scaling", "Threads per instance", "Python backend vs ONNX backend",
     "ONNX backend: 1 vs 2 instances", "Capacity and arrival patterns",
@@ -268,8 +269,10 @@ SHOWN = {
     "03_fastapi": [
         "async def predict(request: PredictRequest) -> PredictResponse:",  # the endpoint, from its file
         "class PredictRequest(BaseModel):", "def _take_batch(", "FastAPIBackend._classify",
-        "def run_concurrent(", " -m uvicorn fastapi_pt.app:app ", " -m gunicorn ",
+        "def run_concurrent(", " -m servelab.serving.serve fastapi_pt.app:app ", " -m gunicorn ",
         'http_request_duration_seconds_count{path="/predict"}',  # the raw /metrics lines
+        "Server-Timing: parse;dur=", 'predict_stage_seconds_sum{stage="inference"}',  # the stages
+        "class Stopwatch:", " worker processes, each with its copy of the model", "N = ",
     ],
     "04_triton_python": [
         "def initialize(self, args", "def execute(self, requests", "# How many copies of the model run",

@@ -51,7 +51,7 @@ def test_fastapi_queuing_and_onnx_faster() -> None:
 
 
 def test_a_rule_names_its_numbers() -> None:
-    [pt, _, faster] = step03_fastapi.rules(data(fastapi_rows(pt=(20, 200), onnx=(7, 20))))
+    pt, _, faster = step03_fastapi.rules(data(fastapi_rows(pt=(20, 200), onnx=(7, 20))))[:3]
     assert pt.evidence == "20 ms → 200 ms (10.0×)"
     assert faster.evidence == "PyTorch 20 ms, ONNX 7 ms"
 

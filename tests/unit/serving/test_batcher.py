@@ -16,11 +16,12 @@ from servelab.core.samples import sample_paths
 from servelab.serving.batcher import InferenceError, MicroBatcher
 from servelab.serving.endpoint import decode_and_preprocess
 from servelab.serving.settings import Settings
+from servelab.serving.stages import Stopwatch
 
 SETTINGS = Settings.from_env(default_model_path=sample_paths()[0], default_max_batch=2, gpu=False)
 IMAGE = functools.partial(decode_and_preprocess, base64.b64encode(sample_paths()[0].read_bytes()).decode(),
-                          SETTINGS)
-BROKEN = functools.partial(decode_and_preprocess, "not base64!", SETTINGS)
+                          SETTINGS, Stopwatch())
+BROKEN = functools.partial(decode_and_preprocess, "not base64!", SETTINGS, Stopwatch())
 
 
 class CountingModel:

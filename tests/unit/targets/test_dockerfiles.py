@@ -64,7 +64,7 @@ def test_image_runs_the_same_app_as_the_local_target(service: str) -> None:
     instructions = _instructions(REPO_ROOT / service / "Dockerfile")
     cmd = [args for keyword, args in instructions if keyword == "CMD"][-1]
     command = " ".join(shlex.split(cmd.replace("[", "").replace("]", "").replace(",", " ")))
-    assert f"uvicorn {service}.app:app" in command and "--port 8000" in command
+    assert f"-m servelab.serving.serve {service}.app:app" in command and "--port 8000" in command
     installs = [args for keyword, args in instructions if keyword == "RUN" and "pip install" in args]
     # constraints-gpu.txt over the rest of constraints.txt; tests/unit/targets/test_image_resolution.py
     # resolves exactly what these lines install
