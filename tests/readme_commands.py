@@ -24,6 +24,14 @@ def engine_command() -> list[str]:
     return shlex.split(lines[0].split("#")[0])
 
 
+def fastapi_command() -> list[str]:
+    """The FastAPI service's command as the README gives it (its first ``servelab.serving.serve`` line)."""
+    pattern = r"(\.venv/bin/)?python -m servelab\.serving\.serve "
+    lines = [line for line in bash_lines() if re.match(pattern, line)]
+    assert lines, "the README gives no `python -m servelab.serving.serve` command in a ```bash block"
+    return shlex.split(lines[0].split("#")[0])
+
+
 def gourmetgram_command(readme: Path = REPO_ROOT / "README.md") -> tuple[dict[str, str], list[str]]:
     """GourmetGram's command as ``readme`` gives it (its first gunicorn line): the variables set before
     it, and its argv."""

@@ -26,6 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from servelab.core.procs import taken_port_line
 from servelab.serving.settings import MULTIPROC_VARIABLE, SettingsError, processes_from_env
 
 
@@ -42,9 +43,8 @@ def listen_socket(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        if exc.errno == errno.EADDRINUSE:
-            raise StartError(f"port {port} on {host} is already in use (another server listens there): "
-                             f"pass --port with a free port, e.g. --port {port + 1}") from None
+        if exc.errno == errno.EADDRINUSE:  # worded as every lab server words it, with a port free now
+            raise StartError(taken_port_line("", host, port, "--port {port}").removeprefix(": ")) from None
         if exc.errno == errno.EACCES:
             raise StartError(f"not allowed to listen on port {port} (ports below 1024 need root): "
                              "pass --port 1024 or above") from None

@@ -44,7 +44,7 @@ def test_a_taken_port_is_refused_in_one_line_naming_the_option(capsys: pytest.Ca
         port = taken.getsockname()[1]
         assert serve.main(["fastapi_onnx.app:app", "--port", str(port)]) == 1
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and f"port {port} on 127.0.0.1 is already in use" in err, err
+    assert err.count("\n") == 1 and f"127.0.0.1:{port} is already taken by another program" in err, err
     assert err.startswith("fastapi_onnx cannot start:") and "--port" in err
 
 
