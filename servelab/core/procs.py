@@ -17,7 +17,7 @@ import time
 import urllib.error
 import urllib.request
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 
@@ -168,16 +168,27 @@ class ManagedProcess:
         self.stop()
 
 
-def adopt_orphans() -> bool:
-    """Make this process the reaper of its descendants' orphans (Linux's PR_SET_CHILD_SUBREAPER): a process
-    whose parent dies becomes this one's child, where ``stop_new_children`` finds it, instead of init's.
-    Triton's model stubs outlive a server that a killed notebook kernel took down mid-request, each holding
-    its model's memory. False where the system has no such call."""
+def _subreaper(on: bool) -> bool:
     if not sys.platform.startswith("linux"):
         return False
     with contextlib.suppress(OSError, AttributeError):
-        return ctypes.CDLL(None, use_errno=True).prctl(36, 1) == 0  # PR_SET_CHILD_SUBREAPER
+        return ctypes.CDLL(None, use_errno=True).prctl(36, int(on)) == 0  # PR_SET_CHILD_SUBREAPER
     return False
+
+
+@contextlib.contextmanager
+def orphans_adopted() -> Iterator[bool]:
+    """While inside, this process reaps its descendants' orphans (Linux's PR_SET_CHILD_SUBREAPER): a process
+    whose parent dies becomes this one's child, where ``stop_new_children`` finds it, instead of init's.
+    Triton's model stubs outlive a server that a killed notebook kernel took down mid-request, each holding
+    its model's memory. Yields False where the system has no such call; off again on leaving (a test
+    process that ran the lab must not keep other tests' orphans as its zombies)."""
+    adopted = _subreaper(True)
+    try:
+        yield adopted
+    finally:
+        if adopted:
+            _subreaper(False)
 
 
 def children() -> set[int]:

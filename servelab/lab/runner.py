@@ -239,29 +239,31 @@ def _run_all(paths: list[Path], run_dir: Path, preset: str, target: str, kernel:
     outcome.load_before = _load_average()
     outcome.started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     outcome.code = code_facts()  # as the run starts: an edit during the run is not what ran
-    procs.adopt_orphans()  # a notebook's orphans become ours, and are stopped before the next notebook
     start = time.monotonic()
     bar = tqdm(paths, desc="lab", unit="notebook", position=0)
-    try:
-        for path in bar:
-            bar.set_postfix_str(path.stem)
+    with procs.orphans_adopted():  # a notebook's orphans become ours, stopped before the next one
+        before = procs.children()
+        try:
+            for path in bar:
+                bar.set_postfix_str(path.stem)
 
-            def show(cell: Any, stem: str = path.stem) -> None:
-                bar.set_postfix_str(f"{stem}: {_first_line(cell)[:60]}")
+                def show(cell: Any, stem: str = path.stem) -> None:
+                    bar.set_postfix_str(f"{stem}: {_first_line(cell)[:60]}")
 
-            parameters = {"target": target, "preset": preset, **(extra or {})}
-            before = procs.children()
-            result = run_notebook(path, run_dir, parameters, kernel, cell_timeout, notebook_timeout, show)
-            if left := procs.stop_new_children(before):  # what a killed kernel's servers left behind
-                tqdm.write(f"     {path.stem}: stopped {len(left)} processes it left running "
-                           f"({', '.join(sorted(set(left)))})")
-            outcome.notebooks.append(result)
-            tqdm.write(f"{'ok  ' if result.ok else 'FAIL'} {path.stem:<28} {result.seconds:6.1f} s")
-            if not result.ok:
-                break
-    except KeyboardInterrupt:  # stopped between notebooks: what ran is still recorded and reported
-        outcome.notebooks.append(NotebookOutcome("(between notebooks)", run_dir, 0.0, False,
-                                                 "stopped from outside (SIGTERM or Ctrl-C)"))
+                parameters = {"target": target, "preset": preset, **(extra or {})}
+                result = run_notebook(path, run_dir, parameters, kernel, cell_timeout, notebook_timeout,
+                                      show)
+                if left := procs.stop_new_children(before):  # what a killed kernel's servers left behind
+                    tqdm.write(f"     {path.stem}: stopped {len(left)} processes it left running "
+                               f"({', '.join(sorted(set(left)))})")
+                outcome.notebooks.append(result)
+                tqdm.write(f"{'ok  ' if result.ok else 'FAIL'} {path.stem:<28} {result.seconds:6.1f} s")
+                if not result.ok:
+                    break
+        except KeyboardInterrupt:  # stopped between notebooks: what ran is still recorded and reported
+            outcome.notebooks.append(NotebookOutcome("(between notebooks)", run_dir, 0.0, False,
+                                                     "stopped from outside (SIGTERM or Ctrl-C)"))
+            procs.stop_new_children(before)
     bar.close()
     outcome.seconds = time.monotonic() - start
     (run_dir / "run.json").write_text(json.dumps(_summary(outcome, preset, target), indent=1))

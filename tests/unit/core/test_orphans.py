@@ -14,7 +14,8 @@ def test_an_orphan_is_adopted_and_stopped() -> None:
         import os, subprocess, sys, time
         import psutil
         from servelab.core import procs
-        assert procs.adopt_orphans()
+        adopting = procs.orphans_adopted()
+        assert adopting.__enter__()
         before = procs.children()
         # a parent that starts a sleeper in its own session (as Triton starts its stubs) and dies at once
         subprocess.run([sys.executable, "-c", "import subprocess, sys; subprocess.Popen("
@@ -25,6 +26,11 @@ def test_an_orphan_is_adopted_and_stopped() -> None:
         name = orphans[0].name()
         assert procs.stop_new_children(before, grace=2.0) == [name]
         assert not orphans[0].is_running()  # stopped and reaped
+        adopting.__exit__(None, None, None)
+        subprocess.run([sys.executable, "-c", "import subprocess, sys; subprocess.Popen("
+                        "[sys.executable, '-c', 'import time; time.sleep(2)'], start_new_session=True)"])
+        time.sleep(0.5)
+        assert [c for c in psutil.Process().children() if c.pid not in before] == []  # init's again
         print("ok")
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
