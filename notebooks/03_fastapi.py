@@ -302,7 +302,7 @@ common.what_this_run_shows(step)
 # and 9 ms with ONNX Runtime (the P100 is too old for ONNX Runtime's TensorRT provider, so the
 # original calls its gain modest); with 16 senders requests wait in the queue behind each other.
 #
-# Where the time goes there (reasoned from the lab's H100 reference run,
+# **Expected on the GPU node**, where the time goes (reasoned from the lab's H100 reference run,
 # `results/reference/h100/README.md`; the arithmetic in
 # docs/decisions/2026-11-28-fastapi-stages-and-workers.md): the stage that bounds throughput should be
 # preprocessing, not inference. That run served 250 requests/s to 16
