@@ -1,0 +1,380 @@
+"""Notebook 11: Triton Model Analyzer searches the knobs 05-07 turned by hand; its pick beside yours.
+
+The student's configuration (instances, dynamic batching) is measured at the constraint's concurrency;
+the constraint (a p99 budget there) is stated from it; Model Analyzer searches instance counts, max batch
+sizes and dynamic batching under that budget (``servelab.triton.model_analyzer``); its pick is applied to
+the lab's own Triton and measured the same way as yours, right after it, then yours once more; the rules
+compare the two with the noise band. Model Analyzer runs on the local target only so far: elsewhere each
+step says so in one line. Why and what it costs: docs/decisions/2026-11-28-model-analyzer.md
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from servelab.core.paths import shown
+from servelab.lab.common import Measured, record
+from servelab.lab.params import LabParams
+from servelab.lab.triton_steps import Triton, apply_config, live_config, measure
+from servelab.report.effects import Check, cannot_show, check, chosen, row, spread, unusable
+from servelab.report.figures import Section, as_image, figure, finish, plot_html, table_html
+from servelab.results.schema import TRITON_COLUMNS, RunData, num, relative_spread, step_rows
+from servelab.results.store import results_dir
+from servelab.triton import model_analyzer as ma
+
+MODEL = "food_classifier_onnx"
+EXPERIMENT = "model_analyzer"  # the run's model_analyzer.csv/.jsonl: one row per configuration it measured
+YOURS, PICK = "your_configuration", "model_analyzer_pick"  # the Triton rows' steps
+BUDGET_FACTOR = 1.5  # the default p99 budget: this many times your configuration's p99
+# what a verdict's "(spread …)" spans here (servelab.report.terms)
+SPREAD_OVER = ("perf_analyzer's last three windows of each level, and for your configuration, measured "
+               "twice, the two readings")
+NOT_HERE = ("Model Analyzer is not run on the {target} target by this lab yet (it runs on the local target; "
+            "NVIDIA's {image} carries it for a Docker host): the cells below measure your configuration and "
+            "skip the search.")
+
+
+def ready(p: LabParams) -> bool:
+    """Whether Model Analyzer runs on this target; on local, its environment is made when missing (one
+    line while it installs). Elsewhere one line says it is not run there."""
+    if p.target != "local":
+        print(NOT_HERE.format(target=p.target, image=ma.SDK_IMAGE))
+        return False
+    ma.ensure_installed()
+    return True
+
+
+def measure_configuration(triton: Triton, p: LabParams, step: str, label: str) -> pd.DataFrame:
+    """The live configuration at ``constraint_concurrency`` clients, as 05-07 measure (the lab's
+    perf_analyzer windows), labelled with its knobs. The windows settle as the preset's rate levels do
+    (``rate_stability_pct``, as 05's threads lesson: quick takes any spread between them, and the verdicts
+    weigh it as noise): at this load on a shared CPU they disagree too far for the concurrency band, and an
+    unsettled level is never counted."""
+    from servelab.lab.params import SPECS
+    from servelab.triton.model_analyzer_results import describe, knobs
+
+    cfg = live_config(triton, MODEL)
+    said = describe(cfg)
+    band = getattr(SPECS["rate_stability_pct"], p.preset)  # as 05's threads lesson: noisy windows weighed
+    rows = measure(triton, MODEL, p, step, f"{label}: {said}", concurrency=p.constraint_concurrency,
+                   stability_pct=band,
+                   extra={"configuration": said, "instance_count": knobs(cfg)["instances"],
+                          "max_batch_size": knobs(cfg)["max_batch_size"]})
+    return Measured.of(rows, TRITON_COLUMNS)
+
+
+def budget(yours: pd.DataFrame, p: LabParams) -> int:
+    """The constraint's p99 budget (whole ms, as Model Analyzer takes it): ``p99_budget_ms`` if set, else
+    ``BUDGET_FACTOR`` × your configuration's p99. Printed as the constraint it states."""
+    if p.p99_budget_ms is not None:
+        bound, why = int(p.p99_budget_ms), "p99_budget_ms, as set in the parameters cell"
+    else:
+        p99 = row(yours, "p99_ms")
+        if p99 is None:
+            raise RuntimeError("your configuration has no usable p99 to state the constraint from: set "
+                               "p99_budget_ms in the parameters cell")
+        bound = math.ceil(BUDGET_FACTOR * p99)
+        why = f"{BUDGET_FACTOR:g} × your configuration's p99 ({p99:.1f} ms)"
+    print(f"The constraint: p99 ≤ {bound} ms at concurrency {p.constraint_concurrency} ({why}). The "
+          "objective: inferences/s, Model Analyzer's default.")
+    return bound
+
+
+@dataclass
+class Planned:
+    """A search ready to run: what it asks, where its files go, how its Triton is launched, the command."""
+
+    search: ma.Search
+    work: ma.Workspace
+    launch: ma.Launch
+    argv: list[str]
+    onnx_backend: bool
+
+
+def plan_search(p: LabParams, bound: int, on: bool) -> Planned | None:
+    """The search's folder, the model deployed there as the lab's local Triton serves it (KIND_CPU, the
+    ONNX model through the Python-backend runner), its YAML and its command, both printed. None (one
+    line) where Model Analyzer is not run (``on`` False)."""
+    if not on:
+        print(f"no search on the {p.target} target")
+        return None
+    from servelab.triton.repository import deploy_model
+
+    work = ma.Workspace.new(results_dir())
+    deploy_model(MODEL, work.repository, gpu=False, quiet=True)
+    search = ma.Search(MODEL, p.constraint_concurrency, bound, p.ma_max_instances, p.ma_max_batch_size,
+                       p.ma_search_mode, p.window_requests, p.stability_pct, p.max_trials,
+                       perf_timeout_s=int(min(600, p.ma_budget_s / 3)), budget_s=p.ma_budget_s)
+    launch = ma.Launch.local()
+    config = ma.write_config(ma.launch_config(search, launch, work), work)
+    print(f"# {shown(str(config))}: how Model Analyzer launches Triton and perf_analyzer on this machine")
+    print(shown(config.read_text()).rstrip())
+    argv = ma.profile_argv(search, work)
+    print("\n# with the environment the lab's local Triton gets (servelab.triton.server.server_env: the "
+          "wheel's libraries, the lab venv's python for the stubs)")
+    print(f"$ {ma.command_line(argv)}")
+    return Planned(search, work, launch, argv, onnx_backend=False)
+
+
+def run_search(planned: Planned | None) -> pd.DataFrame:
+    """Run it (a progress bar per configuration), record every configuration it measured under
+    ``model_analyzer`` (with the search's time and the load average), say what it could not do here in one
+    line each; the table in Model Analyzer's order."""
+    from servelab.triton import model_analyzer_results as mar
+
+    if planned is None:
+        print("no search ran: nothing to show")
+        return pd.DataFrame()
+    import os
+
+    seconds = ma.run_profile(planned.argv, planned.search, planned.work, planned.launch)
+    load = round(os.getloadavg()[0], 2)
+    rows = [{**r, "search_seconds": round(seconds, 1), "load_average": load}
+            for r in mar.rows(planned.work, planned.search)]
+    mar.prune(planned.work)
+    if not rows:
+        raise ma.ModelAnalyzerError(f"Model Analyzer finished but measured no configuration (log: "
+                                    f"{shown(str(planned.work.log))})")
+    for line in ma.cannot(planned.work.log, planned.onnx_backend):
+        print(line)
+    print(f"Model Analyzer measured {len(rows)} configuration(s) in {seconds:.0f} s (load average {load:g} "
+          f"on {os.cpu_count()} cores).")
+    return Measured.of(record(EXPERIMENT, rows), mar.SEARCH_COLUMNS)
+
+
+class Link:
+    """A link to a file of the run, relative to where the notebook sits (the run's folder in a headless
+    run, notebooks/ otherwise), shown as HTML in Jupyter and as its text elsewhere."""
+
+    def __init__(self, text: str, href: str) -> None:
+        self.text, self.href = text, href
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f'<a href="{html.escape(self.href)}" target="_blank">{html.escape(self.text)}</a>'
+
+    def __repr__(self) -> str:
+        return f"{self.text}: {self.href}"
+
+
+def summary(planned: Planned | None) -> Link | None:
+    """Model Analyzer's own verdict sentence, and a link to its summary report (HTML)."""
+    from servelab.triton import model_analyzer_results as mar
+
+    if planned is None:
+        print("no search ran: no summary")
+        return None
+    said = mar.sentence(planned.work, MODEL)
+    print(f"Model Analyzer's summary says: {said}" if said else "Model Analyzer's summary has no verdict "
+          "line")
+    report = mar.summary_report(planned.work, MODEL)
+    if not report.is_file():
+        print("it wrote no summary report")
+        return None
+    return Link("Model Analyzer's summary report", _relative(report))
+
+
+def _relative(path: Any) -> str:
+    import os
+
+    from servelab.core.paths import REPO_ROOT
+    from servelab.results.store import run_folder
+
+    base = run_folder() or REPO_ROOT / "notebooks"
+    return os.path.relpath(path, base)
+
+
+def apply_pick(triton: Triton, planned: Planned | None, found: pd.DataFrame) -> bool:
+    """Set the lab's Triton to the configuration Model Analyzer ranks first (its instance count, max batch
+    size and dynamic batching; the rest of the live config kept): the diff, then the reload. False, with
+    one line, when there is none that met the constraint."""
+    from servelab.triton import model_analyzer_results as mar
+    from servelab.triton.config import ModelConfig, mc
+
+    picked = found[found["picked"] == True] if "picked" in found else found.iloc[0:0]  # noqa: E712
+    if planned is None or picked.empty:
+        print("no configuration met the constraint: nothing to apply" if planned is not None
+              else "no search ran: nothing to apply")
+        return False
+    variant = mar.variant_config(planned.work, str(picked["variant"].iloc[0]))
+    cfg = ModelConfig()
+    cfg.CopyFrom(live_config(triton, MODEL))
+    del cfg.instance_group[:]
+    for group in variant.instance_group:
+        cfg.instance_group.add().CopyFrom(group)
+    if not cfg.instance_group:  # the variant keeps the model's own: one instance on the CPU here
+        cfg.instance_group.add(count=1, kind=mc.ModelInstanceGroup.KIND_CPU)
+    cfg.max_batch_size = variant.max_batch_size
+    cfg.ClearField("dynamic_batching")
+    if variant.HasField("dynamic_batching"):
+        cfg.dynamic_batching.CopyFrom(variant.dynamic_batching)
+    print(f"Model Analyzer's pick, {picked['variant'].iloc[0]}: {mar.describe(variant)}")
+    apply_config(triton, MODEL, cfg)
+    return True
+
+
+def measure_pick(triton: Triton, p: LabParams, applied: bool) -> pd.DataFrame:
+    """The pick, now live, measured as yours was; one line and nothing when none was applied."""
+    if not applied:
+        print("no pick on the lab's Triton: nothing to measure")
+        return pd.DataFrame()
+    return measure_configuration(triton, p, PICK, "Model Analyzer's pick")
+
+
+def measure_yours_again(triton: Triton, p: LabParams, yours: Any, applied: bool) -> pd.DataFrame:
+    """Back to your configuration (``yours``: the config kept when you set it; the diff, the reload) and
+    measured once more, right after the pick; nothing when no pick was measured."""
+    if not applied:
+        print("no pick was measured: your configuration's first reading stands alone")
+        return pd.DataFrame()
+    apply_config(triton, MODEL, yours)
+    return measure_configuration(triton, p, YOURS, "yours, again")
+
+
+def side_by_side(data: RunData | None = None) -> pd.DataFrame:
+    """Your configuration's rows and the pick's (the lab's measurements, this run's data), and what Model
+    Analyzer measured for its pick, as one table."""
+    data = data if data is not None else RunData.load(results_dir())
+    triton = step_rows(data.triton, YOURS, PICK)
+    found = _search(data.model_analyzer)
+    rows = [{"who": "yours (lab)" if r["step"] == YOURS else "Model Analyzer's pick (lab)",
+             "configuration": r.get("configuration", ""), "throughput": r.get("throughput"),
+             "p99_ms": r.get("p99_ms"), "queue_ms": r.get("queue_ms"),
+             "compute_infer_ms": r.get("compute_infer_ms")} for _, r in triton.iterrows()]
+    pick = _picked(found)
+    if pick is not None:
+        rows.append({"who": "Model Analyzer's pick (its own run)", "configuration": pick["configuration"],
+                     "throughput": pick["throughput"], "p99_ms": pick["p99_ms"],
+                     "queue_ms": pick.get("queue_ms"), "compute_infer_ms": pick.get("compute_infer_ms")})
+    columns = ["who", "configuration", "throughput", "p99_ms", "queue_ms", "compute_infer_ms"]
+    return Measured.of(pd.DataFrame(rows, columns=columns), columns)
+
+
+# ----------------------------------------------------------------------------- report and rules
+
+def _picked(found: pd.DataFrame) -> pd.Series | None:
+    if found.empty or "picked" not in found:
+        return None
+    last = found[found["search"] == found["search"].iloc[-1]] if "search" in found else found
+    picked = last[last["picked"] == True]  # noqa: E712
+    return picked.iloc[0] if not picked.empty else None
+
+
+def _search(found: pd.DataFrame) -> pd.DataFrame:
+    """The last search's rows (a notebook run twice by hand holds two)."""
+    if found.empty or "search" not in found:
+        return found
+    return found[found["search"] == found["search"].iloc[-1]]
+
+
+def fig_search(found: pd.DataFrame) -> Any:
+    """Each configuration Model Analyzer measured: throughput against p99, the budget as a line."""
+    fig, ax = figure()
+    ok = found["within_budget"] == True  # noqa: E712
+    for mask, marker, name in ((ok, "o", "meets the budget"), (~ok, "x", "over the budget")):
+        part = found[mask]
+        ax.plot(num(part, "p99_ms"), num(part, "throughput"), marker, linestyle="", label=name)
+        for _, r in part.iterrows():
+            ax.annotate(str(r["variant"]).replace(f"{MODEL}_", ""), (r["p99_ms"], r["throughput"]),
+                        fontsize=7, xytext=(3, 3), textcoords="offset points")
+    bound = num(found, "p99_budget_ms").dropna()
+    if not bound.empty:
+        ax.axvline(float(bound.iloc[-1]), color="grey", linestyle="--", label="p99 budget")
+    return finish(fig, ax, "p99 latency (ms)", "throughput (images/s)",
+                  "Model Analyzer's search: each configuration it measured")
+
+
+def read_search(found: pd.DataFrame) -> str:
+    if found.empty:
+        return "no configuration measured"
+    met = int((found["within_budget"] == True).sum())  # noqa: E712
+    pick = _picked(found)
+    said = f"{met} of {len(found)} configurations met the p99 budget"
+    return said + (f"; ranked first: {pick['configuration']} ({pick['throughput']:.1f} images/s, p99 "
+                   f"{pick['p99_ms']:.1f} ms)" if pick is not None else "")
+
+
+def plot_search(found: pd.DataFrame) -> Any:
+    print(read_search(_search(found)))
+    return as_image(fig_search(_search(found)))
+
+
+def sections(data: RunData) -> list[Section]:
+    """The configurations Model Analyzer measured (plot and table, its report linked), then yours and its
+    pick as the lab measured them."""
+    from servelab.triton.model_analyzer_results import SEARCH_COLUMNS
+
+    out = []
+    found = _search(data.model_analyzer)
+    if not found.empty:
+        search = str(found["search"].iloc[-1]) if "search" in found else "search-1"
+        href = f"model-analyzer/{search}/export/reports/summaries/{MODEL}/result_summary.html"
+        out.append(Section("Model Analyzer: the configurations it measured", [
+            plot_html(fig_search(found), read_search(found)), table_html(found, SEARCH_COLUMNS),
+            f'<p>Model Analyzer\'s own summary: <a href="{href}">{href}</a> (in the run\'s folder).</p>']))
+    both = step_rows(data.triton, YOURS, PICK)
+    if not both.empty:
+        out.append(Section("Your configuration and Model Analyzer's pick",
+                           [table_html(both, TRITON_COLUMNS)]))
+    return out
+
+
+def rules(data: RunData) -> list[Check]:
+    """Model Analyzer found a configuration within the budget; the lab measures its pick within the budget
+    too; its pick serves more than yours at the constraint's concurrency (both measured by the lab, the
+    noise band from their windows and from your two readings), or it picked yours."""
+    found = _search(data.model_analyzer)
+    triton = step_rows(data.triton, YOURS, PICK)
+    pick = _picked(found)
+    ran = not found.empty
+    why_not = None if ran else "Model Analyzer did not run (it runs on the local target only so far)"
+    met = ("Model Analyzer found a configuration within the p99 budget at the constraint's concurrency")
+    found_check = (cannot_show(met, why_not) if why_not else check(
+        met, (float((found["within_budget"] == True).sum()),),  # noqa: E712
+        lambda n: n > 0, lambda n: f"{int(n)} of {len(found)} configurations ({read_search(found)})"))
+    yours, yours_spread = row(triton, "throughput", step=YOURS), spread(triton, "throughput", step=YOURS)
+    readings = num(usable_rows(triton, YOURS), "throughput").dropna()
+    repeat = relative_spread(readings.tolist()) if len(readings) >= 2 else None
+    noise_yours = max(x for x in (yours_spread, repeat, 0.0) if x is not None) or None
+    theirs, theirs_spread = row(triton, "throughput", step=PICK), spread(triton, "throughput", step=PICK)
+    bound = float(pick["p99_budget_ms"]) if pick is not None else None
+    serves = "Model Analyzer's pick serves more than your configuration at the constraint's concurrency"
+    within = "Model Analyzer's pick stays within the p99 budget when the lab measures it"
+    blocked = why_not or (None if pick is not None else "no configuration met the p99 budget: it picked none")
+    same = _same(triton, pick)
+    return [
+        found_check,
+        check(within, (bound, row(triton, "p99_ms", step=PICK)), lambda b, p99: p99 <= b,
+              lambda b, p99: f"p99 {p99:.1f} ms, budget {b:.0f} ms", noise=(None, spread(triton, "p99_ms",
+                                                                                      step=PICK)),
+              unit="ms", blocked=blocked or unusable(triton, step=PICK)),
+        check(serves, (yours, theirs), lambda a, b: b > a,
+              lambda a, b: f"yours {a:.1f} images/s, its pick {b:.1f} ({(b - a) / a:+.0%})",
+              noise=(noise_yours, theirs_spread), unit="images/s",
+              blocked=blocked or same or unusable(triton, step=YOURS) or unusable(triton, step=PICK)),
+    ]
+
+
+def usable_rows(triton: pd.DataFrame, step: str) -> pd.DataFrame:
+    from servelab.report.effects import usable
+
+    return usable(triton[triton["step"] == step]) if not triton.empty else triton
+
+
+def _same(triton: pd.DataFrame, pick: pd.Series | None) -> str | None:
+    """Why there is nothing to compare when Model Analyzer picked the configuration you measured."""
+    if pick is None:
+        return None
+    mine = chosen(triton, "throughput", step=YOURS)
+    if mine is None:
+        return None
+    knobs = (("instance_count", "instances"), ("max_batch_size", "max_batch_size"),
+             ("dynamic_batching", "dynamic_batching"))
+    if all(str(mine.get(a)) == str(pick.get(b)) for a, b in knobs):
+        return f"Model Analyzer picked your own configuration ({pick['configuration']}): nothing to compare"
+    return None
