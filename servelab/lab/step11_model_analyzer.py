@@ -240,7 +240,7 @@ def side_by_side(data: RunData | None = None) -> pd.DataFrame:
     """Your configuration's rows and the pick's (the lab's measurements, this run's data), and what Model
     Analyzer measured for its pick, as one table."""
     data = data if data is not None else RunData.load(results_dir())
-    triton = step_rows(data.triton, YOURS, PICK)
+    triton = step_rows(data.triton, "your_configuration", "model_analyzer_pick")
     found = _search(data.model_analyzer)
     rows = [{"who": "yours (lab)" if r["step"] == YOURS else "Model Analyzer's pick (lab)",
              "configuration": r.get("configuration", ""), "throughput": r.get("throughput"),
@@ -317,7 +317,7 @@ def sections(data: RunData) -> list[Section]:
         out.append(Section("Model Analyzer: the configurations it measured", [
             plot_html(fig_search(found), read_search(found)), table_html(found, SEARCH_COLUMNS),
             f'<p>Model Analyzer\'s own summary: <a href="{href}">{href}</a> (in the run\'s folder).</p>']))
-    both = step_rows(data.triton, YOURS, PICK)
+    both = step_rows(data.triton, "your_configuration", "model_analyzer_pick")
     if not both.empty:
         out.append(Section("Your configuration and Model Analyzer's pick",
                            [table_html(both, TRITON_COLUMNS)]))
@@ -329,7 +329,7 @@ def rules(data: RunData) -> list[Check]:
     too; its pick serves more than yours at the constraint's concurrency (both measured by the lab, the
     noise band from their windows and from your two readings), or it picked yours."""
     found = _search(data.model_analyzer)
-    triton = step_rows(data.triton, YOURS, PICK)
+    triton = step_rows(data.triton, "your_configuration", "model_analyzer_pick")
     pick = _picked(found)
     ran = not found.empty
     why_not = None if ran else "Model Analyzer did not run (it runs on the local target only so far)"
