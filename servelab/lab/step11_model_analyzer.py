@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 
@@ -36,6 +36,27 @@ SPREAD_OVER = ("perf_analyzer's last three windows of each level, and for your c
 NOT_HERE = ("Model Analyzer is not run on the {target} target by this lab yet (it runs on the local target; "
             "NVIDIA's {image} carries it for a Docker host): the cells below measure your configuration and "
             "skip the search.")
+
+
+class Nothing(pd.DataFrame):
+    """An empty table where a step had nothing to measure: a notebook shows it as its one line."""
+
+    _metadata: ClassVar[list[str]] = ["said"]
+    said = ""
+
+    @classmethod
+    def says(cls, line: str) -> Nothing:
+        empty = cls()
+        object.__setattr__(empty, "said", line)
+        return empty
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f"<p>{html.escape(self.said)}</p>"
+
+    def __repr__(self) -> str:
+        return self.said
 
 
 def ready(p: LabParams) -> bool:
@@ -127,8 +148,7 @@ def run_search(planned: Planned | None) -> pd.DataFrame:
     from servelab.triton import model_analyzer_results as mar
 
     if planned is None:
-        print("no search ran: nothing to show")
-        return pd.DataFrame()
+        return Nothing.says("no search ran: no configuration to show")
     import os
 
     seconds = ma.run_profile(planned.argv, planned.search, planned.work, planned.launch)
@@ -221,8 +241,7 @@ def apply_pick(triton: Triton, planned: Planned | None, found: pd.DataFrame) -> 
 def measure_pick(triton: Triton, p: LabParams, applied: bool) -> pd.DataFrame:
     """The pick, now live, measured as yours was; one line and nothing when none was applied."""
     if not applied:
-        print("no pick on the lab's Triton: nothing to measure")
-        return pd.DataFrame()
+        return Nothing.says("no pick on the lab's Triton: nothing to measure")
     return measure_configuration(triton, p, PICK, "Model Analyzer's pick")
 
 
@@ -230,8 +249,7 @@ def measure_yours_again(triton: Triton, p: LabParams, yours: Any, applied: bool)
     """Back to your configuration (``yours``: the config kept when you set it; the diff, the reload) and
     measured once more, right after the pick; nothing when no pick was measured."""
     if not applied:
-        print("no pick was measured: your configuration's first reading stands alone")
-        return pd.DataFrame()
+        return Nothing.says("no pick was measured: your configuration's first reading stands alone")
     apply_config(triton, MODEL, yours)
     return measure_configuration(triton, p, YOURS, "yours, again")
 
@@ -300,8 +318,9 @@ def read_search(found: pd.DataFrame) -> str:
 
 
 def plot_search(found: pd.DataFrame) -> Any:
+    """The search's plot and its reading; the reading alone when nothing was measured."""
     print(read_search(_search(found)))
-    return as_image(fig_search(_search(found)))
+    return as_image(fig_search(_search(found))) if not found.empty else None
 
 
 def sections(data: RunData) -> list[Section]:

@@ -113,7 +113,12 @@ def test_another_target_says_in_one_line_that_model_analyzer_is_not_run(capsys: 
     p = params.resolve("docker", "quick", constraint_concurrency=None)
     assert step.ready(p) is False
     assert step.plan_search(p, 200, on=False) is None
-    assert step.run_search(None).empty and step.summary(None) is None
+    found = step.run_search(None)
+    assert found.empty and repr(found) == "no search ran: no configuration to show"
+    assert step.plot_search(found) is None and step.summary(None) is None
+    assert step.apply_pick(None, None, found) is False
+    assert repr(step.measure_pick(None, p, False)) == "no pick on the lab's Triton: nothing to measure"
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0].startswith("Model Analyzer is not run on the docker target by this lab yet")
-    assert all("Traceback" not in line for line in lines) and len(lines) == 4
+    assert lines[1:] == ["no search on the docker target", "no configuration measured",
+                         "no search ran: no summary", "no search ran: nothing to apply"]
