@@ -95,7 +95,7 @@ yours
 # ## State the constraint
 # A service promises its users a latency: here, a p99 at the constraint's concurrency. Unless you set
 # `p99_budget_ms`, the budget is half again your configuration's p99, so the question becomes: within
-# that budget, can another configuration serve as many requests per second as yours, or others?
+# that budget, which configuration serves the most requests per second, and is it yours?
 
 # %%
 bound = step.budget(yours, P)

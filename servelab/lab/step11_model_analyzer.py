@@ -338,7 +338,7 @@ def sections(data: RunData) -> list[Section]:
             f'<p>Model Analyzer\'s own summary: <a href="{href}">{href}</a> (in the run\'s folder).</p>']))
     both = step_rows(data.triton, "your_configuration", "model_analyzer_pick")
     if not both.empty:
-        out.append(Section("Your configuration and Model Analyzer's pick",
+        out.append(Section("Model Analyzer: its pick beside your configuration",
                            [table_html(both, TRITON_COLUMNS)]))
     return out
 

@@ -33,7 +33,7 @@ REPORT_SECTIONS = [
     "LLM: the KV cache decides how many sequences run",
     "CPU / GPU utilisation during each run", "Scaling out: the step load over time (Ray Serve)",
     "Load past capacity: shedding with max_queued_requests",
-    "Model Analyzer: the configurations it measured", "Your configuration and Model Analyzer's pick",
+    "Model Analyzer: the configurations it measured", "Model Analyzer: its pick beside your configuration",
     "expected effects",
 ]
 

@@ -102,7 +102,7 @@ def test_the_report_sections() -> None:
                search_rows())
     sections = step.sections(run)
     assert [s.title for s in sections] == ["Model Analyzer: the configurations it measured",
-                                           "Your configuration and Model Analyzer's pick"]
+                                           "Model Analyzer: its pick beside your configuration"]
     assert "model-analyzer/search-1/export/reports/summaries/food_classifier_onnx/result_summary.html" in \
         "".join(sections[0].parts)
     assert step.sections(data([], [])) == []
