@@ -72,20 +72,27 @@ def ready(p: LabParams) -> bool:
 def measure_configuration(triton: Triton, p: LabParams, step: str, label: str) -> pd.DataFrame:
     """The live configuration at ``constraint_concurrency`` clients, as 05-07 measure (the lab's
     perf_analyzer windows), labelled with its knobs. The windows settle as the preset's rate levels do
-    (``rate_stability_pct``, as 05's threads lesson: quick takes any spread between them, and the verdicts
-    weigh it as noise): at this load on a shared CPU they disagree too far for the concurrency band, and an
-    unsettled level is never counted."""
-    from servelab.lab.params import SPECS
+    (``band``: quick takes any spread between them, and the verdicts weigh it as noise): at this load on a
+    shared CPU they disagree too far for the concurrency band, and an unsettled level is never counted."""
     from servelab.triton.model_analyzer_results import describe, knobs
 
     cfg = live_config(triton, MODEL)
     said = describe(cfg)
-    band = getattr(SPECS["rate_stability_pct"], p.preset)  # as 05's threads lesson: noisy windows weighed
     rows = measure(triton, MODEL, p, step, f"{label}: {said}", concurrency=p.constraint_concurrency,
-                   stability_pct=band,
+                   stability_pct=band(p),
                    extra={"configuration": said, "instance_count": knobs(cfg)["instances"],
                           "max_batch_size": knobs(cfg)["max_batch_size"]})
     return Measured.of(rows, TRITON_COLUMNS)
+
+
+def band(p: LabParams) -> int:
+    """How closely (percent) perf_analyzer's windows must agree, for the lab's measurements here and for
+    Model Analyzer's: the preset's band for noisy levels (``rate_stability_pct``, as 05's threads
+    lesson). With the concurrency levels' band, Model Analyzer dropped configurations whose windows kept
+    disagreeing on this shared CPU, and with the first of a row of batch sizes it drops the whole row."""
+    from servelab.lab.params import SPECS
+
+    return int(getattr(SPECS["rate_stability_pct"], p.preset))
 
 
 def budget(yours: pd.DataFrame, p: LabParams) -> int:
@@ -128,7 +135,7 @@ def plan_search(p: LabParams, bound: int, on: bool) -> Planned | None:
     work = ma.Workspace.new(results_dir())
     deploy_model(MODEL, work.repository, gpu=False, quiet=True)
     search = ma.Search(MODEL, p.constraint_concurrency, bound, p.ma_max_instances, p.ma_max_batch_size,
-                       p.ma_search_mode, p.window_requests, p.stability_pct, p.max_trials,
+                       p.ma_search_mode, p.window_requests, band(p), p.max_trials,
                        perf_timeout_s=int(min(600, p.ma_budget_s / 3)), budget_s=p.ma_budget_s)
     launch = ma.Launch.local()
     config = ma.write_config(ma.launch_config(search, launch, work), work)
@@ -138,7 +145,7 @@ def plan_search(p: LabParams, bound: int, on: bool) -> Planned | None:
     print("\n# with the environment the lab's local Triton gets (servelab.triton.server.server_env: the "
           "wheel's libraries, the lab venv's python for the stubs)")
     print(f"$ {ma.command_line(argv)}")
-    return Planned(search, work, launch, argv, onnx_backend=False)
+    return Planned(search, work, launch, argv, onnx_backend=False)  # the wheel's Triton has none
 
 
 def run_search(planned: Planned | None) -> pd.DataFrame:

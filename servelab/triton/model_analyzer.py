@@ -376,12 +376,21 @@ def failure(log: Path) -> str:
 
 def cannot(log: Path, onnx_backend: bool) -> list[str]:
     """What Model Analyzer could not do on this machine, one line each (never its warnings as they are):
-    GPU metrics without a GPU, the ONNX Runtime backend where this Triton has none."""
+    configurations it could not measure, GPU metrics without a GPU, the ONNX Runtime backend where this
+    Triton has none."""
     try:
         text = log.read_text(errors="replace")
     except OSError:
         text = ""
     lines = []
+    dropped = [name for name, after in re.findall(r"Profiling (\S+): concurrency=\d+\n(.*?)(?=Profiling |\Z)",
+                                                  text, re.S)
+               if "no valid requests recorded" in after or "failed with exit status" in after]
+    if dropped:
+        lines.append(f"Not measured: {', '.join(dropped)} (perf_analyzer found no stable measurement "
+                     "within its tries, or failed; export/perf_analyzer_error.log says which): Model "
+                     "Analyzer left it out of its ranking, and a brute search stops that instance count's "
+                     "batch sizes there.")
     if NO_GPU_LINE.search(text):
         lines.append("No GPU metrics: this machine has no GPU, so Model Analyzer ran CPU-only (KIND_CPU "
                      "variants) and its GPU columns (memory, utilisation, power) are empty.")

@@ -333,7 +333,8 @@ def test_model_analyzer_rows(run_dir: Path) -> None:
     assert list(found["picked"]) == [bool(found["within_budget"].iloc[0])] + [False] * (len(found) - 1)
     search = run_dir / "model-analyzer" / "search-1"
     assert (search / "export/reports/summaries/food_classifier_onnx/result_summary.html").is_file()
-    assert sorted(p.name for p in search.glob("variants/*/*")) == ["config.pbtxt"] * len(found)
+    kept = [p.name for p in search.glob("variants/*/*")]  # a variant it could not measure has a row in none
+    assert set(kept) == {"config.pbtxt"} and len(kept) >= len(found)
     assert not (search / "repository").exists()
     triton = schema.RunData.load(run_dir).triton
     yours = triton[triton["step"] == "your_configuration"]

@@ -241,6 +241,16 @@ def test_why_it_stopped_is_one_line(tmp_path: Path) -> None:
     assert ma.failure(tmp_path / "none.log") == "no log was written"
 
 
+DROPPED = """[Model Analyzer] Profiling food_classifier_onnx_config_1: concurrency=8
+[Model Analyzer] Saved checkpoint to c/0.ckpt
+[Model Analyzer] Profiling food_classifier_onnx_config_2: concurrency=8
+[Model Analyzer] perf_analyzer's request count is too small, increased to 74.
+[Model Analyzer] perf_analyzer's request count is too small, increased to 124.
+[Model Analyzer] Ran perf_analyzer 2 times, but no valid requests recorded
+[Model Analyzer] Done with brute mode search.
+"""
+
+
 def test_what_it_cannot_do_here_is_one_line_each(tmp_path: Path) -> None:
     log = tmp_path / "ma.log"
     log.write_text('[Model Analyzer] WARNING: GPU output field "gpu_used_memory", has no data\n'
@@ -248,6 +258,9 @@ def test_what_it_cannot_do_here_is_one_line_each(tmp_path: Path) -> None:
     lines = ma.cannot(log, onnx_backend=False)
     assert len(lines) == 2 and all("\n" not in line for line in lines)
     assert lines[0].startswith("No GPU metrics") and lines[1].startswith("No ONNX Runtime backend")
+    log.write_text(DROPPED)
+    [dropped] = ma.cannot(log, onnx_backend=True)
+    assert dropped.startswith("Not measured: food_classifier_onnx_config_2 (perf_analyzer found no stable")
     log.write_text("")
     assert ma.cannot(log, onnx_backend=True) == []
 
