@@ -44,7 +44,7 @@ max_trials = None  # windows tried before giving up on "stable" (None: preset)
 stability_pct = None  # how closely (percent) windows must agree for "stable" (None: preset)
 
 # %%
-from servelab.lab import common, params, triton_steps
+from servelab.lab import common, params, step11_report, triton_steps
 from servelab.lab import step11_model_analyzer as step
 
 P = params.resolve(target, preset, your_instances=your_instances, your_dynamic_batching=your_dynamic_batching,
@@ -130,7 +130,7 @@ found = step.run_search(planned)
 found
 
 # %%
-step.plot_search(found)
+step11_report.plot_search(found)
 
 # %% [markdown]
 # ## Its summary
@@ -145,7 +145,7 @@ step.summary(planned)
 # What this run shows about the search:
 
 # %%
-common.what_this_run_shows(step, "found a configuration")
+common.what_this_run_shows(step11_report, "found a configuration")
 
 # %% [markdown]
 # ## Its pick on the lab's Triton, beside yours
@@ -169,7 +169,7 @@ yours_again = step.measure_yours_again(triton, P, yours_config, applied)
 yours_again
 
 # %%
-step.side_by_side()
+step11_report.side_by_side()
 
 # %% [markdown]
 # **Reading it.** Where does each configuration's time go at this load: the queue or the compute?
@@ -177,7 +177,7 @@ step.side_by_side()
 # What this run shows:
 
 # %%
-common.what_this_run_shows(step, "pick")
+common.what_this_run_shows(step11_report, "pick")
 
 # %% [markdown]
 # **Expected on a GPU** (Triton's Conceptual Guide, Part 3, linked at the top, and Model Analyzer's

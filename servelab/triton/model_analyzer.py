@@ -35,8 +35,6 @@ VERSION = "1.44.0"  # constraints-model-analyzer.txt; a test holds them equal
 SDK_IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3-sdk"  # the same release as the lab's Triton (24.10 = 2.51)
 SEARCH_MODES = ("brute", "quick")
 PROFILING = re.compile(r"Profiling (\S+): concurrency=(\d+)")
-# MA's own lines that say it could not do something on this machine, and the one line the lab says instead
-NO_GPU_LINE = re.compile(r'(GPU|Server) output field "gpu_\w+", has no data')
 
 
 class ModelAnalyzerError(RuntimeError):
@@ -372,30 +370,3 @@ def failure(log: Path) -> str:
         if "failed with exit status" in line:
             return line[:300]
     return lines[-1].removeprefix("[Model Analyzer] ")[:300] if lines else "its log is empty"
-
-
-def cannot(log: Path, onnx_backend: bool) -> list[str]:
-    """What Model Analyzer could not do on this machine, one line each (never its warnings as they are):
-    configurations it could not measure, GPU metrics without a GPU, the ONNX Runtime backend where this
-    Triton has none."""
-    try:
-        text = log.read_text(errors="replace")
-    except OSError:
-        text = ""
-    lines = []
-    dropped = [name for name, after in re.findall(r"Profiling (\S+): concurrency=\d+\n(.*?)(?=Profiling |\Z)",
-                                                  text, re.S)
-               if "no valid requests recorded" in after or "failed with exit status" in after]
-    if dropped:
-        lines.append(f"Not measured: {', '.join(dropped)} (perf_analyzer found no stable measurement "
-                     "within its tries, or failed; export/perf_analyzer_error.log says which): Model "
-                     "Analyzer left it out of its ranking, and a brute search stops that instance count's "
-                     "batch sizes there.")
-    if NO_GPU_LINE.search(text):
-        lines.append("No GPU metrics: this machine has no GPU, so Model Analyzer ran CPU-only (KIND_CPU "
-                     "variants) and its GPU columns (memory, utilisation, power) are empty.")
-    if not onnx_backend:
-        lines.append("No ONNX Runtime backend in this Triton (the nvidia-pytriton wheel's): Model Analyzer "
-                     "searched the Python-backend runner that serves model.onnx here, not the onnxruntime "
-                     "backend a GPU node's Triton runs.")
-    return lines

@@ -1,4 +1,5 @@
-"""What a Model Analyzer search wrote, as the lab's rows: each configuration it measured, in its own order.
+"""What a Model Analyzer search wrote, as the lab's rows: each configuration it measured, in its own order;
+what it could not do here, from its log, one line each.
 
 ``model-analyzer profile`` exports ``results/metrics-model-inference.csv`` (one row per configuration and
 concurrency, the columns its YAML's ``inference_output_fields`` names) sorted as it ranks them: the ones
@@ -29,6 +30,8 @@ COLUMNS = {
     "Avg Latency (ms)": "avg_ms", "Server Queue time (ms)": "queue_ms",
     "Server Compute Infer time (ms)": "compute_infer_ms",
 }
+# MA's own lines that say it could not do something on this machine (``cannot`` says each in one line)
+NO_GPU_LINE = re.compile(r'(GPU|Server) output field "gpu_\w+", has no data')
 # what the notebook and the report show of a search's rows, in this order
 SEARCH_COLUMNS = ["rank", "variant", "configuration", "throughput", "p99_ms", "queue_ms", "compute_infer_ms",
                   "within_budget"]
@@ -128,3 +131,30 @@ def prune(work: Workspace) -> None:
                 else:
                     shutil.rmtree(entry)
     shutil.rmtree(work.repository, ignore_errors=True)
+
+
+def cannot(log: Path, onnx_backend: bool) -> list[str]:
+    """What Model Analyzer could not do on this machine, one line each (never its warnings as they are):
+    configurations it could not measure, GPU metrics without a GPU, the ONNX Runtime backend where this
+    Triton has none."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        text = ""
+    lines = []
+    dropped = [name for name, after in re.findall(r"Profiling (\S+): concurrency=\d+\n(.*?)(?=Profiling |\Z)",
+                                                  text, re.S)
+               if "no valid requests recorded" in after or "failed with exit status" in after]
+    if dropped:
+        lines.append(f"Not measured: {', '.join(dropped)} (perf_analyzer found no stable measurement "
+                     "within its tries, or failed; export/perf_analyzer_error.log says which): Model "
+                     "Analyzer left it out of its ranking, and a brute search stops that instance count's "
+                     "batch sizes there.")
+    if NO_GPU_LINE.search(text):
+        lines.append("No GPU metrics: this machine has no GPU, so Model Analyzer ran CPU-only (KIND_CPU "
+                     "variants) and its GPU columns (memory, utilisation, power) are empty.")
+    if not onnx_backend:
+        lines.append("No ONNX Runtime backend in this Triton (the nvidia-pytriton wheel's): Model Analyzer "
+                     "searched the Python-backend runner that serves model.onnx here, not the onnxruntime "
+                     "backend a GPU node's Triton runs.")
+    return lines

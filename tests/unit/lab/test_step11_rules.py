@@ -9,6 +9,7 @@ import pytest
 
 from servelab.lab import params
 from servelab.lab import step11_model_analyzer as step
+from servelab.lab import step11_report as report
 from servelab.results.schema import RunData, normalise_triton
 
 YOURS = {"instance_count": 2, "max_batch_size": 16, "dynamic_batching": True,
@@ -36,7 +37,7 @@ def data(triton: list[dict], searched: list[dict]) -> RunData:
 
 
 def verdicts(run: RunData) -> list[tuple[str, str]]:
-    return [(c.status, c.evidence) for c in step.rules(run)]
+    return [(c.status, c.evidence) for c in report.rules(run)]
 
 
 def search_rows(picked: dict = PICKED, within: bool = True) -> list[dict]:
@@ -100,12 +101,12 @@ def test_an_unsettled_pick_is_not_counted() -> None:
 def test_the_report_sections() -> None:
     run = data([triton_row(step.YOURS, 60.0, 140.0, **YOURS), triton_row(step.PICK, 90.0, 150.0, **PICKED)],
                search_rows())
-    sections = step.sections(run)
+    sections = report.sections(run)
     assert [s.title for s in sections] == ["Model Analyzer: the configurations it measured",
                                            "Model Analyzer: its pick beside your configuration"]
     assert "model-analyzer/search-1/export/reports/summaries/food_classifier_onnx/result_summary.html" in \
         "".join(sections[0].parts)
-    assert step.sections(data([], [])) == []
+    assert report.sections(data([], [])) == []
 
 
 def test_another_target_says_in_one_line_that_model_analyzer_is_not_run(capsys: pytest.CaptureFixture[str],
@@ -115,7 +116,7 @@ def test_another_target_says_in_one_line_that_model_analyzer_is_not_run(capsys: 
     assert step.plan_search(p, 200, on=False) is None
     found = step.run_search(None)
     assert found.empty and repr(found) == "no search ran: no configuration to show"
-    assert step.plot_search(found) is None and step.summary(None) is None
+    assert report.plot_search(found) is None and step.summary(None) is None
     assert step.apply_pick(None, None, found) is False
     assert repr(step.measure_pick(None, p, False)) == "no pick on the lab's Triton: nothing to measure"
     lines = capsys.readouterr().out.strip().splitlines()

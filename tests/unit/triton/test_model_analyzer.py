@@ -255,14 +255,14 @@ def test_what_it_cannot_do_here_is_one_line_each(tmp_path: Path) -> None:
     log = tmp_path / "ma.log"
     log.write_text('[Model Analyzer] WARNING: GPU output field "gpu_used_memory", has no data\n'
                    '[Model Analyzer] WARNING: Server output field "gpu_utilization", has no data\n')
-    lines = ma.cannot(log, onnx_backend=False)
+    lines = mar.cannot(log, onnx_backend=False)
     assert len(lines) == 2 and all("\n" not in line for line in lines)
     assert lines[0].startswith("No GPU metrics") and lines[1].startswith("No ONNX Runtime backend")
     log.write_text(DROPPED)
-    [dropped] = ma.cannot(log, onnx_backend=True)
+    [dropped] = mar.cannot(log, onnx_backend=True)
     assert dropped.startswith("Not measured: food_classifier_onnx_config_2 (perf_analyzer found no stable")
     log.write_text("")
-    assert ma.cannot(log, onnx_backend=True) == []
+    assert mar.cannot(log, onnx_backend=True) == []
 
 
 def test_a_failed_install_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
