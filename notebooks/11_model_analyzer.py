@@ -198,7 +198,7 @@ triton_steps.triton_down(stack)
 # %% [markdown]
 # ## Questions
 # 1. Which configuration did Model Analyzer rank first, and which knob separates it from yours?
-# 2. Its own numbers and the lab's measurement of the same configuration differ: why can two
+# 2. Set Model Analyzer's own numbers for its pick beside the lab's measurement of it: why can two
 #    measurements of one configuration on this machine disagree?
 # 3. Model Analyzer measured every configuration at one concurrency. What would a constraint at
 #    another load (concurrency 1, or 16) change in what it ranks first?

@@ -101,7 +101,8 @@ def sections(data: RunData) -> list[Section]:
         href = f"model-analyzer/{search}/export/reports/summaries/{MODEL}/result_summary.html"
         out.append(Section("Model Analyzer: the configurations it measured", [
             plot_html(fig_search(found), read_search(found)), table_html(found, SEARCH_COLUMNS),
-            f'<p>Model Analyzer\'s own summary: <a href="{href}">{href}</a> (in the run\'s folder).</p>']))
+            f'<p><a href="{href}">Model Analyzer\'s own summary report</a> (HTML, in the run\'s folder '
+            f'under model-analyzer/{search}/).</p>']))
     both = step_rows(data.triton, "your_configuration", "model_analyzer_pick")
     if not both.empty:
         out.append(Section("Model Analyzer: its pick beside your configuration",
