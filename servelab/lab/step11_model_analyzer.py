@@ -30,6 +30,10 @@ from servelab.triton import model_analyzer as ma
 MODEL = "food_classifier_onnx"
 EXPERIMENT = "model_analyzer"  # the run's model_analyzer.csv/.jsonl: one row per configuration it measured
 YOURS, PICK = "your_configuration", "model_analyzer_pick"  # the Triton rows' steps
+# what the notebook and the report show of a search's rows (servelab.triton.model_analyzer_results'
+# names), in this order
+SEARCH_COLUMNS = ["rank", "variant", "configuration", "throughput", "p99_ms", "queue_ms", "compute_infer_ms",
+                  "within_budget"]
 BUDGET_FACTOR = 1.5  # the default p99 budget: this many times your configuration's p99
 NOT_HERE = ("Model Analyzer is not run on the {target} target by this lab yet (it runs on the local target; "
             "NVIDIA's {image} carries it for a Docker host): the cells below measure your configuration and "
@@ -168,7 +172,7 @@ def run_search(planned: Planned | None) -> pd.DataFrame:
         print(line)
     print(f"Model Analyzer measured {len(rows)} configuration(s) in {seconds:.0f} s (load average {load:g} "
           f"on {cpu_cores()} cores).")
-    return Measured.of(record(EXPERIMENT, rows), mar.SEARCH_COLUMNS)
+    return Measured.of(record(EXPERIMENT, rows), SEARCH_COLUMNS)
 
 
 class Link:

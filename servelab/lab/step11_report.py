@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from servelab.lab.common import Measured
-from servelab.lab.step11_model_analyzer import MODEL, PICK, YOURS
+from servelab.lab.step11_model_analyzer import MODEL, PICK, SEARCH_COLUMNS, YOURS
 from servelab.report.effects import Check, cannot_show, check, chosen, row, spread, unusable, usable
 from servelab.report.figures import Section, as_image, figure, finish, plot_html, table_html
 from servelab.results.schema import TRITON_COLUMNS, RunData, num, relative_spread, step_rows
@@ -91,9 +91,8 @@ def plot_search(found: pd.DataFrame) -> Any:
 
 def sections(data: RunData) -> list[Section]:
     """The configurations Model Analyzer measured (plot and table, its report linked), then yours and its
-    pick as the lab measured them."""
-    from servelab.triton.model_analyzer_results import SEARCH_COLUMNS
-
+    pick as the lab measured them. Drawn without Model Analyzer's or Triton's packages (the controller's
+    environment draws the report too)."""
     out = []
     found = _search(data.model_analyzer)
     if not found.empty:

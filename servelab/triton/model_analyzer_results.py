@@ -32,9 +32,6 @@ COLUMNS = {
 }
 # MA's own lines that say it could not do something on this machine (``cannot`` says each in one line)
 NO_GPU_LINE = re.compile(r'(GPU|Server) output field "gpu_\w+", has no data')
-# what the notebook and the report show of a search's rows, in this order
-SEARCH_COLUMNS = ["rank", "variant", "configuration", "throughput", "p99_ms", "queue_ms", "compute_infer_ms",
-                  "within_budget"]
 
 
 def inference_csv(work: Workspace) -> Path:
