@@ -27,12 +27,13 @@
 # | 5 | `05_instance_scaling` | the number of model instances, across two GPUs |
 # | 6 | `06_onnx_backend` | an optimised backend (ONNX Runtime) and its scaling |
 # | 7 | `07_dynamic_batching` | bursty arrivals and dynamic batching |
-# | 8 | `08_teardown` | release everything: run it last, after 09 and 10 |
+# | 8 | `08_teardown` | release everything: run it last, after 09, 10 and 11 |
 # | 9 | `09_llm_serving` | a language model: prefill vs decode, static vs continuous batching |
 # | 10 | `10_scaling_out` | replicas behind a router (Ray Serve): autoscaling on queue depth, load shedding |
+# | 11 | `11_model_analyzer` | Model Analyzer searches what 05–07 tuned by hand; its pick beside yours |
 #
-# Notebooks 09 and 10 start and stop their own engines on the node, so they come before 08 gives the
-# node back; the headless run (`./lab run`) runs them in that order too, 08 last, so that 08's
+# Notebooks 09, 10 and 11 start and stop their own engines on the node, so they come before 08 gives
+# the node back; the headless run (`./lab run`) runs them in that order too, 08 last, so that 08's
 # summary lists everything the run measured.
 
 # %% [markdown]

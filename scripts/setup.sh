@@ -9,6 +9,9 @@
 # --site: only what rendering the handout site needs (requirements/site.txt: Sphinx, myst-nb, Furo,
 # Jupytext), in its own small environment SITE_VENV (default .venv-site): `./lab site` without the full
 # set-up. No Debian packages but python3-venv where the Python lacks it, no model build.
+# --model-analyzer: the full set-up, plus notebook 11's side environment MA_VENV (default .venv-ma):
+# Triton Model Analyzer pinned by constraints-model-analyzer.txt (about 730 MB, a minute or two, once).
+# --model-analyzer-venv: only that side environment (what notebook 11 runs when it is missing).
 # Python 3.11 or 3.12 (pyproject.toml's requires-python): checked first, with how to get it.
 # Environment: VENV (default .venv), PYTHON (default: the first of python3.11, python3.12, python3 that fits),
 # SERVELAB_WEIGHTS (trained weights file/URL for the model build), SERVELAB_LLM (a Hub id or path:
@@ -19,6 +22,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 VENV="${VENV:-$ROOT/.venv}"
 SITE_VENV="${SITE_VENV:-$ROOT/.venv-site}"
+MA_VENV="${MA_VENV:-$ROOT/.venv-ma}"
 DEBIAN_PACKAGES=(libb64-0d chromium python3-venv)
 DOCKER_TIER_PACKAGES=(docker.io debootstrap)
 
@@ -141,6 +145,26 @@ install_python_packages() {  # install_python_packages full|controller|site (sit
   echo "full $digest" > "$stamp"
 }
 
+# Model Analyzer's own environment (notebook 11): its packages are not the lab's (numba, optuna, cuda-python),
+# so it lives apart and is made only when asked. Why this version: docs/decisions/2026-11-28-model-analyzer.md
+install_model_analyzer() {
+  local stamp="$MA_VENV/.servelab-stamp" digest have="" version
+  version="$(sed -n 's/^triton-model-analyzer==//p' constraints-model-analyzer.txt)"
+  digest="$(cat constraints-model-analyzer.txt requirements/model-analyzer.txt \
+    | "$PYTHON" -c 'import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())')"
+  [ -f "$stamp" ] && have="$(cat "$stamp")"
+  if [ -x "$MA_VENV/bin/model-analyzer" ] && [ "$have" = "$digest" ]; then
+    log "Model Analyzer $version ready (${MA_VENV#"$ROOT"/})"
+    return
+  fi
+  log "installing Model Analyzer $version into its own environment ${MA_VENV#"$ROOT"/} (about 730 MB; a minute or two, once)"
+  [ -x "$MA_VENV/bin/python" ] || "$PYTHON" -m venv "$MA_VENV"
+  "$MA_VENV/bin/python" -m pip --disable-pip-version-check install -q \
+    -c constraints-model-analyzer.txt -r requirements/model-analyzer.txt
+  echo "$digest" > "$stamp"
+  log "Model Analyzer $version ready (${MA_VENV#"$ROOT"/})"
+}
+
 build_artifacts() {
   "$VENV/bin/python" -m servelab.core.samples >/dev/null
   if [ -n "${SERVELAB_WEIGHTS:-}" ]; then
@@ -164,6 +188,10 @@ main() {
     log "ready for ./lab site (${SITE_VENV#"$ROOT"/})"
     return
   fi
+  if [ "${1:-}" = "--model-analyzer-venv" ]; then
+    install_model_analyzer
+    return
+  fi
   if [ "${1:-}" = "--controller" ]; then
     install_python_packages controller
     log "ready for ./lab run --target chameleon"
@@ -176,6 +204,9 @@ main() {
     install_docker_tier
     log "ready for ./lab test --docker"
     return
+  fi
+  if [ "${1:-}" = "--model-analyzer" ]; then
+    install_model_analyzer
   fi
   log "ready: activate with 'source ${VENV#"$ROOT"/}/bin/activate'"
 }

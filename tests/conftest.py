@@ -12,11 +12,12 @@ import pytest
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 
 # Files that measure what the cores do under load (Ray Serve's autoscaler must see a backlog and act on
-# it in seconds) or that keep the cores busy for a minute (pip resolving images, a venv built): with
-# `pytest -n 2 --dist loadfile` (./lab test) they run on one worker, one after another. Why:
+# it in seconds) or that keep the cores busy for a minute (pip resolving images, a venv built: Model
+# Analyzer's, where it is missing): with `pytest -n 2 --dist loadfile` (./lab test) they run on one
+# worker, one after another. Why:
 # docs/decisions/2026-11-25-ci-ray-contention.md
 CORES = ("tests/unit/targets/test_controller.py", "tests/unit/targets/test_image_resolution.py",
-         "tests/integration/scaling/")
+         "tests/integration/scaling/", "tests/unit/triton/test_model_analyzer.py")
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:

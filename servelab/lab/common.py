@@ -67,8 +67,8 @@ def concat(*frames: pd.DataFrame) -> pd.DataFrame:
 
 
 # which notebooks store rows under each experiment's name
-WRITTEN_BY = {"fastapi": "03", "flask": "03, 04, 06", "triton": "04, 05, 06, 07", "llm": "09",
-              "scaling": "10 (and Triton's queue policy)", "scaling_series": "10"}
+WRITTEN_BY = {"fastapi": "03", "flask": "03, 04, 06", "triton": "04, 05, 06, 07, 11", "llm": "09",
+              "scaling": "10 (and Triton's queue policy)", "scaling_series": "10", "model_analyzer": "11"}
 
 
 def settings(config: Any) -> pd.DataFrame:

@@ -156,6 +156,23 @@ SPECS: dict[str, Spec] = {
     "preferred_batch_sizes": Spec([4, 6, 8], [4, 6, 8], _list_of(_int(1, 16), increasing=True),
                                   "dynamic batching: preferred batch sizes"),
     "max_queue_delay_us": Spec(100, 100, _int(0, 10_000_000), "dynamic batching: max queue delay (µs)"),
+    # 11 Model Analyzer: your configuration from 05-07, the constraint, the search's space and time
+    "constraint_concurrency": Spec(8, 8, _int(1, 256), "the constraint's load: clients sending back to back"),
+    "p99_budget_ms": Spec(None, None, _optional(_int(1, 3_600_000)),
+                          "the constraint: p99 at most this many ms (not set: 1.5 × your "
+                          "configuration's p99)"),
+    "your_instances": Spec(2, 2, _int(1, 64), "your configuration: ONNX model instances (06's scaled step)"),
+    "your_dynamic_batching": Spec(True, True, _flag,
+                                  "your configuration: 07's dynamic_batching block (preferred_batch_sizes, "
+                                  "max_queue_delay_us) on, or off"),
+    "ma_max_instances": Spec(2, 4, _int(1, 64), "Model Analyzer's space: instance counts 1 to this"),
+    "ma_max_batch_size": Spec(2, 16, _int(1, 1024),
+                              "Model Analyzer's space: max batch sizes 1, 2, 4 … up to this"),
+    "ma_search_mode": Spec("brute", "brute", _choice("brute", "quick"),
+                           "brute: every configuration of the space (it stops a row of batch sizes where "
+                           "throughput stops rising); quick: Model Analyzer's hill climb"),
+    "ma_budget_s": Spec(360, 1700, _number(0.0, 86_400.0),
+                        "seconds the search may take before it is stopped"),
     # 09 LLM serving (rates are fractions of what the engine serves one request at a time)
     "llm_single_repeats": Spec(5, 10, _int(1, 1000),
                                "timed single requests per prompt length (TTFT vs decode), after one warm-up"),

@@ -13,6 +13,7 @@ from servelab.lab import (
     step09_llm_serving,
     step09_vllm,
     step10_report,
+    step11_report,
 )
 from servelab.report import html
 from servelab.report.effects import Check
@@ -29,6 +30,7 @@ NOTEBOOKS = (
     Notebook("07_dynamic_batching", (step07_dynamic_batching,), ("capacity", "arrivals", "dynamic_batching")),
     Notebook("09_llm_serving", (step09_llm_serving, step09_vllm)),
     Notebook("10_scaling_out", (step10_report,)),
+    Notebook("11_model_analyzer", (step11_report,), ("your_configuration", "model_analyzer_pick")),
 )
 STEPS = tuple(step for notebook in NOTEBOOKS for step in notebook.steps)
 

@@ -23,6 +23,7 @@ TRITON = "triton"
 LLM = "llm"  # notebook 09: one row per LLM measurement (servelab.lab.step09_llm_serving)
 SCALING = "scaling"  # notebook 10: one row per Ray Serve run (servelab.lab.step10_scaling_out)
 SCALING_SERIES = "scaling_series"  # notebook 10: one row per sampling interval of a run
+MODEL_ANALYZER = "model_analyzer"  # notebook 11: one row per configuration Model Analyzer measured
 
 QUEUE = "queue_ms"
 COMPUTE_PARTS = ("compute_input_ms", "compute_infer_ms", "compute_output_ms")
@@ -153,12 +154,14 @@ class RunData:
     llm: pd.DataFrame = field(default_factory=pd.DataFrame)
     scaling: pd.DataFrame = field(default_factory=pd.DataFrame)
     scaling_series: pd.DataFrame = field(default_factory=pd.DataFrame)
+    model_analyzer: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @classmethod
     def load(cls, run_dir: Path) -> RunData:
         return cls(unsampled_gpu_blank(load(run_dir, FASTAPI)), load(run_dir, FLASK),
                    unsampled_gpu_blank(normalise_triton(load(run_dir, TRITON))),
-                   load(run_dir, LLM), load(run_dir, SCALING), load(run_dir, SCALING_SERIES))
+                   load(run_dir, LLM), load(run_dir, SCALING), load(run_dir, SCALING_SERIES),
+                   load(run_dir, MODEL_ANALYZER))
 
 
 def gpu_polled(df: pd.DataFrame) -> pd.Series:

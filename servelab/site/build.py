@@ -244,6 +244,10 @@ def _copy_run_files(run_dir: Path, extra: Path, prefix: str, handout: str) -> tu
     (extra / prefix / "data").mkdir(parents=True, exist_ok=True)
     for name in data:
         redactor.file(run_dir / name, extra / prefix / "data" / name)
+    # Model Analyzer's summaries (notebook 11), where its page links them: the same path as in the run
+    for summary in sorted(run_dir.glob("model-analyzer/*/export/reports/summaries/*/result_summary.html")):
+        (extra / prefix / summary.relative_to(run_dir)).parent.mkdir(parents=True, exist_ok=True)
+        redactor.file(summary, extra / prefix / summary.relative_to(run_dir))
     return report, data
 
 

@@ -33,7 +33,9 @@ REPORT_SECTIONS = [
     "LLM: static vs continuous batching, equal output lengths",
     "LLM: the KV cache decides how many sequences run",
     "CPU / GPU utilisation during each run", "Scaling out: the step load over time (Ray Serve)",
-    "Load past capacity: shedding with max_queued_requests", "expected effects",
+    "Load past capacity: shedding with max_queued_requests",
+    "Model Analyzer: the configurations it measured", "Model Analyzer: its pick beside your configuration",
+    "expected effects",
 ]
 
 
@@ -156,7 +158,7 @@ def test_llm_rows(run_dir: Path) -> None:
 
 
 @pytest.mark.parametrize("notebook", ["03_fastapi", *sorted(TRITON_STEPS), "09_llm_serving",
-                                      "10_scaling_out"])
+                                      "10_scaling_out", "11_model_analyzer"])
 def test_experiment_notebooks_predict_observe_and_ask(run_dir: Path, notebook: str) -> None:
     """Each experiment notebook asks for a prediction first, shows what this run observed (computed
     from its data by the step's rules), and ends with questions; Triton's show their commands."""
@@ -302,6 +304,13 @@ SHOWN = {
         "scraping http://", "  needs: the levels it compares settled, each after its warm-up — ",
         "since the reload that turned batching on: the metrics port counted",
     ],
+    "11_model_analyzer": [
+        "[setup] Model Analyzer 1.44.0 ready (.venv-ma)", "+dynamic_batching {",
+        "The constraint: p99 ≤ ", "triton_launch_mode: local", "backend_directory: ",
+        "$ model-analyzer profile -f $SERVELAB_RESULTS/model-analyzer/search-1/config.yaml ",
+        "--concurrency 8 --latency-budget ", "No GPU metrics: this machine has no GPU",
+        "No ONNX Runtime backend in this Triton", "Model Analyzer's summary says: In ",
+    ],
 }
 
 
@@ -315,6 +324,33 @@ def test_notebooks_show_the_code_commands_configs_and_stats(run_dir: Path, noteb
     assert not missing, f"{notebook} does not show {missing}"
     if notebook not in ("03_fastapi", "10_scaling_out"):
         assert re.search(r"^\$ perf_analyzer -m \S+ -u \S+ ", printed, re.M), "the perf_analyzer command"
+
+
+def test_model_analyzer_rows(run_dir: Path) -> None:
+    """Notebook 11: every configuration Model Analyzer measured, at the constraint's concurrency, in its
+    order, the first picked when it met the budget; its summary report in the run's folder, the variants'
+    configs kept and their model copies dropped; your configuration measured twice around its pick; no
+    Triton of Model Analyzer's left running."""
+    import psutil
+
+    found = schema.RunData.load(run_dir).model_analyzer
+    assert len(found) >= 2 and (found["concurrency"] == 8).all() and list(found["rank"]) == list(
+        range(1, len(found) + 1))
+    assert "food_classifier_onnx_config_default" in set(found["variant"]), "the model's own config measured"
+    assert (found["throughput"] > 0).all() and found["p99_ms"].notna().all()
+    assert list(found["picked"]) == [bool(found["within_budget"].iloc[0])] + [False] * (len(found) - 1)
+    search = run_dir / "model-analyzer" / "search-1"
+    assert (search / "export/reports/summaries/food_classifier_onnx/result_summary.html").is_file()
+    kept = [p.name for p in search.glob("variants/*/*")]  # a variant it could not measure has a row in none
+    assert set(kept) == {"config.pbtxt"} and len(kept) >= len(found)
+    assert not (search / "repository").exists()
+    triton = schema.RunData.load(run_dir).triton
+    yours = triton[triton["step"] == "your_configuration"]
+    pick = triton[triton["step"] == "model_analyzer_pick"]
+    assert len(yours) == (2 if found["picked"].any() else 1) and len(pick) == int(found["picked"].any())
+    assert (pd.to_numeric(pd.concat([yours, pick])["throughput"]) > 0).all()
+    assert not [p.pid for p in psutil.process_iter(["cmdline"])
+                if any("servelab_ma_" in part for part in p.info.get("cmdline") or ())]
 
 
 def test_one_change_per_cell(run_dir: Path) -> None:

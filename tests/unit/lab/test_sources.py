@@ -20,7 +20,7 @@ SOURCES = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py"))
 
 def test_every_step_has_a_notebook() -> None:
     stems = [p.stem for p in SOURCES]
-    assert [s[:2] for s in stems] == [f"{i:02d}" for i in range(11)], stems
+    assert [s[:2] for s in stems] == [f"{i:02d}" for i in range(12)], stems
     for source in SOURCES:
         assert source.with_suffix(".ipynb").is_file(), f"{source.name} has no paired .ipynb"
 

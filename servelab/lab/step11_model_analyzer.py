@@ -1,0 +1,263 @@
+"""Notebook 11: Triton Model Analyzer searches the knobs 05-07 turned by hand; its pick beside yours.
+
+The student's configuration (instances, dynamic batching) is measured at the constraint's concurrency;
+the constraint (a p99 budget there) is stated from it; Model Analyzer searches instance counts, max batch
+sizes and dynamic batching under that budget (``servelab.triton.model_analyzer``); its pick is applied to
+the lab's own Triton and measured the same way as yours, right after it, then yours once more. The report,
+the rules and the views of the run's data: ``step11_report``. Model Analyzer runs on the local target only
+so far: elsewhere each step says so in one line. Why and what it costs:
+docs/decisions/2026-11-28-model-analyzer.md
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import pandas as pd
+
+from servelab.core.cpu import cpu_cores
+from servelab.core.paths import shown
+from servelab.lab.common import Measured, record
+from servelab.lab.params import LabParams
+from servelab.lab.triton_steps import Triton, apply_config, live_config, measure
+from servelab.report.effects import row
+from servelab.results.schema import TRITON_COLUMNS
+from servelab.results.store import results_dir
+from servelab.triton import model_analyzer as ma
+
+MODEL = "food_classifier_onnx"
+EXPERIMENT = "model_analyzer"  # the run's model_analyzer.csv/.jsonl: one row per configuration it measured
+YOURS, PICK = "your_configuration", "model_analyzer_pick"  # the Triton rows' steps
+# what the notebook and the report show of a search's rows (servelab.triton.model_analyzer_results'
+# names), in this order
+SEARCH_COLUMNS = ["rank", "variant", "configuration", "throughput", "p99_ms", "queue_ms", "compute_infer_ms",
+                  "within_budget"]
+BUDGET_FACTOR = 1.5  # the default p99 budget: this many times your configuration's p99
+NOT_HERE = ("Model Analyzer is not run on the {target} target by this lab yet (it runs on the local target; "
+            "NVIDIA's {image} carries it for a Docker host): the cells below measure your configuration and "
+            "skip the search.")
+
+
+class Nothing(pd.DataFrame):
+    """An empty table where a step had nothing to measure: a notebook shows it as its one line."""
+
+    _metadata: ClassVar[list[str]] = ["said"]
+    said = ""
+
+    @classmethod
+    def says(cls, line: str) -> Nothing:
+        empty = cls()
+        object.__setattr__(empty, "said", line)
+        return empty
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f"<p>{html.escape(self.said)}</p>"
+
+    def __repr__(self) -> str:
+        return self.said
+
+
+def ready(p: LabParams) -> bool:
+    """Whether Model Analyzer runs on this target; on local, its environment is made when missing (one
+    line while it installs). Elsewhere one line says it is not run there."""
+    if p.target != "local":
+        print(NOT_HERE.format(target=p.target, image=ma.SDK_IMAGE))
+        return False
+    ma.ensure_installed()
+    return True
+
+
+def measure_configuration(triton: Triton, p: LabParams, step: str, label: str) -> pd.DataFrame:
+    """The live configuration at ``constraint_concurrency`` clients, as 05-07 measure (the lab's
+    perf_analyzer windows), labelled with its knobs. The windows settle as the preset's rate levels do
+    (``band``: quick takes any spread between them, and the verdicts weigh it as noise): at this load on a
+    shared CPU they disagree too far for the concurrency band, and an unsettled level is never counted."""
+    from servelab.triton.model_analyzer_results import describe, knobs
+
+    cfg = live_config(triton, MODEL)
+    said = describe(cfg)
+    rows = measure(triton, MODEL, p, step, f"{label}: {said}", concurrency=p.constraint_concurrency,
+                   stability_pct=band(p),
+                   extra={"configuration": said, "instance_count": knobs(cfg)["instances"],
+                          "max_batch_size": knobs(cfg)["max_batch_size"]})
+    return Measured.of(rows, TRITON_COLUMNS)
+
+
+def band(p: LabParams) -> int:
+    """How closely (percent) perf_analyzer's windows must agree, for the lab's measurements here and for
+    Model Analyzer's: the preset's band for noisy levels (``rate_stability_pct``, as 05's threads
+    lesson). With the concurrency levels' band, Model Analyzer dropped configurations whose windows kept
+    disagreeing on this shared CPU, and with the first of a row of batch sizes it drops the whole row."""
+    from servelab.lab.params import SPECS
+
+    return int(getattr(SPECS["rate_stability_pct"], p.preset))
+
+
+def budget(yours: pd.DataFrame, p: LabParams) -> int:
+    """The constraint's p99 budget (whole ms, as Model Analyzer takes it): ``p99_budget_ms`` if set, else
+    ``BUDGET_FACTOR`` × your configuration's p99. Printed as the constraint it states."""
+    if p.p99_budget_ms is not None:
+        bound, why = int(p.p99_budget_ms), "p99_budget_ms, as set in the parameters cell"
+    else:
+        p99 = row(yours, "p99_ms")
+        if p99 is None:
+            raise RuntimeError("your configuration has no usable p99 to state the constraint from: set "
+                               "p99_budget_ms in the parameters cell")
+        bound = math.ceil(BUDGET_FACTOR * p99)
+        why = f"{BUDGET_FACTOR:g} × your configuration's p99 ({p99:.1f} ms)"
+    print(f"The constraint: p99 ≤ {bound} ms at concurrency {p.constraint_concurrency} ({why}). The "
+          "objective: inferences/s, Model Analyzer's default.")
+    return bound
+
+
+@dataclass
+class Planned:
+    """A search ready to run: what it asks, where its files go, how its Triton is launched, the command."""
+
+    search: ma.Search
+    work: ma.Workspace
+    launch: ma.Launch
+    argv: list[str]
+    onnx_backend: bool
+
+
+def plan_search(p: LabParams, bound: int, on: bool) -> Planned | None:
+    """The search's folder, the model deployed there as the lab's local Triton serves it (KIND_CPU, the
+    ONNX model through the Python-backend runner), its YAML and its command, both printed. None (one
+    line) where Model Analyzer is not run (``on`` False)."""
+    if not on:
+        print(f"no search on the {p.target} target")
+        return None
+    from servelab.triton.repository import deploy_model
+
+    work = ma.Workspace.new(results_dir())
+    deploy_model(MODEL, work.repository, gpu=False, quiet=True)
+    search = ma.Search(MODEL, p.constraint_concurrency, bound, p.ma_max_instances, p.ma_max_batch_size,
+                       p.ma_search_mode, p.window_requests, band(p), p.max_trials,
+                       perf_timeout_s=int(min(600, p.ma_budget_s / 3)), budget_s=p.ma_budget_s)
+    launch = ma.Launch.local()
+    config = ma.write_config(ma.launch_config(search, launch, work), work)
+    print(f"# {shown(str(config))}: how Model Analyzer launches Triton and perf_analyzer on this machine")
+    print(shown(config.read_text()).rstrip())
+    argv = ma.profile_argv(search, work)
+    print("\n# with the environment the lab's local Triton gets (servelab.triton.server.server_env: the "
+          "wheel's libraries, the lab venv's python for the stubs)")
+    print(f"$ {ma.command_line(argv)}")
+    return Planned(search, work, launch, argv, onnx_backend=False)  # the wheel's Triton has none
+
+
+def run_search(planned: Planned | None) -> pd.DataFrame:
+    """Run it (a progress bar per configuration), record every configuration it measured under
+    ``model_analyzer`` (with the search's time and the load average), say what it could not do here in one
+    line each; the table in Model Analyzer's order."""
+    from servelab.triton import model_analyzer_results as mar
+
+    if planned is None:
+        return Nothing.says("no search ran: no configuration to show")
+    import os
+
+    seconds = ma.run_profile(planned.argv, planned.search, planned.work, planned.launch)
+    load = round(os.getloadavg()[0], 2)
+    rows = [{**r, "search_seconds": round(seconds, 1), "load_average": load}
+            for r in mar.rows(planned.work, planned.search)]
+    mar.prune(planned.work)
+    if not rows:
+        raise ma.ModelAnalyzerError(f"Model Analyzer finished but measured no configuration (log: "
+                                    f"{shown(str(planned.work.log))})")
+    for line in mar.cannot(planned.work.log, planned.onnx_backend):
+        print(line)
+    print(f"Model Analyzer measured {len(rows)} configuration(s) in {seconds:.0f} s (load average {load:g} "
+          f"on {cpu_cores()} cores).")
+    return Measured.of(record(EXPERIMENT, rows), SEARCH_COLUMNS)
+
+
+class Link:
+    """A link to a file of the run, relative to where the notebook sits (the run's folder in a headless
+    run, notebooks/ otherwise), shown as HTML in Jupyter and as its text elsewhere."""
+
+    def __init__(self, text: str, href: str) -> None:
+        self.text, self.href = text, href
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f'<a href="{html.escape(self.href)}" target="_blank">{html.escape(self.text)}</a>'
+
+    def __repr__(self) -> str:
+        return f"{self.text}: {self.href}"
+
+
+def summary(planned: Planned | None) -> Link | None:
+    """Model Analyzer's own verdict sentence, and a link to its summary report (HTML)."""
+    from servelab.triton import model_analyzer_results as mar
+
+    if planned is None:
+        print("no search ran: no summary")
+        return None
+    said = mar.sentence(planned.work, MODEL)
+    print(f"Model Analyzer's summary says: {said}" if said else "Model Analyzer's summary has no verdict "
+          "line")
+    report = mar.summary_report(planned.work, MODEL)
+    if not report.is_file():
+        print("it wrote no summary report")
+        return None
+    return Link("Model Analyzer's summary report", _relative(report))
+
+
+def _relative(path: Any) -> str:
+    import os
+
+    from servelab.core.paths import REPO_ROOT
+    from servelab.results.store import run_folder
+
+    base = run_folder() or REPO_ROOT / "notebooks"
+    return os.path.relpath(path, base)
+
+
+def apply_pick(triton: Triton, planned: Planned | None, found: pd.DataFrame) -> bool:
+    """Set the lab's Triton to the configuration Model Analyzer ranks first (its instance count, max batch
+    size and dynamic batching; the rest of the live config kept): the diff, then the reload. False, with
+    one line, when there is none that met the constraint."""
+    from servelab.triton import model_analyzer_results as mar
+    from servelab.triton.config import ModelConfig, mc
+
+    picked = found[found["picked"] == True] if "picked" in found else found.iloc[0:0]  # noqa: E712
+    if planned is None or picked.empty:
+        print("no configuration met the constraint: nothing to apply" if planned is not None
+              else "no search ran: nothing to apply")
+        return False
+    variant = mar.variant_config(planned.work, str(picked["variant"].iloc[0]))
+    cfg = ModelConfig()
+    cfg.CopyFrom(live_config(triton, MODEL))
+    del cfg.instance_group[:]
+    for group in variant.instance_group:
+        cfg.instance_group.add().CopyFrom(group)
+    if not cfg.instance_group:  # the variant keeps the model's own: one instance on the CPU here
+        cfg.instance_group.add(count=1, kind=mc.ModelInstanceGroup.KIND_CPU)
+    cfg.max_batch_size = variant.max_batch_size
+    cfg.ClearField("dynamic_batching")
+    if variant.HasField("dynamic_batching"):
+        cfg.dynamic_batching.CopyFrom(variant.dynamic_batching)
+    print(f"Model Analyzer's pick, {picked['variant'].iloc[0]}: {mar.describe(variant)}")
+    apply_config(triton, MODEL, cfg)
+    return True
+
+
+def measure_pick(triton: Triton, p: LabParams, applied: bool) -> pd.DataFrame:
+    """The pick, now live, measured as yours was; one line and nothing when none was applied."""
+    if not applied:
+        return Nothing.says("no pick on the lab's Triton: nothing to measure")
+    return measure_configuration(triton, p, PICK, "Model Analyzer's pick")
+
+
+def measure_yours_again(triton: Triton, p: LabParams, yours: Any, applied: bool) -> pd.DataFrame:
+    """Back to your configuration (``yours``: the config kept when you set it; the diff, the reload) and
+    measured once more, right after the pick; nothing when no pick was measured."""
+    if not applied:
+        return Nothing.says("no pick was measured: your configuration's first reading stands alone")
+    apply_config(triton, MODEL, yours)
+    return measure_configuration(triton, p, YOURS, "yours, again")

@@ -1,0 +1,372 @@
+"""Triton Model Analyzer on the local target: its environment, the search the lab asks of it, its run.
+
+Model Analyzer (``model-analyzer profile``) writes variants of a model's config.pbtxt (instance count, max
+batch size, dynamic batching), starts a Triton of its own, loads each variant and measures it with
+perf_analyzer, then ranks the variants by its objective (throughput) under a constraint (a p99 latency
+budget) and writes a summary. It lives in a side environment (``.venv-ma``, ``MA_VENV``; made by
+``scripts/setup.sh --model-analyzer-venv``, ``ensure_installed``), pinned by constraints-model-analyzer.txt.
+
+The command has two parts: the search on the command line (what a student decides: the model, the space,
+the concurrency, the latency budget, where its files go; ``profile_argv``) and this machine's launch
+plumbing in its YAML file (the wheel's tritonserver and its backends, the lab's perf_analyzer and its
+windows, free ports; ``launch_config``); the environment Triton's wheel needs is the process's
+(``servelab.triton.server.server_env``). Reading what it wrote: ``servelab.triton.model_analyzer_results``.
+Versions, pitfalls and costs: docs/decisions/2026-11-28-model-analyzer.md
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from servelab.core.paths import REPO_ROOT, shown
+
+VERSION = "1.44.0"  # constraints-model-analyzer.txt; a test holds them equal
+SDK_IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3-sdk"  # the same release as the lab's Triton (24.10 = 2.51)
+SEARCH_MODES = ("brute", "quick")
+PROFILING = re.compile(r"Profiling (\S+): concurrency=(\d+)")
+
+
+class ModelAnalyzerError(RuntimeError):
+    """Model Analyzer could not be installed or did not finish; the message is one line that says why."""
+
+
+def venv_dir() -> Path:
+    """The side environment: ``$MA_VENV``, else ``.venv-ma`` in the checkout (as scripts/setup.sh)."""
+    return Path(os.environ.get("MA_VENV") or REPO_ROOT / ".venv-ma")
+
+
+def executable() -> Path:
+    return venv_dir() / "bin" / "model-analyzer"
+
+
+def ensure_installed(say: Callable[[str], None] = print, timeout: float = 900.0) -> Path:
+    """Make the side environment when it is missing or its pins changed (``scripts/setup.sh
+    --model-analyzer-venv``: one line while it installs, one when ready); returns ``executable()``.
+    One process at a time (a lock beside it); a failure is one ``ModelAnalyzerError`` line."""
+    import fcntl
+
+    venv = venv_dir()
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    output: list[str] = []
+    with open(venv.parent / f"{venv.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        proc = subprocess.Popen(["bash", str(REPO_ROOT / "scripts" / "setup.sh"), "--model-analyzer-venv"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env={**os.environ, "MA_VENV": str(venv)})
+        killed = threading.Event()
+
+        def kill() -> None:
+            killed.set()
+            proc.kill()
+
+        timer = threading.Timer(timeout, kill)
+        timer.start()
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:  # "[setup] installing …" shows while it installs
+                output.append(line.rstrip())
+                if line.startswith("[setup]"):
+                    say(line.rstrip())
+            proc.wait()
+        finally:
+            timer.cancel()
+    if killed.is_set():
+        raise ModelAnalyzerError(f"installing Model Analyzer took over {timeout:.0f} s and was stopped: "
+                                 "run ./lab setup --model-analyzer in a terminal to see why")
+    if proc.returncode != 0 or not executable().is_file():
+        last = next((ln for ln in reversed(output) if ln.strip()), "")
+        raise ModelAnalyzerError(f"installing Model Analyzer {VERSION} failed ({last.strip()[:200]}): run "
+                                 "./lab setup --model-analyzer in a terminal to see the whole output")
+    return executable()
+
+
+@dataclass(frozen=True)
+class Search:
+    """What Model Analyzer is asked: the model, the space (instances 1..``max_instances``, max batch sizes
+    1, 2, 4 … ``max_batch_size``, dynamic batching on in each variant, plus the model's own config), every
+    configuration at ``concurrency`` clients, the p99 budget, perf_analyzer's windows, the time allowed."""
+
+    model: str
+    concurrency: int
+    p99_budget_ms: int
+    max_instances: int
+    max_batch_size: int
+    mode: str = "brute"  # or "quick": a hill climb (docs/decisions/2026-11-28-model-analyzer.md)
+    window_requests: int = 32  # perf_analyzer's count window
+    stability_pct: int = 30
+    max_trials: int = 5
+    auto_adjusts: int = 2  # perf_analyzer runs per configuration (MA widens an unsettled one's window)
+    perf_timeout_s: int = 120  # one perf_analyzer run
+    budget_s: float = 360.0  # the whole search: stopped after this long
+    cpu_only: bool = True  # KIND_CPU variants (the lab's local Triton serves on the CPU)
+
+    def __post_init__(self) -> None:
+        if self.mode not in SEARCH_MODES:
+            raise ValueError(f"search mode {self.mode!r} is not one of {', '.join(SEARCH_MODES)}")
+
+    @property
+    def batch_sizes(self) -> list[int]:
+        """The max batch sizes the brute search walks (it stops early where throughput stops rising)."""
+        sizes, size = [], 1
+        while size <= self.max_batch_size:
+            sizes.append(size)
+            size *= 2
+        return sizes
+
+    @property
+    def most_configurations(self) -> int:
+        """The model's own config plus every variant the space holds (the progress bar's length)."""
+        return 1 + self.max_instances * len(self.batch_sizes)
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """One search's folder under the run's results (``model-analyzer/search-N``): the repository it reads,
+    the variants it writes, its exports (results, reports), checkpoints, its YAML and log."""
+
+    root: Path
+
+    @classmethod
+    def new(cls, results: Path) -> Workspace:
+        """The next free ``search-N`` (never reused: nothing measured is overwritten)."""
+        base = Path(results) / "model-analyzer"
+        base.mkdir(parents=True, exist_ok=True)
+        n = 1
+        while True:
+            try:
+                (base / f"search-{n}").mkdir()
+                return cls(base / f"search-{n}")
+            except FileExistsError:
+                n += 1
+
+    @property
+    def repository(self) -> Path:
+        return self.root / "repository"
+
+    @property
+    def variants(self) -> Path:
+        return self.root / "variants"
+
+    @property
+    def export(self) -> Path:
+        return self.root / "export"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / "checkpoints"
+
+    @property
+    def config_file(self) -> Path:
+        return self.root / "config.yaml"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "model-analyzer.log"
+
+
+def profile_argv(search: Search, work: Workspace, binary: Path | str | None = None) -> list[str]:
+    """The ``model-analyzer profile`` command: the search on the command line, the launch in ``-f``."""
+    argv = [str(binary or executable()), "profile", "-f", str(work.config_file),
+            "--model-repository", str(work.repository),
+            "--run-config-search-mode", search.mode,
+            "--run-config-search-max-instance-count", str(search.max_instances),
+            "--run-config-search-max-model-batch-size", str(search.max_batch_size)]
+    if search.mode == "brute":  # every configuration, the model's own included, at the one concurrency
+        argv += ["--concurrency", str(search.concurrency)]
+    else:  # quick search takes no list: the bounds pin the concurrency it tries for each variant
+        argv += ["--run-config-search-min-concurrency", str(search.concurrency),
+                 "--run-config-search-max-concurrency", str(search.concurrency),
+                 "--concurrency-sweep-disable"]
+    return [*argv, "--latency-budget", str(search.p99_budget_ms),
+            "--output-model-repository-path", str(work.variants), "--override-output-model-repository",
+            "--export-path", str(work.export), "--checkpoint-directory", str(work.checkpoints)]
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Where Model Analyzer's own Triton and perf_analyzer come from on this machine, and its ports."""
+
+    server_path: str
+    backend_directory: str
+    perf_analyzer_path: str
+    http_port: int
+    grpc_port: int
+    metrics_port: int
+    shm_prefix: str
+
+    @classmethod
+    def local(cls) -> Launch:
+        """The pytriton wheel's tritonserver with the lab's prepared backends, the lab venv's perf_analyzer,
+        free ports, a shared-memory prefix of its own (removed after the run)."""
+        from servelab.core.procs import free_port
+        from servelab.triton.perf import perf_analyzer_binary
+        from servelab.triton.server import SHM_GLOB_PREFIX, prepare_backends, pytriton_dist
+
+        return cls(str(pytriton_dist() / "bin" / "tritonserver"), str(prepare_backends()),
+                   perf_analyzer_binary(), free_port(), free_port(), free_port(),
+                   f"{SHM_GLOB_PREFIX}_servelab_ma_{uuid.uuid4().hex[:8]}")
+
+
+def launch_config(search: Search, launch: Launch, work: Workspace) -> dict[str, Any]:
+    """The YAML file's contents: MA's Triton (``local`` launch mode: the wheel's binary, its backends, ports
+    on 127.0.0.1), perf_analyzer (the lab's binary, count windows as the lab's quick preset), HTTP, and the
+    model's CPU-only variants. Not ``disable_auto_complete_config`` (MA passes it as ``… True``, which
+    tritonserver refuses)."""
+    return {
+        "triton_launch_mode": "local",
+        "triton_server_path": launch.server_path,
+        "triton_output_path": str(work.root / "tritonserver.log"),
+        "triton_http_endpoint": f"127.0.0.1:{launch.http_port}",
+        "triton_grpc_endpoint": f"127.0.0.1:{launch.grpc_port}",
+        "triton_metrics_url": f"http://127.0.0.1:{launch.metrics_port}/metrics",
+        "client_protocol": "http",
+        "triton_server_flags": {
+            "backend_directory": launch.backend_directory,
+            "backend_config": f"python,shm-region-prefix-name={launch.shm_prefix}",
+            "http_address": "127.0.0.1", "http_port": str(launch.http_port),
+            "grpc_address": "127.0.0.1", "grpc_port": str(launch.grpc_port),
+            "metrics_port": str(launch.metrics_port), "exit_timeout_secs": "5",
+        },
+        "perf_analyzer_path": launch.perf_analyzer_path,
+        "perf_analyzer_timeout": search.perf_timeout_s,
+        "perf_analyzer_max_auto_adjusts": search.auto_adjusts,
+        "perf_analyzer_flags": {
+            "measurement-mode": "count_windows",
+            "measurement-request-count": str(max(search.window_requests, 2 * search.concurrency)),
+            "stability-percentage": str(search.stability_pct), "max-trials": str(search.max_trials),
+        },
+        "inference_output_fields": ["model_name", "batch_size", "concurrency", "model_config_path",
+                                    "instance_group", "max_batch_size", "satisfies_constraints",
+                                    "perf_throughput", "perf_latency_p99", "perf_latency_avg",
+                                    "perf_server_queue", "perf_server_compute_infer"],
+        "profile_models": {search.model: {"cpu_only": search.cpu_only}},
+    }
+
+
+def write_config(config: dict[str, Any], work: Workspace) -> Path:
+    import yaml
+
+    work.config_file.write_text(yaml.safe_dump(config, sort_keys=False))
+    return work.config_file
+
+
+def process_env() -> dict[str, str]:
+    """The environment Model Analyzer runs in, which its Triton and perf_analyzer inherit: the lab
+    Triton's (``server_env``: the wheel's libraries, the lab venv's python first on PATH for the stubs),
+    perf_analyzer's libcudart, and matplotlib's file backend."""
+    from servelab.triton.perf import perf_analyzer_env
+    from servelab.triton.server import server_env
+
+    env = perf_analyzer_env()
+    triton = server_env()
+    env["PATH"] = triton["PATH"]
+    env["LD_LIBRARY_PATH"] = ":".join(p for p in (triton["LD_LIBRARY_PATH"], env.get("LD_LIBRARY_PATH"))
+                                      if p)
+    env["MPLBACKEND"] = "Agg"  # its plots go to files; a kernel's inline backend is not in its environment
+    return env
+
+
+def command_line(argv: list[str]) -> str:
+    """The command as a notebook prints it: ``model-analyzer profile …``, paths relative (``shown``)."""
+    import shlex
+
+    return shown(" ".join(["model-analyzer", *(shlex.quote(a) for a in argv[1:])]))
+
+
+def run_profile(argv: list[str], search: Search, work: Workspace, launch: Launch,
+                progress: bool = True) -> float:
+    """Run the search (its log in ``work.log``), one progress step per configuration measured; returns
+    the seconds it took. Stopped after ``search.budget_s``; a failure is one ``ModelAnalyzerError`` line
+    naming the log. Whatever happens, no tritonserver or shared memory of it is left behind."""
+    from servelab.core.procs import ManagedProcess
+    from servelab.core.progress import bar
+
+    started = time.monotonic()
+    proc = ManagedProcess("model-analyzer", argv, work.log, env=process_env(), cwd=work.root)
+    seen: set[str] = set()
+    progress_bar = bar(total=search.most_configurations, desc="model-analyzer", unit="config",
+                       disable=not progress)
+    try:
+        while proc.proc.poll() is None:
+            if time.monotonic() - started > search.budget_s:
+                raise ModelAnalyzerError(
+                    f"Model Analyzer ran past its {search.budget_s:.0f} s budget and was stopped after "
+                    f"{len(seen)} configuration(s): give it a smaller space or a larger budget "
+                    f"(log: {shown(str(work.log))})")
+            for name in _profiled(work.log):
+                if name not in seen:
+                    seen.add(name)
+                    progress_bar.update(1)
+                    progress_bar.set_postfix_str(name)
+            time.sleep(1.0)
+    finally:
+        progress_bar.close()
+        stop(proc)
+        _clean_up(launch)
+    if proc.proc.returncode != 0:
+        raise ModelAnalyzerError(f"Model Analyzer stopped (exit {proc.proc.returncode}): {failure(work.log)} "
+                                 f"(whole log: {shown(str(work.log))})")
+    return time.monotonic() - started
+
+
+def _profiled(log: Path) -> list[str]:
+    """The configurations MA has started measuring so far, in order (its "Profiling …" lines)."""
+    try:
+        return [m.group(1) for m in PROFILING.finditer(log.read_text(errors="replace"))]
+    except OSError:
+        return []
+
+
+def stop(proc: Any) -> None:
+    """Ctrl-C first (Model Analyzer then stops its Triton itself), the process group after 20 s."""
+    if proc.proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.proc.wait(20)
+    proc.stop(timeout=10)
+
+
+def _clean_up(launch: Launch) -> None:
+    """Its tritonserver runs in a session of its own: stop any left (found by the shared-memory prefix
+    on its command line), then remove that prefix's shared memory."""
+    import psutil
+
+    for process in psutil.process_iter(["cmdline"]):
+        if any(launch.shm_prefix in part for part in process.info.get("cmdline") or ()):
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+                process.wait(10)
+    for region in Path("/dev/shm").glob(f"{launch.shm_prefix}*"):
+        with contextlib.suppress(OSError):
+            region.unlink()
+
+
+def failure(log: Path) -> str:
+    """The line of MA's log that says why it stopped: its error message (the lines after "encountered an
+    error:", or an exception's message; never the traceback), else its last line."""
+    try:
+        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return "no log was written"
+    for index in range(len(lines) - 1, -1, -1):
+        line = lines[index].removeprefix("[Model Analyzer] ")
+        if "encountered an error:" in line:
+            rest = [line.split("encountered an error:", 1)[1], *lines[index + 1:]]
+            return " ".join(" ".join(rest).split())[:300]
+        if m := re.match(r"(?:[\w.]+\.)?(?:TritonModelAnalyzerException|\w+Error|\w+Exception): (.+)", line):
+            return m.group(1)[:300]
+        if "failed with exit status" in line:
+            return line[:300]
+    return lines[-1].removeprefix("[Model Analyzer] ")[:300] if lines else "its log is empty"

@@ -1,0 +1,125 @@
+"""Notebook 11's expected effects on made-up run data: better, within noise, worse, Model Analyzer picking
+your own configuration, none within the budget, no search at all; the report's sections; and a target
+where Model Analyzer is not run says so in one line."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from servelab.lab import params
+from servelab.lab import step11_model_analyzer as step
+from servelab.lab import step11_report as report
+from servelab.results.schema import RunData, normalise_triton
+
+YOURS = {"instance_count": 2, "max_batch_size": 16, "dynamic_batching": True,
+         "configuration": "2 CPU instances, max batch 16, dynamic batching on"}
+PICKED = {"instances": 2, "max_batch_size": 1, "dynamic_batching": True,
+          "configuration": "2 CPU instances, max batch 1, dynamic batching on"}
+
+
+def triton_row(step_name: str, throughput: float, p99: float, spread: float = 0.02, **extra: object) -> dict:
+    return {"step": step_name, "label": step_name, "model": "food_classifier_onnx",
+            "load_mode": "concurrency", "load_value": 8, "throughput_infer_s": throughput,
+            "latency_p99_ms": p99, "throughput_spread": spread, "latency_spread": spread, "settled": True,
+            **extra}
+
+
+def found(*rows: dict, budget: int = 200) -> list[dict]:
+    return [{"search": "search-1", "rank": i + 1, "variant": f"food_classifier_onnx_config_{i}",
+             "p99_budget_ms": budget, **row} for i, row in enumerate(rows)]
+
+
+def data(triton: list[dict], searched: list[dict]) -> RunData:
+    empty = pd.DataFrame()
+    return RunData(empty, empty, normalise_triton(pd.DataFrame(triton)),
+                   model_analyzer=pd.DataFrame(searched))
+
+
+def verdicts(run: RunData) -> list[tuple[str, str]]:
+    return [(c.status, c.evidence) for c in report.rules(run)]
+
+
+def search_rows(picked: dict = PICKED, within: bool = True) -> list[dict]:
+    return found({**picked, "throughput": 95.0, "p99_ms": 150.0, "within_budget": within, "picked": within},
+                 {"instances": 1, "max_batch_size": 16, "dynamic_batching": False, "throughput": 60.0,
+                  "p99_ms": 180.0, "within_budget": within, "picked": False,
+                  "configuration": "1 CPU instance, max batch 16, dynamic batching off"})
+
+
+def test_a_pick_that_serves_beyond_the_noise_is_observed() -> None:
+    run = data([triton_row(step.YOURS, 60.0, 140.0, **YOURS), triton_row(step.PICK, 90.0, 150.0, **PICKED),
+                triton_row(step.YOURS, 62.0, 141.0, **YOURS)], search_rows())
+    (found_status, found_said), (within, _), (serves, said) = verdicts(run)
+    assert (found_status, within, serves) == ("observed", "observed", "observed")
+    assert "2 of 2 configurations" in found_said
+    assert said.startswith("yours 62.0 images/s, its pick 90.0 (+45%)")  # the reading right after the pick
+
+
+def test_the_two_readings_of_yours_widen_the_noise_band() -> None:
+    """A gap smaller than your configuration's own two readings apart is within noise."""
+    run = data([triton_row(step.YOURS, 50.0, 140.0, **YOURS), triton_row(step.PICK, 64.0, 150.0, **PICKED),
+                triton_row(step.YOURS, 62.0, 141.0, **YOURS)], search_rows())
+    assert verdicts(run)[2][0] == "within noise"
+
+
+def test_a_pick_that_serves_less_is_not_observed() -> None:
+    run = data([triton_row(step.YOURS, 90.0, 140.0, **YOURS), triton_row(step.PICK, 60.0, 250.0, **PICKED),
+                triton_row(step.YOURS, 91.0, 141.0, **YOURS)], search_rows())
+    statuses = [v[0] for v in verdicts(run)]
+    assert statuses == ["observed", "not observed", "not observed"]  # over the 200 ms budget too
+
+
+def test_picking_your_own_configuration_leaves_nothing_to_compare() -> None:
+    mine = {"instances": 2, "max_batch_size": 16, "dynamic_batching": True,
+            "configuration": YOURS["configuration"]}
+    run = data([triton_row(step.YOURS, 60.0, 140.0, **YOURS), triton_row(step.PICK, 61.0, 140.0, **YOURS),
+                triton_row(step.YOURS, 60.5, 141.0, **YOURS)], search_rows(mine))
+    status, said = verdicts(run)[2]
+    assert status == "not measured" and "picked your own configuration" in said
+
+
+def test_none_within_the_budget() -> None:
+    run = data([triton_row(step.YOURS, 60.0, 140.0, **YOURS)], search_rows(within=False))
+    (found_status, _), (within, why), (serves, _) = verdicts(run)
+    assert (found_status, within, serves) == ("not observed", "not measured", "not measured")
+    assert "no configuration met the p99 budget" in why
+
+
+def test_no_search_reads_not_measured_and_says_why() -> None:
+    run = data([triton_row(step.YOURS, 60.0, 140.0, **YOURS)], [])
+    assert all(status == "not measured" for status, _ in verdicts(run))
+    assert "Model Analyzer did not run" in verdicts(run)[0][1]
+
+
+def test_an_unsettled_pick_is_not_counted() -> None:
+    run = data([triton_row(step.YOURS, 60.0, 140.0, **YOURS),
+                triton_row(step.PICK, 90.0, 150.0, **{**PICKED, "settled": False})], search_rows())
+    assert verdicts(run)[2][0] == "not measured" and "never settled" in verdicts(run)[2][1]
+
+
+def test_the_report_sections() -> None:
+    run = data([triton_row(step.YOURS, 60.0, 140.0, **YOURS), triton_row(step.PICK, 90.0, 150.0, **PICKED)],
+               search_rows())
+    sections = report.sections(run)
+    assert [s.title for s in sections] == ["Model Analyzer: the configurations it measured",
+                                           "Model Analyzer: its pick beside your configuration"]
+    assert "model-analyzer/search-1/export/reports/summaries/food_classifier_onnx/result_summary.html" in \
+        "".join(sections[0].parts)
+    assert report.sections(data([], [])) == []
+
+
+def test_another_target_says_in_one_line_that_model_analyzer_is_not_run(capsys: pytest.CaptureFixture[str],
+                                                                        ) -> None:
+    p = params.resolve("docker", "quick", constraint_concurrency=None)
+    assert step.ready(p) is False
+    assert step.plan_search(p, 200, on=False) is None
+    found = step.run_search(None)
+    assert found.empty and repr(found) == "no search ran: no configuration to show"
+    assert report.plot_search(found) is None and step.summary(None) is None
+    assert step.apply_pick(None, None, found) is False
+    assert repr(step.measure_pick(None, p, False)) == "no pick on the lab's Triton: nothing to measure"
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("Model Analyzer is not run on the docker target by this lab yet")
+    assert lines[1:] == ["no search on the docker target", "no configuration measured",
+                         "no search ran: no summary", "no search ran: nothing to apply"]
