@@ -32,7 +32,8 @@ def noise(nb: Any) -> list[str]:
 
 
 # a missing value as pandas or Python prints it, standing alone in a table cell or after a field's name
-MISSING = re.compile(r"(?<![\w.'\"=])(None|NaN|nan|<NA>)(?![\w'\"(]| of\b)")
+# (not "None: …", a parameter's meaning saying what the value None does, nor prose's "None of")
+MISSING = re.compile(r"(?<![\w.'\"=])(None|NaN|nan|<NA>)(?![\w'\"(:]| of\b)")
 HTML_MISSING = re.compile(r"<td>\s*(None|NaN|nan|&lt;NA&gt;)\s*</td>")
 # an absolute path under a machine's own folders (not a URL's path: those follow a host or port)
 ABSOLUTE = re.compile(r"(?<![\w.~$:/-])/(?:home|root|tmp|work|var|usr|opt|srv|mnt|etc|private|Users)/"

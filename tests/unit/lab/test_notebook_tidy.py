@@ -47,4 +47,5 @@ def test_what_a_notebook_rightly_shows_passes() -> None:
         stream('{"image": "/9j/4AAQSkZJRgABAQAAAQABAAD/2wBDAAUDBAQE…"}\n'),
         result("p95 (ms)\n        ", "<table><tr><td></td></tr></table>"),
         stream("None of the requests failed.\n"),
+        result("instance_counts  not set  preset quick  instances per step (None: scaled to the cores)"),
         stream("no GPU reference measurement of this step yet\n"))) == []
