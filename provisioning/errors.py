@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from types import FrameType
@@ -168,15 +169,20 @@ def stop_in(exc: BaseException) -> BaseException | None:
 
 class SignalGuard:
     """Installed by ``signals_raise``: every SIGTERM/SIGHUP raises ``Terminated`` until the caller says
-    the stop has begun (``begin_stop``); from then on, and inside ``deferred()`` (a teardown), a signal only
-    prints. A closed SSH session sends SIGHUP and SIGTERM in quick succession: the second must not cut
-    the way to the teardown the first started. A signal whose ``Terminated`` never reached the caller (a
-    library caught it) is no stop under way: the next one raises again."""
+    the stop has begun (``begin_stop``); from then on, inside ``deferred()`` (a teardown), and for
+    ``UNWINDING_S`` after a raise, a signal only prints. A closed SSH session sends SIGHUP and SIGTERM in
+    quick succession: the second must not land in the clean-up the first is unwinding through (the SSH
+    channel's close, which ends invoke's reader threads) and cut the way to the teardown. A signal whose
+    ``Terminated`` never reached the caller (a library caught it) is no stop under way: the next one,
+    later than that, raises again."""
+
+    UNWINDING_S = 5.0  # a raised stop reaches the caller's handler in far less than this
 
     def __init__(self) -> None:
         self.received: list[str] = []
         self._defer = ""
         self._stopping = ""
+        self._raised_at: float | None = None
 
     @property
     def stopping(self) -> bool:
@@ -190,10 +196,12 @@ class SignalGuard:
     def handle(self, signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
         self.received.append(name)
-        during = self._defer or self._stopping
+        unwinding = self._raised_at is not None and time.monotonic() - self._raised_at < self.UNWINDING_S
+        during = self._defer or self._stopping or ("the stop" if unwinding else "")
         if during:
             say(f"{name} received during {during}: finishing it first")  # the terminal may be gone
             return
+        self._raised_at = time.monotonic()
         raise Terminated(f"stopped by {name}")
 
     @contextmanager
