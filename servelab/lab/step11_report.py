@@ -149,6 +149,18 @@ def usable_rows(triton: pd.DataFrame, step: str) -> pd.DataFrame:
     return usable(triton[triton["step"] == step]) if not triton.empty else triton
 
 
+def _knob(value: object) -> str:
+    """A configuration's setting as one text whatever pandas made of it: a whole number stored as a
+    float (a column the 04-07 rows leave empty: 2.0) reads "2", a flag "True"/"False"."""
+    if value is None or str(value) in ("True", "False"):  # a bool, numpy's too
+        return str(value)
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return str(value)
+    return str(int(number)) if number == number and number.is_integer() else str(value)
+
+
 def _same(triton: pd.DataFrame, pick: pd.Series | None) -> str | None:
     """Why there is nothing to compare when Model Analyzer picked the configuration you measured."""
     if pick is None:
@@ -158,6 +170,6 @@ def _same(triton: pd.DataFrame, pick: pd.Series | None) -> str | None:
         return None
     knobs = (("instance_count", "instances"), ("max_batch_size", "max_batch_size"),
              ("dynamic_batching", "dynamic_batching"))
-    if all(str(mine.get(a)) == str(pick.get(b)) for a, b in knobs):
+    if all(_knob(mine.get(a)) == _knob(pick.get(b)) for a, b in knobs):
         return f"Model Analyzer picked your own configuration ({pick['configuration']}): nothing to compare"
     return None

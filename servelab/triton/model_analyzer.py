@@ -63,12 +63,13 @@ def ensure_installed(say: Callable[[str], None] = print, timeout: float = 900.0)
         fcntl.flock(lock, fcntl.LOCK_EX)
         proc = subprocess.Popen(["bash", str(REPO_ROOT / "scripts" / "setup.sh"), "--model-analyzer-venv"],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                env={**os.environ, "MA_VENV": str(venv)})
+                                env={**os.environ, "MA_VENV": str(venv)}, start_new_session=True)
         killed = threading.Event()
 
-        def kill() -> None:
+        def kill() -> None:  # bash and the pip it runs: pip holds the output pipe the loop reads
             killed.set()
-            proc.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
 
         timer = threading.Timer(timeout, kill)
         timer.start()
@@ -79,6 +80,10 @@ def ensure_installed(say: Callable[[str], None] = print, timeout: float = 900.0)
                 if line.startswith("[setup]"):
                     say(line.rstrip())
             proc.wait()
+        except BaseException:  # a notebook's interrupt: no pip left installing behind it
+            kill()
+            killed.clear()
+            raise
         finally:
             timer.cancel()
     if killed.is_set():

@@ -79,6 +79,19 @@ def test_picking_your_own_configuration_leaves_nothing_to_compare() -> None:
     assert status == "not measured" and "picked your own configuration" in said
 
 
+def test_your_own_configuration_is_recognised_beside_the_04_07_rows() -> None:
+    """In a whole run the 04-07 rows leave instance_count and max_batch_size empty, so pandas keeps them
+    as floats (2.0, 16.0): the pick must still read as your own configuration."""
+    mine = {"instances": 2, "max_batch_size": 16, "dynamic_batching": True,
+            "configuration": YOURS["configuration"]}
+    run = data([triton_row("python_concurrency", 20.0, 300.0),
+                triton_row(step.YOURS, 60.0, 140.0, **YOURS), triton_row(step.PICK, 61.0, 140.0, **YOURS),
+                triton_row(step.YOURS, 60.5, 141.0, **YOURS)], search_rows(mine))
+    assert run.triton["instance_count"].dtype.kind == "f"
+    status, said = verdicts(run)[2]
+    assert status == "not measured" and "picked your own configuration" in said
+
+
 def test_none_within_the_budget() -> None:
     run = data([triton_row(step.YOURS, 60.0, 140.0, **YOURS)], search_rows(within=False))
     (found_status, _), (within, why), (serves, _) = verdicts(run)
