@@ -20,7 +20,7 @@ timeout = 60
 def on_starting(server: Any) -> None:
     """Refuse, in one line each, a setting the app cannot use and an address another program holds."""
     from flask_app.settings import SettingsError
-    from servelab.core.procs import bind_port, taken_port_line
+    from servelab.core.procs import PortError, bind_port, taken_port_line
 
     try:
         _, uploads = _app_settings(server)
@@ -33,7 +33,11 @@ def on_starting(server: Any) -> None:
     for address in server.cfg.address:
         if isinstance(address, tuple):
             host, port = str(address[0]), int(address[1])
-            if (probe := bind_port(host, port)) is None:
+            try:
+                probe = bind_port(host, port)
+            except PortError as exc:
+                _refuse(f"GourmetGram: {exc} (--bind HOST:PORT)")
+            if probe is None:
                 _refuse(taken_port_line("GourmetGram", host, port, f"--bind {host}:{{port}}"))
             else:
                 probe.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import errno
 import os
 import signal
 import socket
@@ -35,31 +36,44 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
+class PortError(OSError):
+    """``host:port`` cannot be listened on for another reason than another program holding it; the
+    message says what to change."""
+
+
 def bind_port(host: str, port: int) -> socket.socket | None:
     """A TCP socket bound to ``host:port`` for a server to listen on (SO_REUSEADDR, as uvicorn and
-    gunicorn bind theirs), or None when another program holds that port."""
+    gunicorn bind theirs), or None when another program holds that port. ``PortError`` for a port only
+    root may take or a host that is not this machine's."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
-    except OSError:
+    except OSError as exc:
         sock.close()
-        return None
+        if exc.errno == errno.EADDRINUSE:
+            return None
+        if exc.errno == errno.EACCES:
+            raise PortError(f"not allowed to listen on port {port} (ports below 1024 need root): "
+                            "choose a port of 1024 or above") from None
+        raise PortError(f"cannot listen on {host}:{port} ({exc.strerror}): listen on 127.0.0.1 (this "
+                        "machine only) or 0.0.0.0 (every interface)") from None
     return sock
 
 
 def taken_port_line(server: str, host: str, port: int, setting: str) -> str:
     """The one line a server stops with when ``host:port`` is taken: names ``setting`` (a format with
-    ``{port}``, e.g. ``--port {port}``) filled with a port that is free now."""
-    free = port + 1
+    ``{port}``, e.g. ``--port {port}``) filled with a port that is free now (of the next 50)."""
+    free = None
     for candidate in range(port + 1, min(port + 50, 65536)):
         if (probe := bind_port(host, candidate)) is not None:
             probe.close()
             free = candidate
             break
-    return (f"{server}: {host}:{port} is already taken by another program: start it on another port with "
-            f"{setting.format(port=free)}, or stop that program")
+    move = f"with {setting.format(port=free)}" if free else f"({setting.format(port='PORT')})"
+    return (f"{server}: {host}:{port} is already taken by another program: start it on another port {move}, "
+            "or stop that program")
 
 
 def wait_until(check: Callable[[], bool], what: str, timeout: float, interval: float = 0.2,

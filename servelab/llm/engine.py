@@ -41,7 +41,7 @@ from typing import Any
 
 import uvicorn
 
-from servelab.core.procs import bind_port, taken_port_line
+from servelab.core.procs import PortError, bind_port, taken_port_line
 from servelab.llm.front import Front
 from servelab.llm.static_batcher import StaticBatcher
 from servelab.llm.validation import (
@@ -197,7 +197,10 @@ def main(argv: list[str] | None = None) -> None:
                         help="(default %(default)s: FastAPI and Triton take 8000)")
     args = parser.parse_args(argv)
     # the port first: one line and no model load when another program holds it
-    listening = bind_port(args.host, args.port)
+    try:
+        listening = bind_port(args.host, args.port)
+    except PortError as exc:
+        raise SystemExit(f"LLM engine: {exc} (--port, --host)") from None
     if listening is None:
         raise SystemExit(taken_port_line("LLM engine", args.host, args.port, "--port {port}"))
     import torch

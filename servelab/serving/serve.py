@@ -18,7 +18,6 @@ is what the Dockerfiles' CMD and the local target run. Contract:
 from __future__ import annotations
 
 import argparse
-import errno
 import os
 import shutil
 import socket
@@ -26,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from servelab.core.procs import taken_port_line
+from servelab.core.procs import PortError, bind_port, taken_port_line
 from servelab.serving.settings import MULTIPROC_VARIABLE, SettingsError, processes_from_env
 
 
@@ -36,20 +35,12 @@ class StartError(RuntimeError):
 
 def listen_socket(host: str, port: int) -> socket.socket:
     """The bound (not yet listening) socket uvicorn will serve on, made as uvicorn makes its own."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family=family)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        if exc.errno == errno.EADDRINUSE:  # worded as every lab server words it, with a port free now
-            raise StartError(taken_port_line("", host, port, "--port {port}").removeprefix(": ")) from None
-        if exc.errno == errno.EACCES:
-            raise StartError(f"not allowed to listen on port {port} (ports below 1024 need root): "
-                             "pass --port 1024 or above") from None
-        raise StartError(f"cannot listen on {host}:{port} ({exc.strerror}): pass --host 127.0.0.1 "
-                         "(this machine only) or --host 0.0.0.0 (every interface)") from None
+        sock = bind_port(host, port)
+    except PortError as exc:
+        raise StartError(f"{exc} (--port, --host)") from None
+    if sock is None:  # worded as every lab server words it, with a port free now
+        raise StartError(taken_port_line("", host, port, "--port {port}").removeprefix(": "))
     sock.set_inheritable(True)
     return sock
 
@@ -63,10 +54,11 @@ def url_of(host: str, port: int) -> str:
 
 def shared_metrics_folder(workers: int) -> Path | None:
     """With several workers: an empty folder for their Prometheus samples, named in the environment the
-    workers inherit (a folder the user named is emptied of old samples, as prometheus_client asks)."""
-    if workers < 2:
-        return None
+    workers inherit, returned to be removed at the end. A folder the user named is emptied of old samples
+    (as prometheus_client asks), whatever the workers, and kept."""
     given = os.environ.get(MULTIPROC_VARIABLE)
+    if workers < 2 and not given:
+        return None
     if given:
         folder = Path(given)
         folder.mkdir(parents=True, exist_ok=True)
@@ -123,8 +115,9 @@ def main(argv: list[str] | None = None) -> int:
         return serve(args.app, sock, workers, access_log=not args.no_access_log)
     finally:
         sock.close()
-        if folder is not None:
+        if folder is not None:  # ours: gone, and no longer named (main may run inside another program)
             shutil.rmtree(folder, ignore_errors=True)
+            os.environ.pop(MULTIPROC_VARIABLE, None)
 
 
 if __name__ == "__main__":
