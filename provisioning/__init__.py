@@ -62,7 +62,7 @@ from provisioning.server import (
 )
 from provisioning.state import LIVE, STATE_NAME, State, default_state_path
 from provisioning.teardown import TeardownError, TeardownResult, delete_command, run_teardown
-from servelab.core.paths import REPO_ROOT
+from servelab.core.paths import REPO_ROOT, shown
 
 __all__ = [
     "FETCH_LINE", "STATE_NAME", "ChameleonConfig", "Fetched", "LeaseNotStarted", "Node", "ProvisioningError",
@@ -228,9 +228,9 @@ def live_records_refusal(state: StatePath = None) -> None:
     if live:
         named = ", ".join(f"{e.label} (project {e.project}, {e.origin} by this lab)" for e in live)
         raise ProvisioningError(
-            f"plan mode copies and deletes nothing, but {records.path} records live {named}: they keep their "
-            "node (and the project is charged) until the lease ends; set target = \"chameleon\" in the "
-            "parameters cell and run this notebook again")
+            f"plan mode copies and deletes nothing, but {shown(str(records.path))} records live {named}: "
+            "they hold their reservation (a started lease its node, charged to the project) until the lease "
+            "ends; set target = \"chameleon\" in the parameters cell and run this notebook again")
 
 
 def fetch_work(config: ChameleonConfig | None = None, plan_only: bool = False, chi: ChiApi | None = None, *,

@@ -25,6 +25,7 @@ export PYTHONPATH=$T/site
   python3 -c "import numpy,torch;print('numpy',numpy.__version__,'torch',torch.__version__,torch.cuda.is_available())"
   python3 -m servelab.core.samples >/dev/null && python3 -m servelab.core.model build; } >> "$LOG" 2>&1
 nvidia-smi dmon -s um -d 1 > "$OUT/dmon.txt" 2>&1 & DMON=$!
+trap 'kill "$DMON" 2>/dev/null || true' EXIT  # an interrupted script leaves no sampler behind
 RUN=$T/run-full-03-$(date +%H%M%S)
 python3 -m servelab.lab run --preset full --only 03 --run-dir "$RUN" 2>&1 | tr '\r' '\n' | grep -av '^lab:' >> "$LOG"
 # shellcheck disable=SC2086  # WORKERS is a list of numbers

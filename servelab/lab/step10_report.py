@@ -146,13 +146,13 @@ def _rate(samples: pd.DataFrame) -> float:  # answers per second over these samp
 
 def no_worse(auto: pd.DataFrame, fixed_one: pd.DataFrame) -> Need:
     """Whether the autoscaled run did no worse than one fixed replica under the same step load: a backlog
-    as the high load ended, or a p99 over the run, no larger than its."""
+    as the high load ended and a p99 over the run, each no larger than its."""
     a_b, f_b = row(auto, "backlog_end_high"), row(fixed_one, "backlog_end_high")
     a_p, f_p = row(auto, "p99_ms"), row(fixed_one, "p99_ms")
     if None in (a_b, f_b, a_p, f_p):
         return Need(NO_WORSE_NEED)
     said = f"backlog {a_b:.0f} against {f_b:.0f}, p99 {a_p:.0f} against {f_p:.0f} ms"
-    if a_b <= f_b or a_p <= f_p:  # type: ignore[operator]
+    if a_b <= f_b and a_p <= f_p:  # type: ignore[operator]
         return Need(NO_WORSE_NEED, True, said)
     return Need(NO_WORSE_NEED, False, f"the autoscaled run served the step load worse than one fixed replica "
                                       f"({said}): one fixed replica cost less and served better")

@@ -217,11 +217,13 @@ def test_08_left_in_plan_mode_refuses_while_a_node_is_recorded_live(student, mon
     with pytest.raises(ProvisioningError) as caught:
         exec(compile(source, "08_teardown.py", "exec"), {"__name__": "__main__"})  # Run All
     message = str(caught.value)
-    assert message == (f"plan mode copies and deletes nothing, but {path} records live lease {LEASE} "
-                       f"(project CHI-231095, created by this lab), server {SERVER} (project CHI-231095, "
-                       "created by this lab): they keep their node (and the project is charged) until the "
-                       'lease ends; set target = "chameleon" in the parameters cell and run this notebook '
-                       "again")
+    from servelab.core.paths import shown
+
+    assert message == (f"plan mode copies and deletes nothing, but {shown(str(path))} records live lease "
+                       f"{LEASE} (project CHI-231095, created by this lab), server {SERVER} (project "
+                       "CHI-231095, created by this lab): they hold their reservation (a started lease its "
+                       "node, charged to the project) until the lease ends; set target = \"chameleon\" in "
+                       "the parameters cell and run this notebook again")
     with pytest.raises(ProvisioningError, match='set target = "chameleon"'):
         provisioning.teardown(config(), plan_only=True)  # the teardown cell alone refuses the same way
 

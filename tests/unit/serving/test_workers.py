@@ -62,7 +62,10 @@ def test_the_url_is_said_for_every_interface() -> None:
 
 
 def test_several_workers_get_a_fresh_metrics_folder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.delenv(settings.MULTIPROC_VARIABLE, raising=False)
+    # set first, so that monkeypatch restores the variable's absence after the test: shared_metrics_folder
+    # sets it itself, and a later test's app in this process would read a removed folder
+    monkeypatch.setenv(settings.MULTIPROC_VARIABLE, "")
+    monkeypatch.delenv(settings.MULTIPROC_VARIABLE)
     assert serve.shared_metrics_folder(1) is None and settings.MULTIPROC_VARIABLE not in os.environ
     folder = serve.shared_metrics_folder(2)
     assert folder is not None and folder.is_dir() and os.environ[settings.MULTIPROC_VARIABLE] == str(folder)
