@@ -196,7 +196,8 @@ def orphans_adopted() -> Iterator[bool]:
     whose parent dies becomes this one's child, where ``stop_new_children`` finds it, instead of init's.
     Triton's model stubs outlive a server that a killed notebook kernel took down mid-request, each holding
     its model's memory. Yields False where the system has no such call; off again on leaving (a test
-    process that ran the lab must not keep other tests' orphans as its zombies)."""
+    process that ran the lab must not keep other tests' orphans as its zombies).
+    Why: docs/decisions/2026-11-28-numbers-printed-once.md"""
     adopted = _subreaper(True)
     try:
         yield adopted

@@ -216,6 +216,7 @@ HEADINGS = {"server_cpu_pct": "server CPU %",
             "mean_batch_size": "mean batch", "max_batch": "max batch", "cold_ms": "first (ms)",
             "max_ms": "max (ms)", "goodput_rps": "goodput (requests/s)", "shed_p99_ms": "refused p99 (ms)"}
 DECIMALS = 1  # every measured figure a table shows: rounded once, here, from the row's full value
+# why: docs/decisions/2026-11-28-numbers-printed-once.md
 LESSONS = ("threads", "batch", "mean_batch_size", "max_batch")  # the first that varies is the table's lesson
 
 
