@@ -74,7 +74,9 @@ photos = step.bodies()
 # `downscale_delay_s` before removing one. `max_ongoing_requests` is how many requests the router
 # hands one replica at once (set high here: the queue then forms inside the replica, where the
 # autoscaler counts it; the decision note says why), and `max_queued_requests` bounds the queue in
-# front of them (-1: no bound).
+# front of them (-1: no bound). The next cell shows the record exactly as Ray Serve is handed it: the
+# keyword arguments of `Deployment.options` (`step.policy` builds them from this notebook's
+# parameters).
 #
 # **Two windows decide how soon the controller can see a queue.** Each replica (and Serve's proxy)
 # pushes its count of ongoing requests to Serve's controller every `metrics_interval_s`; the
@@ -93,7 +95,7 @@ photos = step.bodies()
 
 # %%
 auto = step.policy(P)
-auto.as_data()
+auto.deployment_options()
 
 # %%
 step.show_policy(auto)

@@ -105,7 +105,7 @@ def configure(state: StatePath = None, env: Mapping[str, str] | None = None, sho
         source = "$CHI_PROJECT"
     elif recorded:
         params["project"] = recorded[-1]
-        source = f"{records.path}: the project this lab's lease and server were made in"
+        source = f"{shown(str(records.path))}: the project this lab's lease and server were made in"
     elif environ.get("OS_PROJECT_NAME"):
         source = ("$OS_PROJECT_NAME: the hub's default, the first of your projects; if the class uses "
                   "another, set project")
@@ -121,8 +121,9 @@ def configure(state: StatePath = None, env: Mapping[str, str] | None = None, sho
               "needs none")
     others = [p for p in recorded if p != config.project]
     if others:
-        print(f"Note: {records.path} records live resources in project {', '.join(others)}; this run does "
-              f"not see them, nor does its teardown: set project to {others[-1]} to work on them")
+        print(f"Note: {shown(str(records.path))} records live resources in project {', '.join(others)}; "
+              f"this run does not see them, nor does its teardown: set project to {others[-1]} to work on "
+              "them")
     return config
 
 
@@ -247,7 +248,8 @@ def fetch_work(config: ChameleonConfig | None = None, plan_only: bool = False, c
     folder = Path(folder) if folder is not None else default_folder()
     if plan_only:
         live_records_refusal(state)
-        print(f"Plan mode: on Chameleon this copies the node's results/ and its saved notebooks to {folder} "
+        print("Plan mode: on Chameleon this copies the node's results/ and its saved notebooks to "
+              f"{shown(str(folder))} "
               f"(up to {limit_s / 60:.0f} min) before anything is deleted")
         return None
     if skip:

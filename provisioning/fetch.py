@@ -24,6 +24,7 @@ from provisioning.chi_api import ChiApi
 from provisioning.config import ChameleonConfig, ProvisioningError
 from provisioning.errors import describe, step
 from provisioning.server import find_server
+from servelab.core.paths import shown
 from servelab.remote.fetch import (
     WORK_FOLDERS,
     WORK_TARBALL,
@@ -74,8 +75,9 @@ class Fetched:
         notebooks = [f for f in saved if f.endswith(".ipynb")]
         results = len(self.files) - len(saved)
         return (f"Copied from the node in {self.seconds:.0f} s: {results} files of results/ → "
-                f"{self.results}, {len(saved)} files of notebooks/ ({len(notebooks)} notebooks) → "
-                f"{self.notebooks}")
+                f"{shown(str(self.results))}, "
+                f"{len(saved)} files of notebooks/ ({len(notebooks)} notebooks) → "
+                f"{shown(str(self.notebooks))}")
 
 
 def default_folder() -> Path:
@@ -100,7 +102,8 @@ def fetch_node_work(config: ChameleonConfig, chi: ChiApi, folder: Path | None = 
               "to fetch (it was deleted, or its lease ended)", flush=True)
         return None
     what = f"{' and '.join(f'{name}/' for name in WORK_FOLDERS)} of ~/{config.remote_dir}"
-    print(f"Copying {what} from server {config.server_name} to {folder} (up to {limit_s / 60:.0f} min)",
+    print(f"Copying {what} from server {config.server_name} to {shown(str(folder))} "
+          f"(up to {limit_s / 60:.0f} min)",
           flush=True)
     started = time.monotonic()
     shell = None

@@ -95,7 +95,7 @@ def teardown_plan(config: ChameleonConfig, keep_lease: bool = False, delete_adop
     try:
         records = State(path)
     except Exception as exc:  # shown in the plan; teardown itself raises it
-        return [Step("state", f"(cannot read {path}: {exc})")]
+        return [Step("state", f"(cannot read {shown(str(path))}: {exc})")]
 
     def recorded(kind: str) -> str:
         entries = records.live(kind, config)
@@ -106,7 +106,7 @@ def teardown_plan(config: ChameleonConfig, keep_lease: bool = False, delete_adop
     rule = ("also what it adopted (delete_adopted)" if delete_adopted
             else "adopted ones are kept (delete_adopted=True deletes them too)")
     steps = [Step("context", f"use project {config.project or '(CHI_PROJECT)'}, site {config.site}; "
-                             f"delete what {path} records as created by this lab, {rule}"),
+                             f"delete what {shown(str(path))} records as created by this lab, {rule}"),
              Step("server", f"delete server {config.server_name} if recorded as created (recorded: "
                             f"{recorded('server')}), without python-chi's floating IP release; wait "
                             "until gone"),

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from provisioning.config import ChameleonConfig, ProvisioningError
+from servelab.core.paths import shown
 
 STATE_NAME = "chameleon-state.json"
 CREATED, ADOPTED = "created", "adopted"
@@ -66,8 +67,8 @@ class State:
                                   for item in data.get("resources", [])]
             except (ValueError, TypeError, AttributeError) as exc:
                 raise ProvisioningError(
-                    f"{self.path} is not a provisioning state file ({exc}): move it away and check the "
-                    "GUI for leftover leases, servers and floating IPs") from exc
+                    f"{shown(str(self.path))} is not a provisioning state file ({exc}): move it away and "
+                    "check the GUI for leftover leases, servers and floating IPs") from exc
 
     def _matches(self, entry: Resource, kind: str, config: ChameleonConfig) -> bool:
         return entry.kind == kind and entry.site == config.site and entry.project == config.project

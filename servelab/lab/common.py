@@ -48,9 +48,9 @@ def show_code(relpath: str, *names: str) -> None:
             scope = node.body if isinstance(node, ast.ClassDef) else []
         assert node is not None and node.end_lineno is not None
         start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
-        print(f"# {relpath}, lines {start}-{node.end_lineno}: {name}")
-        print("\n".join(lines[start - 1:node.end_lineno]))
-        print()
+        # one write: a kernel may send separate prints as separate outputs
+        print("\n".join([f"# {relpath}, lines {start}-{node.end_lineno}: {name}",
+                         *lines[start - 1:node.end_lineno], ""]))
 
 
 def record(experiment: str, rows: Sequence[dict[str, Any]]) -> pd.DataFrame:

@@ -43,16 +43,24 @@ LISTING = re.compile(r"^# \S+(, lines \d+-\d+: | \(\d+ lines\)| \(lines \d+-\d+ 
 
 
 def _outputs(nb: Any) -> list[tuple[int, str, str]]:
-    """(cell index, kind, text) of each output of ``nb``'s code cells: streams, plain and HTML views."""
-    found = []
+    """(cell index, kind, text) of each output of ``nb``'s code cells: streams (a cell's consecutive
+    outputs to one stream joined: a kernel may split one print's text in two), plain and HTML views."""
+    found: list[tuple[int, str, str]] = []
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
+        stream = None
         for output in cell.get("outputs", []):
             if output.get("output_type") == "stream":
                 text = output.get("text", "")
-                found.append((index, "text", "".join(text) if isinstance(text, list) else str(text)))
+                text = "".join(text) if isinstance(text, list) else str(text)
+                if stream == output.get("name"):
+                    found[-1] = (index, "text", found[-1][2] + text)
+                else:
+                    found.append((index, "text", text))
+                stream = output.get("name")
                 continue
+            stream = None
             data = output.get("data", {}) if isinstance(output.get("data"), dict) else {}
             for kind in ("text/plain", "text/html"):
                 text = data.get(kind, "")

@@ -49,3 +49,14 @@ def test_what_a_notebook_rightly_shows_passes() -> None:
         stream("None of the requests failed.\n"),
         result("instance_counts  not set  preset quick  instances per step (None: scaled to the cores)"),
         stream("no GPU reference measurement of this step yet\n"))) == []
+
+
+def test_a_listing_the_kernel_sent_in_two_outputs_is_still_a_listing() -> None:
+    """CI at 065d7fb: show_code's header and body arrived as two stdout outputs of one cell."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x", outputs=[nbformat.from_dict(o) for o in (
+        stream("# servelab/scaling/config.py, lines 208-229: utilisation_policy\n"),
+        stream('    since = (state.get("since") if state.get("wanted") == wanted else None) or now\n'))])]
+    assert untidy(nb) == []
+    nb.cells[0].outputs.insert(1, nbformat.from_dict(result("shown between")))
+    assert untidy(nb) != []  # an output between them: the second is not part of the listing
