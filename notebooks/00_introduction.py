@@ -46,7 +46,7 @@
 #
 # **Where each notebook runs.** 01, 02 and 08 run here, in Chameleon's Jupyter, with
 # `target="chameleon"`: they reserve, launch and release the node. Notebook 02 ends by starting
-# a second Jupyter server *on the node*; 03–07, 09 and 10 run there with `target="docker"`, so every
+# a second Jupyter server *on the node*; 03–07 and 09–11 run there with `target="docker"`, so every
 # client and every measurement of CPU and GPU use is taken on the machine that runs the
 # servers, not across the network.
 #

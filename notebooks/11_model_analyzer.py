@@ -110,14 +110,16 @@ bound = step.budget(yours, P)
 # windows sized as in this notebook.
 #
 # The command carries the search; the YAML file (`-f`) carries how this machine launches Triton and
-# perf_analyzer: the same server binary and backends the lab's local Triton uses, on ports of its own.
-# The lab's Triton stays up, idle, while Model Analyzer runs its own.
+# perf_analyzer, on ports of its own: on `local` the same server binary and backends the lab's local
+# Triton uses; on `docker` (a Docker host, the node) a container of the lab's own Triton image, which
+# Model Analyzer starts through the Docker socket this Jupyter container holds. The lab's Triton stays
+# up, idle, while Model Analyzer runs its own.
 #
 # **Predict.** Which configuration will Model Analyzer rank first under the budget: how many
 # instances, which max batch size? Will it be yours?
 
 # %%
-planned = step.plan_search(P, bound, on)
+planned = step.plan_search(P, bound, on, triton)
 
 # %% [markdown]
 # ## The search
@@ -185,8 +187,8 @@ common.what_this_run_shows(step11_report, "pick")
 # there the search runs Triton's own onnxruntime backend on KIND_GPU instances, and its summary adds
 # each configuration's GPU memory, utilisation and power. A batch costs little more than one image on
 # a GPU (07's expectation, docs/decisions/2026-11-24-gpu-expectations.md), so the larger max batch
-# sizes with dynamic batching are the variants to watch there. This lab runs Model Analyzer on the
-# local target so far (docs/decisions/2026-11-28-model-analyzer.md says what a Docker host needs).
+# sizes with dynamic batching are the variants to watch there. No GPU run of this notebook has been
+# made yet (docs/decisions/2026-11-28-model-analyzer.md).
 
 # %%
 triton_steps.triton_down(stack)

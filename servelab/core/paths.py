@@ -19,7 +19,7 @@ BUILD_COMMAND = "python -m servelab.core.model build"
 
 # Where each notebook runs on Chameleon, said the same way everywhere: 01, 02 and 08 in the hub's Jupyter,
 # these in the node's (docs/decisions/2026-11-22-gpu-node-where-things-run.md)
-ON_THE_NODE = "03–07, 09 and 10"
+ON_THE_NODE = "03–07 and 09–11"
 
 
 def shown(text: str) -> str:

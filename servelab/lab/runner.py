@@ -99,7 +99,7 @@ def notebook_paths(only: Sequence[str] | None = None) -> list[Path]:
     return paths
 
 
-TEARDOWN = "08_teardown"  # gives the node back: after 09 and 10, which start and stop their own engines
+TEARDOWN = "08_teardown"  # gives the node back: after 09–11, which start and stop their own engines
 
 
 def run_order(paths: Sequence[Path]) -> list[Path]:

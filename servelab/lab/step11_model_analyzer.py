@@ -4,8 +4,9 @@ The student's configuration (instances, dynamic batching) is measured at the con
 the constraint (a p99 budget there) is stated from it; Model Analyzer searches instance counts, max batch
 sizes and dynamic batching under that budget (``servelab.triton.model_analyzer``); its pick is applied to
 the lab's own Triton and measured the same way as yours, right after it, then yours once more. The report,
-the rules and the views of the run's data: ``step11_report``. Model Analyzer runs on the local target only
-so far: elsewhere each step says so in one line. Why and what it costs:
+the rules and the views of the run's data: ``step11_report``. Model Analyzer runs where the lab's Triton
+runs: on ``local`` from ``.venv-ma`` with the wheel's tritonserver, on ``docker`` (a Docker host, the
+node) in the Jupyter container, starting the lab's Triton image. Why and what it costs:
 docs/decisions/2026-11-28-model-analyzer.md
 """
 
@@ -35,9 +36,8 @@ YOURS, PICK = "your_configuration", "model_analyzer_pick"  # the Triton rows' st
 SEARCH_COLUMNS = ["rank", "variant", "configuration", "throughput", "p99_ms", "queue_ms", "compute_infer_ms",
                   "within_budget"]
 BUDGET_FACTOR = 1.5  # the default p99 budget: this many times your configuration's p99
-NOT_HERE = ("Model Analyzer is not run on the {target} target by this lab yet (it runs on the local target; "
-            "NVIDIA's {image} carries it for a Docker host): the cells below measure your configuration and "
-            "skip the search.")
+NOT_HERE = ("Model Analyzer runs where the servers run (target local, or docker on a Docker host or the "
+            "node), not on the {target} target: the cells below skip the search.")
 
 
 class Nothing(pd.DataFrame):
@@ -62,10 +62,10 @@ class Nothing(pd.DataFrame):
 
 
 def ready(p: LabParams) -> bool:
-    """Whether Model Analyzer runs on this target; on local, its environment is made when missing (one
-    line while it installs). Elsewhere one line says it is not run there."""
-    if p.target != "local":
-        print(NOT_HERE.format(target=p.target, image=ma.SDK_IMAGE))
+    """Whether Model Analyzer runs on this target (local, docker); its environment is made when missing
+    (one line while it installs; the Jupyter image's is used as built). Elsewhere one line says why not."""
+    if p.target not in ("local", "docker"):
+        print(NOT_HERE.format(target=p.target))
         return False
     ma.ensure_installed()
     return True
@@ -125,29 +125,38 @@ class Planned:
     onnx_backend: bool
 
 
-def plan_search(p: LabParams, bound: int, on: bool) -> Planned | None:
-    """The search's folder, the model deployed there as the lab's local Triton serves it (KIND_CPU, the
-    ONNX model through the Python-backend runner), its YAML and its command, both printed. None (one
-    line) where Model Analyzer is not run (``on`` False)."""
+def plan_search(p: LabParams, bound: int, on: bool, triton: Triton) -> Planned | None:
+    """The search's folder, the model deployed there as the lab's Triton (``triton``) serves it (on
+    ``local`` KIND_CPU, the ONNX model through the Python-backend runner; on ``docker`` as its image and
+    GPUs allow), its YAML and its command, both printed. None (one line) where Model Analyzer is not run
+    (``on`` False)."""
     if not on:
         print(f"no search on the {p.target} target")
         return None
     from servelab.triton.repository import deploy_model
 
+    stack = triton.stack
+    onnx_backend = stack.triton_has_backend("onnxruntime")  # as the lab's Triton serves it (never on local)
+    gpu = p.target == "docker" and stack.has_gpu  # local: KIND_CPU, as measured (the decision note)
     work = ma.Workspace.new(results_dir())
-    deploy_model(MODEL, work.repository, gpu=False, quiet=True)
+    deploy_model(MODEL, work.repository, gpu=gpu, onnx_backend=onnx_backend, quiet=True)
     search = ma.Search(MODEL, p.constraint_concurrency, bound, p.ma_max_instances, p.ma_max_batch_size,
                        p.ma_search_mode, p.window_requests, band(p), p.max_trials,
-                       perf_timeout_s=int(min(600, p.ma_budget_s / 3)), budget_s=p.ma_budget_s)
-    launch = ma.Launch.local()
+                       perf_timeout_s=int(min(600, p.ma_budget_s / 3)), budget_s=p.ma_budget_s,
+                       cpu_only=not gpu)
+    launch = ma.Launch.docker() if p.target == "docker" else ma.Launch.local()
     config = ma.write_config(ma.launch_config(search, launch, work), work)
     print(f"# {shown(str(config))}: how Model Analyzer launches Triton and perf_analyzer on this machine")
     print(shown(config.read_text()).rstrip())
     argv = ma.profile_argv(search, work)
-    print("\n# with the environment the lab's local Triton gets (servelab.triton.server.server_env: the "
-          "wheel's libraries, the lab venv's python for the stubs)")
+    if launch.mode == "docker":
+        print(f"\n# it starts each Triton as a container of {launch.image} (the lab's Triton image) through "
+              "the Docker socket, and measures it with this container's perf_analyzer")
+    else:
+        print("\n# with the environment the lab's local Triton gets (servelab.triton.server.server_env: the "
+              "wheel's libraries, the lab venv's python for the stubs)")
     print(f"$ {ma.command_line(argv)}")
-    return Planned(search, work, launch, argv, onnx_backend=False)  # the wheel's Triton has none
+    return Planned(search, work, launch, argv, onnx_backend=onnx_backend)
 
 
 def run_search(planned: Planned | None) -> pd.DataFrame:

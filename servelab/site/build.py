@@ -164,7 +164,7 @@ def _index(run: Run, compare: Run | None, sources: Sequence[Path], links: Links,
         "and the outputs of one real run of the whole lab. Outputs come from the run named below and "
         "from nowhere else; your own run, on your own node, measures its own numbers.",
         f"**Your node**: {STUDENT_NODE_LONG} ({STUDENT_NODE}), reserved in 01. Notebooks 01, 02 and 08 run "
-        "in Chameleon's Jupyter; 03–07, 09 and 10 in the Jupyter server that 02 starts on your node. Each "
+        "in Chameleon's Jupyter; 03–07 and 09–11 in the Jupyter server that 02 starts on your node. Each "
         "page links where to open its notebook. The notebooks' **Expected on the GPU node** paragraphs are "
         "for your node, from the original lab's recorded runs on it.",
         repo,

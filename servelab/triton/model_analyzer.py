@@ -1,16 +1,19 @@
-"""Triton Model Analyzer on the local target: its environment, the search the lab asks of it, its run.
+"""Triton Model Analyzer on the local and docker targets: its environment, the search the lab asks of it,
+its run.
 
 Model Analyzer (``model-analyzer profile``) writes variants of a model's config.pbtxt (instance count, max
 batch size, dynamic batching), starts a Triton of its own, loads each variant and measures it with
 perf_analyzer, then ranks the variants by its objective (throughput) under a constraint (a p99 latency
 budget) and writes a summary. It lives in a side environment (``.venv-ma``, ``MA_VENV``; made by
-``scripts/setup.sh --model-analyzer-venv``, ``ensure_installed``), pinned by constraints-model-analyzer.txt.
+``scripts/setup.sh --model-analyzer-venv``, ``ensure_installed``; the Jupyter image has its own at
+/opt/model-analyzer, built from the same pins), pinned by constraints-model-analyzer.txt.
 
 The command has two parts: the search on the command line (what a student decides: the model, the space,
 the concurrency, the latency budget, where its files go; ``profile_argv``) and this machine's launch
-plumbing in its YAML file (the wheel's tritonserver and its backends, the lab's perf_analyzer and its
-windows, free ports; ``launch_config``); the environment Triton's wheel needs is the process's
-(``servelab.triton.server.server_env``). Reading what it wrote: ``servelab.triton.model_analyzer_results``.
+plumbing in its YAML file (``launch_config``: on ``local`` the wheel's tritonserver and its backends, in
+the environment Triton's wheel needs, ``servelab.triton.server.server_env``; on ``docker`` the lab's
+Triton image, started by Model Analyzer through the Docker socket; the lab's perf_analyzer and its
+windows, free ports). Reading what it wrote: ``servelab.triton.model_analyzer_results``.
 Versions, pitfalls and costs: docs/decisions/2026-11-28-model-analyzer.md
 """
 
@@ -32,7 +35,8 @@ from typing import Any
 from servelab.core.paths import REPO_ROOT, shown
 
 VERSION = "1.44.0"  # constraints-model-analyzer.txt; a test holds them equal
-SDK_IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3-sdk"  # the same release as the lab's Triton (24.10 = 2.51)
+TRITON_IMAGE = "servelab/triton:24.10"  # docker/docker-compose-triton.yaml's image (a test holds them equal)
+DOCKER_LABEL = "servelab.model-analyzer"  # on each Triton container it starts: the search's own id
 SEARCH_MODES = ("brute", "quick")
 PROFILING = re.compile(r"Profiling (\S+): concurrency=(\d+)")
 
@@ -57,6 +61,11 @@ def ensure_installed(say: Callable[[str], None] = print, timeout: float = 900.0)
     import fcntl
 
     venv = venv_dir()
+    if venv.is_dir() and not os.access(venv, os.W_OK):  # an image's (/opt/model-analyzer), made at its build
+        if executable().is_file():
+            return executable()
+        raise ModelAnalyzerError(f"{venv} holds no Model Analyzer and this user cannot install one there: "
+                                 "rebuild the image (./lab images)")
     venv.parent.mkdir(parents=True, exist_ok=True)
     output: list[str] = []
     with open(venv.parent / f"{venv.name}.lock", "w") as lock:
@@ -200,7 +209,10 @@ def profile_argv(search: Search, work: Workspace, binary: Path | str | None = No
 
 @dataclass(frozen=True)
 class Launch:
-    """Where Model Analyzer's own Triton and perf_analyzer come from on this machine, and its ports."""
+    """Where Model Analyzer's own Triton and perf_analyzer come from on this machine, and its ports.
+    ``mode`` "local": ``server_path`` with ``backend_directory``; "docker": a container of ``image`` run
+    as ``user`` (uid:gid), its ports published on this host (the GPUs Model Analyzer sees, unless the
+    search is ``cpu_only``)."""
 
     server_path: str
     backend_directory: str
@@ -208,7 +220,10 @@ class Launch:
     http_port: int
     grpc_port: int
     metrics_port: int
-    shm_prefix: str
+    shm_prefix: str  # also the search's id (the docker label of its containers)
+    mode: str = "local"
+    image: str = ""
+    user: str = ""
 
     @classmethod
     def local(cls) -> Launch:
@@ -222,27 +237,45 @@ class Launch:
                    perf_analyzer_binary(), free_port(), free_port(), free_port(),
                    f"{SHM_GLOB_PREFIX}_servelab_ma_{uuid.uuid4().hex[:8]}")
 
+    @classmethod
+    def docker(cls, image: str = TRITON_IMAGE) -> Launch:
+        """The lab's Triton image on this host's Docker engine (Model Analyzer runs in the Jupyter container,
+        which has the engine's socket and the host's network), as this process's uid:gid, on free ports."""
+        from servelab.core.procs import free_port
+        from servelab.triton.perf import perf_analyzer_binary
+        from servelab.triton.server import SHM_GLOB_PREFIX
+
+        return cls("", "", perf_analyzer_binary(), free_port(), free_port(), free_port(),
+                   f"{SHM_GLOB_PREFIX}_servelab_ma_{uuid.uuid4().hex[:8]}", mode="docker", image=image,
+                   user=f"{os.getuid()}:{os.getgid()}")
+
 
 def launch_config(search: Search, launch: Launch, work: Workspace) -> dict[str, Any]:
     """The YAML file's contents: MA's Triton (``local`` launch mode: the wheel's binary, its backends, ports
-    on 127.0.0.1), perf_analyzer (the lab's binary, count windows as the lab's quick preset), HTTP, and the
-    model's CPU-only variants. Not ``disable_auto_complete_config`` (MA passes it as ``… True``, which
-    tritonserver refuses)."""
+    on 127.0.0.1; ``docker``: the image, its container's user, shared memory, label and ports published on
+    this host), perf_analyzer (the lab's binary, count windows as the lab's quick preset), HTTP, and the
+    model's variants (CPU-only without a GPU). Not ``disable_auto_complete_config`` (MA passes it as
+    ``… True``, which tritonserver refuses)."""
+    flags = {"backend_config": f"python,shm-region-prefix-name={launch.shm_prefix}",
+             "http_port": str(launch.http_port), "grpc_port": str(launch.grpc_port),
+             "metrics_port": str(launch.metrics_port), "exit_timeout_secs": "5"}
+    if launch.mode == "docker":  # inside its container Triton listens on every address: the ports are mapped
+        where: dict[str, Any] = {
+            "triton_launch_mode": "docker", "triton_docker_image": launch.image,
+            "triton_docker_shm_size": "1g", "triton_docker_labels": {DOCKER_LABEL: launch.shm_prefix},
+            "triton_docker_args": {"user": launch.user}}
+    else:
+        where = {"triton_launch_mode": "local", "triton_server_path": launch.server_path}
+        flags = {"backend_directory": launch.backend_directory, **flags,
+                 "http_address": "127.0.0.1", "grpc_address": "127.0.0.1"}
     return {
-        "triton_launch_mode": "local",
-        "triton_server_path": launch.server_path,
+        **where,
         "triton_output_path": str(work.root / "tritonserver.log"),
         "triton_http_endpoint": f"127.0.0.1:{launch.http_port}",
         "triton_grpc_endpoint": f"127.0.0.1:{launch.grpc_port}",
         "triton_metrics_url": f"http://127.0.0.1:{launch.metrics_port}/metrics",
         "client_protocol": "http",
-        "triton_server_flags": {
-            "backend_directory": launch.backend_directory,
-            "backend_config": f"python,shm-region-prefix-name={launch.shm_prefix}",
-            "http_address": "127.0.0.1", "http_port": str(launch.http_port),
-            "grpc_address": "127.0.0.1", "grpc_port": str(launch.grpc_port),
-            "metrics_port": str(launch.metrics_port), "exit_timeout_secs": "5",
-        },
+        "triton_server_flags": flags,
         "perf_analyzer_path": launch.perf_analyzer_path,
         "perf_analyzer_timeout": search.perf_timeout_s,
         "perf_analyzer_max_auto_adjusts": search.auto_adjusts,
@@ -266,14 +299,16 @@ def write_config(config: dict[str, Any], work: Workspace) -> Path:
     return work.config_file
 
 
-def process_env() -> dict[str, str]:
-    """The environment Model Analyzer runs in, which its Triton and perf_analyzer inherit: the lab
-    Triton's (``server_env``: the wheel's libraries, the lab venv's python first on PATH for the stubs),
-    perf_analyzer's libcudart, and matplotlib's file backend."""
+def process_env(launch: Launch | None = None) -> dict[str, str]:
+    """The environment Model Analyzer runs in, which perf_analyzer (and on ``local`` its Triton) inherits:
+    perf_analyzer's libcudart, matplotlib's file backend, and on ``local`` the lab Triton's (``server_env``:
+    the wheel's libraries, the lab venv's python first on PATH for the stubs)."""
     from servelab.triton.perf import perf_analyzer_env
     from servelab.triton.server import server_env
 
     env = perf_analyzer_env()
+    if launch is not None and launch.mode == "docker":  # its Triton's environment is the image's
+        return {**env, "MPLBACKEND": "Agg"}
     triton = server_env()
     env["PATH"] = triton["PATH"]
     env["LD_LIBRARY_PATH"] = ":".join(p for p in (triton["LD_LIBRARY_PATH"], env.get("LD_LIBRARY_PATH"))
@@ -298,7 +333,7 @@ def run_profile(argv: list[str], search: Search, work: Workspace, launch: Launch
     from servelab.core.progress import bar
 
     started = time.monotonic()
-    proc = ManagedProcess("model-analyzer", argv, work.log, env=process_env(), cwd=work.root)
+    proc = ManagedProcess("model-analyzer", argv, work.log, env=process_env(launch), cwd=work.root)
     seen: set[str] = set()
     progress_bar = bar(total=search.most_configurations, desc="model-analyzer", unit="config",
                        disable=not progress)
@@ -345,8 +380,20 @@ def stop(proc: Any) -> None:
 
 def _clean_up(launch: Launch) -> None:
     """Its tritonserver runs in a session of its own: stop any left (found by the shared-memory prefix
-    on its command line), then remove that prefix's shared memory."""
+    on its command line), then remove that prefix's shared memory. On ``docker``: remove any container
+    it left (by the search's label)."""
     import psutil
+
+    if launch.mode == "docker":
+        try:
+            label = f"label={DOCKER_LABEL}={launch.shm_prefix}"
+            found = subprocess.run(["docker", "ps", "-aq", "--filter", label], capture_output=True, text=True,
+                                   timeout=30, check=False).stdout.split()
+            if found:
+                subprocess.run(["docker", "rm", "-f", *found], capture_output=True, timeout=60, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            pass  # no docker CLI here, or the engine is gone: nothing this search can remove
+        return
 
     for process in psutil.process_iter(["cmdline"]):
         if any(launch.shm_prefix in part for part in process.info.get("cmdline") or ()):

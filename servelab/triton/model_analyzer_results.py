@@ -151,7 +151,7 @@ def cannot(log: Path, onnx_backend: bool) -> list[str]:
         lines.append("No GPU metrics: this machine has no GPU, so Model Analyzer ran CPU-only (KIND_CPU "
                      "variants) and its GPU columns (memory, utilisation, power) are empty.")
     if not onnx_backend:
-        lines.append("No ONNX Runtime backend in this Triton (the nvidia-pytriton wheel's): Model Analyzer "
-                     "searched the Python-backend runner that serves model.onnx here, not the onnxruntime "
-                     "backend a GPU node's Triton runs.")
+        lines.append("No ONNX Runtime backend in this Triton (the nvidia-pytriton wheel's on local; an image "
+                     "without one on docker): Model Analyzer searched the Python-backend runner that serves "
+                     "model.onnx here, not the onnxruntime backend a GPU node's Triton runs.")
     return lines

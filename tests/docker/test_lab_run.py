@@ -1,5 +1,6 @@
 """The lab end to end on a CPU-only Docker host: `./lab run --target docker` runs the node's notebooks
-inside the Jupyter container (quick preset) and writes their report; nothing it writes is root's."""
+inside the Jupyter container (quick preset; 11's Model Analyzer starting the lab's Triton image through the
+engine's socket) and writes their report; nothing it writes is root's."""
 
 from __future__ import annotations
 
@@ -10,19 +11,20 @@ import nbformat
 import pytest
 
 from servelab.core.paths import REPO_ROOT
+from servelab.triton import model_analyzer as ma
 from tests.docker.conftest import ARTIFACTS, lab
 from tests.docker.engine import Engine
 from tests.docker.test_stacks import not_owned
 
-NOTEBOOKS = ("03", "04", "05", "06", "07", "09", "10")
+NOTEBOOKS = ("03", "04", "05", "06", "07", "09", "10", "11")
 
 
-@pytest.mark.timeout(2400)  # seven notebooks at the quick preset, each under the runner's own limits
+@pytest.mark.timeout(2700)  # eight notebooks at the quick preset, each under the runner's own limits
 def test_the_lab_runs_in_the_jupyter_container(engine: Engine, images: dict[str, float]) -> None:
     results = REPO_ROOT / "test-artifacts" / "docker-results"  # inside the checkout: all the container sees
     shutil.rmtree(results, ignore_errors=True)
     lab("run", "--target", "docker", "--preset", "quick", "--only", *NOTEBOOKS, log=ARTIFACTS / "lab-run.log",
-        timeout=2300, env={"SERVELAB_RESULTS": str(results)})
+        timeout=2600, env={"SERVELAB_RESULTS": str(results)})
     runs = sorted(p for p in results.iterdir() if (p / "report.html").is_file())
     assert runs, f"no report under {results}"
     run = runs[-1]
@@ -41,4 +43,11 @@ def test_the_lab_runs_in_the_jupyter_container(engine: Engine, images: dict[str,
     stderr = [o.text[:120] for c in notebook.cells if c.cell_type == "code" for o in c.outputs
               if o.get("name") == "stderr"]
     assert not stderr, f"notebook 10 printed on stderr in the container: {stderr[:3]}"
+    # notebook 11: Model Analyzer in the Jupyter container started the lab's Triton image and measured it
+    searched = [json.loads(line) for line in (run / "model_analyzer.jsonl").read_text().splitlines()]
+    assert searched and all(r["throughput"] > 0 for r in searched), searched[:3]
+    config = (run / "model-analyzer" / "search-1" / "config.yaml").read_text()
+    assert "triton_launch_mode: docker" in config and f"triton_docker_image: {ma.TRITON_IMAGE}" in config
+    left = engine.docker("ps", "-aq", "--filter", f"label={ma.DOCKER_LABEL}").stdout.split()
+    assert not left, f"Model Analyzer's Triton containers were left running: {left}"
     assert not_owned(REPO_ROOT) == [], "the run left files in the checkout not owned by its owner"

@@ -122,17 +122,18 @@ def test_the_report_sections() -> None:
     assert report.sections(data([], [])) == []
 
 
-def test_another_target_says_in_one_line_that_model_analyzer_is_not_run(capsys: pytest.CaptureFixture[str],
+def test_the_hubs_target_says_in_one_line_that_model_analyzer_is_not_run(capsys: pytest.CaptureFixture[str],
                                                                         ) -> None:
-    p = params.resolve("docker", "quick", constraint_concurrency=None)
+    p = params.resolve("chameleon", "quick", constraint_concurrency=None)  # the hub's: no servers there
     assert step.ready(p) is False
-    assert step.plan_search(p, 200, on=False) is None
+    assert step.plan_search(p, 200, on=False, triton=None) is None
     found = step.run_search(None)
     assert found.empty and repr(found) == "no search ran: no configuration to show"
     assert report.plot_search(found) is None and step.summary(None) is None
     assert step.apply_pick(None, None, found) is False
     assert repr(step.measure_pick(None, p, False)) == "no pick on the lab's Triton: nothing to measure"
     lines = capsys.readouterr().out.strip().splitlines()
-    assert lines[0].startswith("Model Analyzer is not run on the docker target by this lab yet")
-    assert lines[1:] == ["no search on the docker target", "no configuration measured",
+    assert lines[0].startswith("Model Analyzer runs where the servers run")
+    assert "not on the chameleon target" in lines[0]
+    assert lines[1:] == ["no search on the chameleon target", "no configuration measured",
                          "no search ran: no summary", "no search ran: nothing to apply"]

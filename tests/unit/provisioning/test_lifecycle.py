@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import time
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -624,8 +625,19 @@ def test_sigterm_fails_the_step_and_tears_down(fake_chi, student, tmp_path: Path
     assert signal.getsignal(signal.SIGTERM) is before  # handlers restored
 
 
+@pytest.fixture
+def sighup_handled() -> Iterator[None]:
+    """SIGHUP at its default for the test: under ``nohup`` (a test run kept past its terminal) it comes
+    ignored, and the guard rightly leaves an inherited ignored SIGHUP ignored."""
+    previous = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
 def test_sighup_during_the_teardown_waits_for_it(fake_chi, student, tmp_path: Path, capsys,
-                                                 monkeypatch) -> None:
+                                                 monkeypatch, sighup_handled) -> None:
     fake_server = type(fake_chi.server.Server("probe"))  # the stand-in's class
     fake_chi.rec.calls.clear()
     original = fake_server.delete

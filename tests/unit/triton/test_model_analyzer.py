@@ -5,6 +5,7 @@ the lab's; what it wrote is read back as rows; what it cannot do and why it stop
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -29,7 +30,8 @@ fields = ["run_config_search_mode", "run_config_search_max_instance_count",
           "run_config_search_max_concurrency", "concurrency_sweep_disable", "triton_launch_mode",
           "triton_server_path", "perf_analyzer_path", "perf_analyzer_max_auto_adjusts", "export_path",
           "override_output_model_repository", "output_model_repository_path", "triton_http_endpoint",
-          "client_protocol", "triton_server_flags", "perf_analyzer_flags", "latency_budget"]
+          "client_protocol", "triton_server_flags", "perf_analyzer_flags", "latency_budget",
+          "triton_docker_image", "triton_docker_args", "triton_docker_labels", "triton_docker_shm_size"]
 out = {f: getattr(config, f) for f in fields}
 spec = config.profile_models[0]
 out["model"] = spec.model_name()
@@ -46,13 +48,15 @@ def ma_python() -> Path:
     return ma.venv_dir() / "bin" / "python"
 
 
-def _built(tmp_path: Path, mode: str = "brute") -> tuple[list[str], ma.Search, ma.Launch]:
-    """What the notebook builds (``step11_model_analyzer.plan_search``): this machine's launch, a search."""
+def _built(tmp_path: Path, mode: str = "brute",
+           where: str = "local") -> tuple[list[str], ma.Search, ma.Launch]:
+    """What the notebook builds (``step11_model_analyzer.plan_search``): a launch on ``where`` (the docker
+    target's as on a host without GPUs), a search."""
     work = ma.Workspace.new(tmp_path)
     work.repository.mkdir()
     search = ma.Search("food_classifier_onnx", 8, 449, 2, 4, mode, window_requests=24, stability_pct=30,
                        max_trials=5)
-    launch = ma.Launch.local()
+    launch = ma.Launch.docker() if where == "docker" else ma.Launch.local()
     ma.write_config(ma.launch_config(search, launch, work), work)
     return ma.profile_argv(search, work, binary="model-analyzer"), search, launch
 
@@ -88,6 +92,32 @@ def test_the_lab_command_means_what_the_lab_intends_to_model_analyzer(ma_python:
     else:
         assert got["run_config_search_min_concurrency"] == got["run_config_search_max_concurrency"] == 8
         assert got["concurrency_sweep_disable"] is True
+
+
+@pytest.mark.slow
+def test_the_docker_targets_launch_means_what_the_lab_intends_to_model_analyzer(ma_python: Path,
+                                                                              tmp_path: Path) -> None:
+    """On the docker target Model Analyzer starts the lab's Triton image as the notebook's uid:gid, with a
+    label the clean-up finds, its ports published where perf_analyzer reaches them."""
+    argv, _, launch = _built(tmp_path, where="docker")
+    done = _parse(ma_python, argv)
+    assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["triton_launch_mode"] == "docker" and got["triton_docker_image"] == ma.TRITON_IMAGE
+    assert got["triton_docker_args"] == {"user": f"{os.getuid()}:{os.getgid()}"}
+    assert got["triton_docker_labels"] == {ma.DOCKER_LABEL: launch.shm_prefix}
+    assert got["triton_docker_shm_size"] == "1g"
+    assert got["triton_http_endpoint"] == f"127.0.0.1:{launch.http_port}"
+    flags = got["triton_server_flags"]
+    assert flags["http_port"] == str(launch.http_port) and "http_address" not in flags  # mapped, not bound
+    assert "backend_directory" not in flags  # the image's own backends
+
+
+def test_the_docker_launch_names_the_image_the_labs_triton_stack_runs() -> None:
+    import yaml
+
+    compose = yaml.safe_load((REPO_ROOT / "docker" / "docker-compose-triton.yaml").read_text())
+    assert compose["services"]["triton_server"]["image"] == ma.TRITON_IMAGE
 
 
 @pytest.mark.slow
