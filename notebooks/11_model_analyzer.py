@@ -58,9 +58,10 @@ P
 # %% [markdown]
 # ## Model Analyzer's own environment
 # Model Analyzer is a Python package (`triton-model-analyzer`) with dependencies the lab does not
-# use, so it lives in an environment of its own, `.venv-ma`, pinned in
-# `constraints-model-analyzer.txt`. The next cell makes it the first time (`./lab setup
-# --model-analyzer` does the same from a terminal) and says so in one line.
+# use, so it lives in an environment of its own, pinned in `constraints-model-analyzer.txt`: `.venv-ma`
+# on the local target, which the next cell makes the first time (`./lab setup --model-analyzer` does
+# the same from a terminal), or `/opt/model-analyzer`, built into the Jupyter image on a Docker host.
+# Either way it says in one line which one is ready.
 
 # %%
 on = step.ready(P)
@@ -187,8 +188,9 @@ common.what_this_run_shows(step11_report, "pick")
 # there the search runs Triton's own onnxruntime backend on KIND_GPU instances, and its summary adds
 # each configuration's GPU memory, utilisation and power. A batch costs little more than one image on
 # a GPU (07's expectation, docs/decisions/2026-11-24-gpu-expectations.md), so the larger max batch
-# sizes with dynamic batching are the variants to watch there. No GPU run of this notebook has been
-# made yet (docs/decisions/2026-11-28-model-analyzer.md).
+# sizes with dynamic batching are the variants to watch there. That search needs NVIDIA's DCGM library
+# beside Model Analyzer, which this lab's image does not have (docs/decisions/2026-11-28-model-analyzer.md
+# says what it takes).
 
 # %%
 triton_steps.triton_down(stack)

@@ -5,8 +5,9 @@ the constraint (a p99 budget there) is stated from it; Model Analyzer searches i
 sizes and dynamic batching under that budget (``servelab.triton.model_analyzer``); its pick is applied to
 the lab's own Triton and measured the same way as yours, right after it, then yours once more. The report,
 the rules and the views of the run's data: ``step11_report``. Model Analyzer runs where the lab's Triton
-runs: on ``local`` from ``.venv-ma`` with the wheel's tritonserver, on ``docker`` (a Docker host, the
-node) in the Jupyter container, starting the lab's Triton image. Why and what it costs:
+runs: on ``local`` from ``.venv-ma`` with the wheel's tritonserver, on ``docker`` in the Jupyter container,
+starting the lab's Triton image (on a CPU Docker host; not on a GPU one, ``NO_GPU_SEARCH``). Why and what
+it costs:
 docs/decisions/2026-11-28-model-analyzer.md
 """
 
@@ -38,6 +39,10 @@ SEARCH_COLUMNS = ["rank", "variant", "configuration", "throughput", "p99_ms", "q
 BUDGET_FACTOR = 1.5  # the default p99 budget: this many times your configuration's p99
 NOT_HERE = ("Model Analyzer runs where the servers run (target local, or docker on a Docker host or the "
             "node), not on the {target} target: the cells below skip the search.")
+NO_GPU_SEARCH = ("Model Analyzer is not run on this GPU host: the Jupyter image's Model Analyzer cannot see "
+                 "GPUs without NVIDIA's DCGM library, which PyPI does not carry (NVIDIA's SDK image, "
+                 f"{ma.SDK_IMAGE}, does; docs/decisions/2026-11-28-model-analyzer.md), and a CPU-only search "
+                 "would hand a KIND_CPU pick to your GPU Triton: the cells below skip the search.")
 
 
 class Nothing(pd.DataFrame):
@@ -126,24 +131,25 @@ class Planned:
 
 
 def plan_search(p: LabParams, bound: int, on: bool, triton: Triton) -> Planned | None:
-    """The search's folder, the model deployed there as the lab's Triton (``triton``) serves it (on
-    ``local`` KIND_CPU, the ONNX model through the Python-backend runner; on ``docker`` as its image and
-    GPUs allow), its YAML and its command, both printed. None (one line) where Model Analyzer is not run
-    (``on`` False)."""
+    """The search's folder, the model deployed there as the lab's Triton (``triton``) serves it on a CPU
+    (KIND_CPU; the ONNX model through the Python-backend runner where the server has no onnxruntime
+    backend), its YAML and its command, both printed. None (one line) where Model Analyzer is not run:
+    ``on`` False, or a GPU Docker host (``NO_GPU_SEARCH``)."""
     if not on:
         print(f"no search on the {p.target} target")
+        return None
+    if p.target == "docker" and triton.stack.has_gpu:
+        print(NO_GPU_SEARCH)
         return None
     from servelab.triton.repository import deploy_model
 
     stack = triton.stack
     onnx_backend = stack.triton_has_backend("onnxruntime")  # as the lab's Triton serves it (never on local)
-    gpu = p.target == "docker" and stack.has_gpu  # local: KIND_CPU, as measured (the decision note)
     work = ma.Workspace.new(results_dir())
-    deploy_model(MODEL, work.repository, gpu=gpu, onnx_backend=onnx_backend, quiet=True)
+    deploy_model(MODEL, work.repository, gpu=False, onnx_backend=onnx_backend, quiet=True)
     search = ma.Search(MODEL, p.constraint_concurrency, bound, p.ma_max_instances, p.ma_max_batch_size,
                        p.ma_search_mode, p.window_requests, band(p), p.max_trials,
-                       perf_timeout_s=int(min(600, p.ma_budget_s / 3)), budget_s=p.ma_budget_s,
-                       cpu_only=not gpu)
+                       perf_timeout_s=int(min(600, p.ma_budget_s / 3)), budget_s=p.ma_budget_s)
     launch = ma.Launch.docker() if p.target == "docker" else ma.Launch.local()
     config = ma.write_config(ma.launch_config(search, launch, work), work)
     print(f"# {shown(str(config))}: how Model Analyzer launches Triton and perf_analyzer on this machine")

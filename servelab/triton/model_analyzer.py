@@ -35,6 +35,7 @@ from typing import Any
 from servelab.core.paths import REPO_ROOT, shown
 
 VERSION = "1.44.0"  # constraints-model-analyzer.txt; a test holds them equal
+SDK_IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3-sdk"  # NVIDIA's, with DCGM (the GPU search's need)
 TRITON_IMAGE = "servelab/triton:24.10"  # docker/docker-compose-triton.yaml's image (a test holds them equal)
 DOCKER_LABEL = "servelab.model-analyzer"  # on each Triton container it starts: the search's own id
 SEARCH_MODES = ("brute", "quick")
@@ -54,17 +55,33 @@ def executable() -> Path:
     return venv_dir() / "bin" / "model-analyzer"
 
 
+def pins_digest() -> str:
+    """What the environment was made from: the SHA-256 of constraints-model-analyzer.txt then
+    requirements/model-analyzer.txt, as scripts/setup.sh and docker/Dockerfile.jupyter write it in the
+    environment's stamp (a test holds the three equal)."""
+    import hashlib
+
+    return hashlib.sha256(b"".join((REPO_ROOT / name).read_bytes() for name in
+                                   ("constraints-model-analyzer.txt", "requirements/model-analyzer.txt")))\
+        .hexdigest()
+
+
 def ensure_installed(say: Callable[[str], None] = print, timeout: float = 900.0) -> Path:
     """Make the side environment when it is missing or its pins changed (``scripts/setup.sh
     --model-analyzer-venv``: one line while it installs, one when ready); returns ``executable()``.
-    One process at a time (a lock beside it); a failure is one ``ModelAnalyzerError`` line."""
+    An environment this user cannot write (the Jupyter image's) is used as built when its stamp matches
+    the pins, else one line says to rebuild the image. One process at a time (a lock beside it); a
+    failure is one ``ModelAnalyzerError`` line."""
     import fcntl
 
     venv = venv_dir()
     if venv.is_dir() and not os.access(venv, os.W_OK):  # an image's (/opt/model-analyzer), made at its build
-        if executable().is_file():
+        stamp = venv / ".servelab-stamp"
+        if executable().is_file() and stamp.is_file() and stamp.read_text().strip() == pins_digest():
+            say(f"[setup] Model Analyzer {VERSION} ready ({venv}, built into this image)")
             return executable()
-        raise ModelAnalyzerError(f"{venv} holds no Model Analyzer and this user cannot install one there: "
+        raise ModelAnalyzerError(f"{venv} holds no Model Analyzer made from this checkout's "
+                                 "constraints-model-analyzer.txt and this user cannot install one there: "
                                  "rebuild the image (./lab images)")
     venv.parent.mkdir(parents=True, exist_ok=True)
     output: list[str] = []
@@ -211,8 +228,8 @@ def profile_argv(search: Search, work: Workspace, binary: Path | str | None = No
 class Launch:
     """Where Model Analyzer's own Triton and perf_analyzer come from on this machine, and its ports.
     ``mode`` "local": ``server_path`` with ``backend_directory``; "docker": a container of ``image`` run
-    as ``user`` (uid:gid), its ports published on this host (the GPUs Model Analyzer sees, unless the
-    search is ``cpu_only``)."""
+    as ``user`` (uid:gid), its ports published on this host (a CPU host: this Model Analyzer sees no GPU,
+    see ``step11_model_analyzer.NO_GPU_SEARCH``)."""
 
     server_path: str
     backend_directory: str
@@ -256,18 +273,17 @@ def launch_config(search: Search, launch: Launch, work: Workspace) -> dict[str, 
     this host), perf_analyzer (the lab's binary, count windows as the lab's quick preset), HTTP, and the
     model's variants (CPU-only without a GPU). Not ``disable_auto_complete_config`` (MA passes it as
     ``… True``, which tritonserver refuses)."""
-    flags = {"backend_config": f"python,shm-region-prefix-name={launch.shm_prefix}",
-             "http_port": str(launch.http_port), "grpc_port": str(launch.grpc_port),
+    docker = launch.mode == "docker"  # inside its container Triton listens on every address: ports are mapped
+    flags = {**({} if docker else {"backend_directory": launch.backend_directory}),
+             "backend_config": f"python,shm-region-prefix-name={launch.shm_prefix}",
+             **({} if docker else {"http_address": "127.0.0.1"}), "http_port": str(launch.http_port),
+             **({} if docker else {"grpc_address": "127.0.0.1"}), "grpc_port": str(launch.grpc_port),
              "metrics_port": str(launch.metrics_port), "exit_timeout_secs": "5"}
-    if launch.mode == "docker":  # inside its container Triton listens on every address: the ports are mapped
-        where: dict[str, Any] = {
-            "triton_launch_mode": "docker", "triton_docker_image": launch.image,
-            "triton_docker_shm_size": "1g", "triton_docker_labels": {DOCKER_LABEL: launch.shm_prefix},
-            "triton_docker_args": {"user": launch.user}}
-    else:
-        where = {"triton_launch_mode": "local", "triton_server_path": launch.server_path}
-        flags = {"backend_directory": launch.backend_directory, **flags,
-                 "http_address": "127.0.0.1", "grpc_address": "127.0.0.1"}
+    where: dict[str, Any] = {"triton_launch_mode": "local", "triton_server_path": launch.server_path}
+    if docker:
+        where = {"triton_launch_mode": "docker", "triton_docker_image": launch.image,
+                 "triton_docker_shm_size": "1g", "triton_docker_labels": {DOCKER_LABEL: launch.shm_prefix},
+                 "triton_docker_args": {"user": launch.user}}
     return {
         **where,
         "triton_output_path": str(work.root / "tritonserver.log"),
@@ -332,6 +348,8 @@ def run_profile(argv: list[str], search: Search, work: Workspace, launch: Launch
     from servelab.core.procs import ManagedProcess
     from servelab.core.progress import bar
 
+    if launch.mode == "docker":  # an earlier search's Triton left by a kernel killed mid-search (its ports)
+        _remove_containers(f"label={DOCKER_LABEL}")
     started = time.monotonic()
     proc = ManagedProcess("model-analyzer", argv, work.log, env=process_env(launch), cwd=work.root)
     seen: set[str] = set()
@@ -352,8 +370,10 @@ def run_profile(argv: list[str], search: Search, work: Workspace, launch: Launch
             time.sleep(1.0)
     finally:
         progress_bar.close()
-        stop(proc)
-        _clean_up(launch)
+        try:
+            stop(proc)
+        finally:  # a second interrupt during the stop's wait still clears what it started
+            _clean_up(launch)
     if proc.proc.returncode != 0:
         raise ModelAnalyzerError(f"Model Analyzer stopped (exit {proc.proc.returncode}): {failure(work.log)} "
                                  f"(whole log: {shown(str(work.log))})")
@@ -385,14 +405,7 @@ def _clean_up(launch: Launch) -> None:
     import psutil
 
     if launch.mode == "docker":
-        try:
-            label = f"label={DOCKER_LABEL}={launch.shm_prefix}"
-            found = subprocess.run(["docker", "ps", "-aq", "--filter", label], capture_output=True, text=True,
-                                   timeout=30, check=False).stdout.split()
-            if found:
-                subprocess.run(["docker", "rm", "-f", *found], capture_output=True, timeout=60, check=False)
-        except (OSError, subprocess.TimeoutExpired):
-            pass  # no docker CLI here, or the engine is gone: nothing this search can remove
+        _remove_containers(f"label={DOCKER_LABEL}={launch.shm_prefix}")
         return
 
     for process in psutil.process_iter(["cmdline"]):
@@ -403,6 +416,18 @@ def _clean_up(launch: Launch) -> None:
     for region in Path("/dev/shm").glob(f"{launch.shm_prefix}*"):
         with contextlib.suppress(OSError):
             region.unlink()
+
+
+def _remove_containers(label_filter: str) -> None:
+    """Remove every container the engine has with this label (``docker ps --filter``); one search at a
+    time per Docker host."""
+    try:
+        found = subprocess.run(["docker", "ps", "-aq", "--filter", label_filter], capture_output=True,
+                               text=True, timeout=30, check=False).stdout.split()
+        if found:
+            subprocess.run(["docker", "rm", "-f", *found], capture_output=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        pass  # no docker CLI here, or the engine is gone: nothing this search can remove
 
 
 def failure(log: Path) -> str:

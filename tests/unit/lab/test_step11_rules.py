@@ -137,3 +137,15 @@ def test_the_hubs_target_says_in_one_line_that_model_analyzer_is_not_run(capsys:
     assert "not on the chameleon target" in lines[0]
     assert lines[1:] == ["no search on the chameleon target", "no configuration measured",
                          "no search ran: no summary", "no search ran: nothing to apply"]
+
+
+def test_a_gpu_docker_host_says_in_one_line_that_the_search_is_skipped(capsys: pytest.CaptureFixture[str],
+                                                                     ) -> None:
+    """The image's Model Analyzer sees no GPU (no DCGM): a CPU-only search would hand a KIND_CPU pick to
+    the GPU Triton, so none runs, and nothing is deployed or launched."""
+    from types import SimpleNamespace
+
+    p = params.resolve("docker", "quick", constraint_concurrency=None)
+    triton = SimpleNamespace(stack=SimpleNamespace(has_gpu=True, triton_has_backend=lambda _b: True))
+    assert step.plan_search(p, 200, on=True, triton=triton) is None
+    assert capsys.readouterr().out.strip() == step.NO_GPU_SEARCH

@@ -310,3 +310,29 @@ def test_the_shown_command_is_the_real_one_with_relative_paths(tmp_path: Path) -
     shown = ma.command_line([str(REPO_ROOT / ".venv-ma/bin/model-analyzer"), *argv[1:]])
     assert shown.startswith("model-analyzer profile -f ") and "--latency-budget 449" in shown
     assert "--concurrency 8" in shown and "--profile-models" not in shown  # the YAML names the model
+
+
+def test_the_environments_stamp_is_one_digest_in_setup_the_image_and_the_library(tmp_path: Path) -> None:
+    """scripts/setup.sh finds an environment stamped with ``pins_digest`` ready (no install), and the Jupyter
+    image's build line writes that same digest: the image's Model Analyzer is used as built, and a changed
+    pin is noticed on every target."""
+    venv = tmp_path / "ma"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "model-analyzer").write_text("#!/bin/sh\n")
+    (venv / "bin" / "model-analyzer").chmod(0o755)
+    (venv / ".servelab-stamp").write_text(ma.pins_digest() + "\n")
+    setup = REPO_ROOT / "scripts" / "setup.sh"
+    done = subprocess.run(["bash", "-c", f'source "{setup}"; cd "{REPO_ROOT}"; install_model_analyzer'],
+                          capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "MA_VENV": str(venv), "PYTHON": "python3"})
+    assert done.returncode == 0 and "ready" in done.stdout and "installing" not in done.stdout, done.stdout
+    dockerfile = (REPO_ROOT / "docker" / "Dockerfile.jupyter").read_text().replace("\\\n", " ")
+    line = re.search(r"(cat constraints-model-analyzer\.txt model-analyzer\.txt\s*\|\s*python -c '[^']*')",
+                     dockerfile)
+    assert line, "Dockerfile.jupyter no longer writes the stamp this test reads"
+    for name, source in (("constraints-model-analyzer.txt", "constraints-model-analyzer.txt"),
+                         ("model-analyzer.txt", "requirements/model-analyzer.txt")):
+        (tmp_path / name).write_bytes((REPO_ROOT / source).read_bytes())
+    built = subprocess.run(["sh", "-c", line.group(1).replace("python -c", "python3 -c")], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+    assert built == ma.pins_digest()
