@@ -336,3 +336,27 @@ def test_the_environments_stamp_is_one_digest_in_setup_the_image_and_the_library
     built = subprocess.run(["sh", "-c", line.group(1).replace("python -c", "python3 -c")], cwd=tmp_path,
                            capture_output=True, text=True, timeout=60, check=True).stdout.strip()
     assert built == ma.pins_digest()
+
+
+def test_an_environment_this_user_cannot_write_is_used_only_while_its_stamp_matches(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Jupyter image's /opt/model-analyzer (root's, the notebook runs as the checkout's owner): used as
+    built, with one line; a stale one (the checkout's pins changed) is one line to rebuild the image."""
+    venv = tmp_path / "image-ma"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "model-analyzer").write_text("#!/bin/sh\n")
+    monkeypatch.setenv("MA_VENV", str(venv))
+    monkeypatch.setattr(ma.os, "access", lambda path, mode: Path(path) != venv)  # as a non-root user sees it
+    said: list[str] = []
+    (venv / ".servelab-stamp").write_text(ma.pins_digest() + "\n")
+    assert ma.ensure_installed(say=said.append) == venv / "bin" / "model-analyzer"
+    assert said == [f"[setup] Model Analyzer {ma.VERSION} ready ({venv}, built into this image)"]
+    (venv / ".servelab-stamp").write_text("an older digest\n")
+    with pytest.raises(ma.ModelAnalyzerError, match=r"rebuild the image \(./lab images\)"):
+        ma.ensure_installed(say=said.append)
+
+
+def test_on_docker_model_analyzer_runs_with_perf_analyzers_libraries_not_the_wheels_triton() -> None:
+    env = ma.process_env(ma.Launch.docker())
+    assert env["MPLBACKEND"] == "Agg" and "cuda_runtime" in env["LD_LIBRARY_PATH"]
+    assert env["PATH"] == os.environ["PATH"]  # not the local Triton's stub Python first (server_env)
