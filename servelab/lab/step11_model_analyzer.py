@@ -28,6 +28,7 @@ from servelab.report.effects import row
 from servelab.results.schema import TRITON_COLUMNS
 from servelab.results.store import results_dir
 from servelab.triton import model_analyzer as ma
+from servelab.triton.model_analyzer_env import ensure_installed
 
 MODEL = "food_classifier_onnx"
 EXPERIMENT = "model_analyzer"  # the run's model_analyzer.csv/.jsonl: one row per configuration it measured
@@ -72,7 +73,7 @@ def ready(p: LabParams) -> bool:
     if p.target not in ("local", "docker"):
         print(NOT_HERE.format(target=p.target))
         return False
-    ma.ensure_installed()
+    ensure_installed()
     return True
 
 

@@ -10,13 +10,14 @@ import psutil
 import pytest
 
 from servelab.triton import model_analyzer as ma
+from servelab.triton import model_analyzer_env
 from servelab.triton.repository import deploy_model
 
 pytestmark = pytest.mark.slow
 
 
 def test_a_search_past_its_budget_stops_in_one_line_and_leaves_no_triton(tmp_path: Path) -> None:
-    ma.ensure_installed(say=lambda _line: None)
+    model_analyzer_env.ensure_installed(say=lambda _line: None)
     work = ma.Workspace.new(tmp_path)
     deploy_model("food_classifier_onnx", work.repository, gpu=False, quiet=True)
     search = ma.Search("food_classifier_onnx", 8, 500, 2, 2, window_requests=24, budget_s=12.0)

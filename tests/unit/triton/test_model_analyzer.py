@@ -14,6 +14,7 @@ import pytest
 
 from servelab.core.paths import REPO_ROOT
 from servelab.triton import model_analyzer as ma
+from servelab.triton import model_analyzer_env as ma_env
 from servelab.triton import model_analyzer_results as mar
 from servelab.triton.config import config_text, parse_config
 
@@ -44,8 +45,8 @@ print(json.dumps(out, default=str))
 @pytest.fixture(scope="module")
 def ma_python() -> Path:
     """The side environment's Python (made when missing: the notebook's own path, ``ensure_installed``)."""
-    ma.ensure_installed(say=lambda _line: None)
-    return ma.venv_dir() / "bin" / "python"
+    ma_env.ensure_installed(say=lambda _line: None)
+    return ma_env.venv_dir() / "bin" / "python"
 
 
 def _built(tmp_path: Path, mode: str = "brute",
@@ -143,7 +144,7 @@ def _pins(path: Path) -> dict[str, str]:
 
 def test_the_side_environment_pins_agree_with_the_labs() -> None:
     side, lab = _pins(REPO_ROOT / "constraints-model-analyzer.txt"), _pins(REPO_ROOT / "constraints.txt")
-    assert side["triton-model-analyzer"] == ma.VERSION
+    assert side["triton-model-analyzer"] == ma_env.VERSION
     differ = {name: (side[name], lab[name]) for name in set(side) & set(lab) if side[name] != lab[name]}
     assert not differ, f"constraints-model-analyzer.txt pins these unlike constraints.txt: {differ}"
     assert side["tritonclient"] == lab["tritonclient"], "its perf_analyzer's client is the lab's"
@@ -299,9 +300,9 @@ def test_a_failed_install_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path:
     monkeypatch.setenv("MA_VENV", str(tmp_path / "venv-ma"))
     monkeypatch.setenv("PYTHON", str(tmp_path / "no-python"))  # set-up's own check stops it
     with pytest.raises(ma.ModelAnalyzerError) as raised:
-        ma.ensure_installed(say=lambda _line: None)
+        ma_env.ensure_installed(say=lambda _line: None)
     said = str(raised.value)
-    assert "\n" not in said and said.startswith(f"installing Model Analyzer {ma.VERSION} failed (error: ")
+    assert "\n" not in said and said.startswith(f"installing Model Analyzer {ma_env.VERSION} failed (error: ")
     assert "./lab setup --model-analyzer" in said
 
 
@@ -320,22 +321,21 @@ def test_the_environments_stamp_is_one_digest_in_setup_the_image_and_the_library
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "model-analyzer").write_text("#!/bin/sh\n")
     (venv / "bin" / "model-analyzer").chmod(0o755)
-    (venv / ".servelab-stamp").write_text(ma.pins_digest() + "\n")
+    (venv / ".servelab-stamp").write_text(ma_env.pins_digest() + "\n")
     setup = REPO_ROOT / "scripts" / "setup.sh"
     done = subprocess.run(["bash", "-c", f'source "{setup}"; cd "{REPO_ROOT}"; install_model_analyzer'],
                           capture_output=True, text=True, timeout=60,
                           env={"PATH": "/usr/bin:/bin", "MA_VENV": str(venv), "PYTHON": "python3"})
     assert done.returncode == 0 and "ready" in done.stdout and "installing" not in done.stdout, done.stdout
     dockerfile = (REPO_ROOT / "docker" / "Dockerfile.jupyter").read_text().replace("\\\n", " ")
-    line = re.search(r"(cat constraints-model-analyzer\.txt model-analyzer\.txt\s*\|\s*python -c '[^']*')",
-                     dockerfile)
+    line = re.search(r"(python -c '[^']*'\s+constraints-model-analyzer\.txt model-analyzer\.txt)", dockerfile)
     assert line, "Dockerfile.jupyter no longer writes the stamp this test reads"
     for name, source in (("constraints-model-analyzer.txt", "constraints-model-analyzer.txt"),
                          ("model-analyzer.txt", "requirements/model-analyzer.txt")):
         (tmp_path / name).write_bytes((REPO_ROOT / source).read_bytes())
     built = subprocess.run(["sh", "-c", line.group(1).replace("python -c", "python3 -c")], cwd=tmp_path,
                            capture_output=True, text=True, timeout=60, check=True).stdout.strip()
-    assert built == ma.pins_digest()
+    assert built == ma_env.pins_digest()
 
 
 def test_an_environment_this_user_cannot_write_is_used_only_while_its_stamp_matches(
@@ -346,14 +346,15 @@ def test_an_environment_this_user_cannot_write_is_used_only_while_its_stamp_matc
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "model-analyzer").write_text("#!/bin/sh\n")
     monkeypatch.setenv("MA_VENV", str(venv))
-    monkeypatch.setattr(ma.os, "access", lambda path, mode: Path(path) != venv)  # as a non-root user sees it
+    # as a non-root user sees it (root may write anywhere)
+    monkeypatch.setattr(ma_env.os, "access", lambda path, mode: Path(path) != venv)
     said: list[str] = []
-    (venv / ".servelab-stamp").write_text(ma.pins_digest() + "\n")
-    assert ma.ensure_installed(say=said.append) == venv / "bin" / "model-analyzer"
-    assert said == [f"[setup] Model Analyzer {ma.VERSION} ready ({venv}, built into this image)"]
+    (venv / ".servelab-stamp").write_text(ma_env.pins_digest() + "\n")
+    assert ma_env.ensure_installed(say=said.append) == venv / "bin" / "model-analyzer"
+    assert said == [f"[setup] Model Analyzer {ma_env.VERSION} ready ({venv}, built into this image)"]
     (venv / ".servelab-stamp").write_text("an older digest\n")
     with pytest.raises(ma.ModelAnalyzerError, match=r"rebuild the image \(./lab images\)"):
-        ma.ensure_installed(say=said.append)
+        ma_env.ensure_installed(say=said.append)
 
 
 def test_on_docker_model_analyzer_runs_with_perf_analyzers_libraries_not_the_wheels_triton() -> None:
