@@ -112,9 +112,10 @@ bound = step.budget(yours, P)
 #
 # The command carries the search; the YAML file (`-f`) carries how this machine launches Triton and
 # perf_analyzer, on ports of its own: on `local` the same server binary and backends the lab's local
-# Triton uses; on `docker` (a Docker host, the node) a container of the lab's own Triton image, which
-# Model Analyzer starts through the Docker socket this Jupyter container holds. The lab's Triton stays
-# up, idle, while Model Analyzer runs its own.
+# Triton uses; on `docker` (a CPU Docker host) a container of the lab's own Triton image, which
+# Model Analyzer starts through the Docker socket this Jupyter container holds (on a GPU host the next
+# cell says in one line why it skips the search). The lab's Triton stays up, idle, while Model
+# Analyzer runs its own.
 #
 # **Predict.** Which configuration will Model Analyzer rank first under the budget: how many
 # instances, which max batch size? Will it be yours?
