@@ -60,8 +60,9 @@ P
 # Model Analyzer is a Python package (`triton-model-analyzer`) with dependencies the lab does not
 # use, so it lives in an environment of its own, pinned in `constraints-model-analyzer.txt`: `.venv-ma`
 # on the local target, which the next cell makes the first time (`./lab setup --model-analyzer` does
-# the same from a terminal), or `/opt/model-analyzer`, built into the Jupyter image on a Docker host.
-# Either way it says in one line which one is ready.
+# the same from a terminal), or `/opt/model-analyzer`, built into the Jupyter image on a Docker host
+# (on a GPU host the search runs NVIDIA's SDK image instead, below). Either way it says in one line
+# which one is ready.
 
 # %%
 on = step.ready(P)
@@ -112,10 +113,12 @@ bound = step.budget(yours, P)
 #
 # The command carries the search; the YAML file (`-f`) carries how this machine launches Triton and
 # perf_analyzer, on ports of its own: on `local` the same server binary and backends the lab's local
-# Triton uses; on `docker` (a CPU Docker host) a container of the lab's own Triton image, which
-# Model Analyzer starts through the Docker socket this Jupyter container holds (on a GPU host the next
-# cell says in one line why it skips the search). The lab's Triton stays up, idle, while Model
-# Analyzer runs its own.
+# Triton uses; on `docker` a container of the lab's own Triton image, which Model Analyzer starts
+# through the Docker socket from a container of its own, beside this one: this Jupyter image on a CPU
+# host; on a GPU host NVIDIA's SDK image on GPU 0, because Model Analyzer sees a GPU only through
+# NVIDIA's DCGM library, which that image carries. There the model and its variants are KIND_GPU on
+# Triton's onnxruntime backend, as your Triton serves them. The lab's Triton stays up, idle, while
+# Model Analyzer runs its own.
 #
 # **Predict.** Which configuration will Model Analyzer rank first under the budget: how many
 # instances, which max batch size? Will it be yours?
@@ -189,9 +192,8 @@ common.what_this_run_shows(step11_report, "pick")
 # there the search runs Triton's own onnxruntime backend on KIND_GPU instances, and its summary adds
 # each configuration's GPU memory, utilisation and power. A batch costs little more than one image on
 # a GPU (07's expectation, docs/decisions/2026-11-24-gpu-expectations.md), so the larger max batch
-# sizes with dynamic batching are the variants to watch there. That search needs NVIDIA's DCGM library
-# beside Model Analyzer, which this lab's image does not have (docs/decisions/2026-11-28-model-analyzer.md
-# says what it takes).
+# sizes with dynamic batching are the variants to watch there. The lab has not yet run this search on
+# a GPU (docs/decisions/2026-11-28-model-analyzer.md says what only a GPU can check).
 
 # %%
 triton_steps.triton_down(stack)

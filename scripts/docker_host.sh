@@ -90,10 +90,12 @@ wants_vllm() {
 # thousands of lines; notebook 02 streams this script's output): one line when it starts, one every
 # $BUILD_BEAT_S s with the build's current step, one when it ends; a failure shows the log's tail.
 # IMAGES: every image the build makes (the FastAPI stack's build also makes GourmetGram's): what a
-# push sends and a pull must find; IMAGE is the first, the one a status line names.
-step_of() {  # step_of KEY: sets LABEL, IMAGE, IMAGES, STEP_ENV (VAR=VALUE...) and STEP_ARGS (stack + compose args)
+# push sends and a pull must find; IMAGE is the first, the one a status line names. DOING: what the
+# step does: Model Analyzer's is NVIDIA's image, pulled as it is (STEP_ARGS empty).
+step_of() {  # step_of KEY: sets LABEL, IMAGE, IMAGES, DOING, STEP_ENV (VAR=VALUE...) and STEP_ARGS (stack + compose args)
   STEP_ENV=()
   IMAGES=()
+  DOING=building
   case "$1" in
     jupyter) LABEL="the Jupyter server"; IMAGE="servelab/jupyter:latest"; STEP_ARGS=(jupyter build) ;;
     fastapi_pt) LABEL="FastAPI + PyTorch and GourmetGram"; IMAGE="servelab/fastapi_pt:latest"
@@ -104,6 +106,9 @@ step_of() {  # step_of KEY: sets LABEL, IMAGE, IMAGES, STEP_ENV (VAR=VALUE...) a
     triton) LABEL="Triton"; IMAGE="servelab/triton:24.10"; STEP_ARGS=(triton build triton_server) ;;
     llm) LABEL="the LLM engine"; IMAGE="servelab/llm:latest"; STEP_ARGS=(llm build llm_server) ;;
     vllm) LABEL="vLLM"; IMAGE="servelab/vllm:latest"; STEP_ARGS=(llm --profile vllm build vllm_server) ;;
+    # notebook 11 on a GPU host: Model Analyzer with NVIDIA's DCGM (servelab.triton.model_analyzer_docker)
+    model_analyzer) LABEL="Model Analyzer"; IMAGE="nvcr.io/nvidia/tritonserver:24.10-py3-sdk"; DOING=pulling
+      STEP_ARGS=() ;;
     *) die "no image build called $1" ;;
   esac
   [ "${#IMAGES[@]}" -gt 0 ] || IMAGES=("$IMAGE")
@@ -174,23 +179,27 @@ build_step() {  # build_step KEY: build it (or pull it prebuilt), its output in 
   step_of "$key"
   mark "$key" building
   if pull_prebuilt "$key"; then return 0; fi
-  say "images: building $LABEL ($IMAGE; log: $log)"
-  compose_of "${STEP_ARGS[0]}"
-  env "${STEP_ENV[@]}" "${COMPOSE[@]}" "${STEP_ARGS[@]:1}" >"$log" 2>&1 </dev/null &
+  say "images: $DOING $LABEL ($IMAGE; log: $log)"
+  if [ "${#STEP_ARGS[@]}" -eq 0 ]; then
+    docker pull "$IMAGE" >"$log" 2>&1 </dev/null &
+  else
+    compose_of "${STEP_ARGS[0]}"
+    env "${STEP_ENV[@]}" "${COMPOSE[@]}" "${STEP_ARGS[@]:1}" >"$log" 2>&1 </dev/null &
+  fi
   pid=$!
   beat=$SECONDS
   while kill -0 "$pid" 2>/dev/null; do
     sleep "${SERVELAB_BUILD_POLL_S:-1}"
     if [ $((SECONDS - beat)) -ge "$BUILD_BEAT_S" ]; then
       beat=$SECONDS
-      say "images: $LABEL still building ($((SECONDS - started)) s; $(last_step "$log"))"
+      say "images: $LABEL still $DOING ($((SECONDS - started)) s; $(last_step "$log"))"
     fi
   done
   wait "$pid" || code=$?
   if [ "$code" -ne 0 ]; then
     mark "$key" failed
     tail -n 30 "$log" >&2 || true
-    say "images: building $LABEL failed (exit $code); its last 30 log lines are above, the whole log: $log"
+    say "images: $DOING $LABEL failed (exit $code); its last 30 log lines are above, the whole log: $log"
     return 1
   fi
   mark "$key" ready
@@ -198,7 +207,8 @@ build_step() {  # build_step KEY: build it (or pull it prebuilt), its output in 
 }
 
 # The images in the order the notebooks need them: 03's first (Jupyter, FastAPI, GourmetGram), then
-# Triton (04-07, 10), then the LLM engines (09); vLLM's only where a GPU can run it.
+# Triton (04-07, 10), then the LLM engines (09); vLLM's only where a GPU can run it; last, 11's Model
+# Analyzer image where the stacks get the GPUs (on a CPU host 11 runs it from the Jupyter image).
 FIRST_KEYS=(jupyter fastapi_pt fastapi_onnx)
 rest_keys() {
   REST_KEYS=(triton llm)
@@ -207,6 +217,7 @@ rest_keys() {
   else
     say "images: vLLM skipped (it needs a GPU of compute capability 7.0 to 9.0; SERVELAB_BUILD_VLLM=1 builds it)"
   fi
+  if [ "${SERVELAB_DOCKER_GPU:-0}" = 1 ]; then REST_KEYS+=(model_analyzer); fi
 }
 
 build_images() {  # build_images KEY...: each in turn, in the foreground

@@ -26,7 +26,7 @@ BEAT_S = 30.0
 POLL_S = 5.0
 # The build steps docker_host.sh runs (its step_of), by what each stack needs to start. GourmetGram
 # (the triton stack's Flask app too) is built with FastAPI + PyTorch.
-STEPS = ("jupyter", "fastapi_pt", "fastapi_onnx", "triton", "llm", "vllm")
+STEPS = ("jupyter", "fastapi_pt", "fastapi_onnx", "triton", "llm", "vllm", "model_analyzer")
 STEP_LINE = re.compile(r"^#\d+ \[")
 
 Read = Callable[[str], "bytes | None"]  # relpath in the checkout -> its content, None when absent
@@ -42,7 +42,9 @@ def steps_for(stack: str, fastapi_app: str = "fastapi_pt", services: Sequence[st
         return ["llm"] + (["vllm"] if "vllm_server" in services else [])
     if stack == "jupyter":
         return ["jupyter"]
-    raise ValueError(f"no stack called {stack!r}: fastapi, triton, llm or jupyter")
+    if stack == "model_analyzer":  # notebook 11's on a GPU host: NVIDIA's SDK image, pulled, not built
+        return ["model_analyzer"]
+    raise ValueError(f"no stack called {stack!r}: fastapi, triton, llm, jupyter or model_analyzer")
 
 
 @dataclass(frozen=True)

@@ -5,17 +5,17 @@ the constraint (a p99 budget there) is stated from it; Model Analyzer searches i
 sizes and dynamic batching under that budget (``servelab.triton.model_analyzer``); its pick is applied to
 the lab's own Triton and measured the same way as yours, right after it, then yours once more. The report,
 the rules and the views of the run's data: ``step11_report``. Model Analyzer runs where the lab's Triton
-runs: on ``local`` from ``.venv-ma`` with the wheel's tritonserver, on ``docker`` in the Jupyter container,
-starting the lab's Triton image (on a CPU Docker host; not on a GPU one, ``NO_GPU_SEARCH``). Why and what
-it costs:
-docs/decisions/2026-11-28-model-analyzer.md
+runs: on ``local`` from ``.venv-ma`` with the wheel's tritonserver; on ``docker`` in a container of its own
+(the Jupyter image on a CPU host, NVIDIA's SDK image on GPU 0 of a GPU host), starting the lab's Triton
+image, with the model as the lab's Triton serves it there (KIND_CPU, or KIND_GPU with the onnxruntime
+backend). Why and what it costs: docs/decisions/2026-11-28-model-analyzer.md
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pandas as pd
 
@@ -28,7 +28,11 @@ from servelab.report.effects import row
 from servelab.results.schema import TRITON_COLUMNS
 from servelab.results.store import results_dir
 from servelab.triton import model_analyzer as ma
+from servelab.triton import model_analyzer_docker as mad
 from servelab.triton.model_analyzer_env import ensure_installed
+
+if TYPE_CHECKING:  # protobuf: not in the controller's environment, which imports this module
+    from servelab.triton.config import ModelConfig
 
 MODEL = "food_classifier_onnx"
 EXPERIMENT = "model_analyzer"  # the run's model_analyzer.csv/.jsonl: one row per configuration it measured
@@ -40,10 +44,6 @@ SEARCH_COLUMNS = ["rank", "variant", "configuration", "throughput", "p99_ms", "q
 BUDGET_FACTOR = 1.5  # the default p99 budget: this many times your configuration's p99
 NOT_HERE = ("Model Analyzer runs where the servers run (target local, or docker on a Docker host or the "
             "node), not on the {target} target: the cells below skip the search.")
-NO_GPU_SEARCH = ("Model Analyzer is not run on this GPU host: the Jupyter image's Model Analyzer cannot see "
-                 "GPUs without NVIDIA's DCGM library, which PyPI does not carry (NVIDIA's SDK image, "
-                 f"{ma.SDK_IMAGE}, does; docs/decisions/2026-11-28-model-analyzer.md), and a CPU-only search "
-                 "would hand a KIND_CPU pick to your GPU Triton: the cells below skip the search.")
 
 
 class Nothing(pd.DataFrame):
@@ -122,48 +122,62 @@ def budget(yours: pd.DataFrame, p: LabParams) -> int:
 
 @dataclass
 class Planned:
-    """A search ready to run: what it asks, where its files go, how its Triton is launched, the command."""
+    """A search ready to run: what it asks, where its files go, how its Triton is launched, the command,
+    and the model's own config as deployed for it."""
 
     search: ma.Search
     work: ma.Workspace
     launch: ma.Launch
     argv: list[str]
     onnx_backend: bool
+    deployed: ModelConfig
 
 
 def plan_search(p: LabParams, bound: int, on: bool, triton: Triton) -> Planned | None:
-    """The search's folder, the model deployed there as the lab's Triton (``triton``) serves it on a CPU
-    (KIND_CPU; the ONNX model through the Python-backend runner where the server has no onnxruntime
-    backend), its YAML and its command, both printed. None (one line) where Model Analyzer is not run:
-    ``on`` False, or a GPU Docker host (``NO_GPU_SEARCH``)."""
+    """The search's folder, the model deployed there as the lab's Triton (``triton``) serves it (on a CPU:
+    KIND_CPU, the ONNX model through the Python-backend runner where the server has no onnxruntime
+    backend; on a GPU Docker host: KIND_GPU on GPU 0), its YAML and its command, both printed; on docker
+    the ``docker run`` of Model Analyzer's container too (``model_analyzer_docker``; on a GPU host after
+    ``./lab images``' pull of its image). None (one line) where Model Analyzer is not run (``on`` False)."""
     if not on:
         print(f"no search on the {p.target} target")
         return None
-    if p.target == "docker" and triton.stack.has_gpu:
-        print(NO_GPU_SEARCH)
-        return None
+    from servelab.triton.config import read_config
     from servelab.triton.repository import deploy_model
 
     stack = triton.stack
+    gpu = p.target == "docker" and bool(stack.has_gpu)
     onnx_backend = stack.triton_has_backend("onnxruntime")  # as the lab's Triton serves it (never on local)
     work = ma.Workspace.new(results_dir())
-    deploy_model(MODEL, work.repository, gpu=False, onnx_backend=onnx_backend, quiet=True)
+    deployed = read_config(deploy_model(MODEL, work.repository, gpu=gpu, onnx_backend=onnx_backend,
+                                        quiet=True))
     search = ma.Search(MODEL, p.constraint_concurrency, bound, p.ma_max_instances, p.ma_max_batch_size,
                        p.ma_search_mode, p.window_requests, band(p), p.max_trials,
-                       perf_timeout_s=int(min(600, p.ma_budget_s / 3)), budget_s=p.ma_budget_s)
-    launch = ma.Launch.docker() if p.target == "docker" else ma.Launch.local()
+                       perf_timeout_s=int(min(600, p.ma_budget_s / 3)), budget_s=p.ma_budget_s,
+                       cpu_only=not gpu)
+    if p.target != "docker":
+        launch = ma.Launch.local()
+    elif gpu:
+        stack.wait_for_images("model_analyzer")  # ./lab jupyter pulls NVIDIA's SDK image in the background
+        launch = ma.Launch.docker(mad.Container.sdk())
+    else:
+        launch = ma.Launch.docker(mad.Container.jupyter())
     config = ma.write_config(ma.launch_config(search, launch, work), work)
     print(f"# {shown(str(config))}: how Model Analyzer launches Triton and perf_analyzer on this machine")
     print(shown(config.read_text()).rstrip())
-    argv = ma.profile_argv(search, work)
-    if launch.mode == "docker":
-        print(f"\n# it starts each Triton as a container of {launch.image} (the lab's Triton image) through "
-              "the Docker socket, and measures it with this container's perf_analyzer")
-    else:
+    argv = ma.profile_argv(search, work, binary=launch.container.executable if launch.container else None)
+    if launch.container is None:
         print("\n# with the environment the lab's local Triton gets (servelab.triton.server.server_env: the "
               "wheel's libraries, the lab venv's python for the stubs)")
-    print(f"$ {ma.command_line(argv)}")
-    return Planned(search, work, launch, argv, onnx_backend=onnx_backend)
+        print(f"$ {ma.command_line(argv)}")
+    else:
+        given = (f"NVIDIA's SDK image, given GPU {launch.container.gpu}: its DCGM is how Model Analyzer sees "
+                 "the GPU" if gpu else "this Jupyter server's own image")
+        print(f"\n# Model Analyzer runs in a container of {launch.container.image} beside this one "
+              f"({given}); it starts each Triton as a container of {launch.image} (the lab's Triton image) "
+              "through the Docker socket, and measures it with its own perf_analyzer")
+        print(f"$ {mad.command_line(ma.docker_argv(argv, launch, work))}")
+    return Planned(search, work, launch, argv, onnx_backend=onnx_backend, deployed=deployed)
 
 
 def run_search(planned: Planned | None) -> pd.DataFrame:
@@ -249,11 +263,13 @@ def apply_pick(triton: Triton, planned: Planned | None, found: pd.DataFrame) -> 
     variant = mar.variant_config(planned.work, str(picked["variant"].iloc[0]))
     cfg = ModelConfig()
     cfg.CopyFrom(live_config(triton, MODEL))
+    gpus = [g for group in cfg.instance_group for g in group.gpus] or [0]  # the GPU(s) yours is on
     del cfg.instance_group[:]
-    for group in variant.instance_group:
-        cfg.instance_group.add().CopyFrom(group)
-    if not cfg.instance_group:  # the variant keeps the model's own: one instance on the CPU here
-        cfg.instance_group.add(count=1, kind=mc.ModelInstanceGroup.KIND_CPU)
+    for group in variant.instance_group or planned.deployed.instance_group:  # none: the model's own
+        added = cfg.instance_group.add()
+        added.CopyFrom(group)
+        if added.kind == mc.ModelInstanceGroup.KIND_GPU and not added.gpus:  # MA's variants name no GPU:
+            added.gpus.extend(gpus)  # Triton would put `count` instances on each GPU it sees
     cfg.max_batch_size = variant.max_batch_size
     cfg.ClearField("dynamic_batching")
     if variant.HasField("dynamic_batching"):

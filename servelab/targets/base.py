@@ -186,6 +186,11 @@ class Stack(ABC):
     def read_file(self, relpath: str) -> bytes:
         """Read a file under the project root on the host."""
 
+    def wait_for_images(self, stack: str, services: Sequence[str] = ()) -> None:
+        """Wait for the images ``stack`` needs while they are still being built or pulled (the compose
+        targets: ``servelab.core.image_builds``); nothing to wait for elsewhere."""
+        return
+
     def triton_has_backend(self, backend: str) -> bool:
         """Does the running Triton server have ``backend`` (e.g. "onnxruntime")? Not the local one:
         the wheel's Triton has only the Python backend."""

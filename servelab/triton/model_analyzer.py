@@ -10,8 +10,9 @@ The command has two parts: the search on the command line (what a student decide
 the concurrency, the latency budget, where its files go; ``profile_argv``) and this machine's launch
 plumbing in its YAML file (``launch_config``: on ``local`` the wheel's tritonserver and its backends, in
 the environment Triton's wheel needs, ``servelab.triton.server.server_env``; on ``docker`` the lab's
-Triton image, started by Model Analyzer through the Docker socket; the lab's perf_analyzer and its
-windows, free ports). Reading what it wrote: ``servelab.triton.model_analyzer_results``.
+Triton image, started by Model Analyzer through the Docker socket from a container of its own,
+``servelab.triton.model_analyzer_docker``; perf_analyzer and its windows, free ports). Reading what it
+wrote: ``servelab.triton.model_analyzer_results``.
 Versions, pitfalls and costs: docs/decisions/2026-11-28-model-analyzer.md
 """
 
@@ -29,11 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from servelab.core.paths import shown
+from servelab.triton import model_analyzer_docker as mad
 from servelab.triton.model_analyzer_env import ModelAnalyzerError, executable
 
-SDK_IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3-sdk"  # NVIDIA's, with DCGM (the GPU search's need)
 TRITON_IMAGE = "servelab/triton:24.10"  # docker/docker-compose-triton.yaml's image (a test holds them equal)
-DOCKER_LABEL = "servelab.model_analyzer.search"  # on each Triton container it starts: the search's own id
 SEARCH_MODES = ("brute", "quick")
 PROFILING = re.compile(r"Profiling (\S+): concurrency=(\d+)")
 
@@ -56,7 +56,7 @@ class Search:
     auto_adjusts: int = 2  # perf_analyzer runs per configuration (MA widens an unsettled one's window)
     perf_timeout_s: int = 120  # one perf_analyzer run
     budget_s: float = 360.0  # the whole search: stopped after this long
-    cpu_only: bool = True  # KIND_CPU variants (the lab's local Triton serves on the CPU)
+    cpu_only: bool = True  # KIND_CPU variants (False on a GPU host: KIND_GPU)
 
     def __post_init__(self) -> None:
         if self.mode not in SEARCH_MODES:
@@ -143,9 +143,9 @@ def profile_argv(search: Search, work: Workspace, binary: Path | str | None = No
 @dataclass(frozen=True)
 class Launch:
     """Where Model Analyzer's own Triton and perf_analyzer come from on this machine, and its ports.
-    ``mode`` "local": ``server_path`` with ``backend_directory``; "docker": a container of ``image`` run
-    as ``user`` (uid:gid), its ports published on this host (a CPU host: this Model Analyzer sees no GPU,
-    see ``step11_model_analyzer.NO_GPU_SEARCH``)."""
+    ``mode`` "local": ``server_path`` with ``backend_directory``; "docker": Model Analyzer runs in
+    ``container`` and starts containers of ``image`` as ``user`` (uid:gid), their ports published on this
+    host."""
 
     server_path: str
     backend_directory: str
@@ -154,9 +154,13 @@ class Launch:
     grpc_port: int
     metrics_port: int
     shm_prefix: str  # also the search's id (the docker label of its containers)
-    mode: str = "local"
     image: str = ""
     user: str = ""
+    container: mad.Container | None = None
+
+    @property
+    def mode(self) -> str:
+        return "local" if self.container is None else "docker"
 
     @classmethod
     def local(cls) -> Launch:
@@ -171,24 +175,25 @@ class Launch:
                    f"{SHM_GLOB_PREFIX}_servelab_ma_{uuid.uuid4().hex[:8]}")
 
     @classmethod
-    def docker(cls, image: str = TRITON_IMAGE) -> Launch:
-        """The lab's Triton image on this host's Docker engine (Model Analyzer runs in the Jupyter container,
-        which has the engine's socket and the host's network), as this process's uid:gid, on free ports."""
+    def docker(cls, container: mad.Container, image: str = TRITON_IMAGE) -> Launch:
+        """The lab's Triton image on this host's Docker engine, started by Model Analyzer in ``container``
+        (the host's network, the engine's socket) with its perf_analyzer, as this process's uid:gid, on
+        free ports."""
         from servelab.core.procs import free_port
-        from servelab.triton.perf import perf_analyzer_binary
         from servelab.triton.server import SHM_GLOB_PREFIX
 
-        return cls("", "", perf_analyzer_binary(), free_port(), free_port(), free_port(),
-                   f"{SHM_GLOB_PREFIX}_servelab_ma_{uuid.uuid4().hex[:8]}", mode="docker", image=image,
-                   user=f"{os.getuid()}:{os.getgid()}")
+        return cls("", "", container.perf_analyzer, free_port(), free_port(), free_port(),
+                   f"{SHM_GLOB_PREFIX}_servelab_ma_{uuid.uuid4().hex[:8]}", image=image,
+                   user=f"{os.getuid()}:{os.getgid()}", container=container)
 
 
 def launch_config(search: Search, launch: Launch, work: Workspace) -> dict[str, Any]:
     """The YAML file's contents: MA's Triton (``local`` launch mode: the wheel's binary, its backends, ports
     on 127.0.0.1; ``docker``: the image, its container's user, shared memory, label and ports published on
-    this host), perf_analyzer (the lab's binary, count windows as the lab's quick preset), HTTP, and the
-    model's variants (CPU-only without a GPU). Not ``disable_auto_complete_config`` (MA passes it as
-    ``… True``, which tritonserver refuses)."""
+    this host), perf_analyzer (its binary, count windows as the lab's quick preset), HTTP, and the
+    model's variants (``cpu_only`` as the search says; on a GPU host MA gives its Tritons the one GPU its
+    container has). Not ``disable_auto_complete_config`` (MA passes it as ``… True``, which tritonserver
+    refuses)."""
     docker = launch.mode == "docker"  # inside its container Triton listens on every address: ports are mapped
     flags = {**({} if docker else {"backend_directory": launch.backend_directory}),
              "backend_config": f"python,shm-region-prefix-name={launch.shm_prefix}",
@@ -198,7 +203,7 @@ def launch_config(search: Search, launch: Launch, work: Workspace) -> dict[str, 
     where: dict[str, Any] = {"triton_launch_mode": "local", "triton_server_path": launch.server_path}
     if docker:
         where = {"triton_launch_mode": "docker", "triton_docker_image": launch.image,
-                 "triton_docker_shm_size": "1g", "triton_docker_labels": {DOCKER_LABEL: launch.shm_prefix},
+                 "triton_docker_shm_size": "1g", "triton_docker_labels": {mad.LABEL: launch.shm_prefix},
                  "triton_docker_args": {"user": launch.user}}
     return {
         **where,
@@ -234,13 +239,14 @@ def write_config(config: dict[str, Any], work: Workspace) -> Path:
 def process_env(launch: Launch | None = None) -> dict[str, str]:
     """The environment Model Analyzer runs in, which perf_analyzer (and on ``local`` its Triton) inherits:
     perf_analyzer's libcudart, matplotlib's file backend, and on ``local`` the lab Triton's (``server_env``:
-    the wheel's libraries, the lab venv's python first on PATH for the stubs)."""
+    the wheel's libraries, the lab venv's python first on PATH for the stubs). On ``docker`` this process
+    is ``docker run``, with this one's environment; its container's is ``Container.env``."""
     from servelab.triton.perf import perf_analyzer_env
     from servelab.triton.server import server_env
 
+    if launch is not None and launch.container is not None:
+        return dict(os.environ)
     env = perf_analyzer_env()
-    if launch is not None and launch.mode == "docker":  # its Triton's environment is the image's
-        return {**env, "MPLBACKEND": "Agg"}
     triton = server_env()
     env["PATH"] = triton["PATH"]
     env["LD_LIBRARY_PATH"] = ":".join(p for p in (triton["LD_LIBRARY_PATH"], env.get("LD_LIBRARY_PATH"))
@@ -259,13 +265,16 @@ def command_line(argv: list[str]) -> str:
 def run_profile(argv: list[str], search: Search, work: Workspace, launch: Launch,
                 progress: bool = True) -> float:
     """Run the search (its log in ``work.log``), one progress step per configuration measured; returns
-    the seconds it took. Stopped after ``search.budget_s``; a failure is one ``ModelAnalyzerError`` line
-    naming the log. Whatever happens, no tritonserver or shared memory of it is left behind."""
+    the seconds it took. On ``docker`` in its container (``docker_argv``). Stopped after
+    ``search.budget_s``; a failure is one ``ModelAnalyzerError`` line naming the log. Whatever happens, no
+    tritonserver, container or shared memory of it is left behind."""
     from servelab.core.procs import ManagedProcess
     from servelab.core.progress import bar
 
-    if launch.mode == "docker":  # an earlier search's Triton left by a kernel killed mid-search (its ports)
-        _remove_containers(f"label={DOCKER_LABEL}")
+    if launch.container is not None:  # an earlier search's left by a kernel killed mid-search (its ports)
+        mad.remove_containers(f"label={mad.LABEL}")
+        mad.require_image(launch.container.image)
+        argv = docker_argv(argv, launch, work)
     started = time.monotonic()
     proc = ManagedProcess("model-analyzer", argv, work.log, env=process_env(launch), cwd=work.root)
     seen: set[str] = set()
@@ -289,11 +298,17 @@ def run_profile(argv: list[str], search: Search, work: Workspace, launch: Launch
         try:
             stop(proc)
         finally:  # a second interrupt during the stop's wait still clears what it started
-            _clean_up(launch)
+            _clean_up(launch, work)
     if proc.proc.returncode != 0:
         raise ModelAnalyzerError(f"Model Analyzer stopped (exit {proc.proc.returncode}): {failure(work.log)} "
                                  f"(whole log: {shown(str(work.log))})")
     return time.monotonic() - started
+
+
+def docker_argv(argv: list[str], launch: Launch, work: Workspace) -> list[str]:
+    """On ``docker``: the ``docker run`` that runs ``argv`` in Model Analyzer's container."""
+    assert launch.container is not None
+    return mad.run_argv(launch.container, argv, work.root, launch.shm_prefix, launch.user)
 
 
 def _profiled(log: Path) -> list[str]:
@@ -305,7 +320,8 @@ def _profiled(log: Path) -> list[str]:
 
 
 def stop(proc: Any) -> None:
-    """Ctrl-C first (Model Analyzer then stops its Triton itself), the process group after 20 s."""
+    """Ctrl-C first (Model Analyzer then stops its Triton itself; ``docker run`` passes it on to its
+    container), the process group after 20 s."""
     if proc.proc.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGINT)
@@ -314,14 +330,15 @@ def stop(proc: Any) -> None:
     proc.stop(timeout=10)
 
 
-def _clean_up(launch: Launch) -> None:
+def _clean_up(launch: Launch, work: Workspace) -> None:
     """Its tritonserver runs in a session of its own: stop any left (found by the shared-memory prefix
-    on its command line), then remove that prefix's shared memory. On ``docker``: remove any container
-    it left (by the search's label)."""
+    on its command line), then remove that prefix's shared memory. On ``docker``: remove its container
+    and any Triton container it left (by the search's label), then give its files back (``give_back``)."""
     import psutil
 
-    if launch.mode == "docker":
-        _remove_containers(f"label={DOCKER_LABEL}={launch.shm_prefix}")
+    if launch.container is not None:
+        mad.remove_containers(f"label={mad.LABEL}={launch.shm_prefix}")
+        mad.give_back(launch.container, work.root, launch.shm_prefix, launch.user)
         return
 
     for process in psutil.process_iter(["cmdline"]):
@@ -332,18 +349,6 @@ def _clean_up(launch: Launch) -> None:
     for region in Path("/dev/shm").glob(f"{launch.shm_prefix}*"):
         with contextlib.suppress(OSError):
             region.unlink()
-
-
-def _remove_containers(label_filter: str) -> None:
-    """Remove every container the engine has with this label (``docker ps --filter``); one search at a
-    time per Docker host."""
-    try:
-        found = subprocess.run(["docker", "ps", "-aq", "--filter", label_filter], capture_output=True,
-                               text=True, timeout=30, check=False).stdout.split()
-        if found:
-            subprocess.run(["docker", "rm", "-f", *found], capture_output=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        pass  # no docker CLI here, or the engine is gone: nothing this search can remove
 
 
 def failure(log: Path) -> str:

@@ -12,6 +12,7 @@ import pytest
 
 from servelab.core.paths import REPO_ROOT
 from servelab.triton import model_analyzer as ma
+from servelab.triton import model_analyzer_docker as mad
 from tests.docker.conftest import ARTIFACTS, lab
 from tests.docker.engine import Engine
 from tests.docker.test_stacks import not_owned
@@ -43,11 +44,16 @@ def test_the_lab_runs_in_the_jupyter_container(engine: Engine, images: dict[str,
     stderr = [o.text[:120] for c in notebook.cells if c.cell_type == "code" for o in c.outputs
               if o.get("name") == "stderr"]
     assert not stderr, f"notebook 10 printed on stderr in the container: {stderr[:3]}"
-    # notebook 11: Model Analyzer in the Jupyter container started the lab's Triton image and measured it
+    # notebook 11: Model Analyzer in a container of its own (the Jupyter image here, NVIDIA's SDK image on
+    # a GPU host: the same docker run) started the lab's Triton image and measured it
     searched = [json.loads(line) for line in (run / "model_analyzer.jsonl").read_text().splitlines()]
     assert searched and all(r["throughput"] > 0 for r in searched), searched[:3]
     config = (run / "model-analyzer" / "search-1" / "config.yaml").read_text()
     assert "triton_launch_mode: docker" in config and f"triton_docker_image: {ma.TRITON_IMAGE}" in config
-    left = engine.docker("ps", "-aq", "--filter", f"label={ma.DOCKER_LABEL}").stdout.split()
-    assert not left, f"Model Analyzer's Triton containers were left running: {left}"
+    cells = nbformat.read(run / "11_model_analyzer.ipynb", as_version=4).cells
+    shown = "".join(o.get("text", "") for c in cells if c.cell_type == "code" for o in c.outputs)
+    assert "$ docker run --rm --init --pull never --name servelab-model-analyzer-" in shown
+    assert f"{mad.JUPYTER_IMAGE} /opt/model-analyzer/bin/model-analyzer profile -f " in shown
+    left = engine.docker("ps", "-aq", "--filter", f"label={mad.LABEL}").stdout.split()
+    assert not left, f"Model Analyzer's containers were left: {left}"
     assert not_owned(REPO_ROOT) == [], "the run left files in the checkout not owned by its owner"

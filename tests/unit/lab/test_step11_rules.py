@@ -4,6 +4,8 @@ where Model Analyzer is not run says so in one line."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -139,13 +141,59 @@ def test_the_hubs_target_says_in_one_line_that_model_analyzer_is_not_run(capsys:
                          "no search ran: no summary", "no search ran: nothing to apply"]
 
 
-def test_a_gpu_docker_host_says_in_one_line_that_the_search_is_skipped(capsys: pytest.CaptureFixture[str],
-                                                                     ) -> None:
-    """The image's Model Analyzer sees no GPU (no DCGM): a CPU-only search would hand a KIND_CPU pick to
-    the GPU Triton, so none runs, and nothing is deployed or launched."""
+def test_a_gpu_docker_host_searches_kind_gpu_from_nvidias_sdk_image(capsys: pytest.CaptureFixture[str],
+                                                                  monkeypatch: pytest.MonkeyPatch,
+                                                                  tmp_path: Path) -> None:
+    """Model Analyzer in NVIDIA's SDK image on GPU 0 (its DCGM), once ``./lab images`` has pulled it; the
+    model as the GPU Triton serves it (KIND_GPU on GPU 0, the onnxruntime backend), its variants KIND_GPU;
+    the command shown is the docker run."""
     from types import SimpleNamespace
 
-    p = params.resolve("docker", "quick", constraint_concurrency=None)
-    triton = SimpleNamespace(stack=SimpleNamespace(has_gpu=True, triton_has_backend=lambda _b: True))
-    assert step.plan_search(p, 200, on=True, triton=triton) is None
-    assert capsys.readouterr().out.strip() == step.NO_GPU_SEARCH
+    from servelab.triton import model_analyzer_docker as mad
+    from servelab.triton.config import mc
+
+    monkeypatch.setenv("SERVELAB_RESULTS", str(tmp_path))
+    waited: list[str] = []
+    p = params.resolve("docker", "quick", **{name: None for name in (
+        "constraint_concurrency", "ma_max_instances", "ma_max_batch_size", "ma_search_mode", "ma_budget_s",
+        "window_requests", "max_trials")})
+    stack = SimpleNamespace(has_gpu=True, triton_has_backend=lambda _b: True, wait_for_images=waited.append)
+    planned = step.plan_search(p, 200, on=True, triton=SimpleNamespace(stack=stack))
+    assert planned is not None and waited == ["model_analyzer"]
+    assert planned.search.cpu_only is False and planned.launch.container == mad.Container.sdk()
+    assert planned.deployed.backend == "onnxruntime"
+    assert [(g.kind, list(g.gpus)) for g in planned.deployed.instance_group] == [
+        (mc.ModelInstanceGroup.KIND_GPU, [0])]
+    shown = capsys.readouterr().out
+    assert "cpu_only: false" in shown
+    assert f" --gpus device=0 {mad.SDK_IMAGE} model-analyzer profile -f " in shown
+
+
+def test_a_kind_gpu_pick_is_put_on_the_gpu_yours_is_on(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Model Analyzer's variants name no GPU (its Triton sees one); on the lab's Triton, which sees every GPU
+    of the host, a group without ``gpus`` would put its count on each: the pick goes on yours."""
+    from types import SimpleNamespace
+
+    from servelab.triton import model_analyzer as ma
+    from servelab.triton.config import ModelConfig, config_text, mc
+
+    work = ma.Workspace.new(tmp_path)
+    (work.variants / "food_classifier_onnx_config_1").mkdir(parents=True)
+    variant = ModelConfig(name="food_classifier_onnx_config_1", max_batch_size=4)
+    variant.instance_group.add(count=2, kind=mc.ModelInstanceGroup.KIND_GPU)
+    variant.dynamic_batching.SetInParent()
+    (work.variants / "food_classifier_onnx_config_1" / "config.pbtxt").write_text(config_text(variant))
+    yours = ModelConfig(name="food_classifier_onnx", max_batch_size=16)
+    yours.instance_group.add(count=1, kind=mc.ModelInstanceGroup.KIND_GPU, gpus=[1])
+    applied: list[ModelConfig] = []
+    monkeypatch.setattr(step, "live_config", lambda _t, _m: yours)
+    monkeypatch.setattr(step, "apply_config", lambda _t, _m, cfg: applied.append(cfg))
+    planned = SimpleNamespace(work=work, deployed=yours)
+    picks = pd.DataFrame([{"variant": "food_classifier_onnx_config_1", "picked": True}])
+    assert step.apply_pick(None, planned, picks) is True
+    (cfg,) = applied
+    assert [(g.count, g.kind, list(g.gpus)) for g in cfg.instance_group] == [
+        (2, mc.ModelInstanceGroup.KIND_GPU, [1])]
+    assert cfg.max_batch_size == 4 and cfg.HasField("dynamic_batching")
+    assert "2 GPU instances, max batch 4, dynamic batching on" in capsys.readouterr().out

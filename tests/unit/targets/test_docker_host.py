@@ -171,6 +171,8 @@ def test_an_engine_with_the_nvidia_runtime_gets_the_gpu_overrides_and_vllm(host)
         assert f"-f docker/docker-compose-{stack}.yaml -f docker/docker-compose-{stack}.gpu.yaml " in command
     assert ("compose -p servelab-llm -f docker/docker-compose-llm.yaml -f docker/docker-compose-llm.gpu.yaml "
             "--profile vllm build vllm_server") in composed
+    # notebook 11's Model Analyzer: NVIDIA's SDK image, pulled after the builds, only here
+    assert in_background(calls(host))[-1] == "pull nvcr.io/nvidia/tritonserver:24.10-py3-sdk"
     assert "with the GPUs" in done.stderr
     cpu = run_lab(host, "jupyter", DOCKER_NVIDIA="1", SERVELAB_DOCKER_GPU="0")
     assert cpu.returncode == 0 and "CPU only" in cpu.stderr

@@ -14,6 +14,7 @@ import pytest
 
 from servelab.core.paths import REPO_ROOT
 from servelab.triton import model_analyzer as ma
+from servelab.triton import model_analyzer_docker as mad
 from servelab.triton import model_analyzer_env as ma_env
 from servelab.triton import model_analyzer_results as mar
 from servelab.triton.config import config_text, parse_config
@@ -51,20 +52,21 @@ def ma_python() -> Path:
 
 def _built(tmp_path: Path, mode: str = "brute",
            where: str = "local") -> tuple[list[str], ma.Search, ma.Launch]:
-    """What the notebook builds (``step11_model_analyzer.plan_search``): a launch on ``where`` (the docker
-    target's as on a host without GPUs), a search."""
+    """What the notebook builds (``step11_model_analyzer.plan_search``): a launch on ``where`` ("docker": a
+    CPU Docker host's, "gpu": a GPU Docker host's), a search."""
     work = ma.Workspace.new(tmp_path)
     work.repository.mkdir()
     search = ma.Search("food_classifier_onnx", 8, 449, 2, 4, mode, window_requests=24, stability_pct=30,
-                       max_trials=5)
-    launch = ma.Launch.docker() if where == "docker" else ma.Launch.local()
+                       max_trials=5, cpu_only=where != "gpu")
+    launch = {"docker": lambda: ma.Launch.docker(mad.Container.jupyter()),
+              "gpu": lambda: ma.Launch.docker(mad.Container.sdk())}.get(where, ma.Launch.local)()
     ma.write_config(ma.launch_config(search, launch, work), work)
     return ma.profile_argv(search, work, binary="model-analyzer"), search, launch
 
 
-def _parse(python: Path, argv: list[str]) -> subprocess.CompletedProcess[str]:
+def _parse(python: Path, argv: list[str], path: str = "/usr/bin:/bin") -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(python), "-c", PARSE, *argv[1:]], capture_output=True, text=True, timeout=120,
-                          check=False, env={"PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg"})
+                          check=False, env={"PATH": path, "MPLBACKEND": "Agg"})
 
 
 @pytest.mark.slow
@@ -96,17 +98,28 @@ def test_the_lab_command_means_what_the_lab_intends_to_model_analyzer(ma_python:
 
 
 @pytest.mark.slow
-def test_the_docker_targets_launch_means_what_the_lab_intends_to_model_analyzer(ma_python: Path,
-                                                                              tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", ["docker", "gpu"])
+def test_the_docker_targets_launch_means_what_the_lab_intends_to_model_analyzer(
+        ma_python: Path, tmp_path: Path, where: str) -> None:
     """On the docker target Model Analyzer starts the lab's Triton image as the notebook's uid:gid, with a
-    label the clean-up finds, its ports published where perf_analyzer reaches them."""
-    argv, _, launch = _built(tmp_path, where="docker")
-    done = _parse(ma_python, argv)
+    label the clean-up finds, its ports published where perf_analyzer reaches them; KIND_GPU variants on a
+    GPU host. (NVIDIA's SDK image carries Model Analyzer 1.45.0, whose package is the same as the pinned
+    1.44.0's, file for file: docs/decisions/2026-11-28-model-analyzer.md.)"""
+    from servelab.triton.perf import perf_analyzer_binary
+
+    argv, _, launch = _built(tmp_path, where=where)
+    # the SDK image's perf_analyzer is on its PATH (Model Analyzer checks it is there): here, the lab's
+    done = _parse(ma_python, argv, path=f"{Path(perf_analyzer_binary()).parent}:/usr/bin:/bin")
     assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
+    if where == "gpu":  # asked of it; the parser sets cpu_only wherever numba finds no CUDA, as here
+        assert "cpu_only: false" in (tmp_path / "model-analyzer" / "search-1" / "config.yaml").read_text()
+    else:
+        assert got["cpu_only"] is True
+    assert got["perf_analyzer_path"] == ("perf_analyzer" if where == "gpu" else launch.perf_analyzer_path)
     assert got["triton_launch_mode"] == "docker" and got["triton_docker_image"] == ma.TRITON_IMAGE
     assert got["triton_docker_args"] == {"user": f"{os.getuid()}:{os.getgid()}"}
-    assert got["triton_docker_labels"] == {ma.DOCKER_LABEL: launch.shm_prefix}
+    assert got["triton_docker_labels"] == {mad.LABEL: launch.shm_prefix}
     assert got["triton_docker_shm_size"] == "1g"
     assert got["triton_http_endpoint"] == f"127.0.0.1:{launch.http_port}"
     flags = got["triton_server_flags"]
@@ -114,11 +127,19 @@ def test_the_docker_targets_launch_means_what_the_lab_intends_to_model_analyzer(
     assert "backend_directory" not in flags  # the image's own backends
 
 
-def test_the_docker_launch_names_the_image_the_labs_triton_stack_runs() -> None:
+def test_the_docker_launch_names_the_images_compose_and_lab_images_make() -> None:
+    """The lab's Triton image, the Jupyter image (Model Analyzer's container on a CPU host) and NVIDIA's SDK
+    image (on a GPU host), as compose names the first two and ``./lab images`` pulls the last."""
     import yaml
 
-    compose = yaml.safe_load((REPO_ROOT / "docker" / "docker-compose-triton.yaml").read_text())
-    assert compose["services"]["triton_server"]["image"] == ma.TRITON_IMAGE
+    def image(stack: str, service: str) -> str:
+        return yaml.safe_load((REPO_ROOT / "docker" / f"docker-compose-{stack}.yaml").read_text()
+                              )["services"][service]["image"]
+
+    assert image("triton", "triton_server") == ma.TRITON_IMAGE
+    assert image("jupyter", "jupyter") == mad.JUPYTER_IMAGE
+    script = (REPO_ROOT / "scripts" / "docker_host.sh").read_text()
+    assert f'model_analyzer) LABEL="Model Analyzer"; IMAGE="{mad.SDK_IMAGE}"' in script
 
 
 @pytest.mark.slow
@@ -357,7 +378,44 @@ def test_an_environment_this_user_cannot_write_is_used_only_while_its_stamp_matc
         ma_env.ensure_installed(say=said.append)
 
 
-def test_on_docker_model_analyzer_runs_with_perf_analyzers_libraries_not_the_wheels_triton() -> None:
-    env = ma.process_env(ma.Launch.docker())
-    assert env["MPLBACKEND"] == "Agg" and "cuda_runtime" in env["LD_LIBRARY_PATH"]
-    assert env["PATH"] == os.environ["PATH"]  # not the local Triton's stub Python first (server_env)
+def test_on_docker_model_analyzer_runs_in_a_container_of_its_own(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Jupyter image's Model Analyzer on a CPU host; NVIDIA's SDK image on GPU 0 of a GPU host; the same
+    docker run otherwise: the engine's socket as the host names it, the search's folder at its own path,
+    the host's network, root (DCGM's need), the search's label; then its files given back to the
+    notebook's uid:gid by a chown in the same image."""
+    monkeypatch.setenv(mad.SOCKET_SETTING, "/run/engine.sock")
+    work = ma.Workspace.new(tmp_path)
+    argv = ma.profile_argv(ma.Search("food_classifier_onnx", 8, 449, 2, 4), work, binary="model-analyzer")
+    cpu, gpu = ma.Launch.docker(mad.Container.jupyter()), ma.Launch.docker(mad.Container.sdk())
+    assert ma.process_env(cpu) == dict(os.environ)  # the docker CLI's; not the local Triton's (server_env)
+    ran = {}
+    for name, launch in (("cpu", cpu), ("gpu", gpu)):
+        ran[name] = ma.docker_argv(argv, launch, work)
+        sid = launch.shm_prefix
+        assert ran[name][:4] == ["docker", "run", "--rm", "--init"]
+        head = " ".join(ran[name][:ran[name].index(launch.container.image)])
+        assert f"--name servelab-model-analyzer-{sid.rsplit('_', 1)[-1]} --label {mad.LABEL}={sid} " in head
+        assert "--network host --user 0:0 --shm-size 1g " in head
+        assert f"-v /run/engine.sock:/var/run/docker.sock -v {work.root}:{work.root} -w {work.root}" in head
+        assert ran[name][ran[name].index(launch.container.image) + 2:] == argv[1:]
+    assert ran["cpu"][ran["cpu"].index(mad.JUPYTER_IMAGE) + 1] == str(ma_env.executable())
+    assert ran["cpu"][ran["cpu"].index("-e") + 1] == "MPLBACKEND=Agg"  # the rest: the image's own
+    assert "--gpus" not in ran["cpu"]
+    assert ran["gpu"][ran["gpu"].index("--gpus"):ran["gpu"].index("--gpus") + 4] == [
+        "--gpus", "device=0", mad.SDK_IMAGE, "model-analyzer"]
+    assert mad.give_back_argv(gpu.container, work.root, gpu.shm_prefix, gpu.user) == [
+        "docker", "run", "--rm", "--pull", "never", "--label", f"{mad.LABEL}={gpu.shm_prefix}",
+        "--user", "0:0", "-v", f"{work.root}:{work.root}", "--entrypoint", "chown", mad.SDK_IMAGE, "-R",
+        f"{os.getuid()}:{os.getgid()}", str(work.root)]
+
+
+def test_a_missing_image_or_a_failed_give_back_is_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                           tmp_path: Path) -> None:
+    monkeypatch.setattr(mad.subprocess, "run",
+                        lambda *a, **k: subprocess.CompletedProcess(a, 1, "", "Error: no such image\n"))
+    with pytest.raises(ma.ModelAnalyzerError, match=r"is not on this Docker host: `./lab images` pulls it"):
+        mad.require_image(mad.SDK_IMAGE)
+    with pytest.raises(ma.ModelAnalyzerError, match=r"are still root's \(Error: no such image\): `sudo chown "
+                       rf"-R 1000:1000 {tmp_path}` on the Docker host"):
+        mad.give_back(mad.Container.sdk(), tmp_path, "id", "1000:1000")
