@@ -198,7 +198,9 @@ def run_search(planned: Planned | None) -> pd.DataFrame:
     if not rows:
         raise ma.ModelAnalyzerError(f"Model Analyzer finished but measured no configuration (log: "
                                     f"{shown(str(planned.work.log))})")
-    for line in mar.cannot(planned.work.log, planned.onnx_backend):
+    threads = planned.deployed.parameters["intra_op_thread_count"].string_value \
+        if "intra_op_thread_count" in planned.deployed.parameters else ""  # a CPU's onnxruntime backend
+    for line in mar.cannot(planned.work.log, planned.onnx_backend, threads):
         print(line)
     print(f"Model Analyzer measured {len(rows)} configuration(s) in {seconds:.0f} s (load average {load:g} "
           f"on {cpu_cores()} cores).")

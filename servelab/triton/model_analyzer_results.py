@@ -130,10 +130,11 @@ def prune(work: Workspace) -> None:
     shutil.rmtree(work.repository, ignore_errors=True)
 
 
-def cannot(log: Path, onnx_backend: bool) -> list[str]:
+def cannot(log: Path, onnx_backend: bool, cpu_threads: str = "") -> list[str]:
     """What Model Analyzer could not do on this machine, one line each (never its warnings as they are):
     configurations it could not measure, GPU metrics without a GPU, the ONNX Runtime backend where this
-    Triton has none."""
+    Triton has none, the backend's thread count per instance on a CPU (``cpu_threads``: the deployed
+    model's ``intra_op_thread_count``, which every variant keeps)."""
     try:
         text = log.read_text(errors="replace")
     except OSError:
@@ -154,4 +155,8 @@ def cannot(log: Path, onnx_backend: bool) -> list[str]:
         lines.append("No ONNX Runtime backend in this Triton (the nvidia-pytriton wheel's on local; an image "
                      "without one on docker): Model Analyzer searched the Python-backend runner that serves "
                      "model.onnx here, not the onnxruntime backend a GPU node's Triton runs.")
+    if cpu_threads:
+        lines.append(f"Each variant kept the deployed model's intra_op_thread_count ({cpu_threads}, set for "
+                     "one instance): Model Analyzer does not resize it per instance count as the lab does, "
+                     "so its variants of n instances shared the cores n ways over.")
     return lines

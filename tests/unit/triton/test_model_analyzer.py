@@ -315,6 +315,8 @@ def test_what_it_cannot_do_here_is_one_line_each(tmp_path: Path) -> None:
     assert dropped.startswith("Not measured: food_classifier_onnx_config_2 (perf_analyzer found no stable")
     log.write_text("")
     assert mar.cannot(log, onnx_backend=True) == []
+    [threads] = mar.cannot(log, onnx_backend=True, cpu_threads="2")  # the onnxruntime backend on a CPU
+    assert threads.startswith("Each variant kept the deployed model's intra_op_thread_count (2, set for one")
 
 
 def test_a_failed_install_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
