@@ -190,7 +190,8 @@ common.what_this_run_shows(step11_report, "pick")
 # **Expected on a GPU** (Triton's Conceptual Guide, Part 3, linked at the top, and Model Analyzer's
 # [documentation](https://github.com/triton-inference-server/model_analyzer/blob/main/docs/config_search.md)):
 # there the search runs Triton's own onnxruntime backend on KIND_GPU instances, and its summary adds
-# each configuration's GPU memory, utilisation and power. A batch costs little more than one image on
+# each configuration's GPU memory, utilisation and power (the whole GPU's, which your idle Triton
+# shares: its memory is in every figure). A batch costs little more than one image on
 # a GPU (07's expectation, docs/decisions/2026-11-24-gpu-expectations.md), so the larger max batch
 # sizes with dynamic batching are the variants to watch there. The lab has not yet run this search on
 # a GPU (docs/decisions/2026-11-28-model-analyzer.md says what only a GPU can check).

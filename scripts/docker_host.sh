@@ -91,8 +91,9 @@ wants_vllm() {
 # $BUILD_BEAT_S s with the build's current step, one when it ends; a failure shows the log's tail.
 # IMAGES: every image the build makes (the FastAPI stack's build also makes GourmetGram's): what a
 # push sends and a pull must find; IMAGE is the first, the one a status line names. DOING: what the
-# step does: Model Analyzer's is NVIDIA's image, pulled as it is (STEP_ARGS empty).
-step_of() {  # step_of KEY: sets LABEL, IMAGE, IMAGES, DOING, STEP_ENV (VAR=VALUE...) and STEP_ARGS (stack + compose args)
+# step does: Model Analyzer's is NVIDIA's image, pulled from NGC as it is (STEP_ARGS empty), never
+# pushed to a class registry, and only notebook 11 needs it: its failure stops nothing else.
+step_of() {  # step_of KEY: sets LABEL, IMAGE, IMAGES, DOING, STEP_ENV (VAR=VALUE...), STEP_ARGS
   STEP_ENV=()
   IMAGES=()
   DOING=building
@@ -143,9 +144,10 @@ image_registry() {
 pull_prebuilt() {  # pull_prebuilt KEY: true when the registry had all its images (then tagged with their names)
   local key="$1" registry log="$BUILD_DIR/$1.log" started=$SECONDS image
   [ "$PULL_PREBUILT" = 1 ] || return 1
+  step_of "$key"
+  [ "$DOING" = building ] || return 1  # NVIDIA's own image comes from NGC
   registry="$(image_registry)"
   [ -n "$registry" ] || return 1
-  step_of "$key"
   say "images: pulling $LABEL from $registry (${IMAGES[*]}; log: $log)"
   : >"$log"
   for image in "${IMAGES[@]}"; do
@@ -163,6 +165,7 @@ push_images() {  # push_images REGISTRY KEY...: each of their images as REGISTRY
   shift
   for key in "$@"; do
     step_of "$key"
+    [ "$DOING" = building ] || continue  # NVIDIA's own image: every node pulls it from NGC
     : >"$BUILD_DIR/$key.push.log"
     for image in "${IMAGES[@]}"; do
       say "images: pushing $image as $registry/$image (log: $BUILD_DIR/$key.push.log)"
@@ -179,6 +182,11 @@ build_step() {  # build_step KEY: build it (or pull it prebuilt), its output in 
   step_of "$key"
   mark "$key" building
   if pull_prebuilt "$key"; then return 0; fi
+  if [ "$DOING" = pulling ] && docker image inspect "$IMAGE" >/dev/null 2>&1 </dev/null; then
+    mark "$key" ready
+    say "images: $LABEL ready ($IMAGE is here already)"
+    return 0
+  fi
   say "images: $DOING $LABEL ($IMAGE; log: $log)"
   if [ "${#STEP_ARGS[@]}" -eq 0 ]; then
     docker pull "$IMAGE" >"$log" 2>&1 </dev/null &
@@ -223,7 +231,11 @@ rest_keys() {
 build_images() {  # build_images KEY...: each in turn, in the foreground
   local started=$SECONDS key
   mkdir -p "$BUILD_DIR"
-  for key in "$@"; do build_step "$key" || die "building $LABEL failed (see above)"; done
+  for key in "$@"; do
+    build_step "$key" && continue
+    [ "$DOING" = pulling ] || die "building $LABEL failed (see above)"
+    say "images: going on without $IMAGE (only notebook 11 needs it; ./lab images tries again)"
+  done
   say "images: $* built in $((SECONDS - started)) s"
 }
 
@@ -312,7 +324,7 @@ start_background() {  # start_background KEY...: marked waiting, built by a deta
 show_status() {
   local file key state since label image
   [ -d "$BUILD_DIR" ] || { echo "no image build has run here yet (./lab images builds them)"; return; }
-  for key in jupyter fastapi_pt fastapi_onnx triton llm vllm; do
+  for key in jupyter fastapi_pt fastapi_onnx triton llm vllm model_analyzer; do
     file="$BUILD_DIR/$key.status"
     [ -f "$file" ] || continue
     state="$(state_of "$key")"

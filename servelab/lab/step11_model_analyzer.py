@@ -6,7 +6,7 @@ sizes and dynamic batching under that budget (``servelab.triton.model_analyzer``
 the lab's own Triton and measured the same way as yours, right after it, then yours once more. The report,
 the rules and the views of the run's data: ``step11_report``. Model Analyzer runs where the lab's Triton
 runs: on ``local`` from ``.venv-ma`` with the wheel's tritonserver; on ``docker`` in a container of its own
-(the Jupyter image on a CPU host, NVIDIA's SDK image on GPU 0 of a GPU host), starting the lab's Triton
+(the Jupyter image on a CPU host, NVIDIA's SDK image on one GPU of a GPU host), starting the lab's Triton
 image, with the model as the lab's Triton serves it there (KIND_CPU, or KIND_GPU with the onnxruntime
 backend). Why and what it costs: docs/decisions/2026-11-28-model-analyzer.md
 """
@@ -265,7 +265,7 @@ def apply_pick(triton: Triton, planned: Planned | None, found: pd.DataFrame) -> 
     variant = mar.variant_config(planned.work, str(picked["variant"].iloc[0]))
     cfg = ModelConfig()
     cfg.CopyFrom(live_config(triton, MODEL))
-    gpus = [g for group in cfg.instance_group for g in group.gpus] or [0]  # the GPU(s) yours is on
+    gpus = sorted({g for group in cfg.instance_group for g in group.gpus}) or [int(mad.GPU)]  # yours
     del cfg.instance_group[:]
     for group in variant.instance_group or planned.deployed.instance_group:  # none: the model's own
         added = cfg.instance_group.add()

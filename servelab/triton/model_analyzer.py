@@ -271,15 +271,18 @@ def run_profile(argv: list[str], search: Search, work: Workspace, launch: Launch
     from servelab.core.procs import ManagedProcess
     from servelab.core.progress import bar
 
-    if launch.container is not None:  # an earlier search's left by a kernel killed mid-search (its ports)
-        mad.remove_containers(f"label={mad.LABEL}")
+    if launch.container is not None:  # what an earlier search left, its kernel killed mid-search: its
+        mad.remove_containers(f"label={mad.LABEL}")  # containers (their ports), its files still root's
         mad.require_image(launch.container.image)
+        if said := mad.give_back(launch.container, work.root.parent, launch.shm_prefix, launch.user):
+            print(said)
         argv = docker_argv(argv, launch, work)
     started = time.monotonic()
     proc = ManagedProcess("model-analyzer", argv, work.log, env=process_env(launch), cwd=work.root)
     seen: set[str] = set()
     progress_bar = bar(total=search.most_configurations, desc="model-analyzer", unit="config",
                        disable=not progress)
+    left, ended = "", False
     try:
         while proc.proc.poll() is None:
             if time.monotonic() - started > search.budget_s:
@@ -293,22 +296,27 @@ def run_profile(argv: list[str], search: Search, work: Workspace, launch: Launch
                     progress_bar.update(1)
                     progress_bar.set_postfix_str(name)
             time.sleep(1.0)
+        ended = True
     finally:
         progress_bar.close()
         try:
             stop(proc)
         finally:  # a second interrupt during the stop's wait still clears what it started
-            _clean_up(launch, work)
+            left = _clean_up(launch, work)
+            if left and not ended:  # said beside the error on its way (the budget, an interrupt)
+                print(left)
     if proc.proc.returncode != 0:
         raise ModelAnalyzerError(f"Model Analyzer stopped (exit {proc.proc.returncode}): {failure(work.log)} "
-                                 f"(whole log: {shown(str(work.log))})")
+                                 f"(whole log: {shown(str(work.log))}){'; ' + left if left else ''}")
+    if left:
+        raise ModelAnalyzerError(left)
     return time.monotonic() - started
 
 
 def docker_argv(argv: list[str], launch: Launch, work: Workspace) -> list[str]:
     """On ``docker``: the ``docker run`` that runs ``argv`` in Model Analyzer's container."""
     assert launch.container is not None
-    return mad.run_argv(launch.container, argv, work.root, launch.shm_prefix, launch.user)
+    return mad.run_argv(launch.container, argv, work.root, launch.shm_prefix)
 
 
 def _profiled(log: Path) -> list[str]:
@@ -330,16 +338,16 @@ def stop(proc: Any) -> None:
     proc.stop(timeout=10)
 
 
-def _clean_up(launch: Launch, work: Workspace) -> None:
+def _clean_up(launch: Launch, work: Workspace) -> str:
     """Its tritonserver runs in a session of its own: stop any left (found by the shared-memory prefix
     on its command line), then remove that prefix's shared memory. On ``docker``: remove its container
-    and any Triton container it left (by the search's label), then give its files back (``give_back``)."""
+    and any Triton container it left (by the search's label), then give its files back (``give_back``).
+    Returns a line when something could not be cleared, else ""."""
     import psutil
 
     if launch.container is not None:
         mad.remove_containers(f"label={mad.LABEL}={launch.shm_prefix}")
-        mad.give_back(launch.container, work.root, launch.shm_prefix, launch.user)
-        return
+        return mad.give_back(launch.container, work.root, launch.shm_prefix, launch.user)
 
     for process in psutil.process_iter(["cmdline"]):
         if any(launch.shm_prefix in part for part in process.info.get("cmdline") or ()):
@@ -349,6 +357,7 @@ def _clean_up(launch: Launch, work: Workspace) -> None:
     for region in Path("/dev/shm").glob(f"{launch.shm_prefix}*"):
         with contextlib.suppress(OSError):
             region.unlink()
+    return ""
 
 
 def failure(log: Path) -> str:

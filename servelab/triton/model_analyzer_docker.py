@@ -3,8 +3,8 @@ on the same engine, whose Tritons (its docker launch mode) are sibling container
 engine's socket.
 
 - A CPU host: the Jupyter image, from its ``/opt/model-analyzer`` (``Container.jupyter``).
-- A GPU host (the node): NVIDIA's SDK image of the lab's Triton release (``Container.sdk``), given GPU 0,
-  the GPU the lab's Triton serves yours on. Its DCGM is how Model Analyzer finds a GPU, and DCGM is not on
+- A GPU host (the node): NVIDIA's SDK image of the lab's Triton release (``Container.sdk``), given ``GPU``,
+  the one the lab's Triton serves yours on. Its DCGM is how Model Analyzer finds a GPU, and DCGM is not on
   PyPI. Model Analyzer hands that GPU to each of its Tritons by UUID.
 
 Both take the same path (``run_argv``): the docker tier runs the GPU host's, bar the image and ``--gpus``.
@@ -33,7 +33,9 @@ JUPYTER_IMAGE = "servelab/jupyter:latest"
 LABEL = "servelab.model_analyzer.search"  # on Model Analyzer's container and each Triton it starts
 SOCKET_SETTING = "SERVELAB_DOCKER_SOCKET"  # the engine's socket as the host names it (compose sets it)
 SOCKET = "/var/run/docker.sock"  # where the Jupyter container, and Model Analyzer's, see it
-GPU = "0"  # the lab's Triton serves your configuration on GPU 0 (notebook 11's set_instances)
+# the GPU yours is on (notebook 11's set_instances). `--gpus device=N` counts in NVML's order, Triton's
+# `gpus: [N]` in CUDA's: the same GPU on a node of identical GPUs, as the lab's nodes are
+GPU = "0"
 
 
 @dataclass(frozen=True)
@@ -61,14 +63,14 @@ class Container:
         return cls(SDK_IMAGE, "model-analyzer", "perf_analyzer", gpu, env=(("MPLBACKEND", "Agg"),))
 
 
-def run_argv(container: Container, argv: list[str], root: Path, search_id: str, user: str) -> list[str]:
+def run_argv(container: Container, argv: list[str], root: Path, search_id: str) -> list[str]:
     """``docker run`` of the Model Analyzer command ``argv`` in ``container``, as root, for the search whose
     files are all under ``root`` (its workspace) and whose id is ``search_id``. ``--pull never``: the
     image is ``./lab images``'s (``require_image`` says so when absent), never a pull inside a timed
     search."""
     env = [arg for key, value in container.env for arg in ("-e", f"{key}={value}")]
     gpus = ["--gpus", f"device={container.gpu}"] if container.gpu is not None else []
-    return ["docker", "run", "--rm", "--init", "--pull", "never",
+    return ["docker", "run", "--rm", "--init", "--pull", "never", "--no-healthcheck",
             "--name", f"servelab-model-analyzer-{search_id.rsplit('_', 1)[-1]}",
             "--label", f"{LABEL}={search_id}", "--network", "host", "--user", "0:0", "--shm-size", "1g",
             "-v", f"{os.environ.get(SOCKET_SETTING) or SOCKET}:{SOCKET}", "-v", f"{root}:{root}",
@@ -78,21 +80,24 @@ def run_argv(container: Container, argv: list[str], root: Path, search_id: str, 
 def give_back_argv(container: Container, root: Path, search_id: str, user: str) -> list[str]:
     """``chown -R user root`` in a container of the same image: what Model Analyzer wrote as root becomes
     the notebook's uid:gid's."""
-    return ["docker", "run", "--rm", "--pull", "never", "--label", f"{LABEL}={search_id}", "--user", "0:0",
-            "-v", f"{root}:{root}", "--entrypoint", "chown", container.image, "-R", user, str(root)]
+    return ["docker", "run", "--rm", "--pull", "never", "--no-healthcheck", "--label", f"{LABEL}={search_id}",
+            "--user", "0:0", "-v", f"{root}:{root}", "--entrypoint", "chown", container.image, "-R", user,
+            str(root)]
 
 
-def give_back(container: Container, root: Path, search_id: str, user: str) -> None:
-    """Hand the search's folder back to ``user`` (uid:gid); one line when it cannot."""
+def give_back(container: Container, root: Path, search_id: str, user: str) -> str:
+    """Hand the folder ``root`` back to ``user`` (uid:gid); the line that says what to do when it cannot,
+    else ""."""
     argv = give_back_argv(container, root, search_id, user)
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
         said = (done.stderr.strip().splitlines() or [""])[-1] if done.returncode else ""
     except (OSError, subprocess.TimeoutExpired) as exc:
         said = str(exc)
-    if said:
-        raise ModelAnalyzerError(f"the search's files in {shown(str(root))} are still root's ({said}): "
-                                 f"`sudo chown -R {user} {shown(str(root))}` on the Docker host")
+    if not said:
+        return ""
+    return (f"Model Analyzer's files in {shown(str(root))} are still root's ({said}): `sudo chown -R {user} "
+            f"{shown(str(root))}` on the Docker host")
 
 
 def command_line(argv: list[str]) -> str:
@@ -110,7 +115,8 @@ def require_image(image: str) -> None:
                                  ) from exc
     if found.returncode != 0:
         raise ModelAnalyzerError(f"Model Analyzer's image {image} is not on this Docker host: `./lab images` "
-                                 f"pulls it (or `docker pull {image}`), then run this cell again")
+                                 "makes it (it builds the lab's images and pulls NVIDIA's), then run this "
+                                 "cell again")
 
 
 def remove_containers(label_filter: str) -> None:

@@ -52,7 +52,7 @@ def test_the_lab_runs_in_the_jupyter_container(engine: Engine, images: dict[str,
     assert "triton_launch_mode: docker" in config and f"triton_docker_image: {ma.TRITON_IMAGE}" in config
     cells = nbformat.read(run / "11_model_analyzer.ipynb", as_version=4).cells
     shown = "".join(o.get("text", "") for c in cells if c.cell_type == "code" for o in c.outputs)
-    assert "$ docker run --rm --init --pull never --name servelab-model-analyzer-" in shown
+    assert "$ docker run --rm --init --pull never --no-healthcheck --name servelab-model-analyzer-" in shown
     assert f"{mad.JUPYTER_IMAGE} /opt/model-analyzer/bin/model-analyzer profile -f " in shown
     left = engine.docker("ps", "-aq", "--filter", f"label={mad.LABEL}").stdout.split()
     assert not left, f"Model Analyzer's containers were left: {left}"

@@ -22,6 +22,7 @@ import pytest
 from servelab.core import procs
 from servelab.core.paths import REPO_ROOT
 
+SDK = "nvcr.io/nvidia/tritonserver:24.10-py3-sdk"  # servelab.triton.model_analyzer_docker.SDK_IMAGE
 DOCKER_STUB = """#!/usr/bin/env bash
 bg="${SERVELAB_BACKGROUND_BUILD:+[bg] }"  # the background builder's calls
 printf '%s\\n' "$bg${FASTAPI_APP:+FASTAPI_APP=$FASTAPI_APP }$*" >>"$DOCKER_LOG"
@@ -171,15 +172,33 @@ def test_an_engine_with_the_nvidia_runtime_gets_the_gpu_overrides_and_vllm(host)
         assert f"-f docker/docker-compose-{stack}.yaml -f docker/docker-compose-{stack}.gpu.yaml " in command
     assert ("compose -p servelab-llm -f docker/docker-compose-llm.yaml -f docker/docker-compose-llm.gpu.yaml "
             "--profile vllm build vllm_server") in composed
-    # notebook 11's Model Analyzer: NVIDIA's SDK image, pulled after the builds, only here
-    assert in_background(calls(host))[-1] == "pull nvcr.io/nvidia/tritonserver:24.10-py3-sdk"
+    # notebook 11's Model Analyzer: NVIDIA's SDK image, after the builds, only with GPUs; here already
+    assert in_background(calls(host))[-1] == f"image inspect {SDK}"
     assert "with the GPUs" in done.stderr
+    host["log"].unlink()  # type: ignore[union-attr]
     cpu = run_lab(host, "jupyter", DOCKER_NVIDIA="1", SERVELAB_DOCKER_GPU="0")
     assert cpu.returncode == 0 and "CPU only" in cpu.stderr
     background_done(host)
+    assert not any(SDK in c for c in calls(host)), "a CPU host: 11 uses the Jupyter image"
     assert foreground(calls(host))[-1] == (
         "compose -p servelab-jupyter -f docker/docker-compose-jupyter.yaml up -d --no-build --pull never "
         "--wait --wait-timeout 900")
+
+
+def test_the_model_analyzer_image_is_pulled_from_ngc_and_its_failure_stops_nothing_else(host) -> None:
+    """NVIDIA's SDK image (notebook 11 on a GPU host): pulled when absent, never from or to a class
+    registry; when the pull fails every image the lab builds is still built, and 11 will say so."""
+    done = run_lab(host, "images", SERVELAB_DOCKER_GPU="1", NO_BASE="1", NO_PULL=SDK,
+                   SERVELAB_IMAGE_REGISTRY="registry.example/class")
+    assert done.returncode == 0, done.stderr
+    pulls = [c for c in calls(host) if c.startswith("pull ")]
+    assert pulls[-1] == f"pull {SDK}" and not any(f"registry.example/class/{SDK}" in c for c in pulls)
+    assert f"images: going on without {SDK} (only notebook 11 needs it" in done.stderr
+    checkout: Path = host["checkout"]  # type: ignore[assignment]
+    assert (checkout / ".servelab-build" / "model_analyzer.status").read_text().startswith("state=failed")
+    pushed = run_lab(host, "images", "--push", "registry.example/class", SERVELAB_DOCKER_GPU="1")
+    assert pushed.returncode == 0, pushed.stderr
+    assert not any(c.startswith("push ") and SDK in c for c in calls(host)), "NVIDIA's image pushed"
 
 
 def test_present_artefacts_are_not_rebuilt_and_weights_are_passed(host) -> None:

@@ -407,17 +407,60 @@ def test_on_docker_model_analyzer_runs_in_a_container_of_its_own(tmp_path: Path,
     assert ran["gpu"][ran["gpu"].index("--gpus"):ran["gpu"].index("--gpus") + 4] == [
         "--gpus", "device=0", mad.SDK_IMAGE, "model-analyzer"]
     assert mad.give_back_argv(gpu.container, work.root, gpu.shm_prefix, gpu.user) == [
-        "docker", "run", "--rm", "--pull", "never", "--label", f"{mad.LABEL}={gpu.shm_prefix}",
-        "--user", "0:0", "-v", f"{work.root}:{work.root}", "--entrypoint", "chown", mad.SDK_IMAGE, "-R",
-        f"{os.getuid()}:{os.getgid()}", str(work.root)]
+        "docker", "run", "--rm", "--pull", "never", "--no-healthcheck",
+        "--label", f"{mad.LABEL}={gpu.shm_prefix}", "--user", "0:0", "-v", f"{work.root}:{work.root}",
+        "--entrypoint", "chown", mad.SDK_IMAGE, "-R", f"{os.getuid()}:{os.getgid()}", str(work.root)]
 
 
 def test_a_missing_image_or_a_failed_give_back_is_one_line(monkeypatch: pytest.MonkeyPatch,
                                                            tmp_path: Path) -> None:
     monkeypatch.setattr(mad.subprocess, "run",
                         lambda *a, **k: subprocess.CompletedProcess(a, 1, "", "Error: no such image\n"))
-    with pytest.raises(ma.ModelAnalyzerError, match=r"is not on this Docker host: `./lab images` pulls it"):
+    with pytest.raises(ma.ModelAnalyzerError, match=r"is not on this Docker host: `./lab images` makes it"):
         mad.require_image(mad.SDK_IMAGE)
-    with pytest.raises(ma.ModelAnalyzerError, match=r"are still root's \(Error: no such image\): `sudo chown "
-                       rf"-R 1000:1000 {tmp_path}` on the Docker host"):
-        mad.give_back(mad.Container.sdk(), tmp_path, "id", "1000:1000")
+    assert mad.give_back(mad.Container.sdk(), tmp_path, "id", "1000:1000") == (
+        f"Model Analyzer's files in {tmp_path} are still root's (Error: no such image): `sudo chown -R "
+        f"1000:1000 {tmp_path}` on the Docker host")
+
+
+class _Exits:
+    """A Model Analyzer (``docker run``) that has already ended with ``code``."""
+
+    def __init__(self, code: int) -> None:
+        self.proc = subprocess.Popen(["sh", "-c", f"exit {code}"])
+        self.proc.wait()
+        self.pid = self.proc.pid
+
+    def stop(self, timeout: float = 10) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("code", "chown"), [(0, ""), (3, ""), (3, "denied"), (0, "denied")])
+def test_a_docker_search_runs_in_order_and_keeps_its_own_error(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, code: int, chown: str) -> None:
+    """Earlier searches' containers removed and their files given back, the image checked, the docker run;
+    then its containers removed and its files given back whatever happened. Model Analyzer's own failure is
+    the error, the give-back's line beside it; a give-back that fails alone is the error."""
+    from servelab.core import procs
+
+    done: list[str] = []
+    monkeypatch.setattr(mad, "remove_containers", lambda f: done.append(f"remove {f}"))
+    monkeypatch.setattr(mad, "require_image", lambda image: done.append(f"image {image}"))
+    monkeypatch.setattr(mad, "give_back",
+                        lambda c, root, sid, user: done.append(f"give back {root.name}") or chown)
+    monkeypatch.setattr(procs, "ManagedProcess",
+                        lambda name, argv, log, **k: done.append(argv[:2]) or _Exits(code))
+    work = ma.Workspace.new(tmp_path)
+    launch = ma.Launch.docker(mad.Container.sdk())
+    search = ma.Search("food_classifier_onnx", 8, 449, 2, 4)
+    argv = ma.profile_argv(search, work, binary="model-analyzer")
+    if code == 0 and not chown:
+        ma.run_profile(argv, search, work, launch, progress=False)
+    else:
+        with pytest.raises(ma.ModelAnalyzerError) as raised:
+            ma.run_profile(argv, search, work, launch, progress=False)
+        said = str(raised.value)
+        assert said.startswith("Model Analyzer stopped (exit 3)" if code else "denied")
+        assert said.endswith(f"; {chown}" if code and chown else ")" if code else "denied")
+    assert done == [f"remove label={mad.LABEL}", f"image {mad.SDK_IMAGE}", "give back model-analyzer",
+                    ["docker", "run"], f"remove label={mad.LABEL}={launch.shm_prefix}", "give back search-1"]
