@@ -625,15 +625,26 @@ def test_sigterm_fails_the_step_and_tears_down(fake_chi, student, tmp_path: Path
     assert signal.getsignal(signal.SIGTERM) is before  # handlers restored
 
 
+def _at(signum: int, handler: object) -> Iterator[None]:
+    previous = signal.signal(signum, handler)  # type: ignore[arg-type]
+    try:
+        yield
+    finally:
+        signal.signal(signum, previous)
+
+
 @pytest.fixture
 def sighup_handled() -> Iterator[None]:
     """SIGHUP at its default for the test: under ``nohup`` (a test run kept past its terminal) it comes
     ignored, and the guard rightly leaves an inherited ignored SIGHUP ignored."""
-    previous = signal.signal(signal.SIGHUP, signal.SIG_DFL)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGHUP, previous)
+    yield from _at(signal.SIGHUP, signal.SIG_DFL)
+
+
+@pytest.fixture
+def sigint_handled() -> Iterator[None]:
+    """SIGINT as Python sets it (KeyboardInterrupt) for the test: a run started in the background by a
+    script (``cmd &``) inherits it ignored, and the guard rightly leaves it ignored."""
+    yield from _at(signal.SIGINT, signal.default_int_handler)
 
 
 def test_sighup_during_the_teardown_waits_for_it(fake_chi, student, tmp_path: Path, capsys,
@@ -653,8 +664,8 @@ def test_sighup_during_the_teardown_waits_for_it(fake_chi, student, tmp_path: Pa
     assert "SIGHUP received during the teardown: finishing it first" in capsys.readouterr().out
 
 
-def test_ctrl_c_during_notebook_08s_teardown_still_deletes_the_lease(fake_chi, student, tmp_path: Path,
-                                                                     capsys, monkeypatch) -> None:
+def test_ctrl_c_during_notebook_08s_teardown_still_deletes_the_lease(
+        fake_chi, student, tmp_path: Path, capsys, monkeypatch, sigint_handled) -> None:
     """A kernel interrupt (SIGINT) while the server is deleted: the floating IP and lease still go."""
     state = tmp_path / "state.json"
     provisioning.launch(config(), chi=fake_chi.api, state=state)
