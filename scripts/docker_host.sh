@@ -91,7 +91,7 @@ wants_vllm() {
 # $BUILD_BEAT_S s with the build's current step, one when it ends; a failure shows the log's tail.
 # IMAGES: every image the build makes (the FastAPI stack's build also makes GourmetGram's): what a
 # push sends and a pull must find; IMAGE is the first, the one a status line names. DOING: what the
-# step does: Model Analyzer's is NVIDIA's image, pulled from NGC as it is (STEP_ARGS empty), never
+# step does: Model Analyzer's is NVIDIA's image, pulled from NGC as it is (no STEP_ARGS), never
 # pushed to a class registry, and only notebook 11 needs it: its failure stops nothing else.
 step_of() {  # step_of KEY: sets LABEL, IMAGE, IMAGES, DOING, STEP_ENV (VAR=VALUE...), STEP_ARGS
   STEP_ENV=()
@@ -188,7 +188,7 @@ build_step() {  # build_step KEY: build it (or pull it prebuilt), its output in 
     return 0
   fi
   say "images: $DOING $LABEL ($IMAGE; log: $log)"
-  if [ "${#STEP_ARGS[@]}" -eq 0 ]; then
+  if [ "$DOING" = pulling ]; then
     docker pull "$IMAGE" >"$log" 2>&1 </dev/null &
   else
     compose_of "${STEP_ARGS[0]}"

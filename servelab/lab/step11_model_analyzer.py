@@ -165,7 +165,7 @@ def plan_search(p: LabParams, bound: int, on: bool, triton: Triton) -> Planned |
     config = ma.write_config(ma.launch_config(search, launch, work), work)
     print(f"# {shown(str(config))}: how Model Analyzer launches Triton and perf_analyzer on this machine")
     print(shown(config.read_text()).rstrip())
-    argv = ma.profile_argv(search, work, binary=launch.container.executable if launch.container else None)
+    argv = ma.profile_argv(search, work)  # on docker its container's own executable runs it (run_argv)
     if launch.container is None:
         print("\n# with the environment the lab's local Triton gets (servelab.triton.server.server_env: the "
               "wheel's libraries, the lab venv's python for the stubs)")

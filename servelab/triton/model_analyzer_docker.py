@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import os
 import shlex
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from servelab.core.compose import run_here
 from servelab.core.paths import shown
 from servelab.triton.model_analyzer_env import ModelAnalyzerError, executable
 
@@ -88,14 +88,10 @@ def give_back_argv(container: Container, root: Path, search_id: str, user: str) 
 def give_back(container: Container, root: Path, search_id: str, user: str) -> str:
     """Hand the folder ``root`` back to ``user`` (uid:gid); the line that says what to do when it cannot,
     else ""."""
-    argv = give_back_argv(container, root, search_id, user)
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
-        said = (done.stderr.strip().splitlines() or [""])[-1] if done.returncode else ""
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        said = str(exc)
-    if not said:
+    code, out = run_here(give_back_argv(container, root, search_id, user), timeout=120)
+    if code == 0:
         return ""
+    said = (out.strip().splitlines() or ["no answer"])[-1]
     return (f"Model Analyzer's files in {shown(str(root))} are still root's ({said}): `sudo chown -R {user} "
             f"{shown(str(root))}` on the Docker host")
 
@@ -106,26 +102,17 @@ def command_line(argv: list[str]) -> str:
 
 
 def require_image(image: str) -> None:
-    """One line, before the search, where the engine lacks the image."""
-    try:
-        found = subprocess.run(["docker", "image", "inspect", image], capture_output=True, text=True,
-                               timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ModelAnalyzerError(f"the Docker engine did not answer about {image} ({exc}): is it up?"
-                                 ) from exc
-    if found.returncode != 0:
+    """One line, before the search, where the engine lacks the image (or does not answer: what it said)."""
+    code, out = run_here(["docker", "image", "inspect", image], timeout=60)
+    if code != 0:
         raise ModelAnalyzerError(f"Model Analyzer's image {image} is not on this Docker host: `./lab images` "
                                  "makes it (it builds the lab's images and pulls NVIDIA's), then run this "
-                                 "cell again")
+                                 f"cell again (docker said: {(out.strip().splitlines() or ['nothing'])[-1]})")
 
 
 def remove_containers(label_filter: str) -> None:
     """Remove every container the engine has with this label (``docker ps --filter``); one search at a
-    time per Docker host."""
-    try:
-        found = subprocess.run(["docker", "ps", "-aq", "--filter", label_filter], capture_output=True,
-                               text=True, timeout=30, check=False).stdout.split()
-        if found:
-            subprocess.run(["docker", "rm", "-f", *found], capture_output=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        pass  # no docker CLI here, or the engine is gone: nothing this search can remove
+    time per Docker host. No docker CLI here, or the engine gone: nothing this search can remove."""
+    code, out = run_here(["docker", "ps", "-aq", "--filter", label_filter], timeout=30)
+    if code == 0 and out.split():
+        run_here(["docker", "rm", "-f", *out.split()], timeout=60)

@@ -414,7 +414,7 @@ def test_on_docker_model_analyzer_runs_in_a_container_of_its_own(tmp_path: Path,
 
 def test_a_missing_image_or_a_failed_give_back_is_one_line(monkeypatch: pytest.MonkeyPatch,
                                                            tmp_path: Path) -> None:
-    monkeypatch.setattr(mad.subprocess, "run",
+    monkeypatch.setattr(subprocess, "run",
                         lambda *a, **k: subprocess.CompletedProcess(a, 1, "", "Error: no such image\n"))
     with pytest.raises(ma.ModelAnalyzerError, match=r"is not on this Docker host: `./lab images` makes it"):
         mad.require_image(mad.SDK_IMAGE)
