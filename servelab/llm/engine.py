@@ -15,6 +15,11 @@ and runs it under uvicorn, with these additions in front of it (:class:`Front`):
   it (servelab/llm/min_tokens.py holds the end-of-sequence token back until a minimum length);
 - **static batching** (``--batching static``): ``/v1/completions`` goes to the lab's batcher,
   servelab/llm/static_batcher.py (the engine has none);
+- **only its own routes** (servelab/llm/front.py): generation, the model list, health, the lab's
+  statistics and the Swagger pages; transformers' others (``/reset``, ``/load_model``,
+  ``/v1/responses``, ...) answer 404; a body over ``--max-body-bytes`` gets 413 before it is read, a
+  prompt longer than the context could hold a 400 before it is tokenized, and requests past
+  ``--max-in-flight`` a 429;
 - **statistics**: ``GET /lab/stats``: sequences running and waiting, and the KV cache's free share;
 - **OpenAI clients' view**: ``GET /v1/models`` (and ``/v1/models/{id}``) list exactly the served
   model under the name clients send; errors, streams and model names as OpenAI's clients expect
@@ -49,6 +54,8 @@ from servelab.llm.validation import (
     CB_BLOCK_SIZE,
     CB_MAX_BATCH_TOKENS,
     CB_NUM_BLOCKS,
+    MAX_BODY_BYTES,
+    MAX_IN_FLIGHT,
     describe_cache,
 )
 
@@ -76,10 +83,12 @@ def _cb_stats(generation_state: Any) -> dict[str, Any]:
 
 def build_app(model: str, batching: str = "continuous", max_batch: int = 8,
               cb_block_size: int = CB_BLOCK_SIZE, cb_num_blocks: int = CB_NUM_BLOCKS,
-              cb_max_batch_tokens: int = CB_MAX_BATCH_TOKENS) -> Front:
+              cb_max_batch_tokens: int = CB_MAX_BATCH_TOKENS, max_body: int = MAX_BODY_BYTES,
+              max_in_flight: int = MAX_IN_FLIGHT) -> Front:
     """transformers serve's app for ``model`` (path or Hub id) behind the lab's front; with continuous
     batching, a KV cache of ``cb_num_blocks`` blocks of ``cb_block_size`` tokens and forward passes of
-    up to ``cb_max_batch_tokens`` tokens."""
+    up to ``cb_max_batch_tokens`` tokens; bodies of at most ``max_body`` bytes, at most ``max_in_flight``
+    generation requests at once."""
     from transformers import ContinuousBatchingConfig
     from transformers.cli.serving.chat_completion import ChatCompletionHandler
     from transformers.cli.serving.completion import CompletionHandler
@@ -129,7 +138,7 @@ def build_app(model: str, batching: str = "continuous", max_batch: int = 8,
                  on_stop=lambda: _stop_generation(state, batcher), batching=batching,
                  greedy=not loaded.generation_config.do_sample,
                  cache_tokens=cb_num_blocks * cb_block_size if continuous else None,
-                 generation_defaults=defaults)
+                 generation_defaults=defaults, max_body=max_body, max_in_flight=max_in_flight)
 
 
 def _stop_generation(state: Any, batcher: StaticBatcher | None) -> None:
@@ -192,6 +201,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=1,
                         help="torch intra-op threads on a CPU (1: two threads oversubscribe a shared 2-core "
                              "machine and a decode step gets up to 30x slower; see the decision note)")
+    parser.add_argument("--max-body-bytes", type=int, default=MAX_BODY_BYTES,
+                        help="a larger request body gets 413 before it is read (default %(default)s)")
+    parser.add_argument("--max-in-flight", type=int, default=MAX_IN_FLIGHT,
+                        help="generation requests answered at once; more get 429 (default %(default)s)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT,
                         help="(default %(default)s: FastAPI and Triton take 8000)")
@@ -208,7 +221,7 @@ def main(argv: list[str] | None = None) -> None:
     if not torch.cuda.is_available():
         torch.set_num_threads(args.threads)
     app = build_app(args.model, args.batching, args.max_batch, args.cb_block_size, args.cb_num_blocks,
-                    args.cb_max_batch_tokens)
+                    args.cb_max_batch_tokens, args.max_body_bytes, args.max_in_flight)
     # what the imports and the model load made lives until the end: out of the collector's sight, the
     # full collections the stop runs (transformers calls gc.collect three times) take no time
     gc.freeze()

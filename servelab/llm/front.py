@@ -1,7 +1,13 @@
 """The lab's front of the LLM engine (:class:`Front`): ASGI middleware in the engine's process, in front of
 ``transformers serve``'s app (``servelab.llm.engine`` assembles the two). It validates generation requests
 (``servelab.llm.validation``), answers ``/lab/stats`` and ``/v1/models``, hands static batching to the
-lab's batcher, puts the app's answers into OpenAI's shapes and ends the streams in flight at a stop."""
+lab's batcher, puts the app's answers into OpenAI's shapes and ends the streams in flight at a stop.
+
+Only the lab's own routes reach transformers' app (:data:`APP_ROUTES` and the generation paths): its
+others (``/reset`` unloads the model, ``/load_model`` loads any folder or Hub model, ``/v1/responses``
+has no token limit and can stop the batching worker, ``/v1/audio/transcriptions``, ``/v1/systemone``)
+answer 404. A body over ``max_body`` bytes is refused with 413 before it is read whole, and past
+``max_in_flight`` generation requests a new one gets 429. Why: docs/decisions/2026-12-01-exposure.md"""
 
 from __future__ import annotations
 
@@ -27,9 +33,18 @@ from servelab.llm.openai_shape import (
     respond,
 )
 from servelab.llm.static_batcher import StaticBatcher, static_completion
-from servelab.llm.validation import Request, validate
+from servelab.llm.validation import MAX_BODY_BYTES, MAX_IN_FLIGHT, Request, validate
 
 SHUTTING_DOWN = "the engine is shutting down; this answer was cut short (send the request again)"
+# what transformers' app answers besides generation: its health and its Swagger pages (GET or HEAD)
+APP_ROUTES = ("/health", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc")
+LAB_STATS = "/lab/stats"
+SERVED_ROUTES = (f"this engine answers POST {' and '.join(GENERATION_PATHS)}, GET {MODELS_PATH}, "
+                 f"{LAB_STATS}, {', '.join(APP_ROUTES)}")
+
+
+class BodyTooLarge(Exception):
+    """A request body past the front's limit (answered 413 before the rest is read)."""
 
 
 class Front:
@@ -43,8 +58,11 @@ class Front:
                  stats: Callable[[], dict[str, Any]], batcher: StaticBatcher | None = None,
                  on_stop: Callable[[], None] | None = None, *, batching: str = "continuous",
                  greedy: bool = True, cache_tokens: int | None = None,
-                 generation_defaults: dict[str, Any] | None = None) -> None:
+                 generation_defaults: dict[str, Any] | None = None, max_body: int = MAX_BODY_BYTES,
+                 max_in_flight: int = MAX_IN_FLIGHT) -> None:
         self.app, self.served, self.tokenizer, self.context = app, served, tokenizer, context
+        self.max_body, self.max_in_flight = max_body, max_in_flight
+        self.in_flight = 0  # generation requests being answered now (one event loop: no lock)
         self.stats, self.batcher, self.on_stop = stats, batcher, on_stop
         self.batching, self.cache_tokens = batching, cache_tokens
         self.greedy = greedy  # the model's own decoding (its generation config): greedy or sampling
@@ -91,16 +109,17 @@ class Front:
             await self.app(scope, receive, send)
             return
         path, method = scope.get("path", ""), scope["method"]
-        if path == "/lab/stats":
+        if path == LAB_STATS and method in ("GET", "HEAD"):
             await respond(send, 200, json.dumps(self.stats()).encode())
         elif method in ("GET", "OPTIONS") and (path == MODELS_PATH or path.startswith(MODELS_PATH + "/")):
             await self._models(path, send)
         elif method == "POST" and path in GENERATION_PATHS:
             await self._generate(scope, receive, send)
-        elif path.startswith("/v1/"):
-            await self.app(scope, receive, OpenAIShape(send, self.served, done_marker=False))
-        else:
+        elif method in ("GET", "HEAD") and path in APP_ROUTES:
             await self.app(scope, receive, send)
+        else:
+            await respond(send, 404, error_body(404, f"{method} {path} is not served here: {SERVED_ROUTES}",
+                                                code="not_found"))
 
     async def _models(self, path: str, send: Send) -> None:
         """``/v1/models``: the one model served; ``/v1/models/{id}``: it, or OpenAI's 404."""
@@ -116,8 +135,26 @@ class Front:
                                                       f"serves {self.served!r}", "model", "model_not_found"))
 
     async def _generate(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.in_flight >= self.max_in_flight:
+            await respond(send, 429, error_body(
+                429, f"the engine is answering {self.in_flight} requests, its limit (--max-in-flight "
+                     f"{self.max_in_flight}): send this one again later", code="rate_limit_exceeded"))
+            return
+        try:
+            raw = await _read_body(receive, self.max_body, _declared_length(scope))
+        except BodyTooLarge:
+            await respond(send, 413, error_body(
+                413, f"the request body is larger than the engine takes ({self.max_body} bytes, "
+                     "--max-body-bytes)", code="request_too_large"))
+            return
+        self.in_flight += 1
+        try:
+            await self._answer(scope, receive, send, raw)
+        finally:
+            self.in_flight -= 1
+
+    async def _answer(self, scope: Scope, receive: Receive, send: Send, raw: bytes) -> None:
         path = scope["path"]
-        raw = await _read_body(receive)
         batched = self.batcher is not None and path == "/v1/completions"
         # static mode answers chat like --batching off: transformers' app, one request at a time
         mode = "off" if self.batching == "static" and not batched else self.batching
@@ -188,11 +225,29 @@ class Front:
         return wrapped
 
 
-async def _read_body(receive: Receive) -> bytes:
-    chunks = []
+def _declared_length(scope: Scope) -> int | None:
+    """The request's Content-Length, when it sends one (a chunked body does not)."""
+    for name, value in scope.get("headers", []):
+        if name.lower() == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+async def _read_body(receive: Receive, limit: int, declared: int | None = None) -> bytes:
+    """The whole body, or BodyTooLarge as soon as its declared length or what arrived passes ``limit``."""
+    if declared is not None and declared > limit:
+        raise BodyTooLarge
+    chunks, size = [], 0
     while True:
         message = await receive()
-        chunks.append(message.get("body", b""))
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge
+        chunks.append(chunk)
         if not message.get("more_body"):
             return b"".join(chunks)
 

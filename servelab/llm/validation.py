@@ -21,6 +21,13 @@ CB_BLOCK_SIZE = 32  # tokens per KV cache block
 CB_NUM_BLOCKS = 48  # blocks in the KV cache
 CB_MAX_BATCH_TOKENS = 512  # tokens in one forward pass (a longer prompt is prefilled in chunks)
 DEFAULT_MAX_TOKENS = 64  # when a request names none (OpenAI's legacy default is 16; transformers' 1024)
+# What the front takes before any work (docs/decisions/2026-12-01-exposure.md): a body's bytes (413 past it,
+# before it is read whole), a prompt's characters per token of the model's context (400 before the
+# tokenizer sees it: no tokenizer makes a token of more characters in ordinary text), and the
+# generation requests answered at once (429 past it; notebook 09's loads stay far below)
+MAX_BODY_BYTES = 1 << 20
+MAX_PROMPT_CHARS_PER_TOKEN = 32
+MAX_IN_FLIGHT = 256
 
 
 @dataclass(frozen=True)
@@ -53,11 +60,13 @@ def validate(path: str, body: Any, served: str, context: int, count_tokens: Call
         field_name = "prompt"
         prompt = _one_prompt(body.get("prompt"))
         body = {**body, "prompt": prompt}
+        _fits_the_tokenizer(len(prompt), context, field_name)
         prompt_tokens = count_tokens(prompt)
     else:
         field_name = "messages"
         messages = _text_messages(body.get("messages"))
         body = {**body, "messages": messages}
+        _fits_the_tokenizer(sum(len(m["content"]) for m in messages), context, field_name)
         prompt_tokens = (count_chat(messages) if count_chat is not None
                          else count_tokens("\n".join(m["content"] for m in messages)))
     holds, what = context, f"context {context}"
@@ -78,6 +87,15 @@ def validate(path: str, body: Any, served: str, context: int, count_tokens: Call
                          key)
     taken = take({**body, "model": served, key: limit}, limit, batching, greedy)
     return Request(taken.body, prompt_tokens, taken.min_tokens, taken.usage)
+
+
+def _fits_the_tokenizer(chars: int, context: int, field_name: str) -> None:
+    """A prompt of more characters than ``context`` tokens could hold is refused before it is tokenized."""
+    most = context * MAX_PROMPT_CHARS_PER_TOKEN
+    if chars > most:
+        raise BadRequest(400, f"the prompt has {chars:,} characters; the engine tokenizes at most {most:,} "
+                              f"({MAX_PROMPT_CHARS_PER_TOKEN} per token of the model's {context}-token "
+                              "context): shorten it", field_name, "context_length_exceeded")
 
 
 def _one_prompt(prompt: Any) -> str:

@@ -75,6 +75,22 @@ def test_bad_requests_get_a_4xx_and_the_engine_keeps_serving(continuous: Engine,
     assert httpx.get(f"{continuous.url}/health", timeout=10).status_code == 200
 
 
+def test_only_the_labs_routes_answer_and_a_huge_body_is_refused_unread(continuous: Engine) -> None:
+    """transformers' own /reset (unloads the model), /load_model (any folder or Hub model) and
+    /v1/responses (no token limit) are not the lab's: 404. A 50 MB body: 413, before it is read whole.
+    Generation goes on as before."""
+    for path in ("/reset", "/load_model", "/v1/responses"):
+        got, answer = post_json(f"{continuous.url}{path}", {"model": continuous.model, "input": "hi"}, 30)
+        assert got == 404 and answer["error"]["code"] == "not_found", (path, answer)
+    huge = b'{"prompt": "' + b"a" * (50 * 10**6) + b'"}'
+    refused = httpx.post(f"{continuous.url}/v1/completions", content=huge, timeout=60,
+                         headers={"content-type": "application/json"})
+    assert refused.status_code == 413 and refused.json()["error"]["code"] == "request_too_large"
+    ok, answer = completion(continuous, prompt="the chef", max_tokens=3)
+    assert ok == 200 and answer["usage"]["completion_tokens"] == 3
+    assert httpx.get(f"{continuous.url}/health", timeout=10).status_code == 200
+
+
 def test_chat_and_bad_chat(continuous: Engine) -> None:
     url = f"{continuous.url}/v1/chat/completions"
     ok, answer = post_json(url, {"model": continuous.model, "max_tokens": 4,
