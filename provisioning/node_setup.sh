@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Set up the GPU node for the serving lab: a check of the GPU and its driver,
-# Docker (Engine 27.5.1, the Jupyter image's CLI version, with its compose plugin;
-# an engine already there is kept if it serves that CLI), the NVIDIA container
-# toolkit, Docker's cgroup driver work-around, nvtop, and the lab's code.
+# Docker (Engine 27.5.1, the Jupyter image's CLI version, with its compose plugin, from Docker's apt
+# repository under its key's fingerprint; an engine already there is kept if it serves that CLI), the
+# NVIDIA container toolkit (at least the version without known container escapes), Docker's default
+# bind address on loopback, Docker's cgroup driver work-around, nvtop, and the lab's code.
 #
 # Idempotent: every step checks first and acts only when something is missing,
 # so running it again changes nothing (Docker is restarted only when its
@@ -20,11 +21,13 @@
 #   UPDATE_CODE=1       fetch and check out REPO_REF again in an existing clone
 #   APT_LOCK_TIMEOUT    seconds to wait for another apt/dpkg (unattended-upgrades) to finish (900)
 #   SKIP_GPU_CHECK=1    go on whatever nvidia-smi says
-#   LAB_PORTS           opened in firewalld when it runs (default: 8888 Jupyter, 80 Flask, 8000 FastAPI)
+#   LAB_PORTS           opened in firewalld when it runs (default: 8888 Jupyter, 80 GourmetGram: the only
+#                       ports that answer on the node's public address, servelab/core/exposure.py)
 #
 # Exit codes: 2 no code source, 3 the GPU or its driver does not suit the images,
 # 4 Docker's compose plugin missing, 5 the apt/dpkg lock stayed taken, 6 a Docker engine already
-# on the node refuses the API of the Jupyter image's docker CLI; others: the failed command's.
+# on the node refuses the API of the Jupyter image's docker CLI, 7 a repository's key is not the one
+# pinned here, 8 no package of the pinned version; others: the failed command's.
 set -euo pipefail
 
 # ---- what the lab's images need from the GPU and its driver ---------------------------------
@@ -50,11 +53,22 @@ GPU_IMAGE="CC-Ubuntu24.04-CUDA"
 
 # ---- the Docker engine the lab's Jupyter image drives -----------------------------------------
 # The Jupyter image carries docker CLI 27.5.1 (docker/Dockerfile.jupyter: FROM docker:27.5.1-cli),
-# which speaks Engine API 1.47; an engine serves a client only down to its MinAPIVersion. The
-# convenience script installs this engine version (its --version option); an engine already on the
-# node is kept when it still accepts API 1.47.
+# which speaks Engine API 1.47; an engine serves a client only down to its MinAPIVersion. This engine
+# version is installed from Docker's apt repository (and held there, so unattended-upgrades keeps it);
+# an engine already on the node is kept when it still accepts API 1.47.
 DOCKER_VERSION="27.5.1"
 DOCKER_CLI_API="1.47"
+# Docker's release key (https://docs.docker.com/engine/install/ubuntu/) and NVIDIA's for the container
+# toolkit's repository: a downloaded key with another fingerprint is refused, never trusted
+DOCKER_KEY_FINGERPRINT="9DC858229FC7DD38854AE2D88D81803C0EBFCD88"
+NVIDIA_KEY_FINGERPRINT="C95B321B61E88C1809C4F759DDCAE044F796ECB0"
+# The NVIDIA container toolkit: versions before 1.17.8 let a container escape to the host (CVE-2025-23266,
+# CVE-2025-23267; NVIDIA's bulletin of July 2025). An older toolkit on the node is upgraded to this one.
+NVIDIA_CTK_VERSION="1.17.8"
+# Where Docker publishes a port given without an address (daemon.json's "ip"): loopback, as
+# servelab/core/exposure.py's DAEMON_DEFAULT_IP, so Model Analyzer's Tritons and anything a student
+# starts stay off the public address (moby/moby#4737: published ports bypass the host's firewall).
+DEFAULT_BIND_IP="127.0.0.1"
 
 NODE_ROOT="${NODE_ROOT:-}"
 NODE_USER="${NODE_USER:-${SUDO_USER:-$(id -un)}}"
@@ -66,9 +80,13 @@ UPDATE_CODE="${UPDATE_CODE:-0}"
 APT_LOCK_TIMEOUT="${APT_LOCK_TIMEOUT:-900}"
 APT_LOCK_POLL="${APT_LOCK_POLL:-5}"
 SKIP_GPU_CHECK="${SKIP_GPU_CHECK:-0}"
-LAB_PORTS="${LAB_PORTS:-8888/tcp 80/tcp 8000/tcp}"
+LAB_PORTS="${LAB_PORTS:-8888/tcp 80/tcp}"
 
 DAEMON_JSON="$NODE_ROOT/etc/docker/daemon.json"
+DOCKER_KEYRING="$NODE_ROOT/etc/apt/keyrings/docker.gpg"
+DOCKER_LIST="$NODE_ROOT/etc/apt/sources.list.d/docker.list"
+DOCKER_REPO="https://download.docker.com/linux/ubuntu"
+OS_RELEASE="$NODE_ROOT/etc/os-release"
 NVIDIA_KEYRING="$NODE_ROOT/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
 NVIDIA_LIST="$NODE_ROOT/etc/apt/sources.list.d/nvidia-container-toolkit.list"
 NVIDIA_REPO="https://nvidia.github.io/libnvidia-container"
@@ -261,6 +279,33 @@ installs Docker Engine $DOCKER_VERSION"
 $DOCKER_CLI_API): OK"
 }
 
+# A repository's signing key, downloaded from KEY_URL, kept in KEYRING only when its fingerprint is
+# FINGERPRINT (gpg --show-keys reads it without importing it anywhere).
+trusted_key() {  # trusted_key KEY_URL FINGERPRINT KEYRING
+  local download shown
+  if [ -s "$3" ]; then return; fi
+  temp_file download
+  curl -fsSL "$1" -o "$download"
+  shown="$(gpg --batch --show-keys --with-colons "$download" | awk -F: '$1 == "fpr" { print $10; exit }')"
+  if [ "$shown" != "$2" ]; then
+    fail 7 "apt: the key at $1 has fingerprint ${shown:-none}, not the pinned $2: nothing from that repository \
+is installed (a key the vendor rotated: check its install page, then change the fingerprint in node_setup.sh)"
+  fi
+  "${SUDO[@]}" mkdir -p "$(dirname "$3")"
+  "${SUDO[@]}" gpg --batch --yes --dearmor -o "$3" <"$download"
+  say "apt: $1 has the pinned fingerprint $2"
+}
+
+# The version string apt has for PACKAGE at UPSTREAM (e.g. 5:27.5.1-1~ubuntu.24.04~noble); fails with exit
+# 8 when the repository has none.
+pinned_version() {  # pinned_version PACKAGE UPSTREAM
+  local found
+  found="$(apt-cache madison "$1" | awk -v want="$2" '{ v = $3; sub(/^[0-9]+:/, "", v) }
+    index(v, want "-") == 1 { print $3; exit }')"
+  [ -n "$found" ] || fail 8 "apt: no $1 $2 in the configured repositories (apt-cache madison $1 lists what there is)"
+  printf '%s' "$found"
+}
+
 install_docker() {
   if command -v docker >/dev/null 2>&1 && command -v dockerd >/dev/null 2>&1; then
     check_docker_engine
@@ -269,17 +314,23 @@ install_docker() {
   if command -v docker >/dev/null 2>&1; then  # the CLI came, the engine did not: an install cut short
     say "docker: the docker CLI is here but no engine (dockerd): an earlier install was cut short"
   fi
-  say "docker: installing Docker Engine $DOCKER_VERSION with the convenience script"
-  wait_for_apt  # the script runs apt-get itself ...
-  # ... without DPkg::Lock::Timeout: apt reads it from the file APT_CONFIG names, so an apt that
-  # starts in between (unattended-upgrades) is waited for instead of failing the script
-  local script apt_config
-  temp_file script
-  temp_file apt_config
-  printf 'DPkg::Lock::Timeout "%s";\n' "$APT_LOCK_TIMEOUT" >"$apt_config"
-  chmod 644 "$apt_config"
-  curl -fsSL https://get.docker.com -o "$script"
-  "${SUDO[@]}" "${QUIET_APT[@]}" APT_CONFIG="$apt_config" sh "$script" --version "$DOCKER_VERSION"
+  say "docker: installing Docker Engine $DOCKER_VERSION from Docker's apt repository"
+  trusted_key "$DOCKER_REPO/gpg" "$DOCKER_KEY_FINGERPRINT" "$DOCKER_KEYRING"
+  if [ ! -s "$DOCKER_LIST" ]; then
+    local codename
+    codename="$(sed -n 's/^VERSION_CODENAME=//p' "$OS_RELEASE" | tr -d '"')"
+    "${SUDO[@]}" mkdir -p "$(dirname "$DOCKER_LIST")"
+    printf 'deb [arch=%s signed-by=/etc/apt/keyrings/docker.gpg] %s %s stable\n' \
+      "$(dpkg --print-architecture)" "$DOCKER_REPO" "$codename" | "${SUDO[@]}" tee "$DOCKER_LIST" >/dev/null
+  fi
+  APT_UPDATED=0  # the new source needs a fresh package list
+  wait_for_apt
+  apt_update_once
+  local version
+  version="$(pinned_version docker-ce "$DOCKER_VERSION")"
+  apt_get install -y -q "docker-ce=$version" "docker-ce-cli=$version" containerd.io docker-buildx-plugin \
+    docker-compose-plugin
+  "${SUDO[@]}" apt-mark hold docker-ce docker-ce-cli >/dev/null
   DOCKER_CHANGED=1
 }
 
@@ -303,16 +354,28 @@ add_user_to_docker_group() {
   "${SUDO[@]}" usermod -aG docker "$NODE_USER"
 }
 
+ctk_version() {  # the installed toolkit's version (nvidia-ctk --version: "... version 1.17.8"), "" when unknown
+  nvidia-ctk --version 2>/dev/null | sed -n 's/.*version \([0-9][0-9.]*\).*/\1/p' | head -n 1
+}
+
+version_below() {  # version_below A B: true when version A is older than B (sort -V)
+  [ "$1" != "$2" ] && [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n 1)" = "$1" ]
+}
+
 install_container_toolkit() {
+  local have
   if command -v nvidia-ctk >/dev/null 2>&1; then
-    say "nvidia-container-toolkit: present"
-    return
+    have="$(ctk_version)"
+    if [ -n "$have" ] && ! version_below "$have" "$NVIDIA_CTK_VERSION"; then
+      say "nvidia-container-toolkit: present, $have (>= $NVIDIA_CTK_VERSION, without the known escapes)"
+      return
+    fi
+    say "nvidia-container-toolkit: ${have:-a version it does not tell} is older than $NVIDIA_CTK_VERSION, which \
+fixes container escapes (CVE-2025-23266): upgrading"
+  else
+    say "nvidia-container-toolkit: installing $NVIDIA_CTK_VERSION"
   fi
-  say "nvidia-container-toolkit: installing"
-  if [ ! -s "$NVIDIA_KEYRING" ]; then
-    "${SUDO[@]}" mkdir -p "$(dirname "$NVIDIA_KEYRING")"
-    curl -fsSL "$NVIDIA_REPO/gpgkey" | "${SUDO[@]}" gpg --batch --yes --dearmor -o "$NVIDIA_KEYRING"
-  fi
+  trusted_key "$NVIDIA_REPO/gpgkey" "$NVIDIA_KEY_FINGERPRINT" "$NVIDIA_KEYRING"
   if [ ! -s "$NVIDIA_LIST" ]; then
     "${SUDO[@]}" mkdir -p "$(dirname "$NVIDIA_LIST")"
     curl -fsSL "$NVIDIA_REPO/stable/deb/nvidia-container-toolkit.list" \
@@ -322,7 +385,14 @@ install_container_toolkit() {
   APT_UPDATED=0  # the new source needs a fresh package list
   wait_for_apt
   apt_update_once
-  apt_get install -y -q nvidia-container-toolkit
+  local version package packages=()
+  version="$(pinned_version nvidia-container-toolkit "$NVIDIA_CTK_VERSION")"
+  for package in nvidia-container-toolkit nvidia-container-toolkit-base libnvidia-container-tools \
+      libnvidia-container1; do
+    packages+=("$package=$version")
+  done
+  apt_get install -y -q --allow-downgrades "${packages[@]}"
+  DOCKER_CHANGED=1
 }
 
 # Edit daemon.json with Python's json module (present on every Ubuntu image):
@@ -337,6 +407,15 @@ for key in keys:
     if not isinstance(node, dict) or key not in node:
         sys.exit(1)
     node = node[key]
+PY
+}
+
+json_equals() {  # json_equals FILE KEY VALUE: the top-level KEY holds the string VALUE
+  [ -s "$1" ] || return 1
+  python3 - "$@" <<'PY'
+import json, sys
+path, key, value = sys.argv[1:]
+sys.exit(0 if json.load(open(path)).get(key) == value else 1)
 PY
 }
 
@@ -367,6 +446,29 @@ import json, os, sys
 src, dst = sys.argv[1:]
 config = json.load(open(src)) if os.path.exists(src) and os.path.getsize(src) else {}
 config["exec-opts"] = ["native.cgroupdriver=cgroupfs"]
+with open(dst, "w") as out:
+    json.dump(config, out, indent=4)
+    out.write("\n")
+PY
+  "${SUDO[@]}" mkdir -p "$(dirname "$DAEMON_JSON")"
+  "${SUDO[@]}" cp "$updated" "$DAEMON_JSON"
+  DOCKER_CHANGED=1
+}
+
+# Docker's default address for published ports (daemon.json "ip"): loopback, whatever was there before.
+configure_default_bind() {
+  local updated
+  if json_equals "$DAEMON_JSON" ip "$DEFAULT_BIND_IP"; then
+    say "docker default bind address: $DEFAULT_BIND_IP already"
+    return
+  fi
+  say "docker default bind address: $DEFAULT_BIND_IP (a port published without an address stays off the public one)"
+  temp_file updated
+  python3 - "$DAEMON_JSON" "$updated" "$DEFAULT_BIND_IP" <<'PY'
+import json, os, sys
+src, dst, ip = sys.argv[1:]
+config = json.load(open(src)) if os.path.exists(src) and os.path.getsize(src) else {}
+config["ip"] = ip
 with open(dst, "w") as out:
     json.dump(config, out, indent=4)
     out.write("\n")
@@ -472,6 +574,7 @@ main() {
   install_container_toolkit
   configure_nvidia_runtime
   configure_cgroup_driver
+  configure_default_bind
   restart_docker_if_changed
   install_nvtop
   open_lab_ports

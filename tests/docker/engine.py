@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from servelab.core.exposure import DAEMON_DEFAULT_IP
 from servelab.core.paths import REPO_ROOT
 
 STATE = Path(os.environ.get("SERVELAB_DOCKER_STATE", "/var/lib/servelab-docker-tier"))
@@ -116,8 +117,11 @@ class Engine:
         data.mkdir(parents=True, exist_ok=True)
         EXEC_ROOT.mkdir(parents=True, exist_ok=True)
         log = STATE / "dockerd.log"
+        # --ip: where a port published without an address binds, loopback as on the node (node_setup.sh's
+        # daemon.json): Model Analyzer's Tritons publish ports of their own
         argv = ["dockerd", "--data-root", str(data), "--exec-root", str(EXEC_ROOT), "-H", host,
-                "--pidfile", str(EXEC_ROOT / "dockerd.pid"), "--iptables=false", "--ip-masq=false"]
+                "--pidfile", str(EXEC_ROOT / "dockerd.pid"), "--iptables=false", "--ip-masq=false",
+                "--ip", DAEMON_DEFAULT_IP]
         say(f"starting a Docker engine of its own: {' '.join(argv)} (log: {log})")
         with log.open("ab") as out:
             engine.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,

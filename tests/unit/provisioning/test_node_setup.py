@@ -27,17 +27,18 @@ from servelab.core.paths import REPO_ROOT
 
 STUBS = Path(__file__).with_name("node_stubs")
 REAL_TOOLS = ("bash", "sh", "python3", "sha256sum", "cut", "tar", "gzip", "mkdir", "rm", "cp", "cat",
-              "tr", "tee", "grep", "dirname", "basename", "sed", "mktemp", "chmod", "env", "printf", "sort")
+              "tr", "tee", "grep", "dirname", "basename", "sed", "mktemp", "chmod", "env", "printf", "sort",
+              "awk", "head")
 # calls that only read; anything else in a second run means it changed something
 ENGINE_QUERY = "docker version --format {{.Server.Version}} {{.Server.MinAPIVersion}}"
 READ_ONLY = ("id ", "nvidia-smi --query-gpu=", "docker compose version", ENGINE_QUERY, f"sudo {ENGINE_QUERY}",
              "lslocks ", "sudo lslocks ", "dpkg --audit", "sudo dpkg --audit",
              "firewall-cmd --state", "sudo firewall-cmd --state", "firewall-cmd --query-port=",
              "sudo firewall-cmd --query-port=", "firewall-cmd --permanent --query-port=",
-             "sudo firewall-cmd --permanent --query-port=")
+             "sudo firewall-cmd --permanent --query-port=", "apt-cache madison ", "nvidia-ctk --version",
+             "dpkg --print-architecture", "gpg --batch --show-keys ")
 QUIET = "env DEBIAN_FRONTEND=noninteractive NEEDRESTART_MODE=a "  # no apt prompts over SSH
 APT = "apt-get -o DPkg::Lock::Timeout=900"  # apt also waits for the dpkg lock itself
-DOCKER_SCRIPT = f"sudo {QUIET}APT_CONFIG="  # Docker's script, its apt told to wait for the lock too
 P100 = "Tesla P100-PCIE-16GB"
 
 
@@ -52,6 +53,9 @@ class Node:
         for folder in (self.root, self.home, self.installed, self.state, self.tmp, self.sysbin):
             folder.mkdir(parents=True)
         (self.state / "groups").write_text("cc sudo")
+        (self.root / "etc").mkdir()
+        release = 'NAME="Ubuntu"\nVERSION_ID="24.04"\nVERSION_CODENAME=noble\n'
+        (self.root / "etc" / "os-release").write_text(release)
         shutil.copy(STUBS / "_nvidia-smi", self.installed / "nvidia-smi")  # the image's driver
         for tool in REAL_TOOLS:
             # python3: the interpreter itself (a pyenv shim would need pyenv on PATH)
@@ -124,55 +128,81 @@ def test_shellcheck_clean() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+DOCKER_PACKAGES = ("docker-ce=5:27.5.1-1~ubuntu.24.04~noble docker-ce-cli=5:27.5.1-1~ubuntu.24.04~noble "
+                   "containerd.io docker-buildx-plugin docker-compose-plugin")
+CTK_PACKAGES = ("--allow-downgrades nvidia-container-toolkit=1.17.8-1 nvidia-container-toolkit-base=1.17.8-1 "
+                "libnvidia-container-tools=1.17.8-1 libnvidia-container1=1.17.8-1")
+DOCKER_INSTALL = f"sudo {QUIET}{APT} install -y -q docker-ce="
+
+
 def test_first_run_sets_up_everything_second_changes_nothing(node: Node) -> None:
     first = node.run()
     keyring = f"{node.root}/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
+    docker_keyring = f"{node.root}/etc/apt/keyrings/docker.gpg"
+    downloads = [c.split()[-1] for c in first if c.startswith("curl ") and " -o " in c]
     expected = [
-        "curl -fsSL https://get.docker.com -o " + next(c.split()[-1] for c in first if "get.docker" in c),
-        next(c for c in first if c.startswith(DOCKER_SCRIPT)),  # its arguments: just below
-        'APT_CONFIG: DPkg::Lock::Timeout "900";',  # what the script's apt-get read
+        # Docker from its own apt repository, its key checked against the pinned fingerprint first
+        f"curl -fsSL https://download.docker.com/linux/ubuntu/gpg -o {downloads[0]}",
+        f"sudo mkdir -p {node.root}/etc/apt/keyrings",
+        f"sudo gpg --batch --yes --dearmor -o {docker_keyring}",
+        f"gpg --batch --yes --dearmor -o {docker_keyring}",
+        f"sudo mkdir -p {node.root}/etc/apt/sources.list.d",
+        f"sudo tee {node.root}/etc/apt/sources.list.d/docker.list",
+        f"sudo {QUIET}{APT} update -q", f"{APT} update -q",
+        f"sudo {QUIET}{APT} install -y -q {DOCKER_PACKAGES}", f"{APT} install -y -q {DOCKER_PACKAGES}",
+        "sudo apt-mark hold docker-ce docker-ce-cli", "apt-mark hold docker-ce docker-ce-cli",
         "sudo groupadd -f docker", "groupadd -f docker",
         "sudo usermod -aG docker cc", "usermod -aG docker cc",
+        f"curl -fsSL https://nvidia.github.io/libnvidia-container/gpgkey -o {downloads[1]}",
         f"sudo mkdir -p {node.root}/usr/share/keyrings",
-        "curl -fsSL https://nvidia.github.io/libnvidia-container/gpgkey",
         f"sudo gpg --batch --yes --dearmor -o {keyring}", f"gpg --batch --yes --dearmor -o {keyring}",
         f"sudo mkdir -p {node.root}/etc/apt/sources.list.d",
         "curl -fsSL https://nvidia.github.io/libnvidia-container/stable/deb/nvidia-container-toolkit.list",
         f"sudo tee {node.root}/etc/apt/sources.list.d/nvidia-container-toolkit.list",
         f"sudo {QUIET}{APT} update -q", f"{APT} update -q",
-        f"sudo {QUIET}{APT} install -y -q nvidia-container-toolkit",
-        f"{APT} install -y -q nvidia-container-toolkit",
+        f"sudo {QUIET}{APT} install -y -q {CTK_PACKAGES}", f"{APT} install -y -q {CTK_PACKAGES}",
         f"sudo mkdir -p {node.root}/etc/docker",
         f"sudo nvidia-ctk runtime configure --runtime=docker --config={node.daemon_json}",
         f"nvidia-ctk runtime configure --runtime=docker --config={node.daemon_json}",
-        f"sudo mkdir -p {node.root}/etc/docker",
-        f"sudo cp {next(c.split()[2] for c in first if c.startswith('sudo cp '))} {node.daemon_json}",
+        *[line for copy in [c for c in first if c.startswith("sudo cp ")]  # exec-opts, then the bind address
+          for line in (f"sudo mkdir -p {node.root}/etc/docker", copy)],
         "sudo systemctl restart docker", "systemctl restart docker",
         f"sudo {QUIET}{APT} install -y -q nvtop", f"{APT} install -y -q nvtop",
         f"git clone --depth 1 --branch v1 https://git.example.org/lab.git {node.home}/serve-system-lab",
     ]
     changed = state_changing(first)
     assert sorted(changed) == sorted(expected)  # the two ends of a pipe log in either order
-    assert next(c for c in first if c.startswith(DOCKER_SCRIPT)).endswith(
-        " --version 27.5.1")  # the engine the Jupyter image's docker CLI is made for
-    steps = (DOCKER_SCRIPT, f"sudo {QUIET}{APT} update",
-             f"sudo {QUIET}{APT} install -y -q nvidia-container-toolkit",
+    assert len([c for c in first if c.startswith("sudo cp ")]) == 2
+    steps = (f"sudo gpg --batch --yes --dearmor -o {docker_keyring}", DOCKER_INSTALL,
+             f"sudo {QUIET}{APT} install -y -q --allow-downgrades nvidia-container-toolkit=",
              "sudo nvidia-ctk runtime configure", "sudo cp ", "sudo systemctl restart docker",
              f"sudo {QUIET}{APT} install -y -q nvtop", "git clone")
     positions = [next(i for i, c in enumerate(changed) if c.startswith(step)) for step in steps]
     assert positions == sorted(positions), "set-up steps ran out of order"
+    # a key is kept only after its fingerprint was read and matched the pin
+    shown = [i for i, c in enumerate(first) if c.startswith("gpg --batch --show-keys --with-colons ")]
+    kept = [i for i, c in enumerate(first) if c.startswith("sudo gpg --batch --yes --dearmor")]
+    assert len(shown) == len(kept) == 2 and all(a < b for a, b in zip(shown, kept, strict=True))
     # the GPU is checked before anything is installed; compose right after Docker
     assert next(c for c in first if not c.startswith("id ")) == \
         "nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader"
-    script = first.index(changed[1])  # Docker's script (after its download), its apt's setting, then compose
-    assert first[script:script + 3] == [changed[1], changed[2], "docker compose version"]
+    install = first.index(next(c for c in first if c.startswith(DOCKER_INSTALL)))
+    assert first[install + 1:install + 5] == [
+        f"{APT} install -y -q {DOCKER_PACKAGES}", "sudo apt-mark hold docker-ce docker-ce-cli",
+        "apt-mark hold docker-ce docker-ce-cli", "docker compose version"]
     assert f"gpu: {P100}, driver 570.124.06, compute capability 6.0: OK" in node.output
     assert "docker compose: Docker Compose version v2.29.7" in node.output
-    assert "docker: installing Docker Engine 27.5.1 with the convenience script" in node.output
+    assert "docker: installing Docker Engine 27.5.1 from Docker's apt repository" in node.output
+    assert ("apt: https://download.docker.com/linux/ubuntu/gpg has the pinned fingerprint "
+            "9DC858229FC7DD38854AE2D88D81803C0EBFCD88") in node.output
     assert json.loads(node.daemon_json.read_text()) == {
         "runtimes": {"nvidia": {"args": [], "path": "nvidia-container-runtime"}},
         "exec-opts": ["native.cgroupdriver=cgroupfs"],
+        "ip": "127.0.0.1",  # what Docker publishes without an address stays off the public address
     }
+    docker_source = (node.root / "etc/apt/sources.list.d/docker.list").read_text()
+    assert docker_source == ("deb [arch=amd64 signed-by=/etc/apt/keyrings/docker.gpg] "
+                             "https://download.docker.com/linux/ubuntu noble stable\n")
     sources = (node.root / "etc/apt/sources.list.d/nvidia-container-toolkit.list").read_text()
     assert "[signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg]" in sources
     assert "docker" in (node.state / "groups").read_text().split()
@@ -198,7 +228,7 @@ def test_existing_exec_opts_and_other_keys_are_kept(node: Node) -> None:
     calls = node.run()
     assert json.loads(node.daemon_json.read_text()) == {
         "exec-opts": ["native.cgroupdriver=systemd"], "log-driver": "json-file",
-        "runtimes": {"nvidia": {"args": [], "path": "nvidia-container-runtime"}}}
+        "runtimes": {"nvidia": {"args": [], "path": "nvidia-container-runtime"}}, "ip": "127.0.0.1"}
     assert "sudo systemctl restart docker" in calls  # the runtime was added: restart once
     before = node.tree_hash()
     assert state_changing(node.run()) == []
@@ -335,7 +365,7 @@ def test_docker_already_there_is_kept_when_it_serves_the_cli(node: Node, engine:
     (node.state / "engine").write_text(engine + "\n")
     calls = node.run()
     assert f"docker: present, {shown}; the Jupyter image's CLI uses 1.47): OK" in node.output
-    assert not any("get.docker.com" in c for c in calls)
+    assert not any("download.docker.com" in c or "docker-ce" in c for c in calls)
 
 
 def test_docker_engine_too_new_for_the_cli_stops_with_the_fix(node: Node) -> None:
@@ -374,9 +404,8 @@ def test_apt_waits_for_unattended_upgrades(node: Node) -> None:
     assert (f"apt: waiting up to 900 s for the apt/dpkg lock, held by unattended-upgr (pid 1234, {lock}) "
             "(unattended-upgrades runs after boot)") in node.output
     assert "apt: the lock is free after 10 s" in node.output
-    docker_script = next(i for i, c in enumerate(calls) if c.startswith(DOCKER_SCRIPT))
-    assert calls[docker_script - 2].startswith("lslocks ")  # waited before the script and its apt-get
-    assert calls[docker_script - 1].startswith("curl -fsSL https://get.docker.com")
+    update = next(i for i, c in enumerate(calls) if c.startswith(f"sudo {QUIET}{APT} update"))
+    assert calls[update - 1] == "lslocks --noheadings --raw --output COMMAND,PID,PATH"  # waited before it
 
 
 def test_apt_lock_timeout_names_what_it_waited_for(node: Node) -> None:
@@ -385,7 +414,7 @@ def test_apt_lock_timeout_names_what_it_waited_for(node: Node) -> None:
     assert done.returncode == 5
     assert (f"apt: the apt/dpkg lock is still held by unattended-upgr (pid 1234, {lock}) after 10 s: let it "
             "finish") in done.stderr
-    assert not any(c.startswith(DOCKER_SCRIPT) for c in node.calls())  # Docker's script never ran
+    assert not any(c.startswith(DOCKER_INSTALL) for c in node.calls())  # Docker's install never ran
     assert list(node.tmp.iterdir()) == []
 
 
@@ -396,14 +425,14 @@ def test_lab_ports_are_opened_once_in_firewalld(node: Node) -> None:
     calls = node.run()
     added = [c for c in state_changing(calls) if "firewall-cmd" in c and c.startswith("sudo ")]
     fw = "sudo firewall-cmd"
+    # Jupyter and GourmetGram only: every other server of the lab listens on loopback
     assert added == [f"{fw} --add-port=8888/tcp", f"{fw} --permanent --add-port=8888/tcp",
-                     f"{fw} --add-port=80/tcp",  # permanent already: only the running firewall
-                     f"{fw} --add-port=8000/tcp", f"{fw} --permanent --add-port=8000/tcp"]
-    assert "firewall: opened 8888/tcp 80/tcp 8000/tcp in firewalld's default zone" in node.output
+                     f"{fw} --add-port=80/tcp"]  # permanent already: only the running firewall
+    assert "firewall: opened 8888/tcp 80/tcp in firewalld's default zone" in node.output
     assert not any("--reload" in c for c in calls)  # would drop Docker's rules
     before = node.tree_hash()
     assert state_changing(node.run()) == []
-    assert "firewall: 8888/tcp 80/tcp 8000/tcp open already" in node.output
+    assert "firewall: 8888/tcp 80/tcp open already" in node.output
     assert node.tree_hash() == before
 
 
@@ -496,7 +525,7 @@ def test_a_docker_install_cut_short_is_finished_by_the_next_run(node: Node) -> N
     changed = state_changing(calls)
     repair = [f"sudo {QUIET}dpkg --configure -a", f"sudo {QUIET}{APT} install -f -y -q"]
     assert [c for c in changed if c.startswith(tuple(repair))] == repair
-    assert changed.index(repair[1]) < next(i for i, c in enumerate(changed) if c.startswith(DOCKER_SCRIPT))
+    assert changed.index(repair[1]) < next(i for i, c in enumerate(changed) if c.startswith(DOCKER_INSTALL))
     assert (node.installed / "dockerd").exists() and (node.installed / "nvtop").exists()
     assert "done" in node.output.splitlines()[-1]
 
@@ -547,3 +576,57 @@ def test_without_the_repair_apt_refuses_as_on_a_real_node(node: Node) -> None:
     done = subprocess.run([str(STUBS / "apt-get"), "install", "-y", "nvtop"], env=env, capture_output=True,
                           text=True, timeout=10)
     assert done.returncode == 100 and "dpkg was interrupted" in done.stderr
+
+
+# ----------------------------------------------------------------------------- what it installs, verified
+def test_a_repository_key_with_another_fingerprint_is_refused_and_nothing_installed(node: Node) -> None:
+    (node.state / "rotated-key").touch()  # a key the vendor rotated, or a download tampered with
+    done = node.attempt()
+    assert done.returncode == 7, done.stdout + done.stderr
+    assert ("apt: the key at https://download.docker.com/linux/ubuntu/gpg has fingerprint "
+            "0000111122223333444455556666777788889999, not the pinned "
+            "9DC858229FC7DD38854AE2D88D81803C0EBFCD88") in done.stderr
+    assert not (node.root / "etc/apt/keyrings/docker.gpg").exists()
+    assert not any(c.startswith((DOCKER_INSTALL, "sudo gpg --batch --yes --dearmor")) for c in node.calls())
+
+
+@pytest.mark.parametrize(("have", "upgraded"), [("1.17.3", True), ("1.14.6", True), ("1.17.8", False),
+                                                 ("1.18.0", False)])
+def test_a_container_toolkit_with_known_escapes_is_upgraded(node: Node, have: str, upgraded: bool) -> None:
+    """CVE-2025-23266 (a container escapes to the host) is fixed in 1.17.8: an older toolkit on the node
+    is upgraded to it; one at that version or newer is kept."""
+    node.has_docker()
+    shutil.copy(STUBS / "_nvidia-ctk", node.installed / "nvidia-ctk")
+    (node.state / "ctk-version").write_text(have + "\n")
+    calls = node.run()
+    installs = [c for c in state_changing(calls) if c.startswith(f"sudo {QUIET}{APT} install -y -q --allow")]
+    assert installs == ([f"sudo {QUIET}{APT} install -y -q {CTK_PACKAGES}"] if upgraded else [])
+    said = (f"nvidia-container-toolkit: {have} is older than 1.17.8, which fixes container escapes "
+            "(CVE-2025-23266): upgrading") if upgraded else f"nvidia-container-toolkit: present, {have}"
+    assert said in node.output
+    if upgraded:
+        assert (node.state / "ctk-version").read_text().strip() == "1.17.8"
+        assert state_changing(node.run()) == []  # upgraded once
+
+
+def test_another_default_bind_address_is_replaced_by_loopback(node: Node) -> None:
+    from servelab.core.exposure import DAEMON_DEFAULT_IP
+
+    node.has_docker()
+    node.daemon_json.parent.mkdir(parents=True)
+    node.daemon_json.write_text(json.dumps({"ip": "0.0.0.0", "log-driver": "json-file"}))
+    calls = node.run()
+    config = json.loads(node.daemon_json.read_text())
+    assert config["ip"] == DAEMON_DEFAULT_IP == "127.0.0.1" and config["log-driver"] == "json-file"
+    assert "sudo systemctl restart docker" in calls
+    assert 'DEFAULT_BIND_IP="127.0.0.1"' in NODE_SETUP_SCRIPT.read_text()
+
+
+def test_no_package_of_the_pinned_version_is_one_line(node: Node, tmp_path: Path) -> None:
+    madison = node.installed / "apt-cache"  # a repository without Docker 27.5.1 (first on PATH)
+    madison.write_text("#!/usr/bin/env bash\necho ' docker-ce | 5:28.0.0-1~ubuntu.24.04~noble | x'\n")
+    madison.chmod(0o755)
+    env_path = f"{node.installed}:{STUBS}:{node.sysbin}"
+    done = node.attempt(PATH=env_path)
+    assert done.returncode == 8, done.stdout + done.stderr
+    assert "apt: no docker-ce 27.5.1 in the configured repositories" in done.stderr

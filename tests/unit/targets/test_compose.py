@@ -100,7 +100,8 @@ def test_the_files_refuse_to_start_without_the_owner_ids() -> None:
 def test_services_match_the_stack_interface(stack: str) -> None:
     assert tuple(sorted(services(stack))) == tuple(sorted(STACK_SERVICES[stack]))
     for name, service in services(stack).items():
-        published = {int(p.split(":")[0]): int(p.split(":")[1]) for p in map(str, service["ports"])}
+        # "ADDRESS:HOST:CONTAINER" (the address: servelab.core.exposure, tests/unit/core/test_exposure.py)
+        published = {int(p.rsplit(":", 2)[-2]): int(p.rsplit(":", 1)[-1]) for p in map(str, service["ports"])}
         assert sorted(published) == sorted(HOST_PORTS[name].values())
         assert sorted(published.values()) == sorted(SERVICE_PORTS[name].values())
         health = " ".join(service["healthcheck"]["test"])
