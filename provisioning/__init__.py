@@ -11,7 +11,7 @@ the local target's headless run uses.
     preflight(config)                  # every check that creates nothing (reserve/launch run it too)
     reserve(config)                    # the lease: ACTIVE, or reserved ahead when it starts later
     node = launch(config)              # server, floating IP, SSH, node set-up, the student's Jupyter
-    node.jupyter_url                   # http://<floating IP>:8888/lab?token=...
+    node.jupyter_url                   # https://<floating IP>:8888/lab (its token: a file on the node)
     fetch_work(config)                 # the node's results/ and saved notebooks → results/from-node/
     teardown(config)                   # what these calls created; adopted things stay
 
@@ -48,7 +48,7 @@ from provisioning.fetch import (
     fetch_node_work,
 )
 from provisioning.lease import LeaseNotStarted, ensure_lease
-from provisioning.node import run_node_setup
+from provisioning.node import JupyterAccess, run_node_setup
 from provisioning.plan import Step, format_plan, provision_plan, teardown_plan
 from provisioning.server import (
     ensure_floating_ip,
@@ -81,7 +81,12 @@ class Node:
     server: Any
     address: str
     user: str = "cc"
-    jupyter_url: str = ""  # set by launch() after `./lab jupyter`; "" when not started by this call
+    jupyter: JupyterAccess | None = None  # set by launch() after `./lab jupyter`; None when not started
+
+    @property
+    def jupyter_url(self) -> str:
+        """The Jupyter server's URL (no token: that stays in a file on the node); "" when none started."""
+        return self.jupyter.url if self.jupyter else ""
 
     def ssh_connection(self) -> Any:
         """A Fabric ``Connection`` to the node (python-chi sets the key and host-key policy)."""
@@ -167,11 +172,12 @@ def reserve(config: ChameleonConfig, plan_only: bool = False, chi: ChiApi | None
 
 def launch(config: ChameleonConfig, plan_only: bool = False, chi: ChiApi | None = None,
            setup_node: bool = True, workdir: Path | None = None, *, root: Path = REPO_ROOT,
-           state: StatePath = None) -> Node | None:
+           state: StatePath = None, jupyter: bool = True) -> Node | None:
     """Server on the (adopted or new, ACTIVE) lease, floating IP, SSH, node set-up and the student's Jupyter.
 
-    Returns the Node (None in plan mode); its ``jupyter_url`` is set when ``setup_node``. What it
-    creates or adopts is recorded in ``state``. A lease that starts later raises ``LeaseNotStarted``.
+    Returns the Node (None in plan mode); its ``jupyter`` is set when ``setup_node`` and ``jupyter`` (the
+    instructor's headless run starts none: ``jupyter=False``). What it creates or adopts is recorded in
+    ``state``. A lease that starts later raises ``LeaseNotStarted``.
     """
     _print_plan(provision_plan(config, state), plan_only)
     if plan_only:
@@ -187,8 +193,11 @@ def launch(config: ChameleonConfig, plan_only: bool = False, chi: ChiApi | None 
     node = Node(server=server, address=address, user=config.ssh_user)
     if setup_node:
         with tempfile.TemporaryDirectory() as tmp:
-            node.jupyter_url = run_node_setup(server, config, Path(workdir or tmp), root, address)
-        print(f"The lab's Jupyter server on the node: {node.jupyter_url}")
+            node.jupyter = run_node_setup(server, config, Path(workdir or tmp), root, address, jupyter)
+        if node.jupyter is not None:
+            print(f"The lab's Jupyter server on the node: {node.jupyter_url} (its certificate's SHA-256 "
+                  f"fingerprint {node.jupyter.tls_sha256 or 'not reported'}; its token in "
+                  f"~/{node.jupyter.token_file} on the node)")
     return node
 
 

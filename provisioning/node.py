@@ -7,10 +7,11 @@ the default: it also carries changes not pushed anywhere; a git clone, or a
 folder without ``.git`` — a Trovi import, an unpacked zip, a copy — through the
 lab's file list) or as a git clone (``code_source="git"``). Then ``./lab jupyter``
 runs in the code directory as the login user: it creates ``models/`` and ``results/``, builds the model
-artefacts when none came along, and starts the student's Jupyter server,
-printing ``jupyter: <url>`` as its last line. It runs under ``sg docker``
-because the SSH session that ran the script may predate the user's new
-``docker`` group membership.
+artefacts when none came along, and starts the student's Jupyter server over TLS, printing the file that
+holds its token (never the token), its certificate's SHA-256 fingerprint and ``jupyter: <url>`` as its
+last line (:class:`JupyterAccess`). It runs under ``sg docker`` because the SSH session that ran the
+script may predate the user's new ``docker`` group membership. The instructor's headless run starts no
+Jupyter server here (``jupyter=False``): its ``./lab run`` starts one on the node's loopback only.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import re
 import shlex
 import subprocess
 import tarfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -42,6 +44,8 @@ MANIFEST = "provisioning/lab-files.txt"
 # run in the code directory after node_setup.sh; its last stdout line is "jupyter: <url>"
 JUPYTER_COMMAND = "sg docker -c './lab jupyter'"
 JUPYTER_LINE = re.compile(r"^jupyter: (https?://\S+)$")
+TLS_LINE = re.compile(r"^jupyter-tls-sha256: ([0-9A-F:]+)$")
+TOKEN_FILE = ".jupyter-token"  # in the code directory on the node (scripts/docker_host.sh)
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "0.0.0.0")
 # an upload is the first SSH login: sshd may accept TCP before cloud-init has installed the key
 UPLOAD_ATTEMPTS = 5
@@ -75,19 +79,39 @@ def jupyter_command(config: ChameleonConfig) -> str:
     return f"cd {shlex.quote(config.remote_dir)} && {JUPYTER_COMMAND}"
 
 
-def node_commands(config: ChameleonConfig) -> list[str]:
-    """Every command the node set-up runs over SSH, in order (also what plan mode prints)."""
-    return [node_setup_command(config), jupyter_command(config)]
+def node_commands(config: ChameleonConfig, jupyter: bool = True) -> list[str]:
+    """Every command the node set-up runs over SSH, in order (also what plan mode prints); without
+    ``jupyter``, the set-up script alone (the headless run starts its Jupyter server on loopback)."""
+    return [node_setup_command(config), *([jupyter_command(config)] if jupyter else [])]
+
+
+@dataclass(frozen=True)
+class JupyterAccess:
+    """How the student reaches the node's Jupyter server: its URL (no token in it), its certificate's
+    SHA-256 fingerprint (the browser's warning is answered by comparing it) and the file on the node that
+    holds its token (relative to the login user's home: read over SSH, never printed here)."""
+
+    url: str
+    tls_sha256: str
+    token_file: str
+
+
+def jupyter_access(stdout: str, address: str, config: ChameleonConfig) -> JupyterAccess:
+    """``./lab jupyter``'s last lines as a :class:`JupyterAccess`, the node's address in the URL."""
+    shas = [m.group(1) for line in stdout.splitlines() if (m := TLS_LINE.match(line.strip()))]
+    return JupyterAccess(jupyter_url(stdout, address), shas[-1] if shas else "",
+                         f"{config.remote_dir}/{TOKEN_FILE}")
 
 
 def jupyter_url(stdout: str, address: str) -> str:
-    """The URL from ``./lab jupyter``'s ``jupyter: <url>`` line, with the node's address for localhost."""
+    """The URL from ``./lab jupyter``'s ``jupyter: <url>`` line, with the node's address for localhost; a
+    token in it (a node set up by an older lab) is left out: it is never printed."""
     urls = [match.group(1) for line in stdout.splitlines() if (match := JUPYTER_LINE.match(line.strip()))]
     if not urls:
         raise ProvisioningError(
             "`./lab jupyter` finished without printing its 'jupyter: <url>' line: run "
             f"`{JUPYTER_COMMAND}` in the code directory on the node (ssh cc@{address}) to see why")
-    parts = urlsplit(urls[-1])
+    parts = urlsplit(urls[-1])._replace(query="")
     if parts.hostname in LOCAL_HOSTS:
         netloc = address + (f":{parts.port}" if parts.port else "")
         parts = parts._replace(netloc=netloc)
@@ -235,18 +259,22 @@ def run_on_node(server: Any, config: ChameleonConfig, command: str) -> str:
 
 
 def run_node_setup(server: Any, config: ChameleonConfig, workdir: Path,
-                   root: Path = REPO_ROOT, address: str | None = None) -> str:
-    """Upload the script (and the checkout in upload mode), run the node commands; the Jupyter URL.
+                   root: Path = REPO_ROOT, address: str | None = None,
+                   jupyter: bool = True) -> JupyterAccess | None:
+    """Upload the script (and the checkout in upload mode), run the node commands; how to reach the
+    node's Jupyter server (None without ``jupyter``).
 
     python-chi's ``Server.execute`` returns Fabric's ``Result`` (output streamed and kept), so
-    ``./lab jupyter``'s last line is read from it; ``address`` replaces ``localhost`` in the URL.
+    ``./lab jupyter``'s last lines are read from it; ``address`` replaces ``localhost`` in the URL.
     """
     _upload(server, config, str(NODE_SETUP_SCRIPT), REMOTE_SCRIPT)
     if config.code_source == "upload":
         tarball = checkout_tarball(workdir / REMOTE_TARBALL, root)
         print(f"Uploading the checkout ({tarball.stat().st_size / 1e6:.1f} MB)")
         _upload(server, config, str(tarball), REMOTE_TARBALL)
-    setup, jupyter = node_commands(config)
+    setup, *start = node_commands(config, jupyter)
     run_on_node(server, config, setup)
-    stdout = run_on_node(server, config, jupyter)
-    return jupyter_url(stdout, address or "localhost")
+    if not start:
+        return None
+    stdout = run_on_node(server, config, start[0])
+    return jupyter_access(stdout, address or "localhost", config)

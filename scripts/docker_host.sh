@@ -10,12 +10,15 @@
 #                                  environment or docker/.env) pulls them instead of building
 #   ./lab jupyter                  the images notebook 03 needs (Jupyter, FastAPI, GourmetGram), then
 #                                  prepare the checkout, build the model artefacts when missing, start
-#                                  the Jupyter server; the last line of stdout is
-#                                  "jupyter: http://localhost:8888/lab?token=..."; the other images
+#                                  the Jupyter server over TLS on every address (SERVELAB_JUPYTER_IP: another);
+#                                  stdout ends with "jupyter-token-file: PATH", "jupyter-tls-sha256: AB:..."
+#                                  and, last, "jupyter: https://localhost:8888/lab" (the token is never
+#                                  printed, logged or put in an environment: it stays in PATH); the other images
 #                                  (Triton, the LLM engines) build in the background meanwhile, and a
 #                                  notebook that needs one waits for it (servelab.core.image_builds)
 #   ./lab run --target docker ...  the same, then the whole lab headless inside that
-#                                  container (python -m servelab.lab run --target docker ...)
+#                                  container (python -m servelab.lab run --target docker ...), its Jupyter
+#                                  server on 127.0.0.1 only (the headless run starts no public one)
 # GPUs are asked for (docker/docker-compose-*.gpu.yaml) only where the engine has the NVIDIA
 # runtime: on a host without one the same stacks run on the CPU (SERVELAB_DOCKER_GPU=1|0 decides).
 # Every container that writes into the checkout runs as the checkout owner's
@@ -31,6 +34,8 @@ case "${DOCKER_HOST:-}" in
   *) SOCKET="${DOCKER_SOCKET:-/var/run/docker.sock}" ;;
 esac
 TOKEN_FILE="$ROOT/.jupyter-token"
+TLS_DIR="$ROOT/.jupyter-tls"  # the Jupyter server's certificate and key, made on this host
+TLS_DAYS=30                   # made again when it has less than a day left (a lease lasts at most 7)
 UP_TIMEOUT_S="${SERVELAB_UP_TIMEOUT:-900}"
 # Each image build's log and state (KEY.log, KEY.status: servelab.core.image_builds reads them).
 BUILD_DIR="$ROOT/.servelab-build"
@@ -359,13 +364,32 @@ prepare_checkout() {
   done
 }
 
+# The Jupyter server's token: 192 random bits in a file only its owner reads, which the server reads
+# itself (JUPYTER_TOKEN_FILE names the file, inside the container too: the checkout is mounted at its path).
+# Never in an environment, an argument or this script's output. Why: docs/decisions/2026-12-01-exposure.md
 jupyter_token() {
   if [ ! -s "$TOKEN_FILE" ]; then
     (umask 077 && od -An -N24 -tx1 /dev/urandom | tr -d ' \n' >"$TOKEN_FILE")
     chown "$HOST_UID:$HOST_GID" "$TOKEN_FILE" 2>/dev/null || true
   fi
-  JUPYTER_TOKEN="$(cat "$TOKEN_FILE")"
-  export JUPYTER_TOKEN
+}
+
+# The Jupyter server's TLS certificate, self-signed and made here (kept while it has a day left): the
+# browser warns once, and its SHA-256 fingerprint, printed, is how the student knows it is this server.
+jupyter_tls() {
+  local cert="$TLS_DIR/cert.pem" key="$TLS_DIR/key.pem"
+  command -v openssl >/dev/null 2>&1 \
+    || die "openssl is not installed on this host; the Jupyter server's certificate is made with it (sudo apt-get install openssl)"
+  if [ ! -s "$cert" ] || [ ! -s "$key" ] || ! openssl x509 -checkend 86400 -noout -in "$cert" >/dev/null 2>&1; then
+    say "Jupyter: making its TLS certificate ($TLS_DIR, valid $TLS_DAYS days)"
+    mkdir -p "$TLS_DIR"
+    chmod 700 "$TLS_DIR"
+    (umask 077 && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days "$TLS_DAYS" \
+       -subj "/CN=servelab-jupyter" -keyout "$key" -out "$cert" >/dev/null 2>&1) \
+      || die "openssl could not make the Jupyter server's certificate in $TLS_DIR"
+    chown -R "$HOST_UID:$HOST_GID" "$TLS_DIR" 2>/dev/null || true
+  fi
+  JUPYTER_TLS_SHA256="$(openssl x509 -noout -fingerprint -sha256 -in "$cert" | sed 's/^[^=]*=//')"
 }
 
 ARTIFACTS=(artifacts/food11.json fastapi_pt/food11.pth fastapi_onnx/food11.onnx
@@ -391,11 +415,12 @@ build_model() {
     --entrypoint python fastapi_server -m servelab.core.model build "${weights[@]}" >&2
 }
 
-jupyter_up() {
+jupyter_up() {  # jupyter_up ADDRESS: the Jupyter server listening on ADDRESS (0.0.0.0: every address)
   compose_of jupyter
   local compose=("${COMPOSE[@]}")
-  say "Jupyter: starting servelab-jupyter ($([ "$SERVELAB_DOCKER_GPU" = 1 ] && echo "with the GPUs" || echo "CPU only: no NVIDIA runtime in this engine"))"
-  if ! "${compose[@]}" up -d --no-build --pull never --wait --wait-timeout "$UP_TIMEOUT_S" >&2; then
+  jupyter_tls
+  say "Jupyter: starting servelab-jupyter on $1, over TLS ($([ "$SERVELAB_DOCKER_GPU" = 1 ] && echo "with the GPUs" || echo "CPU only: no NVIDIA runtime in this engine"))"
+  if ! JUPYTER_IP="$1" "${compose[@]}" up -d --no-build --pull never --wait --wait-timeout "$UP_TIMEOUT_S" >&2; then
     "${compose[@]}" ps -a >&2 || true
     say "the Jupyter container's last 40 log lines:"
     "${compose[@]}" logs --no-color --tail 40 jupyter >&2 || true
@@ -452,11 +477,14 @@ main() {
   fi
   [ "$command" = "build" ] && return
   if [ "$command" = jupyter ]; then touch "$FIRST_DONE"; fi  # the cores go to the background builds now
-  jupyter_up
   if [ "$command" = "jupyter" ]; then
-    echo "jupyter: http://localhost:8888/lab?token=$JUPYTER_TOKEN"
+    jupyter_up "${SERVELAB_JUPYTER_IP:-0.0.0.0}"
+    echo "jupyter-token-file: $TOKEN_FILE"
+    echo "jupyter-tls-sha256: $JUPYTER_TLS_SHA256"
+    echo "jupyter: https://localhost:8888/lab"
     return
   fi
+  jupyter_up 127.0.0.1  # the headless run: no Jupyter server on a public address
   local pass=()
   if [ -n "${SERVELAB_RESULTS:-}" ]; then  # where runs go: it must be inside the mounted checkout
     case "$(realpath -m "$SERVELAB_RESULTS")/" in

@@ -122,7 +122,7 @@ install_python_packages() {  # install_python_packages full|controller|site (sit
     "$(pick_python)" -m venv "$VENV"
   fi
   local pip=("$VENV/bin/python" -m pip --disable-pip-version-check)
-  "${pip[@]}" install -q --upgrade pip
+  "${pip[@]}" install -q --require-hashes -r requirements/bootstrap.txt  # pip itself, pinned and hashed
   if [ "$mode" = "site" ]; then
     log "installing what rendering the handout site needs (requirements/site.txt) into ${VENV#"$ROOT"/}"
     "${pip[@]}" install -q -c constraints.txt -r requirements/site.txt

@@ -124,11 +124,19 @@ def node_jupyter(node: Any, config: Any = None) -> None:
             "before it deletes anything; to copy them here at any time while the lease runs, run this in "
             f"one of the lab's notebooks here (after its first cell):\n  {fetch_line(config)}")
     if node is None:
-        print("plan mode: on Chameleon this prints the node's Jupyter URL (with its token); "
-              f"notebooks {ON_THE_NODE} run there with target='docker'.\n{keep}")
+        print("plan mode: on Chameleon this prints the node's Jupyter URL, its certificate's fingerprint and "
+              f"where its token is; notebooks {ON_THE_NODE} run there with target='docker'.\n{keep}")
         return
+    access = node.jupyter
+    sha = access.tls_sha256 if access is not None else "(not reported: run 02's set-up cell again)"
+    token = access.token_file if access is not None else ".jupyter-token in the lab's folder"
     print(f"Open the node's Jupyter server and run notebooks {ON_THE_NODE} there with target='docker':\n"
-          f"  {node.jupyter_url}\nSSH for nvtop: ssh {node.user}@{node.address}\n"
+          f"  {node.jupyter_url}\n"
+          "  Its certificate was made on the node, so the browser warns once: go on only if the "
+          f"certificate's SHA-256 fingerprint (the browser's certificate viewer) is\n  {sha}\n"
+          "  Its token is never printed: read it from a terminal of Chameleon's Jupyter and paste it into "
+          f"the login page:\n  ssh {node.user}@{node.address} cat {token}\n"
+          f"SSH for nvtop: ssh {node.user}@{node.address}\n"
           "  (from a terminal in Chameleon's Jupyter, File → New → Terminal: the server got the hub's key "
           "pair; from another machine add -i with the private key of the key pair you gave as key_name)\n"
           f"{keep}")

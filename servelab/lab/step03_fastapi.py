@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
+from servelab.core.browser import in_browser
 from servelab.lab import step03_stages as stages
 from servelab.lab.common import (
     Endpoint,
@@ -90,6 +91,9 @@ def docs_page(api: Endpoint) -> pd.DataFrame:
     routes = [{"route": f"{method.upper()} {path}", "summary": op.get("summary", "")}
               for path, ops in spec.get("paths", {}).items() for method, op in ops.items()]
     print(f"Swagger UI: {api.url}/docs -> HTTP {docs.status_code}")
+    if in_browser(f"{api.url}/docs") != f"{api.url}/docs":  # on the node: loopback only, through Jupyter
+        print(f"In your browser: this Jupyter server's address with {in_browser(f'{api.url}/docs')} as its "
+              "path (the service listens on the node's loopback only)")
     return pd.DataFrame(routes)
 
 

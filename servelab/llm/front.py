@@ -19,6 +19,7 @@ import urllib.parse
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from servelab.core.browser import proxied_scope
 from servelab.llm.openai_shape import (
     GENERATION_PATHS,
     MODELS_PATH,
@@ -116,7 +117,7 @@ class Front:
         elif method == "POST" and path in GENERATION_PATHS:
             await self._generate(scope, receive, send)
         elif method in ("GET", "HEAD") and path in APP_ROUTES:
-            await self.app(scope, receive, send)
+            await self.app(proxied_scope(scope), receive, send)  # /docs behind the node's Jupyter
         else:
             await respond(send, 404, error_body(404, f"{method} {path} is not served here: {SERVED_ROUTES}",
                                                 code="not_found"))

@@ -30,7 +30,13 @@ from servelab.core.model import model_version, require_file
 from servelab.serving.batcher import MicroBatcher
 from servelab.serving.endpoint import add_predict
 from servelab.serving.engines import Backend, load_backend, warm_up
-from servelab.serving.http import ASGIApp, BodyLimitMiddleware, MetricsMiddleware, add_error_handlers
+from servelab.serving.http import (
+    ASGIApp,
+    BodyLimitMiddleware,
+    MetricsMiddleware,
+    ProxyPrefixMiddleware,
+    add_error_handlers,
+)
 from servelab.serving.metrics import Metrics
 from servelab.serving.settings import DEFAULT_MAX_BODY_BYTES, Settings, SettingsError
 
@@ -169,6 +175,7 @@ def create_app(kind: str, title: str, read_settings: Callable[[], Settings]) -> 
     def body_limit() -> int:
         return running.settings.max_body_bytes if running is not None else DEFAULT_MAX_BODY_BYTES
 
+    api.add_middleware(ProxyPrefixMiddleware)
     api.add_middleware(BodyLimitMiddleware, limit=body_limit)
     api.add_middleware(MetricsMiddleware, metrics=metrics)  # added late = outer: sees the 413s too
     api.add_middleware(StartupErrorMiddleware, title=title)

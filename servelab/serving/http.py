@@ -1,5 +1,7 @@
 """The HTTP layer: ASGI middlewares, the request/response schemas and how errors map to status codes.
 
+- ``ProxyPrefixMiddleware``: behind the node's Jupyter server (jupyter-server-proxy) the app's pages
+  know their prefix (``servelab.core.browser``), so /docs finds its openapi.json there;
 - ``MetricsMiddleware`` (outermost) counts and times every request, the
   rejected ones included, and reports each /predict request's stages
   (``Server-Timing`` header, ``predict_stage_seconds``); ``BodyLimitMiddleware`` answers 413 for a body over
@@ -23,6 +25,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
+from servelab.core.browser import proxied_scope
 from servelab.core.preprocess import ImageError
 from servelab.serving import stages
 from servelab.serving.batcher import InferenceError
@@ -77,6 +80,16 @@ class MetricsMiddleware:
             self.metrics.requests.labels(path, str(status)).inc()
             if status >= 400:
                 self.metrics.errors.labels(path, str(status)).inc()
+
+
+class ProxyPrefixMiddleware:
+    """The proxy's prefix as the request's ``root_path`` (``servelab.core.browser.proxied_scope``)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await self.app(dict(proxied_scope(scope)) if scope["type"] == "http" else scope, receive, send)
 
 
 async def _send_json(send: Any, status: int, body: dict[str, Any]) -> None:

@@ -3,7 +3,8 @@
 ``build(run_dir)`` writes ``run_dir/site/`` (or ``out``): an index with the run's provenance and the
 notebooks in order, one page per notebook (``servelab.site.pages``), each notebook to download
 (``notebooks/``), the run's ``report.html`` (with a link back to the handout) and its data files
-(``data/``), all redacted (``servelab.site.redact``). Every page carries the run's provenance in its
+(``data/``: the measurements and ``PUBLISHED_JSON``, never a state file), all redacted
+(``servelab.site.redact``). Every page carries the run's provenance in its
 banner. ``compare`` names a second run (a GPU node's, or a reference run's folder) set beside this run's,
 its report and data under ``compare/``. Every figure links to its full size. ``default_compare`` is the
 committed reference run the command line puts beside when given none. Why Sphinx + myst-nb, what a build
@@ -38,7 +39,10 @@ from servelab.site.provenance import Provenance, Run, RunFolderError, measured_o
 from servelab.site.redact import LAB, Redactor
 
 MARKER = ".servelab-site"  # in a built site: a rebuild may replace that folder, and only that
-DATA_SUFFIXES = (".csv", ".jsonl", ".json")
+DATA_SUFFIXES = (".csv", ".jsonl")  # the measurements: every such file of the run
+# the JSON files a page's data links may publish, and no other (a state file names the project's
+# leases, servers and floating IPs): docs/decisions/2026-12-01-exposure.md
+PUBLISHED_JSON = ("run.json", "node-run.json", "bench-raw.json")
 STATIC = Path(__file__).parent / "static"  # servelab.css, servelab.js
 CONF = """# written by servelab.site.build: the site's Sphinx configuration
 import json
@@ -240,7 +244,8 @@ def _copy_run_files(run_dir: Path, extra: Path, prefix: str, handout: str) -> tu
     if (run_dir / "report.html").is_file():
         copy_report(run_dir / "report.html", extra / prefix / "report.html", redactor, handout)
         report = f"{prefix}report.html"
-    data = sorted(p.name for p in run_dir.iterdir() if p.is_file() and p.suffix in DATA_SUFFIXES)
+    data = sorted(p.name for p in run_dir.iterdir()
+                  if p.is_file() and (p.suffix in DATA_SUFFIXES or p.name in PUBLISHED_JSON))
     (extra / prefix / "data").mkdir(parents=True, exist_ok=True)
     for name in data:
         redactor.file(run_dir / name, extra / prefix / "data" / name)

@@ -5,7 +5,11 @@ or builds the site. Applied to every output a page takes from a run (and to the 
 - the lab's checkout (papermill's recorded input path, less ``notebooks/``; the checkout building the site)
   → ``$LAB``; then a home folder → ``~``;
 - a lease or server named after a user (``serve_system_<user>``, ``node-serve-system-<user>``) →
-  ``serve_system_<netID>``, as the lab's pages name a student's lease.
+  ``serve_system_<netID>``, as the lab's pages name a student's lease;
+- what would let a reader reach a node or a project (docs/decisions/2026-12-01-exposure.md): an IPv4
+  address other than loopback and ``0.x`` → ``<IP>``, an OpenStack or GPU id (a UUID) → ``<id>``, a token
+  in a URL (``token=...``) and a Jupyter token (48 hex digits, as ``./lab jupyter`` makes them) →
+  ``<token>``.
 
 Why at build time and what is tested: docs/decisions/2026-11-26-handout-site-second-pass.md
 """
@@ -29,6 +33,10 @@ NET_ID = "<netID>"
 # the lab's default names for a student's lease and server (provisioning.config): serve_system_<user>
 _NAMED = re.compile(r"\b(serve_system_|node-serve-system-)(?!<)([A-Za-z0-9][A-Za-z0-9_.-]*)")
 TEXT_TYPES = ("text/plain", "text/html", "text/markdown", "text/latex", "application/json")
+_IPV4 = re.compile(r"(?<![\w.])((?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3})(?![\w.])")
+_UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+_URL_TOKEN = re.compile(r"(?i)\b(token=)[^\s&\"'<>]+")
+_HEX_TOKEN = re.compile(r"(?<![0-9a-fA-F])[0-9a-f]{48}(?![0-9a-fA-F])")
 
 
 def _user_names() -> set[str]:
@@ -71,6 +79,7 @@ class Redactor:
                            value)
         named = html.escape(NET_ID) if escape else NET_ID
         value = _NAMED.sub(lambda m: m.group(1) + named, value)
+        value = secrets_out(value, escape)
         for user in self.users:
             value = re.sub(rf"(?<![\w.-]){re.escape(user)}@", "user@", value)
         return value
@@ -93,6 +102,17 @@ class Redactor:
         """Copy a run's text file (``.csv``, ``.json``, ``.jsonl``, ``.html``) with its text redacted."""
         raw = source.read_text(errors="replace")
         target.write_text(self.text(raw, escape=source.suffix == ".html"))
+
+
+def secrets_out(value: str, escape: bool = False) -> str:
+    """``value`` without its tokens, node addresses and resource ids (``escape``: ``value`` is HTML)."""
+    def mark(text: str) -> str:
+        return html.escape(text) if escape else text
+
+    value = _URL_TOKEN.sub(lambda m: m.group(1) + mark("<token>"), value)
+    value = _HEX_TOKEN.sub(lambda _: mark("<token>"), value)
+    value = _UUID.sub(lambda _: mark("<id>"), value)
+    return _IPV4.sub(lambda m: m.group(1) if m.group(1).startswith(("127.", "0.")) else mark("<IP>"), value)
 
 
 def _joined(value: Any) -> str:

@@ -4,8 +4,9 @@ One command covers the node's whole life, in this order:
 
 1. ``preflight``: every check that creates nothing (credentials, project and site, key pair, code
    source). When it fails, nothing is created and no SSH command is sent.
-2. ``reserve`` and ``launch``: what notebooks 01 and 02 do (lease, server, floating IP, node set-up,
-   the model artefacts, the node's Jupyter server).
+2. ``reserve`` and ``launch``: what notebooks 01 and 02 do (lease, server, floating IP, node set-up),
+   but no public Jupyter server: the node's ``./lab run`` starts its own on loopback, and no token
+   reaches this machine, its log or the run's folder.
 3. ``node run``: ``./lab run --target docker`` on the node over SSH, its progress streamed here, so
    every client and utilisation sample is taken next to the servers. It is started with its deadline
    (the lease's end less the fetch margin, on the wall clock) and stops itself there on the node.
@@ -175,7 +176,8 @@ def _run_on_node(run_dir: Path, preset: str, only: Sequence[str] | None, keep_no
         checked = True  # from here on the state file records what exists because of this run
         leases: list[Any] = []
         step("reserve", lambda: _reserve(provisioning, config, chi, state, leases))
-        node = step("launch", lambda: provisioning.launch(config, chi=chi, state=state))
+        # no Jupyter server on the node's public address: the node's ./lab run starts one on loopback
+        node = step("launch", lambda: provisioning.launch(config, chi=chi, state=state, jupyter=False))
         connect = partial(shell_for or _fabric_shell, node)
         remote = RemoteRun(config.remote_dir, run_dir.name)
         command = remote_lab_command(config.remote_dir, run_dir.name, preset, only)

@@ -92,24 +92,41 @@ def jupyter_env() -> dict[str, str]:
     uid, gid = checkout_owner()
     return {"HOST_UID": str(uid), "HOST_GID": str(gid),
             "DOCKER_GID": str(os.stat(os.environ["DOCKER_SOCKET"]).st_gid),
-            "SERVELAB_CHECKOUT": str(REPO_ROOT),
-            "JUPYTER_TOKEN": (REPO_ROOT / ".jupyter-token").read_text().strip()}
+            "SERVELAB_CHECKOUT": str(REPO_ROOT)}
 
 
 @pytest.fixture(scope="module")
 def jupyter_url(engine: Engine, images: dict[str, float]) -> str:
-    """``./lab jupyter``, as a user starts it; its URL (the last line it prints)."""
+    """``./lab jupyter``, as a user starts it; its URL (the last line it prints: no token in it)."""
     text = lab("jupyter", log=ARTIFACTS / "lab-jupyter.log", timeout=900).stdout
-    urls = re.findall(r"^jupyter: (http://\S+)$", text, re.M)
+    urls = re.findall(r"^jupyter: (https://\S+)$", text, re.M)
     assert urls, text[-2000:]
+    token = (REPO_ROOT / ".jupyter-token").read_text().strip()
+    assert token and token not in text
     return urls[-1]
+
+
+def jupyter_token() -> str:
+    return (REPO_ROOT / ".jupyter-token").read_text().strip()
+
+
+def tls_client() -> httpx.Client:
+    """The Jupyter server's own certificate, made on this host, is the one trusted (not the system's)."""
+    import ssl
+
+    context = ssl.create_default_context(cafile=str(REPO_ROOT / ".jupyter-tls" / "cert.pem"))
+    context.check_hostname = False  # the certificate names no host: its fingerprint is what a student checks
+    return httpx.Client(verify=context, timeout=30)
 
 
 def test_the_jupyter_container_drives_the_engine_and_writes_as_the_owner(engine: Engine,
                                                                          jupyter_url: str) -> None:
-    token = jupyter_url.split("token=", 1)[1]
-    status = httpx.get("http://localhost:8888/api/status", params={"token": token}, timeout=30)
-    assert status.status_code == 200, status.text
+    token = jupyter_token()
+    with tls_client() as client:
+        status = client.get("https://localhost:8888/api/status", params={"token": token})
+        assert status.status_code == 200, status.text
+        assert client.get("https://localhost:8888/api/status").status_code == 403  # no token, no way in
+    assert "JUPYTER_TOKEN=" not in jupyter(engine, "env"), "the token in the kernels' environment"
     assert "servelab-jupyter" in jupyter(engine, "docker", "compose", "ls", "--all")
     assert jupyter(engine, "sh", "-c", "test -x ./lab && pwd").strip() == str(REPO_ROOT)
     probe = REPO_ROOT / "results" / ".owner-probe"
@@ -121,19 +138,29 @@ def test_the_jupyter_container_drives_the_engine_and_writes_as_the_owner(engine:
 
 
 def test_a_stack_switch_never_stops_the_kernel(engine: Engine, jupyter_url: str) -> None:
-    """FastAPI -> Triton (both on port 8000), asked from inside the Jupyter container, as notebooks do."""
-    token = jupyter_url.split("token=", 1)[1]
-    api = "http://localhost:8888/api/kernels"
-    kernel = httpx.post(api, params={"token": token}, json={"name": "servelab"}, timeout=60).json()["id"]
+    """FastAPI -> Triton (both on port 8000), asked from inside the Jupyter container, as notebooks do; in
+    between, FastAPI's Swagger page through the Jupyter server's proxy (jupyter-server-proxy)."""
+    token = jupyter_token()
+    api = "https://localhost:8888/api/kernels"
+    client = tls_client()
+    kernel = client.post(api, params={"token": token}, json={"name": "servelab"}, timeout=60).json()["id"]
     started = engine.docker("inspect", "--format", "{{.State.StartedAt}}", "servelab-jupyter").stdout
+    up = "from servelab.targets.compose import ComposeStack; s = ComposeStack(); s.up('{}', timeout=300)"
     try:
-        jupyter(engine, "python", "-c", "from servelab.targets.compose import ComposeStack; "
-                "s = ComposeStack(); s.up('fastapi', timeout=300); s.up('triton', timeout=300); s.down()")
-        assert httpx.get(f"{api}/{kernel}", params={"token": token}, timeout=30).status_code == 200
+        jupyter(engine, "python", "-c", up.format("fastapi"))
+        # the browser reaches FastAPI's Swagger page (loopback only) through this Jupyter, behind its token
+        docs = client.get("https://localhost:8888/proxy/8000/docs", params={"token": token})
+        assert docs.status_code == 200 and "/proxy/8000/openapi.json" in docs.text, docs.text[:500]
+        spec = client.get("https://localhost:8888/proxy/8000/openapi.json", params={"token": token})
+        assert spec.status_code == 200 and "/predict" in spec.json()["paths"]
+        assert client.get("https://localhost:8888/proxy/8000/docs").status_code in (302, 403)  # no token
+        jupyter(engine, "python", "-c", up.format("triton") + "; s.down()")
+        assert client.get(f"{api}/{kernel}", params={"token": token}).status_code == 200
         now = engine.docker("inspect", "--format", "{{.State.StartedAt}}", "servelab-jupyter").stdout
         assert now == started, "the Jupyter container restarted"
     finally:
-        httpx.delete(f"{api}/{kernel}", params={"token": token}, timeout=30)
+        client.delete(f"{api}/{kernel}", params={"token": token})
+        client.close()
 
 
 def not_owned(root: Path) -> list[str]:

@@ -48,8 +48,11 @@ from provisioning.chi_api import ChiApi
 FLOATING_IP = "129.114.108.7"  # the first address the stand-in allocates
 START = datetime(2026, 11, 23, 15, 0, tzinfo=timezone.utc)  # the fake clock's start: 09:00 at CHI@TACC
 BLAZAR_FORMAT = "%Y-%m-%d %H:%M"  # python-chi 1.2.10 lease.BLAZAR_TIME_FORMAT
-JUPYTER_TOKEN = "0123abcd"
-JUPYTER_OUTPUT = f"[jupyter] building the model artefacts\njupyter: http://localhost:8888/lab?token={JUPYTER_TOKEN}\n"
+JUPYTER_TLS = ":".join(["AB:CD:EF:01:23:45:67:89"] * 4)  # a certificate's SHA-256 fingerprint
+# what scripts/docker_host.sh's `./lab jupyter` prints last (its token stays in the file it names)
+JUPYTER_OUTPUT = ("[jupyter] building the model artefacts\n"
+                  "jupyter-token-file: /home/cc/serve-system-lab/.jupyter-token\n"
+                  f"jupyter-tls-sha256: {JUPYTER_TLS}\njupyter: https://localhost:8888/lab\n")
 
 
 @dataclass
@@ -320,6 +323,7 @@ class FakeServer:
         stdout = next((out for key, out in self._module.outputs.items() if key in command), "")
         code = next((code for key, code in self._module.exit_codes.items() if key in command), 0)
         result = Result(stdout=stdout, command=command, exited=code)
+        print(stdout, end="", flush=True)  # Fabric streams the command's output as it comes
         if any(key in command for key in self._module.hangs):
             from invoke.exceptions import CommandTimedOut
 

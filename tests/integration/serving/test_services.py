@@ -157,6 +157,10 @@ def test_swagger_docs_with_a_working_example(service: Service) -> None:
     schema = httpx.get(f"{service.url}/openapi.json", timeout=TIMEOUT_S).json()
     example = schema["components"]["schemas"]["PredictRequest"]["examples"][0]
     assert _predict(service, example).status_code == 200, "the example body in /docs must work as is"
+    # behind the node's Jupyter server (jupyter-server-proxy), the page asks for its schema under the prefix
+    proxied = httpx.get(f"{service.url}/docs", headers={"X-Forwarded-Prefix": "/proxy/8000"},
+                        timeout=TIMEOUT_S)
+    assert "/proxy/8000/openapi.json" in proxied.text
 
 
 def test_onnx_service_process_has_no_torch(onnx_service: Service, sample_b64: list[str]) -> None:

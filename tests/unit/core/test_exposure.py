@@ -133,3 +133,16 @@ def test_the_allowlist_is_what_the_node_opens_in_its_firewall() -> None:
     opened = re.search(r'LAB_PORTS="\$\{LAB_PORTS:-([^}]*)\}"', script)
     assert opened is not None
     assert {int(p.split("/")[0]) for p in opened.group(1).split()} == set(PUBLIC) - {22}
+
+
+def test_behind_the_jupyter_proxy_a_page_knows_its_prefix_and_the_notebook_says_where_to_open_it() -> None:
+    from servelab.core.browser import in_browser, proxied_scope
+
+    forwarded = {"type": "http", "path": "/docs", "headers": [(b"x-forwarded-prefix", b"/proxy/8000")]}
+    assert proxied_scope(forwarded)["root_path"] == "/proxy/8000"
+    for prefix in (b"/elsewhere", b"/proxy/8000/../../x", b"javascript:alert(1)"):  # only the proxy's form
+        assert "root_path" not in proxied_scope({**forwarded, "headers": [(b"x-forwarded-prefix", prefix)]})
+    on_node = {"SERVELAB_BROWSER_PROXY": "/proxy/"}
+    assert in_browser("http://localhost:8000/docs", on_node) == "/proxy/8000/docs"
+    assert in_browser("http://localhost:8002/metrics", on_node) == "/proxy/8002/metrics"
+    assert in_browser("http://localhost:8000/docs", {}) == "http://localhost:8000/docs"  # the local target

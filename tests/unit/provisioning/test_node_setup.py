@@ -463,7 +463,7 @@ def test_upload_is_tried_again_while_the_node_refuses_ssh(fake_chi: Any, student
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     fake_chi.server.upload_failures = _refused()
     node = _launch_on_ready_node(fake_chi)
-    assert node is not None and node.jupyter_url.startswith("http://")
+    assert node is not None and node.jupyter_url.startswith("https://")
     assert fake_chi.rec.calls.count(UPLOAD) == 3  # two refused, the third went through
     assert fake_chi.clock.slept == [15.0, 15.0]  # the fake clock: no real waiting
     out = capsys.readouterr().out

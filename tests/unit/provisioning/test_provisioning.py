@@ -28,8 +28,8 @@ LEASE = "serve_system_alice"
 SERVER = "node-serve-system-alice"
 REPO = "https://git.example.org/serve-lab.git"
 FLOATING_IP = "129.114.108.7"  # what the stand-in's associate_floating_ip attaches
-JUPYTER_TOKEN = "0123abcd"  # in the stand-in's `./lab jupyter` output
-JUPYTER_URL = f"http://{FLOATING_IP}:8888/lab?token={JUPYTER_TOKEN}"
+JUPYTER_URL = f"https://{FLOATING_IP}:8888/lab"  # no token in it: that stays in a file on the node
+JUPYTER_TLS = ":".join(["AB:CD:EF:01:23:45:67:89"] * 4)  # a certificate's SHA-256 fingerprint
 
 
 def config(**changes: object) -> provisioning.ChameleonConfig:
@@ -87,6 +87,8 @@ def test_fresh_create_makes_exactly_these_calls(fake_chi, student) -> None:
     ]
     assert node is not None and node.address == FLOATING_IP
     assert node.jupyter_url == JUPYTER_URL  # ./lab jupyter's last line, localhost → the floating IP
+    assert node.jupyter is not None and node.jupyter.tls_sha256 == JUPYTER_TLS
+    assert node.jupyter.token_file == "serve-system-lab/.jupyter-token"
 
 
 def test_the_nvtop_hint_says_where_its_ssh_works(fake_chi, student, capsys) -> None:
@@ -102,6 +104,10 @@ def test_the_nvtop_hint_says_where_its_ssh_works(fake_chi, student, capsys) -> N
            "Terminal: the server got the hub's key pair; from another machine add -i with the private key " \
            "of the key pair you gave as key_name)" in out
     assert JUPYTER_URL in out
+    # how to trust the certificate and where the token is, which is never printed
+    assert f"SHA-256 fingerprint (the browser's certificate viewer) is\n  {JUPYTER_TLS}\n" in out
+    assert f"ssh cc@{FLOATING_IP} cat serve-system-lab/.jupyter-token\n" in out
+    assert "token=" not in out
 
 
 def test_parameters_reach_the_calls(fake_chi, student) -> None:
@@ -449,10 +455,13 @@ def test_a_failing_node_command_stops_launch_in_one_line(fake_chi, student) -> N
 
 
 def test_jupyter_url_comes_from_the_last_line() -> None:
-    out = "building\njupyter: http://localhost:8888/lab?token=old\nmore\njupyter: http://localhost:8888/lab?token=t\n"
-    assert jupyter_url(out, "10.0.0.5") == "http://10.0.0.5:8888/lab?token=t"
-    assert jupyter_url("jupyter: http://node.example:9999/lab?token=t", "10.0.0.5") == \
-        "http://node.example:9999/lab?token=t"  # a real host name is kept
+    out = "building\njupyter: https://localhost:8888/lab\nmore\njupyter: https://localhost:8889/lab\n"
+    assert jupyter_url(out, "10.0.0.5") == "https://10.0.0.5:8889/lab"
+    assert jupyter_url("jupyter: https://node.example:9999/lab", "10.0.0.5") == \
+        "https://node.example:9999/lab"  # a real host name is kept
+    # a node set up by an older lab printed its token in the URL: never passed on
+    assert jupyter_url("jupyter: http://localhost:8888/lab?token=t0ken", "10.0.0.5") == \
+        "http://10.0.0.5:8888/lab"
     with pytest.raises(ProvisioningError, match="'jupyter: <url>' line"):
         jupyter_url("docker: permission denied\n", "10.0.0.5")
 

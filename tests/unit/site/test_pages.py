@@ -258,6 +258,41 @@ def test_outputs_never_show_the_machines_paths_or_user_name(source: Path, tmp_pa
             "<b>serve_system_&lt;netID&gt;</b> results/20261126-quick/x.csv")
 
 
+def test_outputs_never_show_a_token_a_nodes_address_or_a_resource_id(source: Path, tmp_path: Path) -> None:
+    """What would let a reader reach a node or a project: replaced, in the page and in the download;
+    loopback, 0.0.0.0, versions and commit digests stay."""
+    token = "57820bee0226cc9c4723b49213c88de60e308cd0fbd1a2a5"
+    text = (f"jupyter: http://129.114.108.7:8888/lab?token={token}\n"
+            "server 3f1c2b6e-9d4a-4c1e-8b7a-2e5d6f7a8b9c "
+            f"at 10.52.0.12\n{token}\nlistening on 127.0.0.1:8000 and 0.0.0.0:80; vllm 0.10.1.1, commit "
+            "0f654ecb4e5f6a7b8c9d0e1f2a3b4c5d6e7f8a9b\n")
+    nb = _executed(["target = None", 'print("hello")'], [[], [{**STREAM, "text": text}]])
+    run = _run(tmp_path / "20261126-quick", notebooks={"03_demo": nb})
+    for shown in pages.page(source, run, None, tmp_path / "figures"):
+        hello = next(c for c in _code(shown) if c.source == 'print("hello")')
+        assert hello.outputs[0]["text"] == (
+            "jupyter: http://<IP>:8888/lab?token=<token>\nserver <id> at <IP>\n<token>\nlistening on "
+            "127.0.0.1:8000 and 0.0.0.0:80; vllm 0.10.1.1, commit 0f654ecb4e5f6a7b8c9d0e1f2a3b4c5d6e7f8a9b\n")
+
+
+def test_a_runs_data_is_its_measurements_and_summaries_never_its_state_file(tmp_path: Path) -> None:
+    import json
+
+    from servelab.site.build import _copy_run_files
+
+    run = tmp_path / "20261126-chameleon"
+    run.mkdir()
+    (run / "fastapi.jsonl").write_text('{"p50_ms": 12.5}\n')
+    (run / "run.json").write_text(json.dumps({"chameleon": {"resources": [
+        {"kind": "server", "id": "3f1c2b6e-9d4a-4c1e-8b7a-2e5d6f7a8b9c", "detail": "129.114.108.7"}]}}))
+    (run / "chameleon-state.json").write_text('{"project": "CHI-231095"}')
+    (run / "settings-of-mine.json").write_text("{}")
+    _, data = _copy_run_files(run, tmp_path / "extra", "", "index.html")
+    assert data == ["fastapi.jsonl", "run.json"]
+    published = (tmp_path / "extra" / "data" / "run.json").read_text()
+    assert "<id>" in published and "<IP>" in published and "129.114" not in published
+
+
 def test_a_printed_project_file_is_highlighted_code(tmp_path: Path) -> None:
     listing = ("# servelab/serving/http.py, lines 1-2: PredictRequest\nclass PredictRequest:\n    pass\n\n"
                "# docker/Dockerfile (lines 1-1 of 9)\nFROM python:3.11\n")

@@ -25,7 +25,9 @@ from servelab.core.paths import REPO_ROOT
 SDK = "nvcr.io/nvidia/tritonserver:24.10-py3-sdk"  # servelab.triton.model_analyzer_docker.SDK_IMAGE
 DOCKER_STUB = """#!/usr/bin/env bash
 bg="${SERVELAB_BACKGROUND_BUILD:+[bg] }"  # the background builder's calls
-printf '%s\\n' "$bg${FASTAPI_APP:+FASTAPI_APP=$FASTAPI_APP }$*" >>"$DOCKER_LOG"
+ip="${JUPYTER_IP:+JUPYTER_IP=$JUPYTER_IP }"  # where the Jupyter server is asked to listen
+printf '%s\\n' "$bg${FASTAPI_APP:+FASTAPI_APP=$FASTAPI_APP }$ip$*" >>"$DOCKER_LOG"
+env >>"$DOCKER_LOG.env"
 case "$*" in
   "info --format {{.ServerVersion}}") [ -n "${DOCKER_DENIED:-}" ] && {
       echo "permission denied while trying to connect to the Docker daemon socket" >&2; exit 1; }
@@ -115,7 +117,16 @@ def test_lab_jupyter_prepares_the_checkout_builds_the_model_and_prints_the_url(h
     assert done.returncode == 0, done.stderr
     token = (checkout / ".jupyter-token").read_text()
     assert len(token) == 48 and stat.S_IMODE((checkout / ".jupyter-token").stat().st_mode) == 0o600
-    assert done.stdout.splitlines()[-1] == f"jupyter: http://localhost:8888/lab?token={token}"
+    # the URL without the token, the certificate's fingerprint, where the token is: never the token itself,
+    # in its output or in the environment of any docker command (the Jupyter server reads the file)
+    cert = checkout / ".jupyter-tls" / "cert.pem"
+    sha = subprocess.run(["openssl", "x509", "-noout", "-fingerprint", "-sha256", "-in", str(cert)],
+                         capture_output=True, text=True, check=True).stdout.strip().split("=", 1)[1]
+    assert done.stdout.splitlines()[-3:] == [f"jupyter-token-file: {checkout}/.jupyter-token",
+                                            f"jupyter-tls-sha256: {sha}", "jupyter: https://localhost:8888/lab"]
+    assert token not in done.stdout + done.stderr
+    assert token not in (host["log"].read_text() + Path(f"{host['log']}.env").read_text())
+    assert stat.S_IMODE((checkout / ".jupyter-tls" / "key.pem").stat().st_mode) == 0o600
     ids = f"{checkout.stat().st_uid}:{checkout.stat().st_gid}"
     for folder in ("models", "results"):  # made by the checkout's owner before any container runs
         assert (checkout / folder).is_dir()
@@ -136,8 +147,8 @@ def test_lab_jupyter_prepares_the_checkout_builds_the_model_and_prints_the_url(h
         "FASTAPI_APP=fastapi_pt compose -p servelab-fastapi -f docker/docker-compose-fastapi.yaml build",
         "FASTAPI_APP=fastapi_onnx compose -p servelab-fastapi -f docker/docker-compose-fastapi.yaml build "
         "fastapi_server",
-        "compose -p servelab-jupyter -f docker/docker-compose-jupyter.yaml up -d --no-build --pull never "
-        "--wait --wait-timeout 900",
+        "JUPYTER_IP=0.0.0.0 compose -p servelab-jupyter -f docker/docker-compose-jupyter.yaml up -d "
+        "--no-build --pull never --wait --wait-timeout 900",  # over TLS, the allowlist's port 8888
     ]
     # Triton's and the LLM engine's in the background, after the Triton base was looked for
     assert in_background(calls(host)) == [
@@ -155,9 +166,10 @@ def test_lab_jupyter_prepares_the_checkout_builds_the_model_and_prints_the_url(h
             f"{checkout}/.servelab-build/fastapi_onnx.log)") in done.stderr
     assert f"images: building Triton (servelab/triton:24.10; log: {checkout}/.servelab-build/triton.log)" \
         in background
-    # a second start keeps the token (a student's open browser tab keeps working)
+    # a second start keeps the token and the certificate (a student's open browser tab keeps working)
     again = run_lab(host, "jupyter")
-    assert again.stdout.splitlines()[-1].endswith(token)
+    assert (checkout / ".jupyter-token").read_text() == token and again.stdout.splitlines()[-2:] == \
+        done.stdout.splitlines()[-2:]
     background_done(host)
 
 
@@ -181,8 +193,8 @@ def test_an_engine_with_the_nvidia_runtime_gets_the_gpu_overrides_and_vllm(host)
     background_done(host)
     assert not any(SDK in c for c in calls(host)), "a CPU host: 11 uses the Jupyter image"
     assert foreground(calls(host))[-1] == (
-        "compose -p servelab-jupyter -f docker/docker-compose-jupyter.yaml up -d --no-build --pull never "
-        "--wait --wait-timeout 900")
+        "JUPYTER_IP=0.0.0.0 compose -p servelab-jupyter -f docker/docker-compose-jupyter.yaml up -d "
+        "--no-build --pull never --wait --wait-timeout 900")
 
 
 def test_the_model_analyzer_image_is_pulled_from_ngc_and_its_failure_stops_nothing_else(host) -> None:
@@ -279,6 +291,12 @@ def test_lab_run_target_docker_runs_the_lab_inside_the_jupyter_container(host) -
     assert "ran the lab" in done.stdout
     assert calls(host)[-1] == ("compose -p servelab-jupyter -f docker/docker-compose-jupyter.yaml exec -T "
                                "jupyter python -m servelab.lab run --target docker --preset quick --only 04")
+    # the headless run's Jupyter server listens on loopback only: no public one, and no token printed
+    assert calls(host)[-2] == ("JUPYTER_IP=127.0.0.1 compose -p servelab-jupyter -f "
+                               "docker/docker-compose-jupyter.yaml up -d --no-build --pull never --wait "
+                               "--wait-timeout 900")
+    token = (host["checkout"] / ".jupyter-token").read_text()  # type: ignore[operator]
+    assert token and token not in done.stdout + done.stderr
     failed = run_lab(host, "run", "--target=docker", LAB_EXIT="1")
     assert failed.returncode == 1  # the lab's exit code comes back
     checkout: Path = host["checkout"]  # type: ignore[assignment]

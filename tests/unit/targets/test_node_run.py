@@ -133,7 +133,7 @@ def test_the_whole_node_lifecycle_in_order(tmp_path: Path, fake_chi, student) ->
         assert needed in calls, needed
     assert calls.index("Server.execute") < calls.index("Server.delete") < calls.index("Lease.delete")
     executed = [args[0] for n, args, _ in fake_chi.rec.calls if n == "Server.execute"]
-    assert executed[-1] == "cd serve-system-lab && sg docker -c './lab jupyter'"
+    assert len(executed) == 1 and "bash node_setup.sh" in executed[0]  # no public Jupyter server started
     # SSH: the lab on the node as the docker target, then the results fetched
     # started with its own deadline: the lease's end (wall clock) less the fetch margin
     deadline = to_utc(fake_chi.lease.leases[0].end_date).timestamp() - FETCH_MARGIN_S
@@ -143,7 +143,7 @@ def test_the_whole_node_lifecycle_in_order(tmp_path: Path, fake_chi, student) ->
                            ("poll", "1"),
                            ("run", PACK.format(name=name)),
                            ("get", f"serve-system-lab/results/{name}.tar.gz")]
-    assert shells[0].jupyter_url.startswith("http://129.114.108.7:8888/lab?token=")
+    assert shells[0].jupyter is None and shells[0].jupyter_url == ""
     # the node's results are this run's: notebooks, data, its run.json kept beside ours
     assert (run_dir / "03_fastapi.ipynb").is_file() and (run_dir / "node-run.json").is_file()
     summary = json.loads((run_dir / "run.json").read_text())
@@ -169,12 +169,12 @@ def test_a_failing_node_run_is_fetched_reported_and_torn_down(tmp_path: Path, fa
 
 
 def test_a_failing_launch_still_tears_down_and_sends_no_ssh(tmp_path: Path, fake_chi, student) -> None:
-    fake_chi.server.exit_codes["./lab jupyter"] = 1
+    fake_chi.server.exit_codes["node_setup.sh"] = 1
     shell = RecordingShell()
     _, outcome, _, shells = chameleon(tmp_path, fake_chi, shell)
     assert [(s.step, s.ok) for s in outcome.steps] == [
         ("preflight", True), ("reserve", True), ("launch", False), ("teardown", True)]
-    assert "./lab jupyter" in outcome.error
+    assert "node_setup.sh" in outcome.error
     assert shells == [] and shell.calls == []
     assert "Server.delete" in names(fake_chi) and names(fake_chi)[-1] == "Lease.delete"
 
