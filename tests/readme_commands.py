@@ -47,7 +47,8 @@ def gourmetgram_command(readme: Path | None = None) -> tuple[dict[str, str], lis
     """GourmetGram's command as ``readme`` (default: the README and the guides) gives it (its first gunicorn
     line): the variables set before it, and its argv."""
     lines = [line for line in bash_lines(readme) if re.search(r"(^|\s)\.venv/bin/gunicorn ", line)]
-    assert lines, f"{readme.name if readme else 'the guides'} give no `.venv/bin/gunicorn` command in a ```bash block"
+    where = readme.name if readme else "the guides"
+    assert lines, f"{where} give no `.venv/bin/gunicorn` command in a ```bash block"
     words = shlex.split(lines[0].split(" # ")[0])
     env = {}
     while "=" in words[0] and not words[0].startswith("."):

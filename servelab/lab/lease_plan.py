@@ -82,8 +82,9 @@ def source_counts(path: Path) -> tuple[int, int, str]:
     cells = jupytext.read(path).cells
     words = sum(len(WORD.findall(str(cell.source))) for cell in cells)
     prompts = sum(str(cell.source).count("**Predict") for cell in cells if cell.cell_type == "markdown")
-    heading = next((m.group(1) for cell in cells if cell.cell_type == "markdown"
-                    for m in [re.search(r"^#\s+(?:\d+\.\s*)?(.+?)\s*$", str(cell.source), re.M)] if m), path.stem)
+    headings = (re.search(r"^#\s+(?:\d+\.\s*)?(.+?)\s*$", str(cell.source), re.M)
+                for cell in cells if cell.cell_type == "markdown")
+    heading = next((m.group(1) for m in headings if m), path.stem)
     return words, prompts, heading
 
 
@@ -178,7 +179,8 @@ def plan_markdown(runs: Sequence[Path], sources: Sequence[Path] | None = None) -
              f"a minute, {PROMPT_MINUTES:.0f} minute per prediction. The node's preset is **{NODE_PRESET}**: "
              f"set `preset = \"{NODE_PRESET}\"` in the parameters cell of each notebook you run on the node.",
              "",
-             "| notebook | where | run (min) | measured in | reading (min) | predictions | in the lease (min) |",
+             "| notebook | where | run (min) | measured in | reading (min) | predictions "
+             "| in the lease (min) |",
              "|---|---|---|---|---|---|---|"]
     for n in found:
         on_node = n.where.startswith("node")
@@ -265,11 +267,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m servelab.lab.lease_plan",
                                      description="the lease plan, computed from run folders")
     parser.add_argument("runs", nargs="+", type=Path,
-                        help="run folders (results/<run>): each notebook's seconds come from the first that ran "
-                             f"it; give a {NODE_PRESET} run of the node's notebooks first")
+                        help="run folders (results/<run>): each notebook's seconds come from the first that "
+                             f"ran it; give a {NODE_PRESET} run of the node's notebooks first")
     parser.add_argument("--write", type=Path, nargs="+",
-                        help="fill these files' generated blocks instead (lease-plan: the plan; notebooks: the "
-                             "README's table)")
+                        help="fill these files' generated blocks instead (lease-plan: the plan; notebooks: "
+                             "the README's table)")
     parser.add_argument("--check", action="store_true", help="exit 1 when the core does not fit one lease")
     args = parser.parse_args(argv)
     try:

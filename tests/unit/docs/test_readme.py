@@ -45,7 +45,8 @@ def test_the_readme_is_short_and_its_paragraphs_too() -> None:
 def test_the_paragraph_rule_counts_what_it_should() -> None:
     prose = "\n".join(["word"] * 9)
     assert [len(p) for p in paragraphs(prose)] == [9]
-    assert [len(p) for p in paragraphs("- a\n  b\n- c\n\n| x |\n| y |\n\n```bash\n" + prose + "\n```\n")] == [2, 1]
+    mixed = "- a\n  b\n- c\n\n| x |\n| y |\n\n```bash\n" + prose + "\n```\n"
+    assert [len(p) for p in paragraphs(mixed)] == [2, 1]
 
 
 def test_the_first_screen_says_what_where_and_how_in() -> None:
