@@ -23,6 +23,7 @@ from servelab.report.readings import read_breakdown
 from servelab.results.schema import TRITON_COLUMNS, normalise_triton
 from servelab.results.store import results_dir
 from servelab.targets.base import MODEL_REPOSITORY, Stack
+from servelab.triton.access import curl_header
 from servelab.triton.defaults import MAX_QUEUE_DELAY_US, PREFERRED_BATCH_SIZES
 
 
@@ -34,9 +35,10 @@ class Triton:
     url: str  # host:port, as tritonclient and perf_analyzer take it
 
     def client(self) -> Any:
-        import tritonclient.http as httpclient
+        """A tritonclient HTTP client that sends the lab's key (model control: ``servelab.triton.access``)."""
+        from servelab.triton.access import control_client
 
-        return httpclient.InferenceServerClient(self.url, network_timeout=120.0, connection_timeout=30.0)
+        return control_client(self.url, network_timeout=120.0, connection_timeout=30.0)
 
     @property
     def pid(self) -> int | None:
@@ -68,7 +70,8 @@ def triton_up(stack: Stack, models: Sequence[str]) -> Triton:
         deploy(triton, name)
     for other in [m["name"] for m in triton.client().get_model_repository_index()
                   if m.get("state") == "READY" and m["name"] not in models]:
-        print(f"$ curl -s -X POST http://{triton.url}/v2/repository/models/{other}/unload  # not used here")
+        print(f"$ curl -s -X POST {curl_header()} http://{triton.url}/v2/repository/models/{other}/unload  "
+              "# not used here")
         triton.client().unload_model(other)
     for name in models:
         print(f"{name} computes on the {where_it_computes(triton, name)[1]}")
@@ -165,7 +168,7 @@ def show_model_code(name: str) -> None:
 
 def model_table(triton: Triton) -> pd.DataFrame:
     """The server's model table (what its log prints as READY): ``POST /v2/repository/index``."""
-    print(f"$ curl -s -X POST http://{triton.url}/v2/repository/index")
+    print(f"$ curl -s -X POST {curl_header()} http://{triton.url}/v2/repository/index")
     index = triton.client().get_model_repository_index()
     return pd.DataFrame([{"model": m.get("name"), "version": m.get("version", ""),
                           "status": m.get("state", ""), "reason": m.get("reason", "")} for m in index])

@@ -134,7 +134,12 @@ class ComposeStack(Stack):
 
     # -- the commands
     def compose(self, stack: str, *args: str) -> list[str]:
-        """The ``docker compose`` argv for ``stack`` (variables as an ``env`` prefix, as a shell shows it)."""
+        """The ``docker compose`` argv for ``stack`` (variables as an ``env`` prefix, as a shell shows it);
+        the Triton stack's key file is made first when missing (compose hands it to Triton as a secret)."""
+        if stack == "triton":
+            from servelab.triton.access import admin_key
+
+            admin_key()
         variables = {"FASTAPI_APP": self.fastapi_app,
                      **({"WORKERS": str(self.fastapi_workers)} if self.fastapi_workers else {}),
                      "FLASK_BACKEND": check_flask_backend(self.flask_backend),
@@ -274,12 +279,13 @@ class ComposeStack(Stack):
         return backend in self._backends
 
     def reload_model(self, name: str, config_json: str | None = None) -> None:
-        """Load ``name`` again through Triton's model-control API (HTTP, from this kernel)."""
-        import tritonclient.http as httpclient
+        """Load ``name`` again through Triton's model-control API (HTTP, from this kernel, with the lab's
+        key: ``servelab.triton.access``)."""
+        from servelab.triton.access import control_client
 
         self.current = self.current or "triton"
         address = self.url("triton_server").split("://", 1)[-1]
-        client = httpclient.InferenceServerClient(address, network_timeout=300.0, connection_timeout=30.0)
+        client = control_client(address, network_timeout=300.0, connection_timeout=30.0)
         client.load_model(name, config=config_json or None)
 
     def fetch(self, remote_relpath: str, local_path: Path) -> Path:

@@ -111,7 +111,7 @@ class LocalStack(Stack):
         log = Path(self.log_dir) / "tritonserver.log" if self.log_dir else None
         server = TritonServer(self.repository, log_path=log, server_flags=self.triton_flags)
         server.start(timeout=min(timeout, self.ready_timeout))
-        _said_started(server.argv(), server.url)
+        _said_started(server.shown_argv(), server.url)  # the key named by its file, never shown
         try:
             for name in self.models:
                 server.client().load_model(name)

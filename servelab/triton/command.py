@@ -23,6 +23,12 @@ field (``{item}``). A flag with a key from the environment::
 On ``docker`` that variable must reach the container: name it under ``triton_server``'s ``environment``
 in the compose file (``test_every_key_the_flags_read_reaches_the_container`` holds it). This module
 imports the standard library only: it runs in the Triton image's own Python (3.10).
+
+Model control and the other APIs that change the server (``RESTRICTED_APIS``: loading a model runs its
+code) answer only a request carrying ``KEY_HEADER`` with the lab's key (``admin_key``; its file:
+``servelab.triton.access``, in the container ``KEY_FILE_VARIABLE``'s). Model Analyzer's Tritons, which its
+own client loads, take none. A shown line (:func:`shown_argv`) names the key's file, never the key.
+Why: docs/decisions/2026-12-01-exposure.md
 """
 
 from __future__ import annotations
@@ -35,6 +41,12 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 FLAGS_VARIABLE = "TRITON_SERVER_FLAGS"  # a notebook's own server flags, as a compose stack passes them
+KEY_FILE_VARIABLE = "TRITON_ADMIN_KEY_FILE"  # in the Triton container: the file holding the lab's key
+KEY_HEADER = "admin-key"  # the header (HTTP) or metadata key (gRPC) the restricted APIs ask for
+# what only the key opens: model control (a Python model is code), shared memory, tracing and logging
+# settings (they name files the server writes); inference, health, metadata and statistics stay open
+RESTRICTED_APIS = "model-repository,shared-memory,trace,logging"
+SHOWN_KEY = "$(cat .triton-admin-key)"  # the key as a shown command line names it
 
 
 @dataclass(frozen=True)
@@ -62,6 +74,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--exit-timeout-secs", "{exit_timeout_s}"),  # a crashed model would hold the stop 30 s
     Flag("--disable-auto-complete-config"),  # the configs are complete; saves a stub start per load
     Flag("--log-verbose", "{verbose:d}"),
+    Flag("--http-restricted-api", RESTRICTED_APIS + ":" + KEY_HEADER + "={admin_key}", when="admin_key"),
+    Flag("--grpc-restricted-protocol", RESTRICTED_APIS + ":" + KEY_HEADER + "={admin_key}", when="admin_key"),
 )
 # Model Analyzer sets these itself (it loads the models it profiles), and passes a bare switch as "… True",
 # which tritonserver refuses: docs/decisions/2026-11-28-model-analyzer.md
@@ -85,6 +99,7 @@ class Launch:
     verbose: bool = False
     server_flags: tuple[str, ...] = ()  # the notebook's own, after the lab's
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    admin_key: str | None = field(default=None, repr=False)  # opens RESTRICTED_APIS; None: all open
 
     @classmethod
     def in_container(cls, models: Sequence[str] = (), env: Mapping[str, str] | None = None) -> Launch:
@@ -92,7 +107,24 @@ class Launch:
         ``models`` loaded at start, the flags ``TRITON_SERVER_FLAGS`` holds."""
         env = dict(os.environ if env is None else env)
         return cls(load_models=tuple(models), server_flags=tuple(shlex.split(env.get(FLAGS_VARIABLE, ""))),
-                   env=env)
+                   env=env, admin_key=read_key(env.get(KEY_FILE_VARIABLE, "")))
+
+
+def read_key(path: str) -> str | None:
+    """The key in the file ``path`` (None: no path); a named file that is missing or empty is an error:
+    the restricted APIs would be open."""
+    if not path:
+        return None
+    try:
+        with open(path) as handle:
+            key = handle.read().strip()
+    except OSError as exc:
+        raise SystemExit(f"servelab.triton.command: cannot read the key file {path} ({exc.strerror}): "
+                         "the model-control APIs would be open to anyone; run ./lab images or the notebook's "
+                         "stack again, which make it") from None
+    if not key:
+        raise SystemExit(f"servelab.triton.command: the key file {path} is empty")
+    return key
 
 
 def _is_set(launch: Launch, when: str) -> bool:
@@ -121,6 +153,13 @@ def argv(launch: Launch) -> list[str]:
     return [launch.binary, *flags, *launch.server_flags]
 
 
+def shown_argv(launch: Launch) -> list[str]:
+    """:func:`argv` as a notebook shows it: the key named by its file (``SHOWN_KEY``), never its value."""
+    from dataclasses import replace
+
+    return argv(replace(launch, admin_key=SHOWN_KEY) if launch.admin_key else launch)
+
+
 def model_analyzer_flags(launch: Launch) -> dict[str, str]:
     """Model Analyzer's ``triton_server_flags``: the lab's flags as its YAML names them (``http_port``),
     without those it sets itself and without bare switches."""
@@ -142,9 +181,10 @@ def main(args: Sequence[str]) -> int:
         print(f"servelab.triton.command takes model names to load at start, not flags ({models}): pass "
               f"server flags in ${FLAGS_VARIABLE}", file=sys.stderr)
         return 2
-    line = argv(Launch.in_container(models))
+    launch = Launch.in_container(models)
+    line = argv(launch)
     if dry:
-        print(shlex.join(line))
+        print(shlex.join(shown_argv(launch)))
         return 0
     sys.stdout.flush()
     os.execvp(line[0], line)

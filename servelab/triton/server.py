@@ -139,13 +139,15 @@ class TritonServer:
 
     Ports default to free ones, so several servers (tests, notebooks) can run
     side by side; ``stop`` (also at exit and on Ctrl-C, via ManagedProcess)
-    leaves no process and no shared-memory region behind.
+    leaves no process and no shared-memory region behind. Its model control answers only the lab's
+    key (``servelab.triton.access``; ``restricted=False``: open, as Model Analyzer's own), which
+    ``client`` and ``new_client`` send.
     """
 
     def __init__(self, repository: Path, http_port: int | None = None, grpc_port: int | None = None,
                  metrics_port: int | None = None, log_path: Path | None = None,
                  server_flags: Sequence[str] = (), exit_timeout_s: int = DEFAULT_EXIT_TIMEOUT_S,
-                 verbose: bool = False) -> None:
+                 verbose: bool = False, restricted: bool = True) -> None:
         self.repository = Path(repository).resolve()
         self.http_port = http_port or free_port()
         self.grpc_port = grpc_port or free_port()
@@ -155,6 +157,7 @@ class TritonServer:
         self.exit_timeout_s = exit_timeout_s
         self.verbose = verbose
         self.shm_prefix = f"{SHM_GLOB_PREFIX}_servelab_{uuid.uuid4().hex[:8]}"
+        self.restricted = restricted
         self.process: ManagedProcess | None = None
         self._client: Any = None
 
@@ -173,16 +176,30 @@ class TritonServer:
         return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     # -- lifecycle ---------------------------------------------------------
-    def argv(self) -> list[str]:
-        """The full command line (shown by notebooks, so students see what runs): the lab's flags
-        (``servelab.triton.command``) for this process, then ``server_flags``."""
-        from servelab.triton.command import Launch, argv
+    def launch(self) -> Any:
+        """This process's ``servelab.triton.command.Launch``."""
+        from servelab.triton.access import admin_key
+        from servelab.triton.command import Launch
 
-        return argv(Launch(str(self.repository), str(pytriton_dist() / "bin" / "tritonserver"),
-                           http_port=self.http_port, grpc_port=self.grpc_port, metrics_port=self.metrics_port,
-                           address="127.0.0.1", backend_directory=str(prepare_backends()),
-                           shm_prefix=self.shm_prefix, exit_timeout_s=self.exit_timeout_s,
-                           verbose=self.verbose, server_flags=tuple(self.server_flags), env=os.environ))
+        return Launch(str(self.repository), str(pytriton_dist() / "bin" / "tritonserver"),
+                      http_port=self.http_port, grpc_port=self.grpc_port, metrics_port=self.metrics_port,
+                      address="127.0.0.1", backend_directory=str(prepare_backends()),
+                      shm_prefix=self.shm_prefix, exit_timeout_s=self.exit_timeout_s,
+                      verbose=self.verbose, server_flags=tuple(self.server_flags), env=os.environ,
+                      admin_key=admin_key() if self.restricted else None)
+
+    def argv(self) -> list[str]:
+        """The full command line: the lab's flags (``servelab.triton.command``) for this process, then
+        ``server_flags``. It holds the key: show ``shown_argv``."""
+        from servelab.triton.command import argv
+
+        return argv(self.launch())
+
+    def shown_argv(self) -> list[str]:
+        """The command line as notebooks show it (so students see what runs): the key named by its file."""
+        from servelab.triton.command import shown_argv
+
+        return shown_argv(self.launch())
 
     def start(self, timeout: float = 120.0) -> TritonServer:
         """Start the server and wait until ``/v2/health/ready`` answers."""
@@ -232,20 +249,17 @@ class TritonServer:
 
     # -- models ------------------------------------------------------------
     def client(self) -> Any:
-        """A tritonclient HTTP client for this server (one per handle, reused)."""
-        import tritonclient.http as httpclient
-
+        """A tritonclient HTTP client for this server (one per handle, reused), sending the lab's key."""
         if self._client is None:
-            self._client = httpclient.InferenceServerClient(self.url, network_timeout=120.0,
-                                                            connection_timeout=30.0)
+            self._client = self.new_client()
         return self._client
 
     def new_client(self, concurrency: int = 1) -> Any:
         """A separate HTTP client (e.g. for a thread that sends while the main one reloads)."""
-        import tritonclient.http as httpclient
+        from servelab.triton.access import control_client
 
-        return httpclient.InferenceServerClient(self.url, concurrency=concurrency,
-                                                network_timeout=120.0, connection_timeout=30.0)
+        return control_client(self.url, concurrency=concurrency, network_timeout=120.0,
+                              connection_timeout=30.0)
 
     def _check_alive(self) -> None:
         if self.process is None:

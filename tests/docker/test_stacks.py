@@ -60,6 +60,12 @@ def test_triton_serves_both_models_and_gourmetgram_calls_each(stack: ComposeStac
     config = json.loads(httpx.get(f"{stack.url('triton_server')}/v2/models/food_classifier/config",
                                   timeout=30).text)
     assert {group["kind"] for group in config["instance_group"]} == {"KIND_CPU"}, config["instance_group"]
+    # model control answers only the lab's key: a load without it is refused, the lab's own reload works
+    triton = stack.url("triton_server")
+    refused = httpx.post(f"{triton}/v2/repository/models/food_classifier/load", timeout=30)
+    assert refused.status_code == 403 and "admin-key" in refused.text, refused.text
+    stack.reload_model("food_classifier")
+    assert httpx.get(f"{triton}/v2/models/food_classifier/ready", timeout=30).status_code == 200
     for backend in ("triton", "triton_onnx"):
         stack.up("triton", ["flask"], flask_backend=backend, timeout=300)
         assert upload_to_gourmetgram(stack) in CLASSES

@@ -133,10 +133,13 @@ def test_the_gpu_job_runs_on_the_documented_label() -> None:
 
 
 def test_the_chameleon_job_gives_the_credentials_the_lab_reads() -> None:
-    """The job's environment, its secrets filled in, passes the lab's own credential check."""
+    """The run step's environment (the job's and its own), its secrets filled in, passes the lab's own
+    credential check."""
     workflow = yaml.safe_load((REPO_ROOT / ".github" / "workflows" / "lab-chameleon.yml").read_text())
     [job] = workflow["jobs"].values()
-    env = {name: "x" if "${{" in str(value) else str(value) for name, value in job["env"].items()}
+    [run] = [s for s in job["steps"] if s.get("run") == "./lab run --target chameleon"]
+    env = {name: "x" if "${{" in str(value) else str(value)
+           for name, value in {**job["env"], **run["env"]}.items()}
     assert check_credentials(env) == "v3applicationcredential"
     assert env["CHI_PROJECT"] and env["CHI_SITE"] and env["CHI_KEY_NAME"]
     readme = documentation()
@@ -288,3 +291,71 @@ def test_the_readme_has_the_first_time_checklist() -> None:
 def test_the_workflows_run_the_lab(path: Path) -> None:
     commands = github_commands(path.read_text()) if path in WORKFLOWS else gitlab_commands(path.read_text())
     assert any(c.startswith("./lab run") for c in commands), commands
+
+
+CREDENTIAL = ("OS_APPLICATION_CREDENTIAL_ID", "OS_APPLICATION_CREDENTIAL_SECRET")
+# the commands that talk to Chameleon: only their steps may hold the credential
+CALLS_CHAMELEON = ("./lab run --target chameleon", "-m provisioning teardown")
+PINNED = re.compile(r"^[\w.-]+/[\w.-]+(/[\w./-]+)?@[0-9a-f]{40}$")
+
+
+def credential_steps(workflow: dict) -> tuple[list[str], list[str]]:
+    """(where the credential is given outside a step: workflow or job env, or a step of another kind;
+    the steps that get it), named."""
+    wrong, given = [], []
+    if any(f"secrets.{name}" in str(workflow.get("env", {})) for name in CREDENTIAL):
+        wrong.append("the workflow's env")
+    for job_name, job in workflow.get("jobs", {}).items():
+        if any(f"secrets.{name}" in str(job.get("env", {})) for name in CREDENTIAL):
+            wrong.append(f"job {job_name}'s env")
+        for step in job.get("steps", []):
+            holds = any(f"secrets.{name}" in str(step.get("env", {})) + str(step.get("with", {}))
+                        for name in CREDENTIAL)
+            name = step.get("name") or step.get("uses") or step.get("run", "")
+            if holds and ("uses" in step or not any(c in step.get("run", "") for c in CALLS_CHAMELEON)):
+                wrong.append(f"step {name!r}")
+            elif holds:
+                given.append(name)
+    return wrong, given
+
+
+def test_the_chameleon_credential_reaches_only_the_steps_that_call_chameleon() -> None:
+    """Not the job's env (every action and install of the job would read it): the run and the leftover
+    teardown alone, each in its own env; no action gets it. The job runs in the protected Environment
+    (reviewers, main only: docs/guides/security.md) and on the default branch only."""
+    workflow = _workflow("lab-chameleon.yml")
+    wrong, given = credential_steps(workflow)
+    assert wrong == [] and len(given) == 4, (wrong, given)
+    [job] = workflow["jobs"].values()
+    assert job["environment"] == "chameleon" and job["if"] == "github.ref == 'refs/heads/main'"
+    setup = [s.get("run") for s in job["steps"]].index("./lab setup --controller")
+    run = [s.get("run") for s in job["steps"]].index("./lab run --target chameleon")
+    assert setup < run, "the controller's packages are installed before, in a step without the credential"
+    for other in ("lab.yml", "lab-gpu.yml"):
+        assert credential_steps(_workflow(other)) == ([], [])
+
+
+def test_the_rule_finds_a_credential_given_to_the_whole_job() -> None:
+    leaked = yaml.safe_load(
+        "jobs:\n  a:\n    env:\n"
+        "      OS_APPLICATION_CREDENTIAL_SECRET: ${{ secrets.OS_APPLICATION_CREDENTIAL_SECRET }}\n"
+        "    steps:\n      - uses: actions/checkout@v4\n"
+        "      - uses: some/action@v1\n        with:\n"
+        "          token: ${{ secrets.OS_APPLICATION_CREDENTIAL_ID }}\n"
+        "      - run: ./lab run --target chameleon\n        env:\n"
+        "          OS_APPLICATION_CREDENTIAL_ID: ${{ secrets.OS_APPLICATION_CREDENTIAL_ID }}\n")
+    wrong, given = credential_steps(leaked)
+    assert wrong == ["job a's env", "step 'some/action@v1'"] and given == ["./lab run --target chameleon"]
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_every_action_is_pinned_by_its_commit(path: Path) -> None:
+    """A tag can be moved to other code; a commit cannot. Each pin says its release in a comment."""
+    text = path.read_text()
+    uses = [(step["uses"], job_name) for job_name, job in yaml.safe_load(text)["jobs"].items()
+            for step in job.get("steps", []) if "uses" in step]
+    assert uses and all(PINNED.match(ref) for ref, _ in uses), [u for u in uses if not PINNED.match(u[0])]
+    for ref, _ in uses:
+        assert re.search(re.escape(ref) + r"\s+# v\d+\.\d+\.\d+\b", text), f"{ref}: its release (# vX.Y.Z)"
+    assert not PINNED.match("actions/checkout@v4") and not PINNED.match("actions/checkout@main")
+

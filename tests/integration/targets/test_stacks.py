@@ -131,15 +131,26 @@ def test_compose_run_exec_reload_files(monkeypatch: pytest.MonkeyPatch) -> None:
     class Client:  # tritonclient.http's client, as the reload uses it
         def __init__(self, url: str, **_: Any) -> None:
             self.url = url
+            self.plugins: list[Any] = []
+
+        def register_plugin(self, plugin: Any) -> None:
+            self.plugins.append(plugin)
 
         def load_model(self, name: str, config: Any = None) -> None:
-            loads.append((self.url, name, config))
+            request = type("Request", (), {"headers": {}})()
+            for plugin in self.plugins:
+                plugin(request)
+            loads.append((self.url, name, config, request.headers))
 
     import tritonclient.http
 
+    from servelab.triton.access import admin_key
+
     monkeypatch.setattr(tritonclient.http, "InferenceServerClient", Client)
     stack.reload_model("food_classifier", '{"max_batch_size": 16}')
-    assert loads == [("node.example:8000", "food_classifier", '{"max_batch_size": 16}')]
+    # with the lab's key: Triton's model control answers nothing else
+    assert loads == [("node.example:8000", "food_classifier", '{"max_batch_size": 16}',
+                      {"admin-key": admin_key()})]
     stack.write_file("models/food_classifier/config.pbtxt", "max_batch_size: 16\n")
     assert stack.read_file("models/food_classifier/config.pbtxt") == b"max_batch_size: 16\n"
     with pytest.raises(ValueError, match="not a path inside the project root"):

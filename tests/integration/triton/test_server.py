@@ -51,6 +51,34 @@ def test_addresses(triton) -> None:
         assert b"nv_inference_count" in reply.read()
 
 
+def test_model_control_refuses_a_request_without_the_labs_key(triton, tri, samples) -> None:
+    """A load without the key (HTTP or gRPC) is refused and loads nothing; the lab's own reload, which
+    sends it, still works; inference needs no key. The server's log never holds the key."""
+    import urllib.error
+    import urllib.request
+
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import InferenceServerException
+
+    from servelab.triton.access import admin_key
+
+    for path in ("/v2/repository/models/food_classifier/load", "/v2/repository/index"):
+        request = urllib.request.Request(f"http://{triton.url}{path}", b"{}", method="POST")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        assert refused.value.code == 403, path
+        assert b"admin-key" in refused.value.read()  # Triton names the header it expects
+    with pytest.raises(InferenceServerException, match=r"(?i)restricted|permission"):
+        grpcclient.InferenceServerClient(triton.grpc_url).load_model("food_classifier")
+    triton.load("food_classifier", timeout=180)  # the lab's own reload
+    labels, _ = tri.classify(triton.new_client(), [tri.b64(samples[0])])
+    import tritonclient.http as httpclient
+
+    plain = httpclient.InferenceServerClient(triton.url)
+    assert tri.classify(plain, [tri.b64(samples[0])])[0] == labels  # inference: open to every client
+    assert admin_key() not in triton.log_path.read_text(errors="replace")
+
+
 def test_interpreter_exit_stops_the_server(tmp_path: Path) -> None:
     """A script that forgets stop(): nothing is left once its interpreter exits."""
     import subprocess

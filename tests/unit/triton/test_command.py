@@ -71,6 +71,7 @@ def test_the_dynamic_batching_defaults_are_written_once() -> None:
 
 
 def test_the_local_process_runs_the_one_command_line() -> None:
+    from servelab.triton.access import admin_key
     from servelab.triton.server import TritonServer, prepare_backends, pytriton_dist
 
     server = TritonServer(REPO_ROOT / "models_staging", http_port=8123, grpc_port=8124, metrics_port=8125,
@@ -79,7 +80,8 @@ def test_the_local_process_runs_the_one_command_line() -> None:
     assert argv == command.argv(Launch(
         str(server.repository), str(pytriton_dist() / "bin" / "tritonserver"), http_port=8123,
         grpc_port=8124, metrics_port=8125, address="127.0.0.1", backend_directory=str(prepare_backends()),
-        shm_prefix=server.shm_prefix, server_flags=("--cache-config=local,size=1048576",)))
+        shm_prefix=server.shm_prefix, server_flags=("--cache-config=local,size=1048576",),
+        admin_key=admin_key()))
     assert "--model-control-mode=explicit" in argv and "--http-address=127.0.0.1" in argv
     assert f"--backend-config=python,shm-region-prefix-name={server.shm_prefix}" in argv
     assert argv[-1] == "--cache-config=local,size=1048576", "the notebook's flags come after the lab's"
@@ -191,3 +193,30 @@ def test_the_module_runs_in_the_images_python() -> None:
     imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
     assert os.path.basename(command.__file__) == "command.py"
+
+
+def test_model_control_answers_only_the_labs_key_and_a_shown_line_never_holds_it(tmp_path: Path) -> None:
+    """Every Triton of the lab restricts model control (a Python model is code), shared memory, trace and
+    logging to the key's header, over HTTP and gRPC; the container reads the key from the secret's file
+    (the compose file mounts it); a shown line names the file, never the key. Model Analyzer's Tritons
+    (its own client loads them) stay open."""
+    key = "5" * 48
+    line = command.argv(Launch(admin_key=key))
+    restricted = f"model-repository,shared-memory,trace,logging:admin-key={key}"
+    assert f"--http-restricted-api={restricted}" in line
+    assert f"--grpc-restricted-protocol={restricted}" in line
+    assert key not in " ".join(command.shown_argv(Launch(admin_key=key)))
+    assert "admin-key=$(cat .triton-admin-key)" in " ".join(command.shown_argv(Launch(admin_key=key)))
+    (tmp_path / "key").write_text(key + "\n")
+    done = _image_command({"TRITON_ADMIN_KEY_FILE": str(tmp_path / "key")})
+    assert done.returncode == 0 and "--http-restricted-api=" in done.stdout and key not in done.stdout
+    assert Launch.in_container(env={"TRITON_ADMIN_KEY_FILE": str(tmp_path / "key")}).admin_key == key
+    missing = _image_command({"TRITON_ADMIN_KEY_FILE": str(tmp_path / "nowhere")})
+    assert missing.returncode != 0 and "would be open to anyone" in missing.stderr
+    service = yaml.safe_load((REPO_ROOT / "docker/docker-compose-triton.yaml").read_text())
+    triton = service["services"]["triton_server"]
+    assert triton["environment"]["TRITON_ADMIN_KEY_FILE"] == "/run/secrets/triton_admin_key"
+    assert triton["secrets"] == ["triton_admin_key"] and "triton_admin_key" in service["secrets"]
+    analyzer = command.model_analyzer_flags(Launch(http_port=1, grpc_port=2, metrics_port=3, shm_prefix="p"))
+    assert not any("restricted" in name for name in analyzer)
+
