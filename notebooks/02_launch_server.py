@@ -60,11 +60,14 @@ common.settings(config)
 
 # %% [markdown]
 # ## The set-up script
-# One idempotent script does the node's set-up over SSH: it installs Docker Engine 27.5.1 with the
-# convenience script (the version of the docker CLI in the node's Jupyter image; a Docker already on
+# One idempotent script does the node's set-up over SSH: it installs Docker Engine 27.5.1 from Docker's
+# apt repository, whose signing key it keeps only when the key's fingerprint is the one written in the
+# script (the version of the docker CLI in the node's Jupyter image; a Docker already on
 # the node is kept if it can serve that CLI) and adds the user to the `docker` group, installs the
-# NVIDIA container toolkit and points Docker's runtime at it, sets Docker's cgroup driver to
-# `cgroupfs` when `exec-opts` is not set (a workaround for nvidia-container-toolkit issue 48),
+# NVIDIA container toolkit (1.17.8 or newer: older ones let a container escape to the node) and points
+# Docker's runtime at it, sets Docker's cgroup driver to
+# `cgroupfs` when `exec-opts` is not set (a workaround for nvidia-container-toolkit issue 48), makes
+# Docker publish a port given without an address on 127.0.0.1 only (`"ip": "127.0.0.1"`),
 # restarts Docker and installs `nvtop`. Running it twice changes nothing the second time, and a run
 # stopped part-way (this cell stopped, the connection lost) is finished by the next: it waits for whatever
 # holds the apt/dpkg lock (unattended-upgrades runs after boot), names it while it waits, and runs
@@ -137,3 +140,18 @@ print(time_budget(config, started) if node is not None else
 
 # %%
 common.node_jupyter(node, config)
+
+# %% [markdown]
+# ## What answers on the node's public address
+# The node keeps its public address for the whole lease, and anyone on the internet can try every port of
+# it. Only three may answer: SSH, the node's Jupyter server (port 8888, over TLS, behind its token) and
+# GourmetGram (port 80, once notebook 03 starts it). Every other server of the lab (FastAPI, Triton, whose
+# model control runs code, the LLM engines) listens on the node's loopback only, and you open their pages
+# through the node's Jupyter (`/proxy/8000/docs` after its address). This cell lists what listens on the
+# node and stops, in one line, if anything else answers on its public address.
+
+# %%
+from provisioning.exposure import check_exposure
+
+public = check_exposure(node, config)
+

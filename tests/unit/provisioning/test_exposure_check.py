@@ -1,0 +1,60 @@
+"""Notebook 02's last cell: what listens on the node (``ss -Hltn`` over SSH, the recording python-chi's
+node answering) is checked against the lab's allowlist; anything else on a public address stops it in one
+line that names it; plan mode says what it would do."""
+
+from __future__ import annotations
+
+import pytest
+
+import provisioning
+from provisioning.exposure import check_exposure
+from provisioning.node import JupyterAccess
+from servelab.core.exposure import LISTENING_COMMAND
+
+NODE = """\
+LISTEN 0      4096         0.0.0.0:8888       0.0.0.0:*
+LISTEN 0      128          0.0.0.0:22         0.0.0.0:*
+LISTEN 0      128             [::]:22            [::]:*
+LISTEN 0      4096   127.0.0.53%lo:53         0.0.0.0:*
+LISTEN 0      4096       127.0.0.1:8000       0.0.0.0:*
+"""
+
+
+def config() -> provisioning.ChameleonConfig:
+    return provisioning.from_env(env={}, project="CHI-231095", code_source="git",
+                                 repo_url="https://git.example.org/serve-lab.git")
+
+
+def node(fake_chi) -> provisioning.Node:
+    launched = provisioning.launch(config(), chi=fake_chi.api)
+    assert launched is not None and isinstance(launched.jupyter, JupyterAccess)
+    return launched
+
+
+def test_only_the_allowlist_answers_on_the_nodes_public_address(fake_chi, student, capsys) -> None:
+    fake_chi.server.outputs[LISTENING_COMMAND] = NODE
+    launched = node(fake_chi)
+    capsys.readouterr()
+    public = check_exposure(launched, config())
+    out = capsys.readouterr().out
+    assert [(item.address, item.port) for item in public] == [("0.0.0.0", 22), ("::", 22), ("0.0.0.0", 8888)]
+    assert f"$ {LISTENING_COMMAND}" in out  # the student sees the listing itself
+    assert (f"On the node's public address {launched.address} only these answer: 22 (SSH), 8888 (the node's "
+            "Jupyter server (TLS, token)); every other server of the lab listens on its loopback") in out
+
+
+@pytest.mark.parametrize("listening", ["0.0.0.0:8000", "[::]:8002", "10.52.0.12:8001"])
+def test_anything_else_on_a_public_address_stops_the_notebook_in_one_line(fake_chi, student,
+                                                                         listening: str) -> None:
+    fake_chi.server.outputs[LISTENING_COMMAND] = NODE + f"LISTEN 0 4096 {listening} 0.0.0.0:*\n"
+    with pytest.raises(provisioning.ProvisioningError) as refused:
+        check_exposure(node(fake_chi), config())
+    line = str(refused.value)
+    assert "\n" not in line and listening in line and "beyond the lab's allowlist" in line
+    assert "publish it on 127.0.0.1 only" in line
+
+
+def test_plan_mode_says_what_it_would_check(capsys) -> None:
+    assert check_exposure(None, config()) == []
+    assert "plan mode: on Chameleon this lists what listens on the node (ss -Hltn over SSH)" in \
+        capsys.readouterr().out
