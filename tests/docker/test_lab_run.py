@@ -1,6 +1,7 @@
 """The lab end to end on a CPU-only Docker host: `./lab run --target docker` runs the node's notebooks
 inside the Jupyter container (quick preset; 11's Model Analyzer starting the lab's Triton image through the
-engine's socket) and writes their report; nothing it writes is root's."""
+engine's socket) and writes their report; nothing it writes is root's; and while it runs, nothing of the
+lab listens beyond loopback but the allowlist (tests/docker/listening.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from servelab.triton import model_analyzer as ma
 from servelab.triton import model_analyzer_docker as mad
 from tests.docker.conftest import ARTIFACTS, lab
 from tests.docker.engine import Engine
+from tests.docker.listening import Sampler
 from tests.docker.test_stacks import not_owned
 
 NOTEBOOKS = ("03", "04", "05", "06", "07", "09", "10", "11")
@@ -24,8 +26,23 @@ NOTEBOOKS = ("03", "04", "05", "06", "07", "09", "10", "11")
 def test_the_lab_runs_in_the_jupyter_container(engine: Engine, images: dict[str, float]) -> None:
     results = REPO_ROOT / "test-artifacts" / "docker-results"  # inside the checkout: all the container sees
     shutil.rmtree(results, ignore_errors=True)
-    lab("run", "--target", "docker", "--preset", "quick", "--only", *NOTEBOOKS, log=ARTIFACTS / "lab-run.log",
-        timeout=2600, env={"SERVELAB_RESULTS": str(results)})
+    listening = Sampler().start()  # every stack comes up in turn, and 11's search starts Tritons of its own
+    try:
+        lab("run", "--target", "docker", "--preset", "quick", "--only", *NOTEBOOKS,
+            log=ARTIFACTS / "lab-run.log", timeout=2600, env={"SERVELAB_RESULTS": str(results)})
+    finally:
+        listening.stop()
+    seen = sorted(listening.seen, key=lambda item: (item.port, item.address))
+    (ARTIFACTS / "listening.json").write_text(json.dumps(
+        {"samples": listening.samples, "seconds": round(listening.seconds, 1),
+         "seen": [str(item) for item in seen]}, indent=1))
+    assert listening.public == [], f"listening beyond loopback outside the allowlist: {listening.public}"
+    assert {i.port for i in seen if not i.loopback} == {80}, "only GourmetGram, on every address"
+    assert any(i.port == 8888 for i in seen) and all(i.loopback for i in seen if i.port == 8888), \
+        "the headless run's Jupyter server listens on loopback only"
+    stacks = {80, 8000, 8001, 8002, 8010, 8011, 8888}
+    searched = [i for i in seen if i.port not in stacks and i.what.startswith("docker-proxy")]
+    assert searched and all(i.loopback for i in searched), "Model Analyzer's Tritons were not seen"
     runs = sorted(p for p in results.iterdir() if (p / "report.html").is_file())
     assert runs, f"no report under {results}"
     run = runs[-1]
