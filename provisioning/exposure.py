@@ -10,17 +10,25 @@ from typing import Any
 
 from provisioning.config import ChameleonConfig, ProvisioningError
 from provisioning.node import run_on_node
-from servelab.core.exposure import LISTENING_COMMAND, PUBLIC, Listener, outside_allowlist, parse_ss, refusal
+from servelab.core.exposure import (
+    LISTENING_COMMAND,
+    PUBLIC,
+    Listener,
+    allowlist_text,
+    outside_allowlist,
+    parse_ss,
+    refusal,
+)
 
 
 def check_exposure(node: Any, config: ChameleonConfig) -> list[Listener]:
     """List what listens on ``node`` (the ``provisioning.Node`` that ``launch`` returned; None: plan mode)
     and say what answers on its public address; raises ProvisioningError, in one line, when anything
     beyond the allowlist does. Returns the listeners on public addresses."""
-    allowed = ", ".join(f"{port} ({what})" for port, what in sorted(PUBLIC.items()))
+    allowed = allowlist_text()
     if node is None:
-        print(f"plan mode: on Chameleon this lists what listens on the node ({LISTENING_COMMAND} over SSH) and "
-              f"stops if anything but {allowed} answers on its public address")
+        print(f"plan mode: on Chameleon this lists what listens on the node ({LISTENING_COMMAND} over SSH) "
+              f"and stops if anything but {allowed} answers on its public address")
         return []
     listeners = parse_ss(run_on_node(node.server, config, LISTENING_COMMAND))
     extra = outside_allowlist(listeners)

@@ -376,12 +376,15 @@ jupyter_token() {
 
 # The key that opens Triton's model control to the lab's own clients (servelab/triton/access.py): made
 # with the token, so that every compose command on the Triton stack finds the secret's file.
-triton_key() {
-  local file="$ROOT/.triton-admin-key"
-  if [ ! -s "$file" ]; then
-    (umask 077 && od -An -N24 -tx1 /dev/urandom | tr -d ' \n' >"$file")
-    chown "$HOST_UID:$HOST_GID" "$file" 2>/dev/null || true
-  fi
+# vLLM's API key likewise (servelab/llm/server.py).
+lab_keys() {
+  local file
+  for file in "$ROOT/.triton-admin-key" "$ROOT/.vllm-api-key"; do
+    if [ ! -s "$file" ]; then
+      (umask 077 && od -An -N24 -tx1 /dev/urandom | tr -d ' \n' >"$file")
+      chown "$HOST_UID:$HOST_GID" "$file" 2>/dev/null || true
+    fi
+  done
 }
 
 # The Jupyter server's TLS certificate, self-signed and made here (kept while it has a day left): the
@@ -463,7 +466,7 @@ main() {
   export_ids
   prepare_checkout
   jupyter_token
-  triton_key
+  lab_keys
   rest_keys
   mkdir -p "$BUILD_DIR"
   if [ "$command" = jupyter ]; then  # Triton's base pull starts now; its builds once 03's are done

@@ -101,7 +101,7 @@ def one_request(engine: Engine, p: LabParams) -> pd.DataFrame:
     rows, warm, seeds, device = [], [], iter(range(1000, 100_000)), engine_device(engine)
 
     def one(name: str, prompt: str, tokens: int, asked: int = 2) -> Record:  # untimed ones: the TTFT only
-        r = stream_sync(engine.url, engine.model, prompt, asked, tokens)
+        r = stream_sync(engine.url, engine.model, prompt, asked, tokens, engine.headers)
         if r.error or len(r.tokens) < 2:
             raise RuntimeError(f"single request ({name} prompt) failed: HTTP {r.status} {r.error}")
         return r
@@ -155,7 +155,8 @@ def client_command(engine: Engine, rate: float, requests: int, lengths: tuple[in
             "--rate", f"{rate:g}", "--requests", str(requests),
             "--output-lengths", f"{lengths[0]}-{lengths[1]}", "--prompt-tokens", str(prompt_tokens),
             "--seed", str(seed), "--out", str(out),
-            *(["--stats-path", engine.stats_path] if engine.stats_path != STATS_PATH else [])]
+            *(["--stats-path", engine.stats_path] if engine.stats_path != STATS_PATH else []),
+            *(["--api-key-file", str(engine.key_file)] if engine.key_file else [])]
 
 
 def load_run(engine: Engine, p: LabParams, step: str, rate: float, lengths: tuple[int, int],

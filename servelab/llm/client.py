@@ -192,13 +192,15 @@ async def _sample_stats(client: Any, url: str, start: float, samples: list[dict[
 async def run_load(url: str, model: str, prompts: Sequence[str], prompt_tokens: Sequence[int],
                    lengths: Sequence[int], send_at: Sequence[float],
                    stats_every: float = 0.1, stats_path: str = STATS_PATH,
-                   ) -> tuple[list[Record], list[dict[str, Any]]]:
-    """Send ``prompts[i]`` asking ``lengths[i]`` tokens at ``send_at[i]`` s; every request streamed; the
-    engine's statistics (``stats_path``) sampled every ``stats_every`` s meanwhile."""
+                   headers: dict[str, str] | None = None) -> tuple[list[Record], list[dict[str, Any]]]:
+    """Send ``prompts[i]`` asking ``lengths[i]`` tokens at ``send_at[i]`` s; every request streamed (with
+    ``headers``: vLLM's key); the engine's statistics (``stats_path``) sampled every ``stats_every`` s
+    meanwhile."""
     import httpx
 
     limits = httpx.Limits(max_connections=len(prompts) + 2, max_keepalive_connections=len(prompts) + 2)
-    async with httpx.AsyncClient(timeout=httpx.Timeout(REQUEST_TIMEOUT_S), limits=limits) as client:
+    async with httpx.AsyncClient(timeout=httpx.Timeout(REQUEST_TIMEOUT_S), limits=limits,
+                                 headers=headers) as client:
         start = time.perf_counter()
         samples: list[dict[str, Any]] = []
         done = asyncio.Event()
@@ -217,14 +219,15 @@ async def run_load(url: str, model: str, prompts: Sequence[str], prompt_tokens: 
     return records, samples
 
 
-def stream_sync(url: str, model: str, prompt: str, max_tokens: int, prompt_tokens: int = 0) -> Record:
+def stream_sync(url: str, model: str, prompt: str, max_tokens: int, prompt_tokens: int = 0,
+                headers: dict[str, str] | None = None) -> Record:
     """One streamed completion, timed like :func:`run_load` (blocking: for a notebook cell)."""
     import httpx
 
     record = Record(prompt_tokens, max_tokens, 0.0)
     body = request_body(model, prompt, max_tokens)
     start = time.perf_counter()
-    with httpx.Client(timeout=httpx.Timeout(REQUEST_TIMEOUT_S)) as client, \
+    with httpx.Client(timeout=httpx.Timeout(REQUEST_TIMEOUT_S), headers=headers) as client, \
             client.stream("POST", f"{url}/v1/completions", json=body) as response:
         record.status = response.status_code
         if response.status_code != 200:
@@ -263,14 +266,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stats-path", default=STATS_PATH,
                         help="the engine's statistics: the lab engine's /lab/stats, or vLLM's /metrics")
     parser.add_argument("--out", type=Path, help="write records, stats samples and summary here (JSON)")
+    parser.add_argument("--api-key-file", type=Path,
+                        help="a file holding the engine's API key, sent as a bearer token (vLLM's)")
     args = parser.parse_args(argv)
+    headers = ({"Authorization": f"Bearer {args.api_key_file.read_text().strip()}"}
+               if args.api_key_file else None)
     low, _, high = args.output_lengths.partition("-")
     lengths = output_lengths(args.requests, int(low), int(high or low), args.seed)
     prompts = [make_prompt(args.prompt_tokens, args.seed + i) for i in range(args.requests)]
     sizes = [args.prompt_tokens] * args.requests
     records, samples = asyncio.run(run_load(args.url, args.model, prompts, sizes, lengths,
                                             arrival_times(args.requests, args.rate, args.seed),
-                                            stats_path=args.stats_path))
+                                            stats_path=args.stats_path, headers=headers))
     summary = summarise(records)
     if args.out:
         args.out.write_text(json.dumps({"summary": summary, "records": [asdict(r) for r in records],

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from servelab.core.compose import explain_up_failure, file_args, gpu_runtime, up_args
+from servelab.core.keys import key_in
 from servelab.core.paths import REPO_ROOT
 from servelab.core.procs import ManagedProcess, WaitTimeoutError, free_port
 from servelab.llm.client import STATS_PATH, parse_stats
@@ -70,6 +71,12 @@ class Engine:
     run: Any = field(default=None, repr=False)
     kind: str = "transformers"  # or "vllm" (servelab.llm.vllm)
     stats_path: str = STATS_PATH  # the lab front's statistics, or vLLM's Prometheus /metrics
+    key_file: Path | None = field(default=None, repr=False)  # vLLM's API key (VLLM_KEY_FILE); None: no key
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """What every request to its API sends: vLLM's key as a bearer token (none for the lab's engine)."""
+        return {"Authorization": f"Bearer {key_in(self.key_file)}"} if self.key_file else {}
 
     def __repr__(self) -> str:
         """What a notebook shows of it: kind, batching and URL (its command is printed when it starts, with
@@ -109,9 +116,11 @@ def engine_env() -> dict[str, str]:
     return {} if hub else {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
-def post_json(url: str, body: dict[str, Any], timeout: float) -> tuple[int, dict[str, Any]]:
-    """POST ``body``; the status and the JSON answer (errors included, not raised)."""
-    request = urllib.request.Request(url, json.dumps(body).encode(), {"content-type": "application/json"})
+def post_json(url: str, body: dict[str, Any], timeout: float,
+              headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+    """POST ``body`` (with ``headers``); the status and the JSON answer (errors included, not raised)."""
+    request = urllib.request.Request(url, json.dumps(body).encode(),
+                                     {"content-type": "application/json", **(headers or {})})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, dict(json.loads(response.read()))
@@ -122,10 +131,14 @@ def post_json(url: str, body: dict[str, Any], timeout: float) -> tuple[int, dict
 COMPOSE_FILE = "docker/docker-compose-llm.yaml"
 COMPOSE_PROJECT = "servelab-llm"
 COMPOSE_PORT = 8010  # published on the GPU host (8000 is FastAPI's and Triton's)
+# vLLM's API key (its --api-key): compose hands the file to its container as a secret, the lab's clients
+# send it; made when missing (servelab.core.keys), so every compose command of the stack finds the file
+VLLM_KEY_FILE = REPO_ROOT / ".vllm-api-key"
 
 
 def compose_argv(options: EngineOptions, *args: str) -> list[str]:
     """``docker compose`` for the engine's stack on a GPU host, its settings as an ``env`` prefix."""
+    key_in(VLLM_KEY_FILE)  # vLLM's secret: its file must be there for any compose command of the stack
     st = os.stat(REPO_ROOT)
     variables = {"HOST_UID": str(st.st_uid), "HOST_GID": str(st.st_gid), "LLM_BATCHING": options.batching,
                  "LLM_MAX_BATCH": str(options.max_batch),
@@ -168,7 +181,8 @@ def compose_up(engine: Engine, timeout: float, logs_argv: list[str] | None = Non
         logs_argv = None  # the explanation carries the failed services' log lines
     else:
         status, answer = post_json(f"{engine.url}/v1/completions",
-                                   {"model": engine.model, "prompt": "warm up", "max_tokens": 2}, timeout)
+                                   {"model": engine.model, "prompt": "warm up", "max_tokens": 2}, timeout,
+                                   engine.headers)
         if status == 200:
             return engine
         problem = f"the engine's warm-up completion answered HTTP {status}: {answer}"

@@ -6,7 +6,8 @@ lab engine's image) and :func:`vllm_problem` says why vLLM cannot run (the local
 P100's 6.0, a GPU newer than the image's kernels) before vLLM's own image is built or started.
 :func:`start_vllm_compose` brings up ``vllm_server`` of docker/docker-compose-llm.yaml (profile
 ``vllm``, port 8011), waits for it and warms it up like the lab's engine; it serves the same model
-under the same name, and its statistics are its Prometheus ``/metrics``. Why vLLM 0.10.1.1 and how
+under the same name, and its statistics are its Prometheus ``/metrics``; its API answers only the lab's
+key (``VLLM_KEY_FILE``, sent by the lab's clients as a bearer token). Why vLLM 0.10.1.1 and how
 the lab's model is made readable to it: docs/decisions/2026-11-23-vllm.md.
 """
 
@@ -23,7 +24,7 @@ from servelab.core.compose import up_args
 from servelab.core.gpu import COMPUTE_CAP_QUERY, parse_compute_capabilities
 from servelab.core.paths import REPO_ROOT
 from servelab.llm.model import served_name
-from servelab.llm.server import COMPOSE_FILE, Engine, EngineOptions, compose_argv, compose_up
+from servelab.llm.server import COMPOSE_FILE, VLLM_KEY_FILE, Engine, EngineOptions, compose_argv, compose_up
 
 VLLM_MIN_CAPABILITY = (7, 0)
 VLLM_MAX_CAPABILITY = (9, 0)  # torch 2.7.1's CUDA 12.6 build (constraints-vllm.txt) stops at sm_90
@@ -89,7 +90,7 @@ def start_vllm_compose(timeout: float = 900.0, run: Any = subprocess.run) -> Eng
     up = compose_argv(options, *profile, *up_args(timeout, VLLM_SERVICE))
     engine = Engine(f"http://localhost:{VLLM_PORT}", served_name(), options, up,
                     stop_argv=compose_argv(options, *profile, "down", "--timeout", "30"), run=run,
-                    kind="vllm", stats_path=VLLM_STATS)
+                    kind="vllm", stats_path=VLLM_STATS, key_file=VLLM_KEY_FILE)
     return compose_up(engine, timeout,
                       logs_argv=compose_argv(options, *profile, "logs", "--tail", "40", VLLM_SERVICE))
 

@@ -12,10 +12,10 @@ docs/decisions/2026-12-01-exposure.md
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 from typing import Any
 
+from servelab.core.keys import key_in
 from servelab.core.paths import REPO_ROOT
 from servelab.triton.command import KEY_HEADER, SHOWN_KEY
 
@@ -29,19 +29,7 @@ def key_file() -> Path:
 
 def admin_key(path: Path | None = None) -> str:
     """The lab's key, made (mode 600, 48 hex digits) when the file is missing or empty."""
-    path = Path(path or key_file())
-    try:
-        key = path.read_text().strip()
-    except FileNotFoundError:
-        key = ""
-    if key:
-        return key
-    path.parent.mkdir(parents=True, exist_ok=True)
-    made = secrets.token_hex(24)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(made)
-    return made
+    return key_in(Path(path or key_file()))
 
 
 def headers(path: Path | None = None) -> dict[str, str]:

@@ -38,7 +38,8 @@ UP = ["up", "-d", "--no-build", "--pull", "never", "--wait", "--wait-timeout"]  
 
 def test_up_then_warm_up_then_down(monkeypatch: pytest.MonkeyPatch) -> None:
     posted: list[str] = []
-    monkeypatch.setattr(server, "post_json", lambda url, body, timeout: (posted.append(url), (200, {}))[1])
+    monkeypatch.setattr(server, "post_json",
+                        lambda url, body, timeout, headers=None: (posted.append(url), (200, {}))[1])
     monkeypatch.delenv("SERVELAB_LLM", raising=False)
     run = Recorder()
     engine = start_engine_compose(EngineOptions("static", max_batch=4, cb_num_blocks=24), run=run)
@@ -89,7 +90,7 @@ def test_the_compose_file_runs_what_the_variables_say() -> None:
     for name in variables:
         assert "${" + name in text, name
     service = yaml.safe_load(text)["services"]["llm_server"]
-    assert service["ports"] == [f"{server.COMPOSE_PORT}:8000"]
+    assert service["ports"] == [f"127.0.0.1:{server.COMPOSE_PORT}:8000"]  # loopback only
     assert service["command"][:3] == ["python", "-m", "servelab.llm.engine"]
     # docker stop's SIGTERM reaches the entrypoint shell while it builds the model only through an init
     assert service["init"] is True

@@ -91,8 +91,9 @@ def test_a_gpu_that_does_not_answer_is_a_reason_not_a_crash() -> None:
 
 def test_up_with_its_profile_then_warm_up_then_down(monkeypatch: pytest.MonkeyPatch) -> None:
     posted: list[tuple[str, str]] = []
-    monkeypatch.setattr(server, "post_json",
-                        lambda url, body, timeout: (posted.append((url, body["model"])), (200, {}))[1])
+    sent: list[dict[str, str] | None] = []
+    monkeypatch.setattr(server, "post_json", lambda url, body, timeout, headers=None: (
+        posted.append((url, body["model"])), sent.append(headers), (200, {}))[2])
     monkeypatch.delenv("SERVELAB_LLM", raising=False)
     run = Recorder()
     engine = vllm.start_vllm_compose(timeout=900, run=run)
@@ -100,12 +101,17 @@ def test_up_with_its_profile_then_warm_up_then_down(monkeypatch: pytest.MonkeyPa
                                  "--wait-timeout", "900", "vllm_server")]
     assert posted == [("http://localhost:8011/v1/completions", "artifacts/llm")]
     assert engine.kind == "vllm" and engine.stats_path == "/metrics"
+    # vLLM answers only the lab's key (its compose secret): the warm-up sent it, as every client does
+    key = server.VLLM_KEY_FILE.read_text().strip()
+    assert sent == [{"Authorization": f"Bearer {key}"}] and engine.headers == sent[0] and len(key) == 48
+    assert key not in " ".join(run.calls[0]) and key not in repr(engine)
     engine.stop()
     assert run.calls[1:] == [compose("--profile", "vllm", "down", "--timeout", "30")]
 
 
 def test_a_failed_warm_up_brings_vllm_down(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(server, "post_json", lambda url, body, timeout: (404, {"error": "no such model"}))
+    monkeypatch.setattr(server, "post_json",
+                        lambda url, body, timeout, headers=None: (404, {"error": "no such model"}))
     monkeypatch.delenv("SERVELAB_LLM", raising=False)
     run = Recorder()
     with pytest.raises(RuntimeError, match="warm-up completion answered HTTP 404"):
@@ -157,13 +163,18 @@ def test_the_service_serves_the_lab_model_under_its_name_on_8011(monkeypatch: py
     service = services[vllm.VLLM_SERVICE]
     assert service["profiles"] == ["vllm"], "it must not start with the lab engine's `up`"
     assert "profiles" not in services["llm_server"]
-    assert service["ports"] == [f"{vllm.VLLM_PORT}:8000"]
+    assert service["ports"] == [f"127.0.0.1:{vllm.VLLM_PORT}:8000"]  # loopback only
     assert service["build"]["dockerfile"] == "docker/Dockerfile.vllm"
     assert service["volumes"] == ["../artifacts:/app/artifacts:ro"]
     command = vllm.serve_command()
     assert command.startswith("vllm serve artifacts/llm --served-model-name artifacts/llm ")
     assert "--dtype float16" in command and "--max-model-len 1024" in command
     assert "ENTRYPOINT [\"vllm\", \"serve\"]" in (REPO_ROOT / "docker/Dockerfile.vllm").read_text()
+    # its API answers only the lab's key: from the secret's file into vLLM's VLLM_API_KEY as it starts
+    assert service["secrets"] == ["vllm_api_key"]
+    assert "VLLM_API_KEY=\"$$(cat /run/secrets/vllm_api_key)\" exec vllm serve" in service["entrypoint"][2]
+    assert yaml.safe_load((REPO_ROOT / server.COMPOSE_FILE).read_text())["secrets"]["vllm_api_key"] == {
+        "file": "../.vllm-api-key"}
 
 
 def test_vllm_metrics_read_as_the_lab_engine_stats() -> None:
