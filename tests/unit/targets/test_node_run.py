@@ -281,8 +281,8 @@ def test_ctrl_c_during_the_node_run_fetches_what_the_node_has_then_tears_down(tm
     assert steps[4][2] == f"after the stop: 3 files from the node's results/{run_dir.name}"
     assert [c for c, _ in shell.calls] == ["start", "poll", "run", "get"]  # packed and copied, then deleted
     assert (run_dir / "03_fastapi.ipynb").is_file()  # the notebook it had finished
-    assert "[fetch] the run was stopped: fetching what the node has measured so far (up to 3 min; Ctrl-C " \
-           "again skips it), then the teardown" in capsys.readouterr().out
+    assert "[fetch] the run was stopped: fetching what the node has measured so far (up to 3 min, connecting " \
+           "included; Ctrl-C again skips it), then the teardown" in capsys.readouterr().out
     assert names(fake_chi)[-1] == "Lease.delete"
 
 
