@@ -70,6 +70,16 @@ P = params.resolve(target, preset, project=project, site=site, lease_name=lease_
 P
 
 # %% [markdown]
+# ## Where this notebook runs
+# The teardown runs in Chameleon's Jupyter (the hub), where notebooks 01 and 02 ran and recorded what they
+# made. The node's Jupyter has no such record, and `target` left unset there means `docker`: this notebook
+# would stop the node's stacks, delete nothing and pass, while the node stays reserved. There, the next
+# cell stops it in one line that says where to run it instead.
+
+# %%
+provisioning.not_in_the_nodes_jupyter(P.target, P.target_from)
+
+# %% [markdown]
 # ## Your work from the node, first
 # Notebooks 03–07 and 09–11 ran on the node: their measurements are in `results/` there, and the
 # notebooks you saved are in `notebooks/` there. Deleting the server deletes both, so this cell copies

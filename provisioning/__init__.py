@@ -47,19 +47,18 @@ from provisioning.fetch import (
     fetch_line,
     fetch_node_work,
 )
+from provisioning.floating_ip import (
+    ensure_floating_ip,
+    for_server,
+    releasable,
+    release_by_id,
+    unbound_floating_ips,
+    unbound_text,
+)
 from provisioning.lease import LeaseNotStarted, ensure_lease
 from provisioning.node import run_node_setup
 from provisioning.plan import Step, format_plan, provision_plan, teardown_plan
-from provisioning.server import (
-    ensure_floating_ip,
-    ensure_server,
-    find_server,
-    for_server,
-    releasable,
-    unbound_floating_ips,
-    unbound_text,
-    wait_for_ssh,
-)
+from provisioning.server import ensure_server, find_server, wait_for_ssh
 from provisioning.state import LIVE, STATE_NAME, State, default_state_path
 from provisioning.teardown import TeardownError, TeardownResult, delete_command, run_teardown
 from servelab.core.paths import REPO_ROOT, shown
@@ -67,7 +66,8 @@ from servelab.core.paths import REPO_ROOT, shown
 __all__ = [
     "FETCH_LINE", "STATE_NAME", "ChameleonConfig", "Fetched", "LeaseNotStarted", "Node", "ProvisioningError",
     "Step", "TeardownError", "TeardownResult", "configure", "connect", "default_state_path", "fetch_line",
-    "fetch_work", "from_env", "launch", "live_records_refusal", "preflight", "provision", "provision_plan",
+    "fetch_work", "from_env", "launch", "live_records_refusal", "not_in_the_nodes_jupyter", "preflight",
+    "provision", "provision_plan",
     "release_ip", "reserve",
     "teardown", "teardown_plan", "unbound_ips",
 ]
@@ -159,7 +159,8 @@ def reserve(config: ChameleonConfig, plan_only: bool = False, chi: ChiApi | None
     records = State(state)
     with step(f"creating or reusing lease {config.lease_id or config.lease_name}"):
         lease = ensure_lease(config, chi, records, require_active)
-    if lease.status != "ACTIVE":  # reserved for a later start, e.g. a class slot a student will adopt
+    entry = records.find("lease", config, str(lease.id))
+    if entry is not None and entry.keep:  # reserved for a later start, e.g. a class slot a student will adopt
         print(f"To delete it (after the class, or to cancel it), from the lab's folder: "
               f"{delete_command(config, records.path, str(lease.id), lease_only=True)}", flush=True)
     return lease
@@ -220,6 +221,25 @@ def connect(config: ChameleonConfig, chi: ChiApi | None = None) -> Node:
     return Node(server=server, address=str(address), user=config.ssh_user)
 
 
+# servelab.lab.params' target_from for a None target in the node's Jupyter (its container sets the variable)
+NODE_TARGET_FROM = "$SERVELAB_TARGET"
+
+
+def not_in_the_nodes_jupyter(target: str, target_from: str) -> None:
+    """08 in the node's Jupyter, ``target`` left unset (the container's ``$SERVELAB_TARGET``: docker): the
+    hub's state file is not there, so 08 would copy and delete nothing, stop the node's stacks and pass while
+    the node stays reserved. Raises ProvisioningError in one line naming the hub's notebook, before anything
+    is done (docs/decisions/2026-12-01-class-day-fourth-pass.md). A target given (a headless run, a Docker
+    host of one's own) passes."""
+    if target == "docker" and target_from == NODE_TARGET_FROM:
+        raise ProvisioningError(
+            "this is the node's Jupyter (target docker, from $SERVELAB_TARGET): the teardown runs in "
+            "Chameleon's Jupyter (the hub), where notebooks 01 and 02 ran and recorded the lease and the "
+            "server: open notebooks/08_teardown.ipynb there, set target = \"chameleon\" and run it; nothing "
+            "was copied, stopped or deleted here (on a Docker host of your own, set target = \"docker\" to "
+            "stop its stacks)")
+
+
 def live_records_refusal(state: StatePath = None) -> None:
     """Plan mode (a target other than chameleon) while the state file records a live lease or server:
     08 would copy and delete nothing and pass, and the student would believe the node gone. Raises
@@ -263,7 +283,7 @@ def release_ip(config: ChameleonConfig, address: str, chi: ChiApi | None = None,
     """Release the project's floating IP ``address`` (``python -m provisioning release-ip --floating-ip
     ADDRESS``, the line 08 prints), at the config's site and project as every other action selects them.
     Refused while it is bound to a server; refused without ``force`` when a reservation holds it or this
-    lab did not allocate it for the config's server (``provisioning.server.releasable``). False (said)
+    lab did not allocate it for the config's server (``provisioning.floating_ip.releasable``). False (said)
     when the project has no such IP."""
     chi = _select(config, chi)
     with step(f"looking up floating IP {address} in project {config.project}"):
@@ -276,7 +296,7 @@ def release_ip(config: ChameleonConfig, address: str, chi: ChiApi | None = None,
         raise ProvisioningError(f"{refusal}: not released; add --force (force=True) to release it anyway")
     if match:
         with step(f"releasing floating IP {address}"):
-            chi.network.deallocate_floating_ip(address)
+            release_by_id(chi, match[0])  # the IP looked at above, by its id
     print(f"Released floating IP {address}" if match
           else f"Project {config.project} at {config.site} has no floating IP {address}: nothing to release")
     return bool(match)

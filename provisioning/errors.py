@@ -138,7 +138,8 @@ def hint_for(exc: BaseException, hints: Mapping[str, str] | None = None) -> str:
     for cls in type(exc).__mro__:
         if cls.__name__ in table:
             return table[cls.__name__]
-    return ""
+    by_status = {401: "Unauthorized", 403: "Forbidden"}.get(http_status(exc) or 0)  # blazarclient's one class
+    return table[by_status] if by_status else ""
 
 
 @contextmanager
@@ -171,13 +172,13 @@ def stop_in(exc: BaseException) -> BaseException | None:
 
 
 class SignalGuard:
-    """Installed by ``signals_raise``: every SIGTERM/SIGHUP raises ``Terminated`` (SIGINT ``KeyboardInterrupt``)
-    until the caller says the stop has begun (``begin_stop``); from then on, inside ``deferred()`` (a
-    teardown), and for ``UNWINDING_S`` after a raise, a signal only prints, at every instant until the
-    teardown ends: a second Ctrl-C must not skip it. The one exception is a ``cuttable`` section (the stop's
-    fetch, which a later signal may cut short to reach the teardown sooner). A closed SSH session sends
-    SIGHUP and SIGTERM in quick succession: the second must not land in the clean-up the first is
-    unwinding through (the SSH channel's close, which ends invoke's reader threads). A signal whose
+    """Installed by ``signals_raise``: every SIGTERM/SIGHUP raises ``Terminated`` (SIGINT
+    ``KeyboardInterrupt``) until the caller says the stop has begun (``begin_stop``); from then on, inside
+    ``deferred()`` (a teardown), and for ``UNWINDING_S`` after a raise, a signal only prints, at every
+    instant until the teardown ends: a second Ctrl-C must not skip it. The one exception is a ``cuttable``
+    section (the stop's fetch, which a later signal may cut short to reach the teardown sooner). A closed
+    SSH session sends SIGHUP and SIGTERM in quick succession: the second must not land in the clean-up the
+    first is unwinding through (the SSH channel's close, which ends invoke's reader threads). A signal whose
     exception never reached the caller (a library caught it) is no stop under way: the next one, later than
     that, raises again (docs/decisions/2026-12-01-class-day-fourth-pass.md)."""
 
@@ -216,7 +217,7 @@ class SignalGuard:
     @contextmanager
     def cuttable(self, what: str) -> Iterator[None]:
         """Inside, during a stop, a later signal (past ``UNWINDING_S``) raises again, so that the caller's
-        ``except`` around this block can cut ``what`` short; everywhere else during the stop it only prints."""
+        ``except`` around this block can cut ``what`` short; elsewhere during the stop it only prints."""
         self._cuttable = what
         try:
             yield
@@ -255,8 +256,8 @@ def signals_raise() -> Iterator[SignalGuard]:
     handlers; elsewhere nothing changes (the guard records nothing).
     """
     guard = SignalGuard()
-    wanted = [sig for sig in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None), signal.SIGINT)
-              if sig and not _ignored(sig)]
+    stops = (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None), signal.SIGINT)
+    wanted = [sig for sig in stops if sig and not _ignored(sig)]
     previous: dict[int, object] = {}
     try:
         if threading.current_thread() is threading.main_thread():

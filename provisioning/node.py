@@ -32,11 +32,13 @@ from servelab.core.paths import REPO_ROOT
 NODE_SETUP_SCRIPT = Path(__file__).with_name("node_setup.sh")
 REMOTE_SCRIPT = "node_setup.sh"
 REMOTE_TARBALL = "serve-system-lab.tar.gz"
-# built, gitignored files the images and the model repository need; and the class's image registry
-# (docker/.env: README's registry step), sent whenever present, listed or not
+# built, gitignored files the images and the model repository need: sent whenever present, listed or not
 ARTIFACT_GLOBS = ("artifacts/food11.*", "fastapi_pt/food11.pth", "fastapi_onnx/food11.onnx",
                   "models_staging/*/1/food11.pth", "models_staging/*/1/model.onnx",
-                  "models_staging/*/1/*.json", "docker/.env")
+                  "models_staging/*/1/*.json")
+# compose's settings file: the class's registry when the instructor commits it, else this machine's own
+# (MAX_BATCH, FLASK_PORT, SERVELAB_LLM...), which must not change the node's measurements
+LOCAL_SETTINGS = "docker/.env"
 # the lab's files in a copy without git (a Trovi import, a zip): `git ls-files > provisioning/lab-files.txt`
 MANIFEST = "provisioning/lab-files.txt"
 # run in the code directory after node_setup.sh; its last stdout line is "jupyter: <url>"
@@ -135,9 +137,10 @@ def checkout_files(root: Path = REPO_ROOT) -> list[Path]:
     Trovi import lands at the top of the hub's work folder, beside ``.ssh`` and everything else; an
     unpacked zip; a copy): the files ``MANIFEST`` lists, which ships with the lab and is
     ``git ls-files`` written out (a test fails when the two differ). Nothing else in the folder is
-    ever sent but ``ARTIFACT_GLOBS``: the built artefacts and ``docker/.env`` (the class's image registry,
-    committed by the instructor: a copy whose file list predates it must not build instead of pulling).
-    Reasons: docs/decisions/2026-11-25-class-day-provisioning.md, 2026-11-28-class-day-third-pass.md.
+    ever sent but ``ARTIFACT_GLOBS``, the built artefacts. ``docker/.env`` goes only tracked or listed (the
+    class's registry, committed by the instructor); one that is neither is this machine's and stays, said in
+    one line. Reasons: docs/decisions/2026-11-25-class-day-provisioning.md,
+    2026-12-01-class-day-fourth-pass.md.
     """
     listed = _git_files(root)
     if listed is None:
@@ -151,6 +154,16 @@ def checkout_files(root: Path = REPO_ROOT) -> list[Path]:
     for pattern in ARTIFACT_GLOBS:
         files.update(path.relative_to(root) for path in root.glob(pattern))
     return sorted(path for path in files if (root / path).is_file() and not (root / path).is_symlink())
+
+
+def local_settings_note(root: Path = REPO_ROOT) -> str:
+    """The line saying that ``docker/.env`` stays here (neither tracked nor listed), else ""."""
+    if not (root / LOCAL_SETTINGS).is_file() or Path(LOCAL_SETTINGS) in checkout_files(root):
+        return ""
+    return (f"{LOCAL_SETTINGS} is not sent to the node: it is not one of the lab's files (git ls-files, or "
+            f"{MANIFEST} without git), so it is this machine's, and its settings would change the node's "
+            "measurements; if it holds the class's image registry, commit it and run `git ls-files > "
+            f"{MANIFEST}`")
 
 
 def _executable(root: Path, rel: Path) -> bool:
@@ -243,6 +256,9 @@ def run_node_setup(server: Any, config: ChameleonConfig, workdir: Path,
     """
     _upload(server, config, str(NODE_SETUP_SCRIPT), REMOTE_SCRIPT)
     if config.code_source == "upload":
+        note = local_settings_note(root)
+        if note:
+            print(note, flush=True)
         tarball = checkout_tarball(workdir / REMOTE_TARBALL, root)
         print(f"Uploading the checkout ({tarball.stat().st_size / 1e6:.1f} MB)")
         _upload(server, config, str(tarball), REMOTE_TARBALL)

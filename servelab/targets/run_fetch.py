@@ -22,8 +22,8 @@ FETCH_LIMIT_S = 10 * 60.0  # the fetch after the node run: connect, pack, copy, 
 STOPPED_FETCH_S = 3 * 60.0  # the fetch after Ctrl-C/SIGTERM/SIGHUP, before the teardown: the connect too
 
 
-def fetch_run(connect: Callable[[], NodeShell], remote_dir: str, run_dir: Path, limit_s: float = FETCH_LIMIT_S,
-              tag: str = "") -> tuple[list[str], list[dict[str, Any]]]:
+def fetch_run(connect: Callable[[], NodeShell], remote_dir: str, run_dir: Path,
+              limit_s: float = FETCH_LIMIT_S, tag: str = "") -> tuple[list[str], list[dict[str, Any]]]:
     """The names unpacked into ``run_dir`` and the node's notebooks (its ``run.json``, kept as
     ``node-run.json``). A RuntimeError when the node's run never made its folder."""
     name = run_dir.name

@@ -145,7 +145,7 @@ def test_a_fetch_that_hangs_ends_at_its_limit_and_deletes_nothing(fake_chi, stud
     assert message.endswith("when the node cannot be reached (server in ERROR, SSH refused), fetch_first = "
                             "False in notebook 08's parameters tears down without them")  # issue 42
     assert "\n" not in message
-    deleting = ("Server.delete", "Lease.delete", "network.deallocate_floating_ip")
+    deleting = ("Server.delete", "Lease.delete", "neutron.delete_floatingip")
     assert not [name for name, _, _ in fake_chi.rec.calls if name in deleting]
 
 

@@ -110,7 +110,7 @@ def test_a_signal_inside_python_chis_refresh_stops_the_boot_wait(fake_chi, stude
     assert stopper.sent_at is not None and time.monotonic() - stopper.sent_at < 3.0
     assert str(stop.value) == f"stopped by {sig.name}"
     names = fake_chi.rec.names()
-    assert "Server.associate_floating_ip" not in names and "Server.check_connectivity" not in names
+    assert "neutron.update_floatingip" not in names and "Server.check_connectivity" not in names
 
 
 # ------------------------------------------------------------------------ finding 2: a long remote command

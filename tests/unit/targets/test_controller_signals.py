@@ -124,7 +124,7 @@ def check_all_deleted(tmp_path: Path, signal_name: str) -> dict:
     created = {r["kind"]: r["fate"] for r in state if r["origin"] == "created"}
     assert created == {"lease": "deleted", "server": "deleted", "floating_ip": "deleted"}, state
     calls = result["calls"]
-    assert {"Server.delete", "network.deallocate_floating_ip", "Lease.delete"} <= set(calls)
+    assert {"Server.delete", "neutron.delete_floatingip", "Lease.delete"} <= set(calls)
     assert calls[-1] == "Lease.delete"
     log = (run_dir / "controller.log").read_text()
     assert "== node run" in log and "== teardown" in log and "Deleted lease serve_system_alice" in log
