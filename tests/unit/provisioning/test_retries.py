@@ -211,6 +211,41 @@ def test_a_flaky_network_api_right_after_the_boot_is_tried_again(fake_chi, stude
     assert fake_chi.clock.slept == [15.0, 15.0]
 
 
+def test_python_chis_own_association_would_hide_a_504(fake_chi, monkeypatch) -> None:
+    """Finding 10, the library's side: python-chi's ``associate_floating_ip`` over openstacksdk's network
+    proxy (stood in: its ``ports`` and ``update_ip``, which raises openstacksdk's ``HttpException``, a 504)
+    turns it into ``ResourceError("None of the ports can route ...")``, without the status and not
+    transient: the four association tries the lab claimed never happened for it."""
+    import inspect
+    from types import SimpleNamespace
+
+    import chi.network as chi_network
+    import chi.server as chi_server
+    import openstack.network.v2._proxy
+    from openstack.exceptions import HttpException
+
+    class NetworkProxy:  # openstacksdk's, as python-chi drives it
+        def ports(self, **query):
+            return iter([{"id": "port-server-1"}])
+
+        def update_ip(self, floating_ip, if_revision=None, **attrs):
+            raise HttpException(message="Gateway Timeout", http_status=504)
+
+    real = openstack.network.v2._proxy.Proxy
+    for name in ("ports", "update_ip"):
+        ours, theirs = (inspect.signature(getattr(c, name)) for c in (NetworkProxy, real))
+        assert [p.name for p in ours.parameters.values()] == [p.name for p in theirs.parameters.values()]
+    proxy = SimpleNamespace(network=NetworkProxy())
+    monkeypatch.setattr(chi_server, "connection", lambda session=None: proxy)
+    monkeypatch.setattr(chi_server, "session", lambda: None)
+    monkeypatch.setattr(chi_network, "neutron", lambda session=None: fake_chi.network.neutron())
+    fake_chi.network.add_existing()
+    with pytest.raises(ResourceError) as caught:
+        chi_server.associate_floating_ip("server-1", "129.114.108.7")
+    assert str(caught.value).startswith("None of the ports can route to floating ip 129.114.108.7")
+    assert http_status(caught.value) is None and not transient(caught.value)
+
+
 def test_a_full_quota_is_not_tried_again(fake_chi, student) -> None:
     fake_chi.lease.add_existing(LEASE, "ACTIVE")
     fake_chi.network.neutron_failures["create_floatingip"] = [
