@@ -184,6 +184,34 @@ def test_a_slot_far_ahead_is_read_once_not_until_its_start(fake_chi, student, mo
     assert f"Lease {LEASE} starts 2026-11-26 09:00 CST at CHI@TACC" in out
 
 
+def test_a_stop_in_a_far_slots_status_read_leaves_it_kept(fake_chi, student, monkeypatch) -> None:
+    """Finding 3, its second half: the slot was marked kept only after that read, so a Ctrl-C in it left
+    the slot just created recorded without its ``keep``, and any teardown of the state file (the CI clean-up
+    step's included) deleted the class's reservation."""
+    import signal
+    import time
+
+    from tests.unit.network_stand_ins import StandInNode, Stopper
+
+    blazar = use_chi_leases(fake_chi, monkeypatch)
+    node, read = StandInNode(), type(blazar).get
+
+    def slow_read(self, lease_id):  # Blazar answers the status read slowly: the Ctrl-C lands inside it
+        node.blocked.set()
+        time.sleep(20.0)
+        return read(self, lease_id)
+
+    monkeypatch.setattr(type(blazar), "get", slow_read)
+    with Stopper(signal.SIGINT, node.blocked, delay=0.2), pytest.raises(KeyboardInterrupt):
+        provisioning.reserve(config(lease_start="+3d"), chi=fake_chi.api)
+    [record] = provisioning.State().resources
+    assert (record.origin, record.keep) == ("created", "starts 2026-11-26 15:00 UTC")
+    monkeypatch.setattr(type(blazar), "get", read)
+    result = provisioning.teardown(config(), chi=fake_chi.api)
+    assert result is not None and result.deleted == [] and list(blazar.leases) == ["lease-1"]
+    assert result.kept == [f"lease {LEASE} (reserved ahead for a later run: starts 2026-11-26 15:00 UTC)"]
+
+
 def test_a_flaky_network_api_right_after_the_boot_is_tried_again(fake_chi, student, capsys) -> None:
     """Issue 42: one 503 from Neutron while the floating IP is allocated or associated, right after a 10-20
     min boot, tore the run down. A try whose answer was lost may have allocated the IP: it is used, not a

@@ -166,7 +166,10 @@ def test_a_second_ctrl_c_during_the_stop_only_prints(instant: str, fake_chi, stu
 
         monkeypatch.setattr(chameleon, "_fetch_when_stopped", then_pressed)
     with Stopper(signal.SIGTERM, node.blocked):
-        run_dir, outcome = run_with_created(fake_chi, tmp_path)
+        try:
+            run_dir, outcome = run_with_created(fake_chi, tmp_path)
+        except KeyboardInterrupt:
+            pytest.fail(f"a second Ctrl-C {instant} left the run before its teardown")
     steps = [(s.step, s.ok) for s in outcome.steps]
     assert steps[-1] == ("teardown", True), steps
     assert all_deleted(run_dir) == {"lease": "deleted", "server": "deleted", "floating_ip": "deleted"}
