@@ -44,7 +44,8 @@ def read_status(lease: Any, attempts: int = READ_ATTEMPTS) -> str | None:
     at once); the last failure is raised, a stop at once."""
     for attempt in range(1, attempts + 1):
         try:
-            return lease.status  # type: ignore[no-any-return]
+            status: str | None = lease.status
+            return status
         except Exception as exc:
             stop = stop_in(exc)
             if stop is not None:
@@ -220,7 +221,7 @@ def wait_lease_active(lease: Any, config: ChameleonConfig, state: State, require
     if later:  # recorded kept before anything can fail: a stop in the read below leaves it kept
         state.record("lease", lease.name, lease.id, ADOPTED, config, keep=later)
     status = _read_status(lease, config, None if later else deadline, seen)
-    if later and status != "ACTIVE":
+    if later and start is not None and status != "ACTIVE":
         if status == "ERROR" or status in ENDED:
             raise _not_active(lease, str(status))
         left = times.show_span((start - now).total_seconds())
