@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from provisioning import messages as msg
 from provisioning.checks import run_preflight, select_context, start_chi
 from provisioning.chi_api import ChiApi
 from provisioning.config import ChameleonConfig, ProvisioningError, from_env
@@ -211,13 +212,10 @@ def connect(config: ChameleonConfig, chi: ChiApi | None = None) -> Node:
     with step(f"looking up server {config.server_name}"):
         server = find_server(config, chi)
         if server is None:
-            raise ProvisioningError(
-                f"no server named {config.server_name}: run the server set-up step (provisioning.launch) "
-                "first")
+            raise ProvisioningError(msg.NO_SERVER_TO_CONNECT(server=config.server_name))
         address = server.get_floating_ip()
     if not address:
-        raise ProvisioningError(
-            f"server {config.server_name} has no floating IP: run provisioning.launch again")
+        raise ProvisioningError(msg.NO_IP_TO_CONNECT(server=config.server_name))
     return Node(server=server, address=str(address), user=config.ssh_user)
 
 
@@ -232,12 +230,7 @@ def not_in_the_nodes_jupyter(target: str, target_from: str) -> None:
     is done (docs/decisions/2026-12-01-class-day-fourth-pass.md). A target given (a headless run, a Docker
     host of one's own) passes."""
     if target == "docker" and target_from == NODE_TARGET_FROM:
-        raise ProvisioningError(
-            "this is the node's Jupyter (target docker, from $SERVELAB_TARGET): the teardown runs in "
-            "Chameleon's Jupyter (the hub), where notebooks 01 and 02 ran and recorded the lease and the "
-            "server: open notebooks/08_teardown.ipynb there, set target = \"chameleon\" and run it; nothing "
-            "was copied, stopped or deleted here (on a Docker host of your own, set target = \"docker\" to "
-            "stop its stacks)")
+        raise ProvisioningError(msg.IN_THE_NODES_JUPYTER())
 
 
 def live_records_refusal(state: StatePath = None) -> None:
@@ -248,10 +241,7 @@ def live_records_refusal(state: StatePath = None) -> None:
     live = [e for e in records.resources if e.fate == LIVE and e.kind in ("lease", "server")]
     if live:
         named = ", ".join(f"{e.label} (project {e.project}, {e.origin} by this lab)" for e in live)
-        raise ProvisioningError(
-            f"plan mode copies and deletes nothing, but {shown(str(records.path))} records live {named}: "
-            "they hold their reservation (a started lease its node, charged to the project) until the lease "
-            "ends; set target = \"chameleon\" in the parameters cell and run this notebook again")
+        raise ProvisioningError(msg.PLAN_MODE_WITH_LIVE_NODE(path=shown(str(records.path)), named=named))
 
 
 def fetch_work(config: ChameleonConfig | None = None, plan_only: bool = False, chi: ChiApi | None = None, *,
@@ -289,11 +279,10 @@ def release_ip(config: ChameleonConfig, address: str, chi: ChiApi | None = None,
     with step(f"looking up floating IP {address} in project {config.project}"):
         match = [ip for ip in chi.network.list_floating_ips() if ip.get("floating_ip_address") == address]
     if match and match[0].get("port_id"):
-        raise ProvisioningError(f"floating IP {address} is bound to a server (port {match[0]['port_id']}): "
-                                "delete that server's run first (its teardown releases the IP it allocated)")
+        raise ProvisioningError(msg.RELEASE_IP_BOUND(address=address, port=match[0]["port_id"]))
     refusal = releasable(match[0], config) if match else ""
     if refusal and not force:
-        raise ProvisioningError(f"{refusal}: not released; add --force (force=True) to release it anyway")
+        raise ProvisioningError(msg.RELEASE_IP_REFUSED(why=refusal))
     if match:
         with step(f"releasing floating IP {address}"):
             release_by_id(chi, match[0])  # the IP looked at above, by its id
@@ -316,7 +305,7 @@ def unbound_ips(config: ChameleonConfig, plan_only: bool = False, chi: ChiApi | 
     except ProvisioningError:
         raise
     except Exception as exc:  # only information: whatever had to be deleted is deleted
-        print(f"Could not list project {config.project}'s floating IPs ({describe(exc)})")
+        print(msg.UNBOUND_NOT_LISTED(project=config.project, error=describe(exc)))
         return []
     print(unbound_text(ips, config))
     return [str(ip.get("floating_ip_address")) for ip in ips if for_server(ip, config.server_name)]

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from provisioning import messages as msg
 from provisioning.config import ProvisioningError
 
 
@@ -49,9 +50,7 @@ def real_chi() -> ChiApi:
         import chi.network
         import chi.server
     except ImportError as exc:  # e.g. blazarclient missing
-        raise ProvisioningError(
-            f"python-chi could not be imported ({exc}): pip install python-chi python-blazarclient"
-        ) from exc
+        raise ProvisioningError(msg.PYTHON_CHI_MISSING(error=exc)) from exc
     return ChiApi(context=chi.context, lease=chi.lease, server=chi.server, image=chi.image,
                   network=chi.network)
 

@@ -24,6 +24,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from types import FrameType
 
+from provisioning import messages as msg
 from servelab.core.console import say
 
 MAX_DETAIL = 300
@@ -32,9 +33,9 @@ MAX_DETAIL = 300
 class ProvisioningError(RuntimeError):
     """A provisioning step cannot go on; the message says what to do about it.
 
-    Defined here, the bottom of the package (this module imports nothing of it), so that
-    ``config`` and ``times`` both use it without importing each other both ways;
-    ``provisioning.config.ProvisioningError`` is the same class."""
+    Defined here, near the bottom of the package (this module imports only ``messages``, which imports
+    nothing of it), so that ``config`` and ``times`` both use it without importing each other both ways;
+    ``provisioning.config.ProvisioningError`` is the same class. Its messages: ``provisioning.messages``."""
 
 # what to try, by the exception's class name (the classes live in libraries not imported here)
 HINTS = {
@@ -152,8 +153,8 @@ def step(what: str, hint: str = "", hints: Mapping[str, str] | None = None) -> I
         raise
     except Exception as exc:  # python-chi, keystoneauth, novaclient, requests, Fabric, ...
         advice = hint_for(exc, hints) or hint
-        detail = f"{what} failed ({describe(exc)})" + (f": {advice}" if advice else "")
-        raise ProvisioningError(detail) from exc
+        raise ProvisioningError(msg.STEP_FAILED(what=what, error=describe(exc),
+                                                advice=f": {advice}" if advice else "")) from exc
 
 
 class Terminated(BaseException):
@@ -207,7 +208,7 @@ class SignalGuard:
         stopping = "" if self._cuttable else self._stopping
         during = self._defer or stopping or ("the stop" if unwinding else "")
         if during:
-            say(f"{name} received during {during}: finishing it first")  # the terminal may be gone
+            say(msg.SIGNAL_DURING(signal=name, during=during))  # the terminal may be gone
             return
         self._raised_at = time.monotonic()
         if signum == signal.SIGINT:

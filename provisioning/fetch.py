@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from provisioning import messages as msg
 from provisioning.chi_api import ChiApi
 from provisioning.config import ChameleonConfig, ProvisioningError
 from provisioning.errors import describe, step
@@ -119,11 +120,7 @@ def fetch_node_work(config: ChameleonConfig, chi: ChiApi, folder: Path | None = 
         print(f"The node has no {what} yet: nothing to fetch", flush=True)
         return Fetched(folder)
     except Exception as exc:  # Fabric, paramiko, tar, the time limit: one line, nothing deleted
-        raise ProvisioningError(
-            f"copying {what} from the node failed ({describe(exc)}): nothing was deleted; run it again (the "
-            "node keeps them until its teardown), or copy them in the node's Jupyter (File → Download); when "
-            f"the node cannot be reached (server in ERROR, SSH refused), {SKIP_FETCH} tears down without "
-            "them") from exc
+        raise ProvisioningError(msg.FETCH_FAILED(what=what, error=describe(exc), skip=SKIP_FETCH)) from exc
     finally:
         for shell in opened:  # a connection per fetch: a kernel keeps running
             with contextlib.suppress(Exception):

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from provisioning import messages as msg
 from provisioning import times
 from provisioning.chi_api import ChiApi
 from provisioning.config import ChameleonConfig, ProvisioningError
@@ -28,9 +29,7 @@ from provisioning.state import ADOPTED, State
 T = TypeVar("T")
 IP_DESCRIPTION = "serve-system-lab:"  # the Neutron description of an IP this lab allocates, then the server
 IP_ATTEMPTS, IP_RETRY_S = 4, 15.0  # allocate/associate a floating IP: tries, and seconds between them
-FIP_HINT = ("check the project's floating IP quota in the GUI (Network → Floating IPs): release ones you no "
-            "longer use, or name a free one with floating_ip / CHI_FLOATING_IP, and run this step again (the "
-            "lease and server are reused)")
+FIP_HINT = msg.FIP_HINT
 
 
 class NotOurs(ProvisioningError):
@@ -110,27 +109,23 @@ def releasable(ip: dict[str, Any], config: ChameleonConfig) -> str:
     address = ip.get("floating_ip_address")
     reservation = reservation_of(ip)
     if reservation:
-        return (f"floating IP {address} is held by reservation {reservation} (a lease's floating IP "
-                "reservation): releasing it takes it from that lease")
+        return msg.RELEASE_IP_HELD(address=address, reservation=reservation)
     if for_server(ip, config.server_name):
         return ""
     about = str(ip.get("description") or "")
     whose = (f"for server {about[len(IP_DESCRIPTION):].strip()}" if about.startswith(IP_DESCRIPTION)
              else f"described {about!r}" if about else "with no description")
-    return (f"floating IP {address} was not allocated by this lab for server {config.server_name} ({whose}): "
-            "it may be a classmate's between two steps or one an instructor keeps")
+    return msg.RELEASE_IP_NOT_YOURS(address=address, server=config.server_name, whose=whose)
 
 
 def given_floating_ip(config: ChameleonConfig, chi: ChiApi) -> dict[str, Any]:
     """The project's floating IP ``config.floating_ip``; refused when it is bound to another port."""
-    hint = (f"give a free floating IP of project {config.project} (GUI: Network → Floating IPs) or leave "
-            "floating_ip / CHI_FLOATING_IP empty to allocate one for this run")
+    hint = msg.GIVEN_IP_HINT(project=config.project)
     with step(f"looking up floating IP {config.floating_ip} in project {config.project}", hint):
         fip = chi.network.get_floating_ip(config.floating_ip)
     if fip.get("port_id"):
-        raise ProvisioningError(
-            f"floating IP {config.floating_ip} is already in use (bound to port {fip['port_id']}, another "
-            f"server's, possibly another student's): {hint}")
+        raise ProvisioningError(msg.GIVEN_IP_BOUND(address=config.floating_ip, port=fip["port_id"],
+                                                   hint=hint))
     return dict(fip)
 
 
@@ -146,8 +141,8 @@ def _tried_again(what: str, action: Callable[[], T], hint: str) -> T:
             cause = exc.__cause__
             if cause is None or not transient(cause) or attempt == IP_ATTEMPTS:
                 raise
-            print(f"{what[0].upper()}{what[1:]} failed ({describe(cause)}); trying again in "
-                  f"{IP_RETRY_S:.0f} s (attempt {attempt} of {IP_ATTEMPTS})", flush=True)
+            print(msg.FIP_RETRY(What=f"{what[0].upper()}{what[1:]}", error=describe(cause),
+                                every=f"{IP_RETRY_S:.0f}", attempt=attempt, attempts=IP_ATTEMPTS), flush=True)
             times.sleep(IP_RETRY_S)
     raise AssertionError("unreachable")  # the loop returns or raises
 
@@ -161,8 +156,7 @@ def _allocate(chi: ChiApi, server_name: str, look_first: bool = False) -> dict[s
     def attempt() -> dict[str, Any]:
         lost = [ip for ip in unbound_floating_ips(chi) if for_server(ip, server_name)] if tries else []
         if lost:
-            print(f"Floating IP {lost[0].get('floating_ip_address')} was allocated by a try that failed: "
-                  "using it", flush=True)
+            print(msg.FIP_LOST_ANSWER(address=lost[0].get("floating_ip_address")), flush=True)
             return lost[0]
         tries.append(1)
         return allocate_floating_ip(chi, server_name)
@@ -187,8 +181,7 @@ def associate_floating_ip(chi: ChiApi, server: Any, fip: dict[str, Any]) -> str:
             refused = exc  # this port cannot route to it: the next one may
     if refused is not None:
         raise refused
-    raise ProvisioningError(f"server {server.name} has no network port to bind floating IP "
-                            f"{fip['floating_ip_address']} to: {FIP_HINT}")
+    raise ProvisioningError(msg.NO_PORT_FOR_IP(server=server.name, address=fip["floating_ip_address"]))
 
 
 def ensure_floating_ip(server: Any, config: ChameleonConfig, chi: ChiApi, state: State) -> str:
@@ -218,7 +211,7 @@ def ensure_floating_ip(server: Any, config: ChameleonConfig, chi: ChiApi, state:
     address = _tried_again(f"associating floating IP {wanted} with server {server.name}",
                            lambda: associate_floating_ip(chi, server, fip), FIP_HINT)
     if not address:
-        raise ProvisioningError(f"no floating IP was attached to server {server.name}: {FIP_HINT}")
+        raise ProvisioningError(msg.NO_IP_ATTACHED(server=server.name))
     print(f"Associated floating IP {address} ({how})")
     return str(address)
 
@@ -239,13 +232,10 @@ def _unrecorded_refusal(ip: dict[str, Any], server_name: str) -> str:
     """Why an IP found only by the address of a record without an id is not released ("" when it is)."""
     address = ip.get("floating_ip_address")
     if ip.get("port_id"):
-        return (f"floating IP {address} is recorded without its id and is bound to port {ip['port_id']} now: "
-                "Neutron hands a released address out again, so it may be another server's; not released "
-                "(release it in the GUI, Network → Floating IPs, if it is yours)")
+        return msg.IP_RECORD_BOUND_ELSEWHERE(address=address, port=ip["port_id"])
     about = str(ip.get("description") or "")
     if about.startswith(IP_DESCRIPTION) and about != ip_description(server_name):
-        return (f"floating IP {address} is recorded without its id and its Neutron description names server "
-                f"{about[len(IP_DESCRIPTION):].strip()}: not released (it may be a classmate's)")
+        return msg.IP_RECORD_FOR_OTHER_SERVER(address=address, other=about[len(IP_DESCRIPTION):].strip())
     return ""
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from provisioning import messages as msg
 from provisioning import times
 from provisioning.chi_api import ChiApi
 from provisioning.config import ChameleonConfig, ProvisioningError
@@ -69,15 +70,12 @@ def find_lease(config: ChameleonConfig, chi: ChiApi, leases: list[Any] | None = 
         by_id = [lease for lease in leases if str(lease.id) == config.lease_id]
         ended = status(by_id[0]) if by_id else None
         if ended in ENDED:
-            raise ProvisioningError(
-                f"lease {config.lease_id} ({by_id[0].name}) has ended ({ended}): give the id of a "
-                "live lease (GUI: Reservations → Leases) or leave lease_id / CHI_LEASE_ID empty")
+            raise ProvisioningError(msg.LEASE_ENDED_BY_ID(lease_id=config.lease_id, name=by_id[0].name,
+                                                          status=ended))
         return by_id[0] if by_id else None
     matches = [lease for lease in leases if lease.name == config.lease_name and status(lease) not in ENDED]
     if len(matches) > 1:
-        raise ProvisioningError(
-            f"{len(matches)} live leases are named {config.lease_name!r}: delete the extra ones "
-            "in the GUI (Reservations → Leases) or choose another lease_name / CHI_LEASE_NAME")
+        raise ProvisioningError(msg.TWO_LEASES_ONE_NAME(count=len(matches), name=config.lease_name))
     return matches[0] if matches else None
 
 
@@ -89,9 +87,7 @@ def start_and_end(config: ChameleonConfig) -> tuple[Any, Any]:
     now = times.utcnow()
     if start <= now + START_NOW_WITHIN:
         if now - start > timedelta(seconds=config.lease_timeout_s):
-            raise ProvisioningError(
-                f"lease_start {times.show_time(start, config.site)} is in the past: give a later time "
-                "(CHI_LEASE_START) or leave it empty to start now")
+            raise ProvisioningError(msg.LEASE_START_PAST(start=times.show_time(start, config.site)))
         return None, None
     return start, start + config.duration
 
@@ -136,16 +132,12 @@ def create_lease(config: ChameleonConfig, chi: ChiApi, state: State) -> Any:
             if made is None:
                 state.set_fate(entry, GONE, f"not created ({describe(exc)})")
         if made is not None:
-            print(f"Lease {config.lease_name} was made although Blazar's answer was lost ({describe(exc)}): "
-                  "using it", flush=True)
+            print(msg.LEASE_MADE_ANYWAY(name=config.lease_name, error=describe(exc)), flush=True)
             state.settle(entry, made.name, str(made.id))
             return made
-        raise ProvisioningError(
-            f"could not create lease {config.lease_name} ({describe(exc)}): most often no "
-            f"{config.node_type} node is free at {config.site} {when}; check the host "
-            "calendar in the GUI (Reservations → Leases → Host Calendar), then try a shorter duration, "
-            "another start time (lease_start / CHI_LEASE_START), or another site"
-        ) from exc
+        raise ProvisioningError(msg.LEASE_NOT_MADE(name=config.lease_name, error=describe(exc),
+                                                   node_type=config.node_type, site=config.site,
+                                                   when=when)) from exc
     state.settle(entry, lease.name, lease.id)
     return lease
 
@@ -172,35 +164,26 @@ def _read_status(lease: Any, config: ChameleonConfig, deadline: Any, seen: set[s
             if stop is not None:
                 raise stop from None
             if gone(exc):
-                raise ProvisioningError(
-                    f"{lease_label(lease)} is gone ({describe(exc)}): it was deleted (in the GUI, or by a "
-                    "teardown) while the lab waited for it; run this step again to create a new one") from exc
+                raise ProvisioningError(msg.LEASE_GONE(name=lease.name, error=describe(exc))) from exc
             if permanent(exc):
-                raise ProvisioningError(
-                    f"reading {lease_label(lease)}'s status failed ({describe(exc)}): "
-                    f"{hint_for(exc) or 'check it in the GUI (Reservations → Leases)'}; then run this step "
-                    "again (the lease is reused)") from exc
+                advice = hint_for(exc) or "check it in the GUI (Reservations → Leases)"
+                raise ProvisioningError(msg.LEASE_STATUS_REFUSED(name=lease.name, error=describe(exc),
+                                                                 advice=advice)) from exc
             if deadline is None:
-                print(f"Reading {lease_label(lease)}'s status failed ({describe(exc)}): not read again now, "
-                      "since it starts later than this step waits", flush=True)
+                print(msg.LEASE_STATUS_NOT_READ_AHEAD(name=lease.name, error=describe(exc)), flush=True)
                 return None
             if times.utcnow() >= deadline:
-                raise ProvisioningError(
-                    f"{lease_label(lease)}'s status could not be read until the wait's end (the last error: "
-                    f"{describe(exc)}): check it in the GUI (Reservations → Leases; it is kept) and run this "
-                    "step again") from exc
+                raise ProvisioningError(msg.LEASE_STATUS_UNREADABLE(name=lease.name,
+                                                                    error=describe(exc))) from exc
             text = describe(exc)
             if text not in seen:
                 seen.add(text)
-                print(f"Reading {lease_label(lease)}'s status failed ({text}); trying again every "
-                      f"{POLL_S:.0f} s until the wait's end: the lease is kept meanwhile", flush=True)
+                print(msg.LEASE_STATUS_RETRY(name=lease.name, error=text, every=f"{POLL_S:.0f}"), flush=True)
             times.sleep(POLL_S)
 
 
 def _not_active(lease: Any, status: str) -> ProvisioningError:
-    return ProvisioningError(
-        f"lease {lease.name} is {status}, not ACTIVE: if it is ERROR, delete it (teardown, or the "
-        "GUI) and create it again, possibly at another time or site")
+    return ProvisioningError(msg.LEASE_NOT_ACTIVE(name=lease.name, status=status))
 
 
 def wait_lease_active(lease: Any, config: ChameleonConfig, state: State, require_active: bool = True) -> Any:
@@ -225,9 +208,8 @@ def wait_lease_active(lease: Any, config: ChameleonConfig, state: State, require
         if status == "ERROR" or status in ENDED:
             raise _not_active(lease, str(status))
         left = times.show_span((start - now).total_seconds())
-        line = (f"Lease {lease.name} starts {times.show_time(start, config.site)}, in {left}: more than "
-                f"the {config.lease_wait_minutes} min this step waits, so it is kept reserved; run this step "
-                "again after it starts")
+        line = msg.LEASE_LATER(name=lease.name, start=times.show_time(start, config.site), left=left,
+                               minutes=config.lease_wait_minutes)
         if require_active:
             raise LeaseNotStarted(line)
         print(line, flush=True)
@@ -238,10 +220,8 @@ def wait_lease_active(lease: Any, config: ChameleonConfig, state: State, require
             raise _not_active(lease, str(status))
         now = times.utcnow()
         if now >= deadline:
-            raise ProvisioningError(
-                f"{lease_label(lease)} is still {status} after waiting up to "
-                f"{times.show_span(config.lease_timeout_s)} past its start time: check it in the GUI "
-                "(Reservations → Leases; it is kept) and run this step again")
+            raise ProvisioningError(msg.LEASE_STILL_PENDING(name=lease.name, status=status,
+                                                            wait=times.show_span(config.lease_timeout_s)))
         remaining = ((start - now) if start is not None and start > now else (deadline - now)).total_seconds()
         every = 60.0 if remaining <= 600 else 300.0  # the time left: each minute in the last ten
         if last_print is None or (now - last_print).total_seconds() >= every:
@@ -262,9 +242,8 @@ def ensure_lease(config: ChameleonConfig, chi: ChiApi, state: State, require_act
     lease = find_lease(config, chi)
     if lease is None:
         if config.lease_id:
-            raise ProvisioningError(
-                f"no lease with id {config.lease_id} in project {config.project} at {config.site}: check the "
-                "id (GUI: Reservations → Leases) or leave lease_id / CHI_LEASE_ID empty to create one")
+            raise ProvisioningError(msg.NO_LEASE_WITH_ID(lease_id=config.lease_id, project=config.project,
+                                                         site=config.site))
         print(f"No live lease named {config.lease_name!r} (lease_name) in project {config.project} at "
               f"{config.site}: creating it. If you meant a lease made another way (the original lab names it "
               "serve_system_<netID> in the GUI), set lease_name or lease_id to that one and delete this one "
@@ -273,10 +252,7 @@ def ensure_lease(config: ChameleonConfig, chi: ChiApi, state: State, require_act
     else:
         status = read_status(lease)
         if status == "ERROR":
-            raise ProvisioningError(
-                f"{lease_label(lease)} exists and is in ERROR: delete it (provisioning teardown "
-                "with delete_adopted, or the GUI) and run this step again, or choose another lease_name / "
-                "CHI_LEASE_NAME")
+            raise ProvisioningError(msg.LEASE_IN_ERROR(name=lease.name))
         earlier = state.reserved_earlier("lease", config, lease.id)
         if earlier is not None:
             print(f"{lease_label(lease)} was created by the lab for a later run ({earlier}): this run's "
@@ -292,6 +268,5 @@ def node_reservation_id(lease: Any, config: ChameleonConfig) -> str:
     """The id of the lease's node reservation, which the server launch needs."""
     reservations = list(lease.node_reservations)
     if not reservations:
-        raise ProvisioningError(
-            f"{lease_label(lease)} has no node reservation: delete it and create it again")
+        raise ProvisioningError(msg.NO_NODE_RESERVATION(name=lease.name))
     return str(reservations[0]["id"])

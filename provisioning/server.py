@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from provisioning import messages as msg
 from provisioning import times
 from provisioning.chi_api import ChiApi
 from provisioning.config import ChameleonConfig, ProvisioningError
@@ -81,11 +82,9 @@ def boot_timed_out(exc: BaseException) -> bool:
 def _permanent_wait_error(config: ChameleonConfig, exc: BaseException) -> str:
     """The one line that ends the boot wait at once: the server gone (404), the credentials refused."""
     if gone(exc):
-        return (f"server {config.server_name} is gone ({describe(exc)}): it was deleted while the lab waited "
-                "for it to boot; run this step again to launch a new one (the lease is reused)")
+        return msg.SERVER_GONE_DURING_BOOT(server=config.server_name, error=describe(exc))
     hint = HINTS["Forbidden" if http_status(exc) == 403 else "Unauthorized"]
-    return (f"Chameleon refused the credentials while waiting for server {config.server_name} "
-            f"({describe(exc)}): {hint}; then run this step again (the server is reused)")
+    return msg.SERVER_WAIT_REFUSED(server=config.server_name, error=describe(exc), hint=hint)
 
 
 def wait_server_active(server: Any, config: ChameleonConfig, lease: Any = None) -> Any:
@@ -116,35 +115,28 @@ def wait_server_active(server: Any, config: ChameleonConfig, lease: Any = None) 
                                    and to_utc(getattr(lease, "end_date", None)) is not None)
                 again = ("the lease has no time left for it: delete it (teardown) and reserve a new lease"
                          if until_lease_end else "run this step again to keep waiting (the server is reused)")
-                raise ProvisioningError(
-                    f"server {config.server_name} did not become ACTIVE within {show_span(limit)} ({why}; "
-                    f"{describe(exc)}): {again}") from exc
+                raise ProvisioningError(msg.BOOT_TIMED_OUT(
+                    server=config.server_name, limit=show_span(limit), why=why, error=describe(exc),
+                    again=again)) from exc
             if permanent(exc):
                 raise ProvisioningError(_permanent_wait_error(config, exc)) from exc
             if not transient(exc):  # python-chi's "Multiple matching servers", a bug: no retry mends it
-                raise ProvisioningError(
-                    f"waiting for server {config.server_name} failed ({describe(exc)}): trying again would "
-                    "not mend it; check the server in the GUI (Compute → Instances) and run this step again "
-                    "(the server is reused)") from exc
+                raise ProvisioningError(msg.BOOT_WAIT_HOPELESS(server=config.server_name,
+                                                               error=describe(exc))) from exc
             left = (deadline - times.utcnow()).total_seconds()
             if left <= WAIT_RETRY_S:
-                raise ProvisioningError(
-                    f"server {config.server_name}'s status could not be read until the wait's end "
-                    f"({show_span(limit)}, {why}; the last error: {describe(exc)}): check the server in the "
-                    "GUI (Compute → Instances) and run this step again (the server is reused)") from exc
+                raise ProvisioningError(msg.SERVER_STATUS_UNREADABLE(
+                    server=config.server_name, limit=show_span(limit), why=why, error=describe(exc))) from exc
             text = describe(exc)
             if text not in seen:
                 seen.add(text)
-                print(f"Reading server {config.server_name}'s status failed ({text}); trying again every "
-                      f"{WAIT_RETRY_S:.0f} s for up to {show_span(left)} more: the boot goes on meanwhile",
-                      flush=True)
+                print(msg.SERVER_STATUS_RETRY(server=config.server_name, error=text,
+                                              every=f"{WAIT_RETRY_S:.0f}", left=show_span(left)), flush=True)
             times.sleep(WAIT_RETRY_S)
             left = (deadline - times.utcnow()).total_seconds()
     status = server.status
     if status != "ACTIVE":
-        raise ProvisioningError(
-            f"server {config.server_name} is {status}, not ACTIVE: delete it (teardown with "
-            "keep_lease=True, or the GUI: Compute → Instances) and launch it again")
+        raise ProvisioningError(msg.SERVER_NOT_ACTIVE(server=config.server_name, status=status))
     return server
 
 
@@ -156,10 +148,7 @@ def ensure_server(config: ChameleonConfig, lease: Any, chi: ChiApi, state: State
     else:
         status = server.status
         if status == "ERROR":
-            raise ProvisioningError(
-                f"server {config.server_name} exists but is in ERROR; it is not reused. Delete it "
-                "(the GUI: Compute → Instances → Delete, or provisioning teardown with keep_lease=True, "
-                "and delete_adopted=True when this lab did not create it) and run this step again")
+            raise ProvisioningError(msg.SERVER_IN_ERROR(server=config.server_name))
         origin = state.record("server", config.server_name, server.id, ADOPTED, config).origin
         print(f"Reusing server {config.server_name} ({status}; {origin} by this lab)")
     return wait_server_active(server, config, lease)
@@ -170,10 +159,8 @@ def wait_for_ssh(server: Any, address: str, config: ChameleonConfig) -> None:
     try:
         server.check_connectivity(host=address, port=22, timeout=config.ssh_timeout_s, show="text")
     except Exception as exc:
-        raise ProvisioningError(
-            f"SSH on {address}:22 did not answer within {config.ssh_timeout_s} s ({describe(exc)}); "
-            "check that the project's security groups allow SSH and that the server booted (GUI console)"
-        ) from exc
+        raise ProvisioningError(msg.NO_SSH(address=address, limit=config.ssh_timeout_s,
+                                           error=describe(exc))) from exc
 
 
 def delete_server(server: Any, config: ChameleonConfig, chi: ChiApi, timeout: float = 600.0) -> None:

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from provisioning import messages as msg
 from provisioning import times
 from provisioning.config import ChameleonConfig, ProvisioningError
 from servelab.core.paths import shown
@@ -68,9 +69,8 @@ class State:
                 self.resources = [Resource(**{k: v for k, v in item.items() if k in known})
                                   for item in data.get("resources", [])]
             except (ValueError, TypeError, AttributeError) as exc:
-                raise ProvisioningError(
-                    f"{shown(str(self.path))} is not a provisioning state file ({exc}): move it away and "
-                    "check the GUI for leftover leases, servers and floating IPs") from exc
+                raise ProvisioningError(msg.STATE_FILE_UNREADABLE(path=shown(str(self.path)),
+                                                                  error=exc)) from exc
 
     def _matches(self, entry: Resource, kind: str, config: ChameleonConfig) -> bool:
         return entry.kind == kind and entry.site == config.site and entry.project == config.project

@@ -28,6 +28,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
+from provisioning import messages as msg
 from provisioning import times
 from provisioning.chi_api import ChiApi
 from provisioning.config import ChameleonConfig, ProvisioningError
@@ -39,7 +40,6 @@ from provisioning.state import ADOPTED, CREATED, DELETED, GONE, Resource, State
 
 T = TypeVar("T")
 NOT_OURS = "not recorded as created by this lab; delete_adopted deletes it"
-GUI = "GUI: Compute → Instances, Network → Floating IPs, Reservations → Leases"
 
 
 @dataclass
@@ -79,8 +79,7 @@ class TeardownError(ProvisioningError):
     """Something could not be deleted; ``result`` says what was and what was not."""
 
     def __init__(self, result: TeardownResult) -> None:
-        super().__init__(f"teardown incomplete: {'; '.join(result.errors)}: run teardown again, or delete "
-                         f"what is left by hand ({GUI})")
+        super().__init__(msg.TEARDOWN_INCOMPLETE(errors="; ".join(result.errors)))
         self.result = result
 
 
@@ -134,9 +133,8 @@ class _Teardown:
 
     def failed(self, what: str, exc: BaseException, entry: Resource | None = None, delete: str = "") -> None:
         hint = hint_for(exc)
-        text = (f"{what} failed ({describe(exc)}{'; ' + hint if hint else ''})"
-                + (f"; it is not deleted: run the teardown again, or, from the lab's folder: {delete}"
-                   if delete else ""))
+        text = msg.TEARDOWN_STEP_FAILED(what=what, error=describe(exc), hint=f"; {hint}" if hint else "",
+                                        delete=msg.TEARDOWN_DELETE_LINE(command=delete) if delete else "")
         self.result.errors.append(one_line(text))
         print(f"Teardown: {text}", flush=True)
         if entry is not None:
@@ -165,8 +163,8 @@ class _Teardown:
                 self._statuses[id(lease)] = read_status(lease)
             except Exception as exc:
                 self._statuses[id(lease)] = None
-                print(f"Teardown: reading lease {lease.name}'s status failed ({describe(exc)}; tried "
-                      f"{READ_ATTEMPTS} times): going on as if it were live", flush=True)
+                print(msg.TEARDOWN_STATUS_UNREAD(name=lease.name, error=describe(exc),
+                                                 attempts=READ_ATTEMPTS), flush=True)
         return self._statuses[id(lease)]
 
     def lease_line(self, entry: Resource) -> str:
