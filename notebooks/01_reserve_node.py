@@ -111,5 +111,5 @@ common.plan_mode(P)
 lease = provisioning.reserve(config, plan_only=P.plan)
 
 # %% [markdown]
-# While you wait for the lease to become active, read notebooks 02–08: the reserved
+# While you wait for the lease to become active, read the notebooks that follow: the reserved
 # time is short, and every minute spent reading on the node is a minute not measuring.

@@ -83,7 +83,7 @@ provisioning.not_in_the_nodes_jupyter(P.target, P.target_from)
 
 # %% [markdown]
 # ## Your work from the node, first
-# Notebooks 03–07 and 09–11 ran on the node: their measurements are in `results/` there, and the
+# The node's notebooks ran on the node: their measurements are in `results/` there, and the
 # notebooks you saved are in `notebooks/` there. Deleting the server deletes both, so this cell copies
 # them here first, into `results/from-node/` (`results/`, and everything saved under `notebooks/` at any
 # depth, as on the node; never Jupyter's checkpoints), in at most five minutes, and says what it copied.

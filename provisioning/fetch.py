@@ -1,13 +1,14 @@
 """A student's work on the node, brought to the hub: the node's ``results/`` and the notebooks saved there.
 
-Notebooks 03-10 run in the node's Jupyter: their measurements go to ``results/`` in the lab's folder
-on the node, and the student saves the notebooks there. Both go with the server, at 08's teardown or
-when the lease ends mid-lab, unless copied here first. ``fetch_node_work`` packs them on the node,
-copies the tarball and unpacks it into ``results/from-node/`` here (``results/`` and ``notebooks/``
-as on the node; a later fetch overwrites the files it brings again, and a file deleted on the node
-stays here), all within a time limit, and prints what it brought. 08 runs it before anything is
-deleted; any of the lab's notebooks here can run ``FETCH_LINE`` while the lease runs (02 prints it).
-The packing and the time limit are the instructor's fetch's (``servelab.remote.fetch``).
+The node's notebooks (``servelab.core.lab_steps``) run in its Jupyter: their measurements go to
+``results/`` in the lab's folder on the node, and the student saves the notebooks there. Both go with
+the server, at 08's teardown or when the lease ends mid-lab, unless copied here first.
+``fetch_node_work`` packs them on the node, copies the tarball and unpacks it into
+``results/from-node/`` here (``results/`` and ``notebooks/`` as on the node; a later fetch overwrites
+the files it brings again, and a file deleted on the node stays here), all within a time limit, and
+prints what it brought. 08 runs it before anything is deleted; any of the lab's notebooks here can run
+``FETCH_LINE`` while the lease runs (02 prints it). The packing and the time limit are the instructor's
+fetch's (``servelab.remote.fetch``).
 Reasons: docs/decisions/2026-11-25-class-day-provisioning.md.
 """
 
