@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from provisioning import messages as msg
 from provisioning.config import ChameleonConfig, ProvisioningError
 from provisioning.node import run_on_node
 from servelab.core.exposure import (
@@ -17,7 +18,6 @@ from servelab.core.exposure import (
     allowlist_text,
     outside_allowlist,
     parse_ss,
-    refusal,
 )
 
 
@@ -33,7 +33,8 @@ def check_exposure(node: Any, config: ChameleonConfig) -> list[Listener]:
     listeners = parse_ss(run_on_node(node.server, config, LISTENING_COMMAND))
     extra = outside_allowlist(listeners)
     if extra:
-        raise ProvisioningError(refusal(f"the node ({node.address})", extra))
+        raise ProvisioningError(msg.NODE_LISTENS_PUBLICLY(where=f"the node ({node.address})", allowed=allowed,
+                                                          extra=", ".join(str(item) for item in extra)))
     public = sorted({item for item in listeners if not item.loopback}, key=lambda item: item.port)
     ports = sorted({item.port for item in public})
     shown = ", ".join(f"{port} ({PUBLIC[port]})" for port in ports) or "nothing"

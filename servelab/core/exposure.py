@@ -75,9 +75,3 @@ def allowlist_text(allowed: dict[int, str] | None = None) -> str:
     ports = PUBLIC if allowed is None else allowed
     return ", ".join(f"{port} ({what})" for port, what in sorted(ports.items()))
 
-
-def refusal(where: str, extra: list[Listener]) -> str:
-    """The one line that says what listens on ``where``'s public addresses beyond the allowlist."""
-    return (f"{where} listens on a public address beyond the lab's allowlist ({allowlist_text()}): "
-            f"{', '.join(str(item) for item in extra)}; stop it (docker ps shows what publishes a port), "
-            "or publish it on 127.0.0.1 only, then run this cell again")

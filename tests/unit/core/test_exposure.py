@@ -17,9 +17,9 @@ from servelab.core.exposure import (
     PUBLIC,
     PUBLIC_SERVICES,
     Listener,
+    allowlist_text,
     outside_allowlist,
     parse_ss,
-    refusal,
 )
 from servelab.core.paths import REPO_ROOT
 
@@ -123,8 +123,7 @@ def test_a_listing_of_the_hosts_sockets_is_read_and_checked_against_the_allowlis
     assert [item.loopback for item in found] == [False, False, True, True, False, False, True, False]
     extra = outside_allowlist(found)
     assert [str(item) for item in extra] == ["10.52.0.12:6379 (redis-server)", "[::]:8002"]
-    line = refusal("the node", extra)
-    assert "\n" not in line and "[::]:8002" in line and "8888 (the node's Jupyter server" in line
+    assert "8888 (the node's Jupyter server" in allowlist_text() and "80 (GourmetGram)" in allowlist_text()
     assert outside_allowlist([Listener("0.0.0.0", 8888), Listener("::", 22)]) == []
 
 
