@@ -35,7 +35,8 @@ def check_exposure(node: Any, config: ChameleonConfig) -> list[Listener]:
     if extra:
         raise ProvisioningError(msg.NODE_LISTENS_PUBLICLY(where=f"the node ({node.address})", allowed=allowed,
                                                           extra=", ".join(str(item) for item in extra)))
-    public = sorted({item for item in listeners if not item.loopback}, key=lambda item: item.port)
+    public = sorted({item for item in listeners if not item.loopback},
+                    key=lambda item: (item.port, item.address))
     ports = sorted({item.port for item in public})
     shown = ", ".join(f"{port} ({PUBLIC[port]})" for port in ports) or "nothing"
     print(f"On the node's public address {node.address} only these answer: {shown}; every other server of "

@@ -149,6 +149,8 @@ def test_a_local_gpu_host_deploys_the_onnx_model_through_the_python_runner(
         def argv(self) -> list[str]:
             return ["tritonserver"]
 
+        shown_argv = argv
+
         url = "127.0.0.1:8000"
 
         def client(self):  # type: ignore[no-untyped-def]

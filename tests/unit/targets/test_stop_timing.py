@@ -63,7 +63,9 @@ def block(step: str, node: StandInNode, fake_chi: Any, monkeypatch: pytest.Monke
         use_chi_server(fake_chi, monkeypatch, node, hook=slow_nova, boot_s=BLOCK_S)
         return
     else:
-        node.slow = {"node set-up": {"node_setup.sh": BLOCK_S}, "remote command": {"./lab jupyter": BLOCK_S},
+        # "remote command": the node run's start, the first command after the set-up (the headless run
+        # starts no `./lab jupyter`)
+        node.slow = {"node set-up": {"node_setup.sh": BLOCK_S}, "remote command": {"setsid nohup": BLOCK_S},
                      "node run": {"base64": BLOCK_S}, "fetch": {"tar -czf": BLOCK_S}}[step]
     use_chi_server(fake_chi, monkeypatch, node)
 
