@@ -16,12 +16,13 @@ from pathlib import Path
 
 from flask import Blueprint, Flask, Response, current_app, jsonify, render_template, request
 from PIL import Image
-from werkzeug.exceptions import RequestEntityTooLarge
+from werkzeug.exceptions import ClientDisconnected, RequestEntityTooLarge
 
 from flask_app.backends import TITLES, Backend, BackendUnavailable, Prediction, make_backend
+from flask_app.guard import Refused, UploadGuard
 from flask_app.settings import PACKAGE_DIR, Settings
 from flask_app.uploads import DiskFull, UploadFolder, metrics_text
-from servelab.core.preprocess import ImageError, load_image
+from servelab.core.preprocess import DecodeBusy, ImageError, load_image
 
 TEST_IMAGE = PACKAGE_DIR / "static" / "test_image.jpg"
 FORM_OVERHEAD_BYTES = 64 * 1024  # multipart boundaries and headers on top of the file itself
@@ -35,10 +36,14 @@ bp = Blueprint("gourmetgram", __name__)
 class UploadError(Exception):
     """An upload the app refuses; carries the user-facing message and the HTTP status."""
 
-    def __init__(self, message: str, status: int) -> None:
+    def __init__(self, message: str, status: int, retry_after_s: int = 0) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
+        self.retry_after_s = retry_after_s  # a Retry-After header when set (429, 503)
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after_s)} if self.retry_after_s else {}
 
 
 class BackendHolder:
@@ -67,6 +72,8 @@ def create_app(settings: Settings | None = None) -> Flask:
                            app.logger)
     uploads.open()
     app.extensions["gourmetgram_uploads"] = uploads
+    app.extensions["gourmetgram_guard"] = UploadGuard(settings.uploads_per_minute, settings.uploads_at_once,
+                                                      settings.upload_read_timeout)
     app.register_blueprint(bp)
     app.register_error_handler(RequestEntityTooLarge, _too_large)
     return app
@@ -94,22 +101,22 @@ def index() -> str:
 
 
 @bp.post("/predict")
-def predict() -> tuple[str, int]:
+def predict() -> tuple[str, int] | tuple[str, int, dict[str, str]]:
     """Form upload → HTML fragment the page swaps in (status code tells success or not)."""
     try:
         prediction = _classify_upload()
     except UploadError as exc:
-        return render_template("_result.html", message=exc.message), exc.status
+        return render_template("_result.html", message=exc.message), exc.status, exc.headers()
     return render_template("_result.html", prediction=prediction), 200
 
 
 @bp.post("/api/predict")
-def api_predict() -> tuple[Response, int]:
+def api_predict() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
     """Form upload → JSON, for scripts: ``curl -F file=@dish.jpg …/api/predict``."""
     try:
         prediction = _classify_upload()
     except UploadError as exc:
-        return jsonify(error=exc.message), exc.status
+        return jsonify(error=exc.message), exc.status, exc.headers()
     return jsonify(prediction.as_json()), 200
 
 
@@ -136,10 +143,20 @@ def metrics() -> Response:
 
 
 def _classify_upload() -> Prediction:
-    data = _read_upload(_settings().max_upload_bytes)
-    image_format = _check_image(data)
-    _save_upload(data, image_format)
-    return _run_backend(data, kept=True)
+    """Read, check, keep and classify one upload, within the guard's bounds (``flask_app.guard``)."""
+    guard: UploadGuard = current_app.extensions["gourmetgram_guard"]
+    try:
+        with guard.admit(request.remote_addr or "unknown", request.environ):
+            try:
+                data = _read_upload(_settings().max_upload_bytes)
+            except (TimeoutError, ClientDisconnected):  # werkzeug reads a stalled body as a cut one
+                raise UploadError(f"The upload stalled (no data for {guard.read_timeout_s:g} s): try again.",
+                                  408) from None
+            image_format = _check_image(data)
+            _save_upload(data, image_format)
+            return _run_backend(data, kept=True)
+    except Refused as refused:
+        raise UploadError(refused.message, refused.status, refused.retry_after_s) from None
 
 
 def _read_upload(max_bytes: int) -> bytes:
@@ -161,6 +178,8 @@ def _check_image(data: bytes) -> str:
         load_image(data)
         with Image.open(io.BytesIO(data)) as img:
             return img.format or "IMAGE"
+    except DecodeBusy as exc:
+        raise UploadError(f"The server is busy decoding other photos ({exc}).", 503, 2) from None
     except ImageError as exc:
         raise UploadError(f"That file is not an image ({exc}): choose a JPEG or PNG photo.", 400) from None
 

@@ -24,6 +24,11 @@ DEFAULT_MODELS = {"triton": "food_classifier", "triton_onnx": "food_classifier_o
 DEFAULT_MAX_UPLOAD_BYTES = 10 * 1024 * 1024
 DEFAULT_UPLOADS_MAX_MB = 1024.0  # the folder's bound in bytes (MiB)...
 DEFAULT_UPLOADS_MAX_FILES = 20_000  # ...and in files: whichever is reached first
+# under abuse (flask_app/guard.py): uploads a minute per client, at once per worker (gunicorn's 4 threads
+# less one for the page and /health), seconds without a byte of the body
+DEFAULT_UPLOADS_PER_MINUTE = 60.0
+DEFAULT_UPLOADS_AT_ONCE = 3
+DEFAULT_UPLOAD_READ_TIMEOUT = 20.0
 MB = 1024 * 1024
 PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -47,6 +52,9 @@ class Settings:
     instance_path: Path = PACKAGE_DIR / "instance"
     uploads_max_mb: float = DEFAULT_UPLOADS_MAX_MB
     uploads_max_files: int = DEFAULT_UPLOADS_MAX_FILES
+    uploads_per_minute: float = DEFAULT_UPLOADS_PER_MINUTE
+    uploads_at_once: int = DEFAULT_UPLOADS_AT_ONCE
+    upload_read_timeout: float = DEFAULT_UPLOAD_READ_TIMEOUT
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -63,6 +71,12 @@ class Settings:
             raise SettingsError(f"UPLOADS_MAX_MB must be a size in MB > 0, got {self.uploads_max_mb}")
         if self.uploads_max_files < 1:
             raise SettingsError(f"UPLOADS_MAX_FILES must be at least 1, got {self.uploads_max_files}")
+        if not (math.isfinite(self.uploads_per_minute) and self.uploads_per_minute > 0):
+            raise SettingsError(f"UPLOADS_PER_MINUTE must be > 0, got {self.uploads_per_minute}")
+        if self.uploads_at_once < 1:
+            raise SettingsError(f"UPLOADS_AT_ONCE must be at least 1, got {self.uploads_at_once}")
+        if not (math.isfinite(self.upload_read_timeout) and self.upload_read_timeout > 0):
+            raise SettingsError(f"UPLOAD_READ_TIMEOUT must be seconds > 0, got {self.upload_read_timeout}")
         if self.uploads_trim_bytes < self.max_upload_bytes:
             need = math.ceil(self.max_upload_bytes / 0.9 / MB * 100) / 100
             raise SettingsError(
@@ -105,6 +119,9 @@ class Settings:
             instance_path=Path(env.get("INSTANCE_PATH", "").strip() or defaults.instance_path),
             uploads_max_mb=_number(env, "UPLOADS_MAX_MB", defaults.uploads_max_mb, float),
             uploads_max_files=_number(env, "UPLOADS_MAX_FILES", defaults.uploads_max_files, int),
+            uploads_per_minute=_number(env, "UPLOADS_PER_MINUTE", defaults.uploads_per_minute, float),
+            uploads_at_once=_number(env, "UPLOADS_AT_ONCE", defaults.uploads_at_once, int),
+            upload_read_timeout=_number(env, "UPLOAD_READ_TIMEOUT", defaults.upload_read_timeout, float),
         )
 
 

@@ -13,8 +13,11 @@ import base64
 import binascii
 import io
 import os
+import threading
+import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -29,10 +32,50 @@ STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
 
 DEFAULT_MAX_PIXELS = int(os.environ.get("SERVELAB_MAX_PIXELS", 40_000_000))
 DEFAULT_MAX_BYTES = int(os.environ.get("SERVELAB_MAX_BYTES", 10 * 1024 * 1024))
+# The pixels one process decodes at once (3 bytes each once decoded): a small file can decode to a large
+# image (a 129 KiB PNG to about 150 MiB), so concurrent decodes wait for their share of this budget,
+# checked from the header before any pixel is decoded. Why: docs/decisions/2026-12-01-exposure.md
+DECODE_BUDGET_PIXELS = int(os.environ.get("SERVELAB_DECODE_BUDGET_PIXELS", 2 * DEFAULT_MAX_PIXELS))
+DECODE_WAIT_S = 10.0  # how long a decode waits for its share before the request is turned away
 
 
 class ImageError(ValueError):
     """The client sent something that is not a usable image; the message says what."""
+
+
+class DecodeBusy(ImageError):
+    """The process is decoding as many pixels as its budget allows: the client should try again soon."""
+
+
+class PixelBudget:
+    """The pixels being decoded at once in this process: at most ``limit`` (one image may take it all)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self._free = threading.Condition()
+
+    @contextmanager
+    def share(self, pixels: int, wait_s: float = DECODE_WAIT_S) -> Iterator[None]:
+        """Hold ``pixels`` of the budget (all of it, for an image larger than it) while decoding."""
+        wanted = min(pixels, self.limit)
+        deadline = time.monotonic() + wait_s
+        with self._free:
+            while self.used + wanted > self.limit:
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._free.wait(left):
+                    raise DecodeBusy(f"the server is decoding {self.used:,} pixels of other images, its "
+                                     f"budget is {self.limit:,}: try again in a moment")
+            self.used += wanted
+        try:
+            yield
+        finally:
+            with self._free:
+                self.used -= wanted
+                self._free.notify_all()
+
+
+DECODE_BUDGET = PixelBudget(DECODE_BUDGET_PIXELS)
 
 
 def decode_base64(text: str, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
@@ -59,7 +102,8 @@ def load_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image
     """Decode image bytes into an upright RGB PIL image, or raise ``ImageError``.
 
     The pixel count is checked from the header before any pixel is decoded, so
-    a decompression bomb costs nothing; EXIF orientation is applied so a phone
+    a decompression bomb costs nothing, and the decode waits for its share of the process's
+    ``DECODE_BUDGET`` (``DecodeBusy`` past ``DECODE_WAIT_S``); EXIF orientation is applied so a phone
     photo is classified the way it is seen.
     """
     if not data:
@@ -74,8 +118,9 @@ def load_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image
                     f"image is {width}x{height} = {width * height} pixels, over the limit of "
                     f"{max_pixels} pixels"
                 )
-            img.load()
-            img = ImageOps.exif_transpose(img)
+            with DECODE_BUDGET.share(width * height):
+                img.load()
+                img = ImageOps.exif_transpose(img)
     except ImageError:
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:

@@ -26,7 +26,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from servelab.core.browser import proxied_scope
-from servelab.core.preprocess import ImageError
+from servelab.core.preprocess import DecodeBusy, ImageError
 from servelab.serving import stages
 from servelab.serving.batcher import InferenceError
 from servelab.serving.metrics import Metrics
@@ -220,6 +220,10 @@ async def _on_image_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": str(exc)}, status_code=400)
 
 
+async def _on_decode_busy(request: Request, exc: Exception) -> JSONResponse:
+    return JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": "1"})
+
+
 async def _on_inference_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": f"the server failed to run the model: {exc}"}, status_code=500)
 
@@ -235,4 +239,5 @@ def add_error_handlers(api: FastAPI) -> None:
     """Map a malformed body to 422, an unusable image to 400 and a failed forward pass to 500."""
     api.add_exception_handler(RequestValidationError, _on_validation_error)
     api.add_exception_handler(ImageError, _on_image_error)
+    api.add_exception_handler(DecodeBusy, _on_decode_busy)  # its own: the image is fine, the server busy
     api.add_exception_handler(InferenceError, _on_inference_error)

@@ -47,7 +47,7 @@ def control_client(url: str, **options: Any) -> Any:
     import tritonclient.http as httpclient
     from tritonclient._plugin import InferenceServerClientPlugin
 
-    class AdminKey(InferenceServerClientPlugin):  # type: ignore[misc]  # (tritonclient has no type hints)
+    class AdminKey(InferenceServerClientPlugin):
         def __init__(self, key: str) -> None:
             self.key = key
 
