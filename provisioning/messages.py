@@ -188,6 +188,10 @@ SERVER_IN_ERROR = M(
     "server {server} exists but is in ERROR; it is not reused. Delete it (the GUI: Compute → Instances → "
     "Delete, or provisioning teardown with keep_lease=True, and delete_adopted=True when this lab did not "
     "create it) and run this step again", "the lab's server in ERROR")
+SERVER_NOT_YOURS = M(
+    "server {server} belongs to another user ({owner}), not to you ({me}): it is never reused, nor deleted; "
+    "give this lab's server another name (server_name=..., CHI_SERVER_NAME) and run this step again",
+    "a server of that name made by a classmate in the class's project")
 NO_SSH = M(
     "SSH on {address}:22 did not answer within {limit} s ({error}); check that the project's security "
     "groups allow SSH and that the server booted (GUI console)", "port 22 closed after the boot")

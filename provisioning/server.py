@@ -140,8 +140,24 @@ def wait_server_active(server: Any, config: ChameleonConfig, lease: Any = None) 
     return server
 
 
+def owners(server: Any, chi: ChiApi) -> tuple[str, str]:
+    """(the Keystone user who made ``server``, Nova's ``user_id``; the user these credentials are), each ""
+    where it cannot be read."""
+    try:
+        owner = str(chi.server.nova().servers.get(server.id).user_id or "")
+    except Exception:  # an older python-chi, a Nova that does not say: the check cannot be made
+        owner = ""
+    try:
+        me = str(chi.context.session().session.get_user_id() or "")
+    except Exception:
+        me = ""
+    return owner, me
+
+
 def ensure_server(config: ChameleonConfig, lease: Any, chi: ChiApi, state: State) -> Any:
-    """Reuse (adopt) the server with this name unless it is in ERROR, else launch it; return it ACTIVE."""
+    """Reuse (adopt) the server with this name unless it is in ERROR or another user's (its Nova owner is
+    not these credentials' user: a classmate's, in a class project, which ``delete_adopted`` would
+    delete), else launch it; return it ACTIVE."""
     server = find_server(config, chi)
     if server is None:
         server = create_server(config, lease, chi, state)
@@ -149,6 +165,9 @@ def ensure_server(config: ChameleonConfig, lease: Any, chi: ChiApi, state: State
         status = server.status
         if status == "ERROR":
             raise ProvisioningError(msg.SERVER_IN_ERROR(server=config.server_name))
+        owner, me = owners(server, chi)
+        if owner and me and owner != me:
+            raise ProvisioningError(msg.SERVER_NOT_YOURS(server=config.server_name, owner=owner, me=me))
         origin = state.record("server", config.server_name, server.id, ADOPTED, config).origin
         print(f"Reusing server {config.server_name} ({status}; {origin} by this lab)")
     return wait_server_active(server, config, lease)

@@ -405,11 +405,18 @@ class FakeServerModule:
         self.upload_failures: list[BaseException] = []  # raised by the next uploads, one each
         self.wait_failures: list[BaseException] = []  # raised by the next Server.wait calls, one each
         self.execute_kwargs: list[dict[str, Any]] = []
+        self.made_by: dict[str, str] = {}  # server id -> the Keystone user who made it (default: alice)
         self._ids = 0
 
     def new_id(self) -> str:
         self._ids += 1
         return f"server-{self._ids}"
+
+    def nova(self, session: Any = None) -> SimpleNamespace:
+        """python-chi's novaclient (``chi.server.nova()``): a server's ``user_id``, its owner (a read)."""
+        def get(server_id: str) -> SimpleNamespace:
+            return SimpleNamespace(id=server_id, user_id=self.made_by.get(server_id, "user-alice"))
+        return SimpleNamespace(servers=SimpleNamespace(get=get))
 
     def Server(self, name: str, reservation_id: str | None = None,  # noqa: N802
                image_name: str | None = "CC-Ubuntu22.04", image: Any = None,
@@ -516,7 +523,8 @@ class FakeContext:
             return access
 
         auth = SimpleNamespace(get_access=get_access)
-        return SimpleNamespace(session=SimpleNamespace(auth=auth))
+        # keystoneauth's Session.get_user_id: the user these credentials are (a read)
+        return SimpleNamespace(session=SimpleNamespace(auth=auth, get_user_id=lambda: "user-alice"))
 
     def _restricted_credential(self) -> bool:
         return self.settings.get("auth_type") == "v3applicationcredential" and self.credential_restricted

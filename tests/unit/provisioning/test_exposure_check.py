@@ -58,3 +58,18 @@ def test_plan_mode_says_what_it_would_check(capsys) -> None:
     assert check_exposure(None, config()) == []
     assert "plan mode: on Chameleon this lists what listens on the node (ss -Hltn over SSH)" in \
         capsys.readouterr().out
+
+
+def test_a_classmates_server_of_the_same_name_is_never_adopted(fake_chi, student) -> None:
+    """In a class project a server of the name the lab gives may be another user's: adopting it (and
+    deleting it with delete_adopted) is refused in one line; one's own is reused."""
+    theirs = fake_chi.server.add_existing("node-serve-system-alice", "ACTIVE", fip=True)
+    fake_chi.lease.add_existing("serve_system_alice", "ACTIVE")
+    fake_chi.server.made_by[theirs.id] = "user-bob"
+    with pytest.raises(provisioning.ProvisioningError) as refused:
+        provisioning.launch(config(), chi=fake_chi.api)
+    assert str(refused.value).startswith("server node-serve-system-alice belongs to another user (user-bob), "
+                                         "not to you (user-alice): it is never reused, nor deleted")
+    assert "Server.execute" not in fake_chi.rec.names() and "Server.delete" not in fake_chi.rec.names()
+    fake_chi.server.made_by[theirs.id] = "user-alice"
+    assert provisioning.launch(config(), chi=fake_chi.api) is not None
