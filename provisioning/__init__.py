@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from provisioning import hostkeys
 from provisioning import messages as msg
 from provisioning.checks import run_preflight, select_context, start_chi
 from provisioning.chi_api import ChiApi
@@ -83,6 +84,7 @@ class Node:
     address: str
     user: str = "cc"
     jupyter: JupyterAccess | None = None  # set by launch() after `./lab jupyter`; None when not started
+    known_hosts: Path | None = None  # its SSH host key, recorded at first contact (provisioning.hostkeys)
 
     @property
     def jupyter_url(self) -> str:
@@ -90,8 +92,10 @@ class Node:
         return self.jupyter.url if self.jupyter else ""
 
     def ssh_connection(self) -> Any:
-        """A Fabric ``Connection`` to the node (python-chi sets the key and host-key policy)."""
-        return self.server.ssh_connection(user=self.user)
+        """A Fabric ``Connection`` to the node (python-chi sets the key) that accepts only the host key
+        recorded at first contact."""
+        connection = self.server.ssh_connection(user=self.user)
+        return hostkeys.pin(connection, self.address, self.known_hosts) if self.known_hosts else connection
 
 
 def configure(state: StatePath = None, env: Mapping[str, str] | None = None, show: bool = True,
@@ -192,7 +196,10 @@ def launch(config: ChameleonConfig, plan_only: bool = False, chi: ChiApi | None 
         server = ensure_server(config, lease, chi, records)
     address = ensure_floating_ip(server, config, chi, records)
     wait_for_ssh(server, address, config)
-    node = Node(server=server, address=address, user=config.ssh_user)
+    known_hosts = records.path.parent / hostkeys.KNOWN_HOSTS
+    with step(f"reading the SSH host key of {address}"):
+        hostkeys.remember(address, str(server.id), known_hosts)
+    node = Node(server=server, address=address, user=config.ssh_user, known_hosts=known_hosts)
     if setup_node:
         with tempfile.TemporaryDirectory() as tmp:
             node.jupyter = run_node_setup(server, config, Path(workdir or tmp), root, address, jupyter)

@@ -297,6 +297,10 @@ IN_THE_NODES_JUPYTER = M(
     "or deleted here (on a Docker host of your own, set target = \"docker\" to stop its stacks)",
     "08 run in the node's Jupyter")
 
+HOST_KEY_CHANGED = M(
+    "the node at {address} presented another SSH host key ({now}) than at first contact ({was}, recorded in "
+    "{path}): someone may be between you and it, so nothing is sent; if the server was rebuilt on purpose, "
+    "delete its entry in that file and run this step again", "the same server's SSH host key changed")
 NODE_LISTENS_PUBLICLY = M(
     "{where} listens on a public address beyond the lab's allowlist ({allowed}): {extra}; stop it (docker ps "
     "shows what publishes a port), or publish it on 127.0.0.1 only, then run this cell again",

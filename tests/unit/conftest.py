@@ -48,6 +48,7 @@ from provisioning.chi_api import ChiApi
 FLOATING_IP = "129.114.108.7"  # the first address the stand-in allocates
 START = datetime(2026, 11, 23, 15, 0, tzinfo=timezone.utc)  # the fake clock's start: 09:00 at CHI@TACC
 BLAZAR_FORMAT = "%Y-%m-%d %H:%M"  # python-chi 1.2.10 lease.BLAZAR_TIME_FORMAT
+NODE_HOST_KEY = "AAAAC3NzaC1lZDI1NTE5AAAAIAABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhscHR4f"  # an ed25519 key's
 JUPYTER_TLS = ":".join(["AB:CD:EF:01:23:45:67:89"] * 4)  # a certificate's SHA-256 fingerprint
 # what scripts/docker_host.sh's `./lab jupyter` prints last (its token stays in the file it names)
 JUPYTER_OUTPUT = ("[jupyter] building the model artefacts\n"
@@ -406,6 +407,8 @@ class FakeServerModule:
         self.wait_failures: list[BaseException] = []  # raised by the next Server.wait calls, one each
         self.execute_kwargs: list[dict[str, Any]] = []
         self.made_by: dict[str, str] = {}  # server id -> the Keystone user who made it (default: alice)
+        # what sshd on an address presents (provisioning.hostkeys.fetch_host_key, replaced by the fixture)
+        self.host_keys: dict[str, tuple[str, str]] = {}
         self._ids = 0
 
     def new_id(self) -> str:
@@ -588,6 +591,12 @@ def fake_chi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeChi:
     context, images = FakeContext(rec, public_key), FakeImageModule(rec)
     leases.context = context
     api = ChiApi(context=context, lease=leases, server=servers, image=images, network=network)
+    from provisioning import hostkeys
+
+    def host_key(address: str, port: int = 22, timeout: float = 30.0) -> tuple[str, str]:
+        return servers.host_keys.get(address, ("ssh-ed25519", NODE_HOST_KEY))
+
+    monkeypatch.setattr(hostkeys, "fetch_host_key", host_key)  # never a connection from a test
     return FakeChi(rec, api, leases, servers, context, images, network, clock)
 
 

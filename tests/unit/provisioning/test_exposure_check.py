@@ -73,3 +73,43 @@ def test_a_classmates_server_of_the_same_name_is_never_adopted(fake_chi, student
     assert "Server.execute" not in fake_chi.rec.names() and "Server.delete" not in fake_chi.rec.names()
     fake_chi.server.made_by[theirs.id] = "user-alice"
     assert provisioning.launch(config(), chi=fake_chi.api) is not None
+
+
+def test_the_nodes_host_key_is_recorded_at_first_contact_and_verified_after(fake_chi, student, tmp_path,
+                                                                          capsys) -> None:
+    """python-chi accepts any host key; the lab records the node's at first contact, and the same server
+    presenting another one later stops the step in one line, before anything is sent."""
+    import json
+
+    from provisioning.hostkeys import KNOWN_HOSTS
+
+    state = tmp_path / "run" / "chameleon-state.json"
+    node = provisioning.launch(config(), chi=fake_chi.api, state=state)
+    assert node is not None and node.known_hosts == state.parent / KNOWN_HOSTS
+    known = json.loads(node.known_hosts.read_text())[node.address]
+    assert known["server"] == str(node.server.id) and known["sha256"].startswith("SHA256:")
+    said = capsys.readouterr().out
+    assert f"SSH host key of {node.address} recorded at first contact: {known['sha256']}" in said
+    provisioning.launch(config(), chi=fake_chi.api, state=state)  # the same key: goes on
+    fake_chi.server.host_keys[node.address] = (
+        "ssh-ed25519", "AAAAC3NzaC1lZDI1NTE5AAAAICAhIiMkJSYnKCkqKywtLi8wMTIzNDU2Nzg5Ojs8PT4/")
+    executed = fake_chi.rec.names().count("Server.execute")
+    with pytest.raises(provisioning.ProvisioningError, match="presented another SSH host key"):
+        provisioning.launch(config(), chi=fake_chi.api, state=state)
+    assert fake_chi.rec.names().count("Server.execute") == executed  # nothing sent to it
+
+
+def test_a_fabric_connection_of_the_lab_accepts_only_the_recorded_key(tmp_path) -> None:
+    import json
+
+    import paramiko
+    from fabric import Connection
+
+    from provisioning.hostkeys import KNOWN_HOSTS, pin
+
+    public = "AAAAC3NzaC1lZDI1NTE5AAAAIAABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhscHR4f"
+    path = tmp_path / KNOWN_HOSTS
+    path.write_text(json.dumps({"10.0.0.5": {"server": "s-1", "type": "ssh-ed25519", "key": public}}))
+    connection = pin(Connection("10.0.0.5", user="cc"), "10.0.0.5", path)
+    assert isinstance(connection.client._policy, paramiko.RejectPolicy)
+    assert connection.client.get_host_keys().lookup("10.0.0.5")["ssh-ed25519"].get_base64() == public
