@@ -6,8 +6,10 @@
 #                                  never build: a cell would wait minutes)
 #   ./lab images --status          what each image's build is doing (ready, building, waiting, failed)
 #   ./lab images --push REGISTRY   build every image, then push each as REGISTRY/<name> (an instructor,
-#                                  ahead of class); a host with SERVELAB_IMAGE_REGISTRY=REGISTRY (the
-#                                  environment or docker/.env) pulls them instead of building
+#                                  ahead of class) and write each one's digest to docker/images.lock; a host
+#                                  with SERVELAB_IMAGE_REGISTRY=REGISTRY (the environment or docker/.env)
+#                                  pulls them by those digests instead of building (never by a tag, which
+#                                  can be moved: an image without a digest there is built here)
 #   ./lab jupyter                  the images notebook 03 needs (Jupyter, FastAPI, GourmetGram), then
 #                                  prepare the checkout, build the model artefacts when missing, start
 #                                  the Jupyter server over TLS on every address (SERVELAB_JUPYTER_IP: another);
@@ -43,6 +45,7 @@ BUILD_BEAT_S="${SERVELAB_BUILD_BEAT_S:-60}"  # a progress line this often while 
 FIRST_DONE="$BUILD_DIR/first.done"           # the foreground's builds are over: the background's may start
 FIRST_WAIT_S="${SERVELAB_FIRST_WAIT_S:-7200}"
 PULL_PREBUILT=1  # 0: build every image here, whatever registry is set (./lab images --push)
+DIGESTS="$ROOT/docker/images.lock"  # "IMAGE REGISTRY/NAME@sha256:..." per line: what a pull may fetch
 
 say() { printf '[docker] %s\n' "$*" >&2; }  # progress on stderr: stdout ends with the URL
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
@@ -146,18 +149,28 @@ image_registry() {
   { sed -n 's/^SERVELAB_IMAGE_REGISTRY=//p' docker/.env 2>/dev/null || true; } | tail -n 1 | sed 's#/*$##'
 }
 
+digest_of() {  # digest_of IMAGE REGISTRY: the pinned REGISTRY/NAME@sha256:... docker/images.lock has, or ""
+  { awk -v image="$1" '$1 == image { print $2 }' "$DIGESTS" 2>/dev/null || true; } \
+    | grep -m 1 "^$2/.*@sha256:[0-9a-f]\{64\}$" || true
+}
+
 pull_prebuilt() {  # pull_prebuilt KEY: true when the registry had all its images (then tagged with their names)
-  local key="$1" registry log="$BUILD_DIR/$1.log" started=$SECONDS image
+  local key="$1" registry log="$BUILD_DIR/$1.log" started=$SECONDS image pinned
   [ "$PULL_PREBUILT" = 1 ] || return 1
   step_of "$key"
   [ "$DOING" = building ] || return 1  # NVIDIA's own image comes from NGC
   registry="$(image_registry)"
   [ -n "$registry" ] || return 1
-  say "images: pulling $LABEL from $registry (${IMAGES[*]}; log: $log)"
+  say "images: pulling $LABEL from $registry by digest (${IMAGES[*]}; log: $log)"
   : >"$log"
   for image in "${IMAGES[@]}"; do
-    if ! { docker pull "$registry/$image" && docker tag "$registry/$image" "$image"; } >>"$log" 2>&1 </dev/null; then
-      say "images: $registry/$image could not be pulled (see $log): building $LABEL here instead"
+    pinned="$(digest_of "$image" "$registry")"
+    if [ -z "$pinned" ]; then
+      say "images: docker/images.lock has no digest of $image from $registry (./lab images --push writes it): building $LABEL here instead"
+      return 1
+    fi
+    if ! { docker pull "$pinned" && docker tag "$pinned" "$image"; } >>"$log" 2>&1 </dev/null; then
+      say "images: $pinned could not be pulled (see $log): building $LABEL here instead"
       return 1
     fi
   done
@@ -165,8 +178,8 @@ pull_prebuilt() {  # pull_prebuilt KEY: true when the registry had all its image
   say "images: $LABEL ready in $((SECONDS - started)) s (pulled)"
 }
 
-push_images() {  # push_images REGISTRY KEY...: each of their images as REGISTRY/<name>
-  local registry="${1%/}" key image
+push_images() {  # push_images REGISTRY KEY...: each of their images as REGISTRY/<name>, its digest in DIGESTS
+  local registry="${1%/}" key image digest lines=()
   shift
   for key in "$@"; do
     step_of "$key"
@@ -177,9 +190,15 @@ push_images() {  # push_images REGISTRY KEY...: each of their images as REGISTRY
       { docker tag "$image" "$registry/$image" && docker push "$registry/$image"; } \
         >>"$BUILD_DIR/$key.push.log" 2>&1 </dev/null \
         || die "pushing $registry/$image failed: its log is $BUILD_DIR/$key.push.log (docker login $registry first?)"
+      digest="$(docker image inspect --format '{{range .RepoDigests}}{{println .}}{{end}}' "$registry/$image" \
+        </dev/null 2>/dev/null | grep -m 1 "^${registry}/" || true)"
+      [ -n "$digest" ] || die "the registry gave $registry/$image no digest (docker image inspect $registry/$image)"
+      lines+=("$image $digest")
     done
   done
-  say "images: pushed; on the class's nodes set SERVELAB_IMAGE_REGISTRY=$registry (docker/.env) to pull them"
+  printf '%s\n' "# the class registry's images by digest (./lab images --push): commit with docker/.env" \
+    "${lines[@]}" >"$DIGESTS"
+  say "images: pushed; their digests are in docker/images.lock: commit it, and on the class's nodes set SERVELAB_IMAGE_REGISTRY=$registry (docker/.env) to pull them"
 }
 
 build_step() {  # build_step KEY: build it (or pull it prebuilt), its output in its log, progress on stderr

@@ -33,10 +33,13 @@ class Listener:
 
     @property
     def loopback(self) -> bool:
+        """127.0.0.0/8, ::1, or an IPv4-mapped IPv6 loopback (``::ffff:127.0.0.1``: Ray's gRPC servers)."""
         try:
-            return ipaddress.ip_address(self.address.split("%", 1)[0]).is_loopback
+            address = ipaddress.ip_address(self.address.split("%", 1)[0])
         except ValueError:
             return self.address == "localhost"
+        mapped = getattr(address, "ipv4_mapped", None)
+        return bool((mapped or address).is_loopback)
 
     def __str__(self) -> str:
         host = f"[{self.address}]" if ":" in self.address else self.address

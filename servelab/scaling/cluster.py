@@ -63,6 +63,40 @@ class ScalingError(RuntimeError):
     """Ray Serve did not do what was asked in time; the message says what was waited for."""
 
 
+
+# Ray on Linux takes the machine's own address as its node's, and then binds its gRPC servers (GCS,
+# raylet, every worker), its agents and metrics on every address; with a loopback node address it binds
+# them all to 127.0.0.1. It takes loopback only with this setting (ray._private.services.
+# get_node_ip_address), set before its processes start so they inherit it. The docker tier found them
+# on every address of the host (the node's Jupyter shares its network): docs/decisions/2026-12-01-exposure.md
+LOOPBACK_SETTING = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+REPLICA_HOOK = "servelab.scaling.cluster.replica_grpc_on_loopback"  # run in every worker of the lab's Ray
+
+
+def loopback_only() -> None:
+    """A Ray of this process's own: every server of it on loopback (not for joining a cluster)."""
+    from ray._private import ray_constants
+
+    os.environ[LOOPBACK_SETTING] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False  # read at each call; the environment for its processes
+
+
+def replica_grpc_on_loopback() -> None:
+    """Every Ray worker's set-up (``worker_process_setup_hook``): Serve 2.60's replica binds its
+    inter-deployment gRPC server to ``[::]:0`` (every address) with no setting to change it; in a Ray of the
+    lab's own that server is bound to loopback instead, where its callers, on this node, reach it."""
+    from ray.serve._private import replica
+
+    bind = replica.add_port_to_grpc_server
+    if getattr(bind, "servelab_loopback", False):
+        return
+
+    def on_loopback(server: Any, address: str) -> int:
+        return int(bind(server, address.replace("[::]:", "127.0.0.1:", 1)))
+
+    on_loopback.servelab_loopback = True  # type: ignore[attr-defined]
+    replica.add_port_to_grpc_server = on_loopback
+
 @dataclass
 class Cluster:
     """A local Ray head (``ray.init``) with Serve's HTTP proxy on ``host:port``; or, with ``address``
@@ -116,8 +150,10 @@ class Cluster:
                                    "made with `ray start` on another machine or container needs its token "
                                    "here too: copy its ~/.ray/auth_token to this user's ~/.ray/") from None
         else:
+            loopback_only()
             ray.init(address="local", num_cpus=cpus, include_dashboard=False, object_store_memory=80 * 2**20,
-                     log_to_driver=False, configure_logging=False)
+                     log_to_driver=False, configure_logging=False,
+                     runtime_env={"worker_process_setup_hook": REPLICA_HOOK})
         keep_raylet_messages()
         logging.getLogger("ray.serve").setLevel(logging.WARNING)  # the driver's "Application ... ready" lines
         serve.start(http_options={"host": self.host, "port": self.port},

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
+from servelab.core.exposure import Listener
 from servelab.lab.step10_scaling_out import bodies
 from servelab.scaling.cluster import Cluster, is_ray_process
 from servelab.scaling.config import Scaling
@@ -38,8 +39,26 @@ def cluster() -> Iterator[Cluster]:
         assert not mine, f"Ray processes of this test left: {mine}"
 
 
+def ray_listeners() -> list[tuple[str, int, str]]:
+    """Every TCP socket listening in one of this process's Ray processes: (address, port, process)."""
+    found = []
+    for process in psutil.Process().children(recursive=True):
+        try:
+            if not is_ray_process(process.name(), " ".join(process.cmdline())):
+                continue
+            found += [(c.laddr.ip, c.laddr.port, process.name()) for c in process.net_connections(kind="tcp")
+                      if c.status == psutil.CONN_LISTEN]
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
 def test_answers_match_requests_across_replicas(cluster: Cluster, photos: list[tuple[bytes, str]]) -> None:
     cluster.deploy(Scaling(fixed=2))
+    # Ray's own servers (GCS, raylet, workers, agents) listen on loopback only: on the node this Jupyter
+    # shares the host's network, whose public address answers SSH, Jupyter and GourmetGram alone
+    listening = ray_listeners()
+    assert listening and all(Listener(address, port).loopback for address, port, _ in listening), listening
     run = run_schedule(cluster.url, photos, [Phase(3, 30)], "match", cluster.replicas)
     ok = [r for r in run.requests if r["status"] == 200]
     assert len(ok) == len(run.requests) > 30

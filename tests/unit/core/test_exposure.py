@@ -125,6 +125,8 @@ def test_a_listing_of_the_hosts_sockets_is_read_and_checked_against_the_allowlis
     assert [str(item) for item in extra] == ["10.52.0.12:6379 (redis-server)", "[::]:8002"]
     assert "8888 (the node's Jupyter server" in allowlist_text() and "80 (GourmetGram)" in allowlist_text()
     assert outside_allowlist([Listener("0.0.0.0", 8888), Listener("::", 22)]) == []
+    assert Listener("::ffff:127.0.0.1", 40063).loopback  # IPv4-mapped, as Ray's gRPC servers listen
+    assert not Listener("::ffff:192.0.2.2", 40063).loopback
 
 
 def test_the_allowlist_is_what_the_node_opens_in_its_firewall() -> None:

@@ -36,6 +36,8 @@ case "$*" in
       echo '{"nvidia":{"path":"nvidia-container-runtime"},"runc":{"path":"runc"}}'
     else echo '{"io.containerd.runc.v2":{"path":"runc"},"runc":{"path":"runc"}}'; fi ;;
   "compose version") [ -n "${NO_COMPOSE:-}" ] && exit 1; echo "Docker Compose version v2.32.4" ;;
+  "image inspect --format {{range .RepoDigests}}{{println .}}{{end}} "*)  # a pushed image's digest
+    ref="${*: -1}"; echo "${ref%:*}@sha256:$(printf '%s' "$ref" | sha256sum | cut -c1-64)" ;;
   "image inspect "*) if [ -n "${HOLD_INSPECT:-}" ] && [ -n "$bg" ]; then  # held until that file exists
       while [ ! -e "$HOLD_INSPECT" ]; do sleep 0.1; done
     fi
@@ -343,6 +345,12 @@ def test_prebuilt_images_are_pulled_from_the_class_registry_and_pushed_there(hos
         for part in (f"tag servelab/{image} registry.example.org/course/servelab/{image}",
                      f"push registry.example.org/course/servelab/{image}")]
     assert "set SERVELAB_IMAGE_REGISTRY=registry.example.org/course (docker/.env)" in pushed.stderr
+    # each pushed image's digest, which the nodes pull (never the tag: it can be moved)
+    lock = (checkout / "docker" / "images.lock").read_text().splitlines()
+    assert lock[0].startswith("#") and len(lock) == 7
+    pinned = r"servelab/\S+ registry\.example\.org/course/servelab/[a-z_]+@sha256:[0-9a-f]{64}"
+    assert all(re.fullmatch(pinned, line) for line in lock[1:]), lock
+    digest = dict(line.split() for line in lock[1:])
     # built here, not pulled: the model's artefacts (missing) in the PyTorch image, then every image
     assert len([c for c in calls(host) if ".yaml build" in c]) == 6
     assert len([c for c in calls(host) if "servelab.core.model build" in c]) == 1
@@ -350,24 +358,30 @@ def test_prebuilt_images_are_pulled_from_the_class_registry_and_pushed_there(hos
     host["log"].unlink()  # type: ignore[union-attr]
     (checkout / "docker" / ".env").write_text(
         "FASTAPI_APP=fastapi_pt\nSERVELAB_IMAGE_REGISTRY=registry.example.org/course\n")
-    done = run_lab(host, "jupyter", NO_PULL="registry.example.org/course/servelab/llm:latest")
+    done = run_lab(host, "jupyter", NO_PULL=digest["servelab/llm:latest"])
     assert done.returncode == 0, done.stderr
     background_done(host)
     assert [c for c in calls(host) if ".yaml build" in c] == [  # only what could not be pulled
         "[bg] compose -p servelab-llm -f docker/docker-compose-llm.yaml build llm_server"]
     assert re.search(r"images: FastAPI \+ PyTorch and GourmetGram ready in \d+ s \(pulled\)", done.stderr)
     assert re.search(r"images: Triton ready in \d+ s \(pulled\)", background_done(host))
-    assert "pull registry.example.org/course/servelab/jupyter:latest" in calls(host)
+    assert f"pull {digest['servelab/jupyter:latest']}" in calls(host)
+    assert not any(c.startswith("pull registry.example.org/course/servelab/") and "@sha256:" not in c
+                   for c in calls(host)), "an image of the class registry pulled by its tag"
     # the FastAPI stack's build makes GourmetGram's image too: a host that pulls must get both (twice here:
     # once for the model's artefacts, once in 03's list; the second pull finds them up to date)
-    assert [c for c in calls(host) if "fastapi_pt:latest" in c or "gourmetgram:latest" in c][:4] == [
-        "pull registry.example.org/course/servelab/fastapi_pt:latest",
-        "tag registry.example.org/course/servelab/fastapi_pt:latest servelab/fastapi_pt:latest",
-        "pull registry.example.org/course/servelab/gourmetgram:latest",
-        "tag registry.example.org/course/servelab/gourmetgram:latest servelab/gourmetgram:latest"]
+    pt, gg = digest["servelab/fastapi_pt:latest"], digest["servelab/gourmetgram:latest"]
+    assert [c for c in calls(host) if "fastapi_pt" in c or "gourmetgram" in c][:4] == [
+        f"pull {pt}", f"tag {pt} servelab/fastapi_pt:latest",
+        f"pull {gg}", f"tag {gg} servelab/gourmetgram:latest"]
     background = (checkout / ".servelab-build" / "background.log").read_text()
-    assert ("images: registry.example.org/course/servelab/llm:latest could not be pulled (see "
+    assert (f"images: {digest['servelab/llm:latest']} could not be pulled (see "
             f"{checkout}/.servelab-build/llm.log): building the LLM engine here instead") in background
+    # an image without a digest in the lock is built here, never pulled by its tag
+    (checkout / "docker" / "images.lock").write_text("\n".join(lock[:-1]) + "\n")  # no llm line
+    host["log"].unlink()  # type: ignore[union-attr]
+    assert run_lab(host, "images").returncode == 0
+    assert not any("servelab/llm" in c and c.startswith("pull ") for c in calls(host))
 
 
 def test_the_background_builder_holds_no_output_of_the_caller(host, tmp_path: Path) -> None:
