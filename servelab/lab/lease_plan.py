@@ -3,11 +3,12 @@ folders, so that the plan cannot rot.
 
 ``python -m servelab.lab.lease_plan RUN [RUN ...]`` prints it as Markdown (``--write FILE`` puts it in the
 file's ``lease-plan`` block instead; ``--check`` exits 1 when the core does not fit). Each notebook's run
-time is the seconds ``run.json`` records for it, from the first run given that ran it; its reading time is
-its source's word count (prose and code) at ``READING_WPM``, and each **Predict.** prompt adds
-``PROMPT_MINUTES``. The lease holds the set-up (``SETUP_MINUTES``, the upper bound of the lab's estimate),
-the core on the node read and run at the node's preset, and 08; it fits when ``SPARE_MINUTES`` or more
-are left. Where each notebook runs: ``servelab.core.paths``. Why each figure:
+time is the seconds ``run.json`` records for it, from the first run given that ran it (those at the node's
+preset first); its reading time is its source's word count (prose and code) at ``READING_WPM``, read before
+the lease on the handout site. In the lease a notebook costs its run, its code read again as it runs, and
+``PROMPT_MINUTES`` for each **Predict.** prompt. The lease holds the set-up (``SETUP_MINUTES``, the upper
+bound of the lab's estimate), the core on the node at the node's preset, and 08; it fits when
+``SPARE_MINUTES`` or more are left. Where each notebook runs: ``servelab.core.paths``. Why each figure:
 docs/decisions/2026-12-01-the-lab-as-a-course.md
 """
 
@@ -31,6 +32,8 @@ PROMPT_MINUTES = 1.0  # writing down one prediction
 SETUP_MINUTES = 75  # lease start → 03 answers: "about 18–60, + up to 15" (2026-11-25-node-ready-for-03.md)
 FETCH_MINUTES = 5  # 08's copy of the node's results and notebooks to the hub: at most 5 minutes
 WORD = re.compile(r"[A-Za-z0-9][\w'’.-]*")
+# the runs the plan reads when given none: a run at the node's preset and a whole quick run, each its run.json
+TIMINGS_DIR = REPO_ROOT / "docs" / "guides" / "timings"
 
 
 class PlanError(ValueError):
@@ -42,7 +45,8 @@ class Notebook:
     """One notebook in the plan: where it runs, its words and prompts, and its measured run."""
 
     stem: str
-    words: int
+    words: int  # prose and code
+    code_words: int
     prompts: int
     title: str = ""
     seconds: float | None = None  # None: no run given ran it
@@ -70,22 +74,29 @@ class Notebook:
 
     @property
     def in_lease(self) -> float:
-        """Minutes on the node: read again while running each cell, one minute per prediction."""
-        return self.running + self.reading + self.prompts * PROMPT_MINUTES
+        """Minutes on the node: the run, its code read again as each cell runs, each prediction written (the
+        prose was read before the lease)."""
+        return self.running + self.code_words / READING_WPM + self.prompts * PROMPT_MINUTES
+
+    @property
+    def minutes(self) -> float:
+        """All of it: read, run, predictions written."""
+        return self.reading + self.running + self.prompts * PROMPT_MINUTES
 
 
-def source_counts(path: Path) -> tuple[int, int, str]:
-    """(words, **Predict.** prompts, title) of a notebook's Jupytext source, prose and code alike; the title
-    is its first heading without its number."""
+def source_counts(path: Path) -> tuple[int, int, int, str]:
+    """(words, code words, **Predict.** prompts, title) of a notebook's Jupytext source; the title is its
+    first heading without its number."""
     import jupytext
 
     cells = jupytext.read(path).cells
     words = sum(len(WORD.findall(str(cell.source))) for cell in cells)
+    code = sum(len(WORD.findall(str(cell.source))) for cell in cells if cell.cell_type == "code")
     prompts = sum(str(cell.source).count("**Predict") for cell in cells if cell.cell_type == "markdown")
     headings = (re.search(r"^#\s+(?:\d+\.\s*)?(.+?)\s*$", str(cell.source), re.M)
                 for cell in cells if cell.cell_type == "markdown")
     heading = next((m.group(1) for m in headings if m), path.stem)
-    return words, prompts, heading
+    return words, code, prompts, heading
 
 
 def run_facts(run_dir: Path) -> dict:
@@ -99,8 +110,21 @@ def run_facts(run_dir: Path) -> dict:
         raise PlanError(f"{path} is not JSON ({exc}): give a run's folder written by ./lab run") from exc
 
 
+def committed_runs(folder: Path = TIMINGS_DIR) -> list[Path]:
+    """The runs committed for the plan (``TIMINGS_DIR``), by name."""
+    return sorted(p.parent for p in Path(folder).glob("*/run.json"))
+
+
+def ordered(runs: Sequence[Path]) -> list[Path]:
+    """``runs`` with those at the node's preset first, each group in the order given."""
+    facts = {Path(r): run_facts(r) for r in runs}
+    return sorted(facts, key=lambda r: facts[r].get("preset") != NODE_PRESET)
+
+
 def notebooks(runs: Sequence[Path], sources: Sequence[Path] | None = None) -> list[Notebook]:
-    """Every notebook of the lab with the seconds of the first run in ``runs`` that ran it to its end."""
+    """Every notebook of the lab with the seconds of the first run in ``runs`` (those at the node's preset
+    first: ``ordered``) that ran it to its end."""
+    runs = ordered(runs)
     if sources is None:
         sources = sorted((REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
     measured: dict[str, tuple[float, str, str]] = {}
@@ -112,9 +136,9 @@ def notebooks(runs: Sequence[Path], sources: Sequence[Path] | None = None) -> li
                                            str(facts.get("preset", "")))
     found = []
     for path in sources:
-        words, prompts, heading = source_counts(path)
+        words, code, prompts, heading = source_counts(path)
         seconds, run, preset = measured.get(path.stem, (None, "", ""))
-        found.append(Notebook(path.stem, words, prompts, heading, seconds, run, preset))
+        found.append(Notebook(path.stem, words, code, prompts, heading, seconds, run, preset))
     return found
 
 
@@ -171,15 +195,17 @@ def plan_markdown(runs: Sequence[Path], sources: Sequence[Path] | None = None) -
     """The lease plan as Markdown, for the instructor's guide."""
     found = notebooks(runs, sources)
     one, two = sessions(found)
-    facts = {Path(r).name: run_facts(r) for r in runs}
+    facts = {Path(r).name: run_facts(r) for r in ordered(runs)}
     given = "; ".join(f"`{name}` (preset {f.get('preset', '?')}, target {f.get('target', '?')}, "
                       f"{(f.get('machine') or {}).get('gpu') or 'no GPU'}, {f.get('cpu_count', '?')} cores)"
                       for name, f in facts.items())
-    lines = [f"Computed by `python -m servelab.lab.lease_plan` from {given}; reading at {READING_WPM} words "
-             f"a minute, {PROMPT_MINUTES:.0f} minute per prediction. The node's preset is **{NODE_PRESET}**: "
-             f"set `preset = \"{NODE_PRESET}\"` in the parameters cell of each notebook you run on the node.",
+    lines = [f"Computed by `python -m servelab.lab.lease_plan` from {given}. Reading: every word of a "
+             f"notebook at {READING_WPM} words a minute, before the lease, on the handout site. In the "
+             f"lease: the run, the code read again as it runs, {PROMPT_MINUTES:.0f} minute per prediction "
+             f"written. The node's preset is **{NODE_PRESET}**: set `preset = \"{NODE_PRESET}\"` in the "
+             "parameters cell of each notebook you run on the node.",
              "",
-             "| notebook | where | run (min) | measured in | reading (min) | predictions "
+             "| notebook | where | run (min) | measured in | reading before (min) | predictions "
              "| in the lease (min) |",
              "|---|---|---|---|---|---|---|"]
     for n in found:
@@ -234,8 +260,7 @@ def notebooks_markdown(runs: Sequence[Path], sources: Sequence[Path] | None = No
     predictions), from the same runs as the plan."""
     lines = ["| | notebook | where | minutes |", "|---|---|---|---|"]
     for n in notebooks(runs, sources):
-        minutes = n.reading + n.running + n.prompts * PROMPT_MINUTES
-        lines.append(f"| {n.number} | {n.title} | {n.where} | {_m(minutes)} |")
+        lines.append(f"| {n.number} | {n.title} | {n.where} | {_m(n.minutes)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -266,15 +291,19 @@ def write_block(path: Path, text: str, name: str = "lease-plan") -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m servelab.lab.lease_plan",
                                      description="the lease plan, computed from run folders")
-    parser.add_argument("runs", nargs="+", type=Path,
+    parser.add_argument("runs", nargs="*", type=Path,
                         help="run folders (results/<run>): each notebook's seconds come from the first that "
-                             f"ran it; give a {NODE_PRESET} run of the node's notebooks first")
+                             f"ran it, those at the node's preset ({NODE_PRESET}) first (default: the runs "
+                             "committed under docs/guides/timings/)")
     parser.add_argument("--write", type=Path, nargs="+",
                         help="fill these files' generated blocks instead (lease-plan: the plan; notebooks: "
                              "the README's table)")
     parser.add_argument("--check", action="store_true", help="exit 1 when the core does not fit one lease")
     args = parser.parse_args(argv)
+    args.runs = args.runs or committed_runs()
     try:
+        if not args.runs:
+            raise PlanError("no run given and none committed under docs/guides/timings/: give a run's folder")
         for path in args.write or []:
             print(f"{path}: filled {', '.join(fill_file(path, args.runs))}")
         if not args.write:
