@@ -27,8 +27,8 @@ preset = "quick"
 # your configuration from 05-07 (06's scaled step, 07's dynamic batching block):
 your_instances = None  # None: 2
 your_dynamic_batching = None  # None: True (07's block, with the two values below)
-preferred_batch_sizes = None  # None: [4, 6, 8]
-max_queue_delay_us = None  # None: 100
+preferred_batch_sizes = None  # None: preset (the lab's default, in the table below)
+max_queue_delay_us = None  # None: preset (the same)
 # the constraint:
 constraint_concurrency = None  # None: 8 clients, each sending its next request when an answer comes
 p99_budget_ms = None  # None: 1.5 × your configuration's p99, measured first
