@@ -258,9 +258,16 @@ def _session_line(session: Session) -> str:
 def notebooks_markdown(runs: Sequence[Path], sources: Sequence[Path] | None = None) -> str:
     """The README's table of the notebooks: each one's title, where it runs and its minutes (read, run and
     predictions), from the same runs as the plan."""
+    found = notebooks(runs, sources)
     lines = ["| | notebook | where | minutes |", "|---|---|---|---|"]
-    for n in notebooks(runs, sources):
+    for n in found:
         lines.append(f"| {n.number} | {n.title} | {n.where} | {_m(n.minutes)} |")
+    one, _ = sessions(found)
+    verdict = (f"fits the {LEASE_MINUTES}-minute lease with {_m(one.spare)} minutes to spare" if one.fits
+               else f"does not fit the {LEASE_MINUTES}-minute lease ({_m(one.spare)} minutes to spare)"
+               if one.measured else "cannot be told from these runs")
+    lines += ["", f"The core on the node ({', '.join(n.number for n in one.steps)}), with the set-up and 08, "
+                  f"{verdict} (the [lease plan](docs/guides/instructor.md#the-lease-plan))."]
     return "\n".join(lines) + "\n"
 
 
