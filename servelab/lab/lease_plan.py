@@ -52,6 +52,7 @@ class Notebook:
     seconds: float | None = None  # None: no run given ran it
     run: str = ""  # the run folder its seconds come from
     preset: str = ""
+    quick_seconds: float | None = None  # the same notebook at the quick preset, where a run gives it
 
     @property
     def number(self) -> str:
@@ -128,9 +129,12 @@ def notebooks(runs: Sequence[Path], sources: Sequence[Path] | None = None) -> li
     if sources is None:
         sources = sorted((REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
     measured: dict[str, tuple[float, str, str]] = {}
+    quick: dict[str, float] = {}
     for run_dir in runs:
         facts = run_facts(run_dir)
         for entry in facts.get("notebooks", []):
+            if isinstance(entry, dict) and entry.get("ok") and facts.get("preset") == "quick":
+                quick.setdefault(str(entry.get("name")), float(entry.get("seconds", 0.0)))
             if isinstance(entry, dict) and entry.get("ok") and entry.get("name") not in measured:
                 measured[entry["name"]] = (float(entry.get("seconds", 0.0)), Path(run_dir).name,
                                            str(facts.get("preset", "")))
@@ -138,7 +142,8 @@ def notebooks(runs: Sequence[Path], sources: Sequence[Path] | None = None) -> li
     for path in sources:
         words, code, prompts, heading = source_counts(path)
         seconds, run, preset = measured.get(path.stem, (None, "", ""))
-        found.append(Notebook(path.stem, words, code, prompts, heading, seconds, run, preset))
+        found.append(Notebook(path.stem, words, code, prompts, heading, seconds, run, preset,
+                              quick.get(path.stem)))
     return found
 
 
@@ -205,15 +210,17 @@ def plan_markdown(runs: Sequence[Path], sources: Sequence[Path] | None = None) -
              f"written. The node's preset is **{NODE_PRESET}**: set `preset = \"{NODE_PRESET}\"` in the "
              "parameters cell of each notebook you run on the node.",
              "",
-             "| notebook | where | run (min) | measured in | reading before (min) | predictions "
-             "| in the lease (min) |",
-             "|---|---|---|---|---|---|---|"]
+             "| notebook | where | run (min) | measured in | at quick (min) | reading before (min) "
+             "| predictions | in the lease (min) |",
+             "|---|---|---|---|---|---|---|---|"]
     for n in found:
         on_node = n.where.startswith("node")
         run = _m(n.running) if n.seconds is not None else "not run"
         lease = _m(n.in_lease) if on_node and n.seconds is not None else ""
         source = f"{n.run} ({n.preset})" if n.run else ""
-        lines.append(f"| {n.stem} | {n.where} | {run} | {source} | {_m(n.reading)} | {n.prompts} | {lease} |")
+        at_quick = _m(n.quick_seconds / 60) if n.quick_seconds is not None else ""
+        lines.append(f"| {n.stem} | {n.where} | {run} | {source} | {at_quick} | {_m(n.reading)} | "
+                     f"{n.prompts} | {lease} |")
     lines += ["", _session_line(one), ""]
     missing = [n.stem for n in one.steps if n.preset and n.preset != NODE_PRESET]
     if missing:
@@ -266,8 +273,8 @@ def notebooks_markdown(runs: Sequence[Path], sources: Sequence[Path] | None = No
     verdict = (f"fits the {LEASE_MINUTES}-minute lease with {_m(one.spare)} minutes to spare" if one.fits
                else f"does not fit the {LEASE_MINUTES}-minute lease ({_m(one.spare)} minutes to spare)"
                if one.measured else "cannot be told from these runs")
-    lines += ["", f"The core on the node ({', '.join(n.number for n in one.steps)}), with the set-up and 08, "
-                  f"{verdict} (the [lease plan](docs/guides/instructor.md#the-lease-plan))."]
+    lines += ["", f"The core on the node ({', '.join(n.number for n in one.steps)}), with the set-up and 08,",
+              f"{verdict} (the [lease plan](docs/guides/instructor.md#the-lease-plan))."]
     return "\n".join(lines) + "\n"
 
 

@@ -49,7 +49,7 @@ def test_a_run_at_the_nodes_preset_fits_the_core_in_one_lease(tmp_path: Path, ca
     assert "**fits**" in line and f"{one.spare:.0f} min to spare" in line
     assert one.minutes == pytest.approx(lease_plan.SETUP_MINUTES + sum(n.in_lease for n in one.steps)
                                         + 10 / 60 + lease_plan.FETCH_MINUTES)
-    assert "| 03_fastapi | node (core) | 4 | node-run (full) |" in text
+    assert "| 03_fastapi | node (core) | 4 | node-run (full) |  |" in text
     assert "**Two sessions**" in text and text.count("- **") == 2
 
 
@@ -69,8 +69,8 @@ def test_a_run_at_another_preset_cannot_tell_for_the_node(tmp_path: Path, capsys
 def test_the_nodes_preset_run_is_read_first_whatever_the_order(tmp_path: Path) -> None:
     quick = a_run(tmp_path, "quick", "quick", {**core_seconds(30.0), "09": 60.0})
     full = a_run(tmp_path, "full", lease_plan.NODE_PRESET, core_seconds(240.0))
-    found = {n.number: (n.run, n.seconds) for n in lease_plan.notebooks([quick, full])}
-    assert found["03"] == ("full", 240.0) and found["09"] == ("quick", 60.0)
+    found = {n.number: (n.run, n.seconds, n.quick_seconds) for n in lease_plan.notebooks([quick, full])}
+    assert found["03"] == ("full", 240.0, 30.0) and found["09"] == ("quick", 60.0, 60.0)
 
 
 def test_a_folder_without_a_run_is_one_line(tmp_path: Path, capsys) -> None:
