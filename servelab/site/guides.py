@@ -98,14 +98,3 @@ def copy_diagram(paths: list[Path], src: Path) -> None:
     if paths and (Path(paths[0]).parent / ARCHITECTURE).is_file():
         (src / "docs" / "guides").mkdir(parents=True, exist_ok=True)
         shutil.copy2(Path(paths[0]).parent / ARCHITECTURE, src / "docs" / "guides" / ARCHITECTURE)
-
-
-def fills(run_dir: Path) -> dict[str, Fill]:
-    """The guides' generated blocks for a site built from the run in ``run_dir``, by block name: the lease
-    plan from that run and the committed ones (``servelab.lab.lease_plan``: those at the node's preset first),
-    the runbook from the code's messages as they are now (``servelab.site.runbook``)."""
-    from servelab.lab import lease_plan
-    from servelab.site import runbook
-
-    runs = [Path(run_dir), *lease_plan.committed_runs()]
-    return {"lease-plan": lambda: lease_plan.plan_markdown(runs), "runbook": runbook.runbook_markdown}
