@@ -33,7 +33,7 @@ NODE_SETUP_SCRIPT = Path(__file__).with_name("node_setup.sh")
 REMOTE_SCRIPT = "node_setup.sh"
 REMOTE_TARBALL = "serve-system-lab.tar.gz"
 # built, gitignored files the images and the model repository need; and the class's image registry
-# (docker/.env: README's registry step), sent whenever present, listed or not
+# (docker/.env: the Chameleon guide's registry step), sent whenever present, listed or not
 ARTIFACT_GLOBS = ("artifacts/food11.*", "fastapi_pt/food11.pth", "fastapi_onnx/food11.onnx",
                   "models_staging/*/1/food11.pth", "models_staging/*/1/model.onnx",
                   "models_staging/*/1/*.json", "docker/.env")
