@@ -28,13 +28,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from provisioning import messages as msg
 from provisioning import times
 from provisioning.chi_api import ChiApi
 from provisioning.config import ChameleonConfig, ProvisioningError, from_env, with_changes
 from provisioning.credentials import check_credentials
 from provisioning.errors import describe, one_line, step
+from provisioning.floating_ip import for_server, unbound_floating_ips
 from provisioning.lease import ENDED, create_lease, find_lease
-from provisioning.server import find_server, for_server, unbound_floating_ips
+from provisioning.server import find_server
 from provisioning.state import ADOPTED, CREATED, LIVE, State
 from provisioning.teardown import run_teardown
 
@@ -73,13 +75,12 @@ def read_roster(path: Path, site: str, duration: timedelta) -> list[Slot]:
     try:
         text = path.read_text(encoding="utf-8-sig")
     except OSError as exc:
-        raise RosterError(f"cannot read the roster {path} ({exc.strerror}): give a CSV file") from None
+        raise RosterError(msg.ROSTER_UNREADABLE(path=path, error=exc.strerror)) from None
     rows = list(csv.DictReader(text.splitlines()))
     header = [h.strip() for h in (csv.reader(text.splitlines()[:1]).__next__() if text.strip() else [])]
     who = "hub_user" if "hub_user" in header else "lease_name" if "lease_name" in header else ""
     if "student" not in header or "slot_start" not in header or not who:
-        raise RosterError(f"{path}: its first line must name the columns student, hub_user (or lease_name) "
-                          f"and slot_start; it is {','.join(header) or 'empty'}")
+        raise RosterError(msg.ROSTER_COLUMNS(path=path, header=",".join(header) or "empty"))
     slots: list[Slot] = []
     for number, row in enumerate(rows, start=2):
         row = {k.strip(): (v or "").strip() for k, v in row.items() if k}
@@ -87,25 +88,22 @@ def read_roster(path: Path, site: str, duration: timedelta) -> list[Slot]:
             continue
         student, given, start_text = row.get("student", ""), row.get(who, ""), row.get("slot_start", "")
         if not student or not given or not start_text:
-            raise RosterError(f"{path} line {number}: student, {who} and slot_start are all needed")
+            raise RosterError(msg.ROSTER_FIELD_MISSING(path=path, line=number, who=who))
         user = _safe(given.removeprefix(LEASE_PREFIX))
         lease_name = _safe(given) if who == "lease_name" else f"{LEASE_PREFIX}{user}"
         try:
             start = times.parse_start(start_text, site)
         except ProvisioningError as exc:
-            raise RosterError(f"{path} line {number}: {exc}") from None
+            raise RosterError(msg.ROSTER_BAD_START(path=path, line=number, error=exc)) from None
         if start is None or start_text.startswith("+"):
-            raise RosterError(f"{path} line {number}: slot_start {start_text!r} must be a date and time, "
-                              "e.g. 2026-12-01 09:00")
+            raise RosterError(msg.ROSTER_START_NOT_A_TIME(path=path, line=number, start=start_text))
         slots.append(Slot(student, lease_name, f"{SERVER_PREFIX}{user}", start, start + duration, number))
     if not slots:
-        raise RosterError(f"{path} has no slot: add one line per student and slot under its header")
+        raise RosterError(msg.ROSTER_EMPTY(path=path))
     names = [s.lease_name for s in slots]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:  # two live leases of one name: the student's 02 could not tell which (lease.find_lease)
-        raise RosterError(f"{path}: lease {', '.join(twice)} appears on two lines: give a second slot its "
-                          "own lease_name (e.g. serve_system_<user>_2; the student sets lease_name in 01 and "
-                          "02)")
+        raise RosterError(msg.ROSTER_NAME_TWICE(path=path, names=", ".join(twice)))
     return slots
 
 
@@ -186,8 +184,9 @@ def reserve(slots: Sequence[Slot], config: ChameleonConfig, chi: ChiApi | None, 
             lease = create_lease(slot_config, chi, records)
             print(f"{slot.student}: lease {lease.name} reserved ({lease.id})", flush=True)
         except ProvisioningError as exc:
-            failed.append(f"{slot.student} (line {slot.line}): {one_line(str(exc))}")
-            print(f"{slot.student}: NOT reserved: {one_line(str(exc))}", flush=True)
+            error = one_line(str(exc))
+            failed.append(msg.CLASS_SLOT_FAILED(student=slot.student, line=slot.line, error=error))
+            print(msg.CLASS_SLOT_NOT_RESERVED(student=slot.student, error=error), flush=True)
     made = len([e for e in records.resources if e.kind == "lease" and e.origin == CREATED and e.fate == LIVE])
     print(f"Class state file: {records.path} ({made} leases made by this class, live)")
     return failed
@@ -232,6 +231,8 @@ def cleanup(slots: Sequence[Slot], config: ChameleonConfig, chi: ChiApi | None, 
             print(f"Kept lease {entry.name} (adopted: it was there before the class reserved it)")
             continue
         slot_config = with_changes(config, lease_name=entry.name, lease_id=entry.id or "", lease_start=None)
+        if entry.keep:  # made for a later slot: the class's own to cancel, started or not
+            records.record("lease", entry.name, entry.id, CREATED, slot_config, keep="")
         result = run_teardown(slot_config, chi, records, lease_only=True)
         failed += result.errors
     servers = {slot.server_name for slot in slots}
@@ -246,7 +247,7 @@ def cleanup(slots: Sequence[Slot], config: ChameleonConfig, chi: ChiApi | None, 
             chi.network.deallocate_floating_ip(address)
             print(f"Released floating IP {address} (allocated by this lab for {owner})", flush=True)
         except Exception as exc:
-            failed.append(one_line(f"releasing floating IP {address} failed ({describe(exc)})"))
+            failed.append(msg.CLASS_IP_NOT_RELEASED(address=address, error=describe(exc)))
     return failed
 
 
@@ -290,6 +291,6 @@ def main(argv: Sequence[str] | None = None, chi: ChiApi | None = None) -> int:
         print(f"error: {describe(exc)}", file=sys.stderr)
         return 1
     if failed:
-        print(f"error: {len(failed)} failed: {'; '.join(failed)}", file=sys.stderr)
+        print(f"error: {msg.CLASS_FAILED(count=len(failed), failures='; '.join(failed))}", file=sys.stderr)
         return 1
     return 0

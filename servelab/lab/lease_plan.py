@@ -8,8 +8,8 @@ preset first); its reading time is its source's word count (prose and code) at `
 the lease on the handout site. In the lease a notebook costs its run, its code read again as it runs, and
 ``PROMPT_MINUTES`` for each **Predict.** prompt. The lease holds the set-up (``SETUP_MINUTES``, the upper
 bound of the lab's estimate), the core on the node at the node's preset, and 08; it fits when
-``SPARE_MINUTES`` or more are left. Where each notebook runs: ``servelab.core.paths``. Why each figure:
-docs/decisions/2026-12-01-the-lab-as-a-course.md
+``SPARE_MINUTES`` or more are left. Where and when in a lease each notebook runs: the registry of the
+lab's steps (``servelab.core.lab_steps``). Why each figure: docs/decisions/2026-12-01-the-lab-as-a-course.md
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from servelab.core.paths import CORE_ON_THE_NODE, ON_THE_NODE, REPO_ROOT, notebook_numbers
+from servelab.core import lab_steps
+from servelab.core.paths import REPO_ROOT
 
 NODE_PRESET = "full"  # the seed lab's sizes: quick's wide stability bands leave verdicts that cannot show it
 LEASE_MINUTES = 170  # 2 h 50 min, the lab's lease
@@ -46,8 +47,8 @@ class Notebook:
 
     stem: str
     words: int  # prose and code
-    code_words: int
-    prompts: int
+    code_words: int = 0
+    prompts: int = 0
     title: str = ""
     seconds: float | None = None  # None: no run given ran it
     run: str = ""  # the run folder its seconds come from
@@ -60,10 +61,16 @@ class Notebook:
 
     @property
     def where(self) -> str:
-        if self.number in notebook_numbers(ON_THE_NODE):
-            return "node (core)" if self.number in notebook_numbers(CORE_ON_THE_NODE) else "node (optional)"
-        return {"00": "before, anywhere", "01": "before, the hub", "02": "lease start, the hub",
-                "08": "lease end, the hub"}.get(self.number, "the hub")
+        """Where and when in the lease it runs, from the registry (``lab_steps``)."""
+        try:
+            step = lab_steps.lab_step(self.number)
+        except KeyError:
+            return "not in the registry"
+        if step.where == "node":
+            return "node (core)" if step.core else "node (optional)"
+        place = "anywhere" if step.where == "any" else "the hub"
+        return {"before": f"before, {place}", "start": f"lease start, {place}",
+                "end": f"lease end, {place}"}.get(step.lease, place)
 
     @property
     def reading(self) -> float:
@@ -186,7 +193,7 @@ class Session:
 def sessions(found: Sequence[Notebook]) -> tuple[Session, tuple[Session, Session]]:
     """(one lease holding the core, two leases splitting it at its middle)."""
     core = tuple(n for n in found if n.where == "node (core)")
-    teardown = next((n for n in found if n.number == "08"), None)
+    teardown = next((n for n in found if n.where.startswith("lease end")), None)
     half = (len(core) + 1) // 2
     return (Session("one lease", core, teardown),
             (Session("first lease", core[:half], teardown), Session("second lease", core[half:], teardown)))

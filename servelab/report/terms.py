@@ -9,6 +9,7 @@ Why: docs/decisions/2026-11-26-verdicts-with-preconditions.md.
 from __future__ import annotations
 
 from servelab.core.cpu import cpu_cores
+from servelab.core.lab_steps import ranges, written_by
 
 TERMS = {
     "CPU %": "CPU %: the whole machine's mean busy share during the measurement, 100 % = all {cores} cores "
@@ -20,12 +21,12 @@ TERMS = {
     "queue": "queue (ms), compute (ms): the server's own mean time per request waiting in its queue and "
              "running the model (compute infer), from Triton's statistics over the measured windows; p50 and "
              "p99 are the client's latency percentiles over the same windows",
-    "spread": "(spread x): the noise band of a comparison, in the compared figures' unit. Each level's "
-              "relative spread is (max − min) / mean over {over}; the band is each compared figure times "
-              "its own level's relative spread (a latency percentile takes its windows' mean latency's), "
-              "the larger of the two. A verdict whose gap to its threshold is inside the band reads 'within "
-              "noise'; a band from windows accepted at any spread bounds nothing, and there the verdict "
-              "reads 'this run cannot show it'",
+    "spread": "noise band: how far a comparison's figures could move by their own noise, in their unit. "
+              "Each level's relative spread is (max − min) / mean over {over}; the band is each compared "
+              "figure times its own level's relative spread (a latency percentile takes its windows' mean "
+              "latency's), the larger of the two. A verdict whose figure sits closer to its threshold than "
+              "the band reads 'too noisy to call' and says what rerun would settle it; a band from windows "
+              "accepted at any spread bounds nothing, and settles nothing either",
     "goodput": "goodput (goodput_rps): the requests answered with a 200 per second of the run, from its "
                "first request to its last answer; a request refused (503) or timed out does not count",
     "TPOT": "TPOT (tpot_ms): time per output token, the mean gap between two streamed tokens of one request "
@@ -58,8 +59,12 @@ def forget() -> None:
 
 def glossary(cores: int | None = None) -> list[str]:
     """Every definition, for the report (``cores``: the run's machine's)."""
-    over = ("perf_analyzer's last three windows of a level (04-07), a FastAPI run's three thirds (03), an "
-            "LLM measurement's repeats (09), one sampling interval or the last three samples (10)")
+    def by(table: str) -> str:
+        return ranges(written_by(table))
+
+    over = (f"perf_analyzer's last three windows of a level ({by('triton')}), a FastAPI run's three "
+            f"thirds ({by('fastapi')}), an LLM measurement's repeats ({by('llm')}), one sampling interval or "
+            f"the last three samples ({by('scaling')})")
     return [text.format(cores=cores or _cores(), over=over) for text in TERMS.values()]
 
 

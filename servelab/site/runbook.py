@@ -1,7 +1,8 @@
-"""The class-day runbook drawn from the code's own messages: every error the lab raises with a message of its
-own (an exception class defined in ``provisioning/`` or ``servelab/``), found by reading the source (``ast``;
-nothing is imported), grouped by where it comes from, each with the cause and what to do as the message
-itself says them. ``python -m servelab.site.runbook`` writes it into ``docs/guides/runbook.md``'s ``runbook``
+"""The class-day runbook drawn from the code's own messages: provisioning's catalog
+(``provisioning/messages.py``: each message with what leads to it) and every error the rest of the lab
+raises with a message of its own (an exception class defined in ``servelab/``), both found by reading the
+source (``ast``; nothing is imported), grouped by where they come from, each with what to do as the message
+itself says it. ``python -m servelab.site.runbook`` writes it into ``docs/guides/runbook.md``'s ``runbook``
 block; a test fails when that block differs from what the code says now, and ``./lab site`` fills it anew.
 Why: docs/decisions/2026-12-01-the-lab-as-a-course.md
 """
@@ -42,6 +43,7 @@ class Message:
     function: str
     kind: str
     text: str
+    when: str = ""  # what leads to it, where the catalog says
 
     @property
     def cause_and_fix(self) -> tuple[str, str]:
@@ -92,11 +94,29 @@ def _sources(root: Path) -> list[Path]:
     return sorted([*(root / "provisioning").glob("*.py"), *(root / "servelab").rglob("*.py")])
 
 
+def catalog(root: Path = REPO_ROOT) -> list[Message]:
+    """provisioning's messages (``NAME = M("text", "when")`` in ``provisioning/messages.py``), in order."""
+    path = root / "provisioning" / "messages.py"
+    if not path.is_file():
+        return []
+    found = []
+    for node in ast.parse(path.read_text()).body:
+        value = node.value if isinstance(node, ast.Assign) else None
+        if isinstance(value, ast.Call) and len(value.args) >= 2 and isinstance(node, ast.Assign):
+            text, when = _text(value.args[0]), _text(value.args[1])
+            name = node.targets[0].id if isinstance(node.targets[0], ast.Name) else ""
+            if text and when is not None:
+                found.append(Message("provisioning/messages.py", name, "message",
+                                     " ".join(re.sub(r"\{[^{}]*\}", PLACEHOLDER, text).split()), when))
+    return found
+
+
 def messages(root: Path = REPO_ROOT) -> list[Message]:
-    """Every ``raise LabError("…")`` in the lab's code, in file order."""
+    """provisioning's catalog, then every ``raise LabError("…")`` in the rest of the lab's code, in file
+    order."""
     errors = lab_errors(root)
     found = []
-    for path in _sources(root):
+    for path in [p for p in _sources(root) if p.parts[-2:] != ("provisioning", "messages.py")]:
         tree = ast.parse(path.read_text())
         for function in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]:
             for node in ast.walk(function):
@@ -110,7 +130,7 @@ def messages(root: Path = REPO_ROOT) -> list[Message]:
                     found.append(Message(path.relative_to(root).as_posix(), function.name, kind,
                                          " ".join(text.split())))
     unique = {(m.path, m.text): m for m in found}  # a function nested in another is walked twice
-    return sorted(unique.values(), key=lambda m: (m.path, m.text))
+    return catalog(root) + sorted(unique.values(), key=lambda m: (m.path, m.text))
 
 
 def _area(path: str) -> int:
@@ -134,9 +154,10 @@ def runbook_markdown(root: Path = REPO_ROOT) -> str:
         rows = [m for m in found if _area(m.path) == number]
         if not rows:
             continue
-        table = [f"| {_cell(cause or m.text)} | {_cell(fix if cause else '')} | `{m.path}` {m.function} |"
+        table = [f"| {_cell(cause or m.text)} | {_cell(fix if cause else '')} | "
+                 f"{_cell(m.when) if m.when else f'`{m.path}` {m.function}'} |"
                  for m in rows for cause, fix in [m.cause_and_fix]]
-        header = "| the error says | what to do | where |\n|---|---|---|\n"
+        header = "| the message says | what to do | when, or where |\n|---|---|---|\n"
         parts += [f"### {title}", header + "\n".join(table)]
     return "\n\n".join(parts) + "\n"
 

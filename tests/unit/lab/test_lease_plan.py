@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from servelab.core.paths import CORE_ON_THE_NODE, ON_THE_NODE, REPO_ROOT, notebook_numbers
+from servelab.core import lab_steps
+from servelab.core.paths import REPO_ROOT
 from servelab.lab import lease_plan
 from servelab.site.guides import block
 
@@ -28,14 +29,15 @@ def a_run(tmp_path: Path, name: str, preset: str, seconds: dict[str, float]) -> 
 
 
 def core_seconds(each: float) -> dict[str, float]:
-    return {n: each for n in notebook_numbers(CORE_ON_THE_NODE)} | {"08": 10.0}
+    return {n: each for n in lab_steps.numbers("node", core=True)} | {"08": 10.0}
 
 
-def test_the_plan_says_where_each_notebook_runs_from_the_labs_own_ranges() -> None:
-    assert notebook_numbers("03–07 and 09–11") == ["03", "04", "05", "06", "07", "09", "10", "11"]
+def test_the_plan_says_where_each_notebook_runs_from_the_registry() -> None:
     found = {n.number: n.where for n in lease_plan.notebooks([], SOURCES)}
-    assert [k for k, v in found.items() if v.startswith("node")] == notebook_numbers(ON_THE_NODE)
-    assert [k for k, v in found.items() if v == "node (core)"] == notebook_numbers(CORE_ON_THE_NODE)
+    assert [k for k, v in found.items() if v.startswith("node")] == lab_steps.numbers("node")
+    assert [k for k, v in found.items() if v == "node (core)"] == lab_steps.numbers("node", core=True)
+    assert [k for k, v in found.items() if v.startswith("lease end")] == [
+        s.number for s in lab_steps.LAB_STEPS if s.last]
 
 
 def test_a_run_at_the_nodes_preset_fits_the_core_in_one_lease(tmp_path: Path, capsys) -> None:

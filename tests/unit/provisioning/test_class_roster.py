@@ -13,7 +13,7 @@ import pytest
 
 from provisioning import __main__ as cli
 from provisioning import roster
-from provisioning.server import ip_description
+from provisioning.floating_ip import ip_description
 
 PROJECT = "CHI-231095"
 

@@ -34,10 +34,19 @@ def test_it_finds_the_labs_own_errors_and_not_the_builtins(tmp_path: Path) -> No
     text = runbook.runbook_markdown(tmp_path)
     row = "| lease … is in ERROR | delete it and run this step again | `servelab/lab/step.py` reserve |"
     assert row in text
+    (tmp_path / "provisioning" / "messages.py").write_text(
+        'M = object\nGONE = M("lease {name} is gone: "\n    "run 01 again", "the lease ended")\n')
+    [first, _] = runbook.messages(tmp_path)
+    assert (first.text, first.when, first.cause_and_fix) == (
+        "lease … is gone: run 01 again", "the lease ended", ("lease … is gone", "run 01 again"))
+    assert "| lease … is gone | run 01 again | the lease ended |" in runbook.runbook_markdown(tmp_path)
 
 
 def test_the_class_day_errors_are_in_it() -> None:
     text = runbook.RUNBOOK.read_text()
     for said in ("could not create lease", "is not one of yours", "appears on two lines"):
         assert said in text, said
+    from provisioning import messages
+
+    assert len([m for m in runbook.messages() if m.when]) == len(messages.catalog())
     assert all(m.path.startswith(("provisioning/", "servelab/")) for m in runbook.messages(REPO_ROOT))
