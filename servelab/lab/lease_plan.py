@@ -199,6 +199,11 @@ def sessions(found: Sequence[Notebook]) -> tuple[Session, tuple[Session, Session
             (Session("first lease", core[:half], teardown), Session("second lease", core[half:], teardown)))
 
 
+def _gpu(facts: dict) -> str:
+    gpu = str((facts.get("machine") or {}).get("gpu") or "")
+    return gpu if gpu and gpu != "none" else "no GPU"
+
+
 def _m(minutes: float) -> str:
     return f"{minutes:.0f}"
 
@@ -209,7 +214,7 @@ def plan_markdown(runs: Sequence[Path], sources: Sequence[Path] | None = None) -
     one, two = sessions(found)
     facts = {Path(r).name: run_facts(r) for r in ordered(runs)}
     given = "; ".join(f"`{name}` (preset {f.get('preset', '?')}, target {f.get('target', '?')}, "
-                      f"{(f.get('machine') or {}).get('gpu') or 'no GPU'}, {f.get('cpu_count', '?')} cores)"
+                      f"{_gpu(f)}, {f.get('cpu_count', '?')} cores)"
                       for name, f in facts.items())
     lines = [f"Computed by `python -m servelab.lab.lease_plan` from {given}. Reading: every word of a "
              f"notebook at {READING_WPM} words a minute, before the lease, on the handout site. In the "
@@ -260,11 +265,16 @@ def _session_line(session: Session) -> str:
         verdict = f"**fits**, {spare}"
     elif session.measured:
         verdict = f"**does NOT fit**: {spare}"
+    elif all(n.seconds is not None for n in session.steps):
+        other = ", ".join(f"{n.number} at {n.preset}" for n in session.steps if n.preset != NODE_PRESET)
+        verdict = (f"cannot be told at the node's preset ({NODE_PRESET}): {other} measured at another; at "
+                   f"those figures {spare}")
     else:
-        verdict = (f"cannot be told at the node's preset ({NODE_PRESET}): not every notebook of it was run "
-                   f"at it; at the presets measured, {spare}")
+        missing = ", ".join(n.number for n in session.steps if n.seconds is None)
+        verdict = f"cannot be told: no run given ran {missing} to its end"
+    partly = "" if all(n.seconds is not None for n in session.steps) else " (of those run)"
     return (f"**{session.name.capitalize()}** ({LEASE_MINUTES} min): set-up {SETUP_MINUTES} min, notebooks "
-            f"{names} {_m(sum(n.in_lease for n in session.steps))} min, 08 and its copy "
+            f"{names} {_m(sum(n.in_lease for n in session.steps))} min{partly}, 08 and its copy "
             f"{_m(session.minutes - SETUP_MINUTES - sum(n.in_lease for n in session.steps))} min: "
             f"{_m(session.minutes)} min, {verdict}.")
 
