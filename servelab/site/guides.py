@@ -36,12 +36,12 @@ def title(path: Path) -> str:
 
 
 def summary(path: Path) -> str:
-    """A guide's first paragraph after its title, on one line (the index's "what it is for")."""
+    """A guide's first sentence after its title, on one line (the index's "what it is for")."""
     text = Path(path).read_text(encoding="utf-8").split("\n# ", 1)[-1].split("\n", 1)[-1]
     for block in re.split(r"\n\s*\n", text):
-        block = block.strip()
+        block = " ".join(block.split())
         if block and not block.startswith(("#", "<!--", "!", "|", "```")):
-            return " ".join(block.split())
+            return re.split(r"(?<=[.:])\s", block, maxsplit=1)[0].rstrip(":.") + "."
     return ""
 
 
