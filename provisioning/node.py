@@ -75,11 +75,16 @@ def node_setup_command(config: ChameleonConfig) -> str:
     return f"env {assignments} bash {REMOTE_SCRIPT}"
 
 
+def weights_env(config: ChameleonConfig) -> dict[str, str]:
+    """The node's model build's settings: the trained weights ``config.weights`` names (none: stand-in)."""
+    given = {"SERVELAB_WEIGHTS": config.weights, "SERVELAB_WEIGHTS_TRUSTED": config.weights_trusted}
+    return {key: value for key, value in given.items() if value}
+
+
 def jupyter_command(config: ChameleonConfig) -> str:
     """Start the student's Jupyter server on the node (and build the model artefacts if missing, or from the
     trained weights ``config.weights`` names)."""
-    given = {"SERVELAB_WEIGHTS": config.weights, "SERVELAB_WEIGHTS_TRUSTED": config.weights_trusted}
-    assignments = " ".join(f"{key}={shlex.quote(value)}" for key, value in given.items() if value)
+    assignments = " ".join(f"{key}={shlex.quote(value)}" for key, value in weights_env(config).items())
     return f"cd {shlex.quote(config.remote_dir)} && {'env ' + assignments + ' ' if assignments else ''}" \
            f"{JUPYTER_COMMAND}"
 

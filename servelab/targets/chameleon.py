@@ -91,8 +91,10 @@ class NodeRun:
         return f"node run: {failed_notebook}" if failed_notebook else ""
 
 
-def remote_lab_command(remote_dir: str, run_name: str, preset: str, only: Sequence[str] | None) -> str:
-    """The node's ``./lab run --target docker``, in the code dir, with the docker group in force.
+def remote_lab_command(remote_dir: str, run_name: str, preset: str, only: Sequence[str] | None,
+                       env: dict[str, str] | None = None) -> str:
+    """The node's ``./lab run --target docker``, in the code dir, with the docker group in force, and
+    ``env`` set (the model build's trained weights: this run starts no ``./lab jupyter`` that takes them).
 
     ``sg docker`` because the login session that ran the node set-up may not have
     the new group yet; the run folder is named like this run's, so it is found again.
@@ -100,6 +102,8 @@ def remote_lab_command(remote_dir: str, run_name: str, preset: str, only: Sequen
     lab = ["./lab", "run", "--target", "docker", "--preset", preset, "--run-dir", f"results/{run_name}"]
     if only:
         lab += ["--only", *only]
+    if env:
+        lab = ["env", *(f"{key}={value}" for key, value in env.items()), *lab]
     return f"cd {shlex.quote(remote_dir)} && sg docker -c {shlex.quote(shlex.join(lab))}"
 
 
@@ -179,7 +183,9 @@ def _run_on_node(run_dir: Path, preset: str, only: Sequence[str] | None, keep_no
         node = step("launch", lambda: provisioning.launch(config, chi=chi, state=state, jupyter=False))
         connect = partial(shell_for or _fabric_shell, node)
         remote = RemoteRun(config.remote_dir, run_dir.name)
-        command = remote_lab_command(config.remote_dir, run_dir.name, preset, only)
+        from provisioning.node import weights_env
+
+        command = remote_lab_command(config.remote_dir, run_dir.name, preset, only, weights_env(config))
         node_failed = False
         fetch_now.append(partial(_fetch, connect, config.remote_dir, run_dir, outcome))  # its own connection
         try:

@@ -438,3 +438,15 @@ def test_unpack_checks_members_itself_where_tarfile_has_no_data_filter(
             unpack(_tarball(tmp_path / f"{name}.tar.gz", *members), "run", target)
         assert "nothing unpacked" in str(info.value)
         assert not target.exists(), "a refused tarball unpacks nothing, not even its good members"
+
+
+def test_trained_weights_reach_the_headless_runs_model_build(tmp_path: Path, fake_chi, student) -> None:
+    """The headless run starts no `./lab jupyter` (which takes them in 02): its node's ./lab run does."""
+    shell = RecordingShell()
+    run_chameleon("quick", results_base=tmp_path, chi=fake_chi.api, shell_for=lambda node: shell,
+                  config=config(weights="https://example.org/food11.pth", weights_trusted="ab" * 32))
+    started = next(command for kind, command in shell.calls if kind == "start")
+    assert "SERVELAB_WEIGHTS=https://example.org/food11.pth" in started and "ab" * 32 in started
+    assert remote_lab_command("d", "r", "quick", None, {"SERVELAB_WEIGHTS": "https://x/w.pth"}) == \
+        "cd d && sg docker -c 'env SERVELAB_WEIGHTS=https://x/w.pth ./lab run --target docker " \
+        "--preset quick --run-dir results/r'"
