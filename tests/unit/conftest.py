@@ -573,6 +573,15 @@ class FakeChi:
     clock: FakeClock
 
 
+@pytest.fixture(autouse=True)
+def no_host_key_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No unit test reaches a node: reading an SSH host key (provisioning.hostkeys) is the stand-in's."""
+    from provisioning import hostkeys
+
+    monkeypatch.setattr(hostkeys, "fetch_host_key",
+                        lambda address, port=22, timeout=30.0: ("ssh-ed25519", NODE_HOST_KEY))
+
+
 @pytest.fixture
 def fake_chi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeChi:
     """The stand-in, with provisioning's clock replaced (waits take no time) and Berlin as the local zone."""

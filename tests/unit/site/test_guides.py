@@ -49,7 +49,7 @@ def test_the_diagram_names_every_port_the_stacks_publish() -> None:
         for service in (yaml.safe_load(compose.read_text()).get("services") or {}).values():
             for port in service.get("ports") or []:
                 mapping = re.sub(r"\$\{\w+:-(\d+)\}", r"\1", str(port))  # ${FLASK_PORT:-80}:5000
-                published.add(mapping.split(":")[0])
+                published.add(mapping.rsplit(":", 2)[-2])  # ADDRESS:HOST:CONTAINER (servelab.core.exposure)
         if "network_mode: host" in compose.read_text() and "8888" in compose.read_text():
             published.add("8888")  # the Jupyter server listens on the node's own port
     assert published >= {"8000", "8888"}

@@ -49,6 +49,8 @@ if "--ctty" in sys.argv:  # the pty on fd 0 becomes this session's controlling t
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 rec, clock = stand_in.Recorder(), stand_in.FakeClock()
 times.utcnow, times.sleep = clock.now, clock.sleep  # provisioning's waits take no time
+from provisioning import hostkeys  # the node's host key, as the stand-in's node presents it (no network)
+hostkeys.fetch_host_key = lambda address, port=22, timeout=30.0: ("ssh-ed25519", stand_in.NODE_HOST_KEY)
 key = work / "id_rsa.pub"
 key.write_text("ssh-rsa AAAAB3Nza alice@jupyter\n")
 network = stand_in.FakeNetworkModule(rec)

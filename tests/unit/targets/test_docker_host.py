@@ -143,8 +143,8 @@ def test_lab_jupyter_prepares_the_checkout_builds_the_model_and_prints_the_url(h
         "FASTAPI_APP=fastapi_pt compose -p servelab-fastapi -f docker/docker-compose-fastapi.yaml build",
         "FASTAPI_APP=fastapi_pt compose -p servelab-fastapi -f docker/docker-compose-fastapi.yaml run --rm "
         f"--no-deps --pull never --user {ids} -v {checkout}:{checkout} -w {checkout} "
-        f"-e SERVELAB_ROOT={checkout} -e HOME=/tmp --entrypoint python fastapi_server "
-        "-m servelab.core.model build",
+        f"-e SERVELAB_ROOT={checkout} -e HOME=/tmp -e SERVELAB_WEIGHTS_TRUSTED --entrypoint python "
+        "fastapi_server -m servelab.core.model build",
         "compose -p servelab-jupyter -f docker/docker-compose-jupyter.yaml build",
         "FASTAPI_APP=fastapi_pt compose -p servelab-fastapi -f docker/docker-compose-fastapi.yaml build",
         "FASTAPI_APP=fastapi_onnx compose -p servelab-fastapi -f docker/docker-compose-fastapi.yaml build "
