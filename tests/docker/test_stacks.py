@@ -131,7 +131,8 @@ def test_the_jupyter_container_drives_the_engine_and_writes_as_the_owner(engine:
     with tls_client() as client:
         status = client.get("https://localhost:8888/api/status", params={"token": token})
         assert status.status_code == 200, status.text
-        assert client.get("https://localhost:8888/api/status").status_code == 403  # no token, no way in
+    with tls_client() as stranger:  # a client of its own: the first one holds the login cookie now
+        assert stranger.get("https://localhost:8888/api/status").status_code == 403  # no token, no way in
     assert "JUPYTER_TOKEN=" not in jupyter(engine, "env"), "the token in the kernels' environment"
     assert "servelab-jupyter" in jupyter(engine, "docker", "compose", "ls", "--all")
     assert jupyter(engine, "sh", "-c", "test -x ./lab && pwd").strip() == str(REPO_ROOT)
@@ -159,7 +160,8 @@ def test_a_stack_switch_never_stops_the_kernel(engine: Engine, jupyter_url: str)
         assert docs.status_code == 200 and "/proxy/8000/openapi.json" in docs.text, docs.text[:500]
         spec = client.get("https://localhost:8888/proxy/8000/openapi.json", params={"token": token})
         assert spec.status_code == 200 and "/predict" in spec.json()["paths"]
-        assert client.get("https://localhost:8888/proxy/8000/docs").status_code in (302, 403)  # no token
+        with tls_client() as stranger:  # no token (nor the login cookie the first client holds)
+            assert stranger.get("https://localhost:8888/proxy/8000/docs").status_code in (302, 403)
         jupyter(engine, "python", "-c", up.format("triton") + "; s.down()")
         assert client.get(f"{api}/{kernel}", params={"token": token}).status_code == 200
         now = engine.docker("inspect", "--format", "{{.State.StartedAt}}", "servelab-jupyter").stdout
