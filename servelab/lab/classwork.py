@@ -22,11 +22,8 @@ from typing import Any
 import pandas as pd
 
 from servelab.core.paths import REPO_ROOT as ROOT
+from servelab.lab.exercise import ANSWER_TAG, CODE_STUB, KEY_TAG, TEXT_STUB  # noqa: F401  (the tests' too)
 
-KEY_TAG = "answer-key"  # a model answer: the instructor's only
-ANSWER_TAG = "answer"  # the student's answer cell (a prompt in the release)
-CODE_STUB = "# YOUR CODE HERE"  # a comment in Python, in config.pbtxt and in a shell command alike
-TEXT_STUB = "YOUR ANSWER HERE"
 RELEASE_NOTE = "STUDENT_RELEASE.md"
 
 

@@ -20,6 +20,10 @@ import pandas as pd
 from servelab.results.store import append_rows, read_rows, results_dir
 
 EXERCISE = "exercise"  # the experiment name of the records (exercise.csv, exercise.jsonl)
+KEY_TAG = "answer-key"  # a model answer: the instructor's only
+ANSWER_TAG = "answer"  # the student's answer cell (a prompt in the release)
+CODE_STUB = "# YOUR CODE HERE"  # a comment in Python, in config.pbtxt and in a shell command alike
+TEXT_STUB = "YOUR ANSWER HERE"
 GUESSES = ("yes", "no")
 
 

@@ -29,7 +29,7 @@ def student_name() -> str:
 
 def answers_in(nb: Any) -> list[dict[str, Any]]:
     """The answer cells of one notebook (tagged ``answer``): their text, and whether it was written."""
-    from servelab.lab.classwork import ANSWER_TAG, TEXT_STUB
+    from servelab.lab.exercise import ANSWER_TAG, TEXT_STUB
 
     out = []
     for cell in (c for c in nb.cells if ANSWER_TAG in c.metadata.get("tags", [])):

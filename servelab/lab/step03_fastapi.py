@@ -203,6 +203,24 @@ def workers_for_n(p: LabParams) -> int:
     return n
 
 
+def workers_in(settings: str) -> int:
+    """``WORKERS`` from the service's settings as the student writes them (``KEY=value`` lines, as in a
+    ``.env`` file or before ``docker compose up``; python-dotenv reads them); 1 when the line is absent."""
+    import io
+
+    from dotenv import dotenv_values
+
+    from servelab.lab.exercise import StudentError
+
+    value = dotenv_values(stream=io.StringIO(settings)).get("WORKERS")
+    if value is None:
+        print("no WORKERS line: the service starts one worker process (write WORKERS=N to start N)")
+        return 1
+    if not value.strip().isdigit() or int(value) < 1:
+        raise StudentError(f"WORKERS={value} is not a number of worker processes: write WORKERS=N, N ≥ 1")
+    return int(value)
+
+
 def one_vs_n() -> pd.DataFrame:
     """One worker process against N, at many clients: throughput, share of the ceiling, batches, stages."""
     df = load(results_dir(), FASTAPI)

@@ -24,7 +24,7 @@ from servelab.results.store import append_rows, results_dir
 
 def edit_config(triton: Triton, name: str, text: str) -> None:
     """The student's lines of ``name``'s config.pbtxt: parsed, merged over the live config, reloaded."""
-    from servelab.triton.config import ConfigError, mc
+    from servelab.triton.config import ConfigError
     from servelab.triton.config_text import ConfigTextError, merge_edit, named_fields, parse_edit
 
     where = f"{name}/config.pbtxt (the text in this cell)"
@@ -39,12 +39,7 @@ def edit_config(triton: Triton, name: str, text: str) -> None:
         print(f"{where} names no field: nothing changed (write the block you change, e.g. "
               "`instance_group [ … ]` or `dynamic_batching { … }`)")
         return
-    if not triton.stack.has_gpu:
-        for group in edit.instance_group:
-            if group.kind == mc.ModelInstanceGroup.KIND_GPU:
-                print(f"no GPU on the {triton.stack.target} target: KIND_GPU becomes KIND_CPU (gpus dropped)")
-                group.kind = mc.ModelInstanceGroup.KIND_CPU
-                del group.gpus[:]
+    _fit_gpus(triton, edit)
     cfg = merge_edit(live_config(triton, name), edit)
     cfg = _thread_rule(cfg, fields)
     try:
@@ -52,6 +47,26 @@ def edit_config(triton: Triton, name: str, text: str) -> None:
     except ConfigError as exc:
         raise exercise.StudentError(f"{exc}\nfix the text and run the cell again") from None
     exercise._record("edit", "", name, ok=True, said=", ".join(fields))
+
+
+def _fit_gpus(triton: Triton, edit: Any) -> None:
+    """KIND_GPU on a target without GPUs becomes KIND_CPU; GPUs the host lacks are dropped (the node's
+    ``gpus: [ 0, 1 ]`` on a one-GPU host): each said in one line, as the deploy says its adaptations."""
+    from servelab.triton.config import mc
+
+    count = int(getattr(triton.stack, "gpu_count", 0) or 0) if triton.stack.has_gpu else 0
+    for group in edit.instance_group:
+        if group.kind != mc.ModelInstanceGroup.KIND_GPU:
+            continue
+        if not count:
+            print(f"no GPU on the {triton.stack.target} target: KIND_GPU becomes KIND_CPU (gpus dropped)")
+            group.kind = mc.ModelInstanceGroup.KIND_CPU
+            del group.gpus[:]
+        elif [g for g in group.gpus if g >= count]:
+            kept = [g for g in group.gpus if g < count] or [0]
+            print(f"this host has {count} GPU(s): gpus {list(group.gpus)} becomes {kept}")
+            del group.gpus[:]
+            group.gpus.extend(kept)
 
 
 def _thread_rule(cfg: Any, fields: list[str]) -> Any:
