@@ -27,22 +27,28 @@ def student_name() -> str:
     return os.environ.get("JUPYTERHUB_USER") or getpass.getuser()
 
 
-def answers_in(nb: Any) -> list[dict[str, Any]]:
-    """The answer cells of one notebook (tagged ``answer``): their text, and whether it was written."""
+def _text(cell: dict[str, Any]) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
+def answers_in(nb: dict[str, Any]) -> list[dict[str, Any]]:
+    """The answer cells of one notebook (its JSON; tagged ``answer``): their text, and whether it was
+    written. Read as JSON, not with nbformat: the hub's kernel need not have it."""
     from servelab.lab.exercise import ANSWER_TAG, TEXT_STUB
 
     out = []
-    for cell in (c for c in nb.cells if ANSWER_TAG in c.metadata.get("tags", [])):
-        lines = cell.source.splitlines()
+    for cell in (c for c in nb.get("cells", []) if ANSWER_TAG in c.get("metadata", {}).get("tags", [])):
+        lines = _text(cell).splitlines()
         text = "\n".join(line for line in lines[1:] if "SOLUTION" not in line).strip()  # below its heading
         out.append({"question": lines[0].strip("*# ") if lines else "", "answer": text,
                     "answered": bool(text) and text != TEXT_STUB})
     return out
 
 
-def executed(nb: Any) -> bool:
+def executed(nb: dict[str, Any]) -> bool:
     """The notebook ran: at least one code cell has an execution count."""
-    return any(c.cell_type == "code" and c.get("execution_count") for c in nb.cells)
+    return any(c.get("cell_type") == "code" and c.get("execution_count") for c in nb.get("cells", []))
 
 
 def _notebooks(folders: Iterable[Path]) -> dict[str, Path]:
@@ -57,17 +63,15 @@ def _notebooks(folders: Iterable[Path]) -> dict[str, Path]:
 
 def pack(results: Path, notebooks: Iterable[Path] = (), out: Path | None = None,
          student: str | None = None) -> Path:
-    """Write ``handin-<student>.zip`` (into ``results``' parent unless ``out``) and say what it holds."""
-    import nbformat
-
+    """Write ``handin-<student>.zip`` (into ``results`` unless ``out``) and say what it holds."""
     from servelab.lab.exercise import EXERCISE
 
     results, student = Path(results), student or student_name()
-    out = Path(out) if out else results.parent / f"handin-{student}.zip"
+    out = Path(out) if out else results / f"handin-{student}.zip"
     found = _notebooks([results, *notebooks])
     answers, ran = {}, []
     for name, path in found.items():
-        nb = nbformat.read(path, as_version=4)
+        nb = json.loads(path.read_text())
         answers[name] = answers_in(nb)
         ran += [name] if executed(nb) else []
     records = [p for p in (results / f"{EXERCISE}.jsonl", results / f"{EXERCISE}.csv") if p.is_file()]
@@ -87,6 +91,17 @@ def pack(results: Path, notebooks: Iterable[Path] = (), out: Path | None = None,
           f"{'the exercise records' if records else 'no exercise records'}, "
           f"{'the report' if report.is_file() else 'no report'}; hand in this one file")
     return out
+
+
+def hand_in(fetched: Any | None = None) -> Path:
+    """Notebook 08's hand-in: from the node's work copied to the hub (``provisioning.fetch_work``'s
+    answer), else from this machine's results and saved notebooks (a run here, or a headless run's folder)."""
+    from servelab.core.paths import REPO_ROOT
+    from servelab.results.store import results_dir
+
+    if fetched is not None:
+        return pack(fetched.results, [fetched.notebooks])
+    return pack(results_dir(), [REPO_ROOT / "notebooks"])
 
 
 def summarise(path: Path) -> dict[str, Any]:

@@ -173,8 +173,8 @@ def check_block(triton: Triton, name: str, field: str, step: Any, fix: str) -> N
     from servelab.triton.config_text import block_text
 
     text = block_text(live_config(triton, name), field).strip()
-    exercise.check(step, f"your config.pbtxt has a {field} block", bool(text), fix,
-                   f"{name} serves with {' '.join(text.split())}")
+    exercise.check(step, f"your config.pbtxt has a {field} block", bool(text),
+                   f"{name} serves without one: {fix}", f"{name} serves with {' '.join(text.split())}")
 
 
 def check_levels(rows: pd.DataFrame, step: Any, column: str, least: int, fix: str) -> None:
