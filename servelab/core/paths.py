@@ -20,6 +20,17 @@ BUILD_COMMAND = "python -m servelab.core.model build"
 # Where each notebook runs on Chameleon, said the same way everywhere: 01, 02 and 08 in the hub's Jupyter,
 # these in the node's (docs/decisions/2026-11-22-gpu-node-where-things-run.md)
 ON_THE_NODE = "03–07 and 09–11"
+CORE_ON_THE_NODE = "03–07"  # the original lab's arc, which a lease must hold; 09–11 are optional
+
+
+def notebook_numbers(text: str) -> list[str]:
+    """The notebook numbers a range text names: "03–07 and 09–11" → ["03", …, "07", "09", "10", "11"]."""
+    import re
+
+    numbers: list[str] = []
+    for first, last in re.findall(r"(\d{2})(?:\s*[–-]\s*(\d{2}))?", text):
+        numbers += [f"{n:02d}" for n in range(int(first), int(last or first) + 1)]
+    return numbers
 
 
 def shown(text: str) -> str:

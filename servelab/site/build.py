@@ -29,6 +29,7 @@ import nbformat
 from servelab.lab.runner import notebook_paths
 from servelab.results.reference import STUDENT_NODE, STUDENT_NODE_LONG, newest
 from servelab.results.store import results_dir
+from servelab.site import guides as guide_pages
 from servelab.site import pages
 from servelab.site.compare import COMPARE
 from servelab.site.docs import DocPages
@@ -52,6 +53,7 @@ nb_execution_mode = "off"  # the run's outputs, never re-executed
 nb_merge_streams = True
 nb_render_markdown_format = "myst"  # a markdown output's tables and code render (commonmark has neither)
 myst_enable_extensions = ["colon_fence"]
+myst_heading_anchors = 3  # a guide's links to its own sections (#two-commands) work as on GitHub
 html_theme = "furo"
 html_theme_options = {"announcement": settings["announcement"]}
 html_static_path = ["_static"]
@@ -138,7 +140,7 @@ def _announcement(run: Provenance, compare: Run | None, has_report: bool, beside
 
 
 def _index(run: Run, compare: Run | None, sources: Sequence[Path], links: Links,
-           data: Sequence[str]) -> str:
+           data: Sequence[str], guides: tuple[list[str], list[str]] = ([], [])) -> str:
     rows = "\n".join(f"| {k} | {v} |" for k, v in run.provenance.facts().items())
 
     def row(path: Path) -> str:
@@ -168,6 +170,7 @@ def _index(run: Run, compare: Run | None, sources: Sequence[Path], links: Links,
         "page links where to open its notebook. The notebooks' **Expected on the GPU node** paragraphs are "
         "for your node, from the original lab's recorded runs on it.",
         repo,
+        *guides[0],
         "## Where these outputs come from", "| fact | value |\n|---|---|\n" + rows,
         f"In the outputs, `{LAB}` stands for the lab's folder on the machine that ran it, `results/<run>` "
         "for the run's folder, and `serve_system_<netID>` for a lease named after whoever ran it.",
@@ -192,8 +195,9 @@ def _index(run: Run, compare: Run | None, sources: Sequence[Path], links: Links,
     if data:
         joined = ", ".join(f'<a href="data/{name}">{name}</a>' for name in data)
         parts.append(f"The run's measurements: {joined}.")
-    parts.append("```{toctree}\n:hidden:\n:maxdepth: 1\n\n" + "\n".join(p.stem for p in sources) + "\n```")
-    return "\n\n".join(parts) + "\n"
+    parts.append("```{toctree}\n:hidden:\n:maxdepth: 1\n:caption: Notebooks\n\n"
+                 + "\n".join(p.stem for p in sources) + "\n```")
+    return "\n\n".join([*parts, *guides[1]]) + "\n"
 
 
 def _check_out(out: Path) -> None:
@@ -271,12 +275,13 @@ def link_full_size(markup: str) -> str:
 
 def build(run_dir: Path, out: Path | None = None, compare: Path | None = None,
           sources: Sequence[Path] | None = None, log: io.TextIOBase | None = None,
-          links: Links | None = None) -> Path:
+          links: Links | None = None, guides: Sequence[Path] | None = None) -> Path:
     """Build the site for the run in ``run_dir`` into ``out`` (default ``run_dir/site``); returns ``out``.
 
     ``compare``: a second run's folder, or a folder of runs (its newest). ``sources``: the notebooks to
     render, in order (default: the lab's, ``lab_sources()``). ``links``: where pages link out (default:
-    found, ``Links.find``).
+    found, ``Links.find``). ``guides``: the guides to add as pages (default: the lab's,
+    ``servelab.site.guides.guide_paths()``).
     """
     from sphinx.application import Sphinx
     from sphinx.util.console import nocolor
@@ -307,6 +312,8 @@ def build(run_dir: Path, out: Path | None = None, compare: Path | None = None,
             other_report, _ = _copy_run_files(compare, extra, f"{COMPARE}/", "../index.html")
             other = _run(compare, other_report)
         docs = DocPages(links, src)
+        guides = list(guides) if guides is not None else guide_pages.guide_paths()
+        names = [docs.add_guide(path, guide_pages.fills(run_dir)) for path in guides]
         (extra / pages.DOWNLOADS).mkdir()
         banners = {}
         for path in sources:
@@ -316,7 +323,9 @@ def build(run_dir: Path, out: Path | None = None, compare: Path | None = None,
             banners[path.stem] = _announcement(run.provenance, other, bool(report),
                                                page.metadata["servelab"]["beside"] > 0)
         docs.write()
-        (src / "index.md").write_text(_index(run, other, sources, links, data))
+        guide_pages.copy_diagram(guides, src)
+        (src / "index.md").write_text(_index(run, other, sources, links, data,
+                                             guide_pages.index_section(guides, names)))
         for asset in STATIC.iterdir():
             shutil.copy2(asset, src / "_static" / asset.name)
         settings = {"title": "serve-system lab", "announcements": banners,

@@ -8,6 +8,7 @@ import getpass
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
@@ -16,12 +17,21 @@ import pytest
 from servelab.core.paths import REPO_ROOT
 from servelab.results.reference import REFERENCE_SETTING
 from servelab.site import build
+from servelab.site import guides as guide_pages
 from servelab.site.__main__ import main as site_main
 from servelab.site.links import JUPYTERHUB, Links
 from tests.unit.lab_script import stubbed_lab
 from tests.unit.site.phone import COVERED_BY_COPY, OVERFLOWING_OUTPUTS, PHONE
 
 pytestmark = pytest.mark.slow  # two Sphinx builds of two pages (seconds)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_guides() -> Iterator[None]:
+    """These builds are of notebooks' pages; the guides' are tests/unit/site/test_guides.py's."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(guide_pages, "guide_paths", lambda *_: [])
+        yield
 
 
 def _small_run(tmp_path: Path) -> tuple[Path, Path]:
