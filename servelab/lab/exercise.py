@@ -124,6 +124,15 @@ def check_predictions(step: ModuleType, claims: list[str]) -> None:
           f"{len(claims)} of {len(claims)} predictions recorded")
 
 
+def evidence(step: ModuleType, claim: str) -> str:
+    """The figures of ``step``'s verdict on ``claim`` in this run (what a model answer cites), or why there
+    are none."""
+    from servelab.results.schema import RunData
+
+    verdict = next((c for c in step.rules(RunData.load(results_dir())) if claim in c.effect), None)
+    return f"{verdict.status}: {verdict.evidence}" if verdict else f"no verdict on “{claim}” in this run"
+
+
 def model_answer(number: int, text: str) -> None:
     """The instructor's model answer to question ``number``, its figures computed from this run."""
     print(f"Model answer to question {number}: {text}")

@@ -141,7 +141,11 @@ def perf_analyzer(triton: Triton, command: str, step: str, timeout: float = 300.
             "distribution": _flag(argv, "--request-distribution") or (
                 "constant" if _flag(argv, "--request-rate-range") else None),
             "protocol": _flag(argv, "-i") or "http"}
-    config = live_summary(triton, model)
+    try:
+        config = live_summary(triton, model)
+    except Exception:  # tritonclient's 404 for a model the server does not have
+        names = ", ".join(m["name"] for m in triton.client().get_model_repository_index())
+        raise exercise.StudentError(f"the server has no model {model!r} (-m): its models are {names}") from None
     try:
         pids = [triton.pid] if triton.pid else []
         with run_stats(triton.client(), model) as stats, Utilisation(pids=pids) as util:

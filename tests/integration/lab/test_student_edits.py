@@ -104,6 +104,9 @@ def test_a_command_the_lab_cannot_record_is_refused_in_one_line(live: triton_ste
         triton_edits.perf_analyzer(live, f"perf_analyzer -m {MODEL} -u {live.url}", step="typed_sweep")
     with pytest.raises(exercise.StudentError, match="must start with perf_analyzer"):
         triton_edits.perf_analyzer(live, "curl -s localhost", step="typed_sweep")
-    with pytest.raises(exercise.StudentError, match="perf_analyzer did not measure"):
+    with pytest.raises(exercise.StudentError, match="the server has no model 'no_such_model'"):
         triton_edits.perf_analyzer(live, f"perf_analyzer -m no_such_model -u {live.url} -f x.csv",
+                                   step="typed_sweep")
+    with pytest.raises(exercise.StudentError, match="perf_analyzer did not measure"):
+        triton_edits.perf_analyzer(live, f"perf_analyzer -m {MODEL} -u {live.url} --no-such-flag -f x.csv",
                                    step="typed_sweep")

@@ -16,6 +16,7 @@ EXPERIMENTS = sorted(p for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.py")
                      if p.name[:2] in {"03", "04", "05", "06", "07", "09", "10", "11"})
 RULES = "\n".join(p.read_text() for p in (ROOT / "servelab" / "lab").glob("step*.py"))
 RULES += RULES.replace("{backend}", "pt") + RULES.replace("{backend}", "onnx")  # the per-engine effects
+RULES += RULES.replace("{name}", "queue depth")  # 10's per-policy effects
 PREDICT = re.compile(r'exercise\.predict\((\w+), "([^"]+)", ')
 COMPARE = re.compile(r'exercise\.compare\((\w+), "([^"]+)"\)')
 
