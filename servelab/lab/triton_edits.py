@@ -145,7 +145,8 @@ def perf_analyzer(triton: Triton, command: str, step: str, timeout: float = 300.
         config = live_summary(triton, model)
     except Exception:  # tritonclient's 404 for a model the server does not have
         names = ", ".join(m["name"] for m in triton.client().get_model_repository_index())
-        raise exercise.StudentError(f"the server has no model {model!r} (-m): its models are {names}") from None
+        raise exercise.StudentError(f"the server has no model {model!r} (-m): its models are "
+                                    f"{names}") from None
     try:
         pids = [triton.pid] if triton.pid else []
         with run_stats(triton.client(), model) as stats, Utilisation(pids=pids) as util:
@@ -164,6 +165,7 @@ def perf_analyzer(triton: Triton, command: str, step: str, timeout: float = 300.
     frame = with_gpu_columns(frame, util.summary())
     frame["instances"], frame["dynamic_batching"] = config["instances"], config["dynamic_batching"]
     frame["command"], frame["warnings"], frame["warmup"] = shown, "; ".join(result.warnings), ""
+    frame["stability_pct"] = float(_flag(argv, "--stability-percentage") or 10)  # perf_analyzer's default
     append_rows("triton", records(frame))
     exercise._record("command", "", step, command=shown, levels=[float(v) for v in frame["load_value"]])
     from servelab.lab.common import show_columns

@@ -115,3 +115,17 @@ def test_the_answer_key_renders_the_model_answers_of_a_run(tmp_path: Path) -> No
     page = classwork.write_key(tmp_path, tmp_path / "key.html").read_text()
     assert "Answer key (instructor only)" in page and "Model answer to question 1: p99 12.5 ms" in page
     assert "exercise.model_answer" not in page, "the key shows the answers, not their code"
+
+
+def test_the_service_knobs_are_read_where_a_user_writes_them(capsys) -> None:
+    from servelab.lab.step03_fastapi import workers_in
+    from servelab.lab.step09_views import batching_in
+
+    assert workers_in("\n# a comment\nWORKERS=4\n") == 4
+    assert workers_in("\n# YOUR CODE HERE\n") == 1 and "no WORKERS line" in capsys.readouterr().out
+    with pytest.raises(exercise.StudentError, match="WORKERS=four is not a number"):
+        workers_in("WORKERS=four")
+    assert batching_in("\n--batching static  # the flag\n") == "static"
+    assert batching_in("\n# YOUR CODE HERE\n") == "continuous"
+    with pytest.raises(exercise.StudentError, match="--batching statik is not a mode of the engine"):
+        batching_in("--batching statik")
