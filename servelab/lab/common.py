@@ -98,12 +98,13 @@ def results_overview(directory: Path | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["experiment", "notebooks", "rows", "file"])
 
 
-def open_stack(p: LabParams) -> Stack:
-    """The target's stack: local processes, or compose on this host (the node's Jupyter on Chameleon).
+def open_stack(p: LabParams, **options: Any) -> Stack:
+    """The target's stack: local processes, or compose on this host (the node's Jupyter on Chameleon);
+    ``options`` go to it as to ``get_stack`` (``triton_flags=[...]``: server flags after the lab's).
 
     ``target="chameleon"`` raises a TargetError that says where notebooks ``ON_THE_NODE`` run instead.
     """
-    return get_stack(p.target, **_local_options(p.target))
+    return get_stack(p.target, **_local_options(p.target), **options)
 
 
 def stop_stacks(p: LabParams) -> None:

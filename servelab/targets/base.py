@@ -129,6 +129,7 @@ class Stack(ABC):
     fastapi_app: str  # which FastAPI service the fastapi stack runs: fastapi_pt | fastapi_onnx
     flask_backend: str  # what GourmetGram calls on the triton stack: triton | triton_onnx
     fastapi_workers: int | None = None  # its worker processes (WORKERS); None: the service's default
+    triton_flags: tuple[str, ...] = ()  # server flags after the lab's own (servelab.triton.command)
 
     def choose(self, fastapi_app: str | None = None, flask_backend: str | None = None,
                fastapi_workers: int | None = None) -> None:

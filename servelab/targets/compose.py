@@ -35,6 +35,7 @@ from servelab.targets.base import (
     run_local,
     safe_relpath,
 )
+from servelab.triton.command import FLAGS_VARIABLE
 
 
 def engine_gpus(gpu: bool) -> int:
@@ -108,7 +109,8 @@ class ComposeStack(Stack):
     brings the other down. The Jupyter server is a third project that neither
     touches. ``--wait`` makes ``up`` return only when every healthcheck passes;
     ``up`` never builds (``servelab.core.compose``: images are built before the
-    notebooks run). ``gpu``: whether containers get GPUs (default: ask the engine).
+    notebooks run). ``gpu``: whether containers get GPUs (default: ask the engine). ``triton_flags``:
+    tritonserver flags after the lab's own, passed as ``TRITON_SERVER_FLAGS`` (``servelab.triton.command``).
     """
 
     target = "docker"
@@ -116,7 +118,7 @@ class ComposeStack(Stack):
     def __init__(self, transport: Transport | None = None, root: Path = REPO_ROOT,
                  fastapi_app: str | None = None, stack: str | None = None,
                  env: Mapping[str, str] | None = None, flask_backend: str = "triton",
-                 gpu: bool | None = None) -> None:
+                 gpu: bool | None = None, triton_flags: Sequence[str] = ()) -> None:
         self.root = Path(root)
         self.transport: Transport = transport or LocalTransport(self.root)
         if gpu is None:
@@ -127,6 +129,7 @@ class ComposeStack(Stack):
         self.choose(flask_backend=flask_backend)  # FLASK_BACKEND in the triton stack
         self.choose(fastapi_app or os.environ.get("FASTAPI_APP", "fastapi_pt"))
         self.env = dict(env or {})
+        self.triton_flags = tuple(triton_flags)
         self.current = check_stack(stack) if stack else None  # set by up(); pass it in a new kernel
 
     # -- the commands
@@ -135,6 +138,7 @@ class ComposeStack(Stack):
         variables = {"FASTAPI_APP": self.fastapi_app,
                      **({"WORKERS": str(self.fastapi_workers)} if self.fastapi_workers else {}),
                      "FLASK_BACKEND": check_flask_backend(self.flask_backend),
+                     **({FLAGS_VARIABLE: shlex.join(self.triton_flags)} if self.triton_flags else {}),
                      **owner_ids(self.root), **self.env}
         prefix = ["env", *(f"{key}={value}" for key, value in sorted(variables.items()))]
         return [*prefix, "docker", "compose", "-p", f"servelab-{check_stack(stack)}",
