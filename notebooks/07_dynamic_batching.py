@@ -170,10 +170,11 @@ off
 # %% [markdown]
 # ### Turn dynamic batching on
 # One change: write the `dynamic_batching` block of `food_classifier_onnx`'s `config.pbtxt`, as text:
-# `preferred_batch_size` (the sizes Triton tries to form; here 4, 6 and 8) and
-# `max_queue_delay_microseconds` (how long the oldest request may wait for others; here 100). The lab
-# parses it as Triton does, refuses a typo with its line (the model keeps serving its last good config),
-# adds the block to the live config (the diff is printed) and reloads the model.
+# `preferred_batch_size` (the sizes Triton tries to form) and `max_queue_delay_microseconds` (how long
+# the oldest request may wait for others), with the values of `preferred_batch_sizes` and
+# `max_queue_delay_us` in the parameters table at the top (the original lab's). The lab parses it as
+# Triton does, refuses a typo with its line (the model keeps serving its last good config), adds the
+# block to the live config (the diff is printed) and reloads the model.
 
 # %%
 triton_edits.edit_config(triton, "food_classifier_onnx", """
