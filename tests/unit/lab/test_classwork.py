@@ -129,3 +129,11 @@ def test_the_service_knobs_are_read_where_a_user_writes_them(capsys) -> None:
     assert batching_in("\n# YOUR CODE HERE\n") == "continuous"
     with pytest.raises(exercise.StudentError, match="--batching statik is not a mode of the engine"):
         batching_in("--batching statik")
+
+
+def test_a_handout_page_holds_no_model_answer() -> None:
+    from servelab.site.pages import source_notebook
+
+    page = source_notebook(ROOT / "notebooks" / "07_dynamic_batching.py")
+    assert not [c for c in page.cells if classwork.KEY_TAG in c.metadata.get("tags", [])]
+    assert [c for c in page.cells if classwork.ANSWER_TAG in c.metadata.get("tags", [])], "answer cells stay"
