@@ -17,7 +17,7 @@ import pytest
 
 from servelab.lab import classwork
 from servelab.lab.kernel import ensure_kernel, kernel_config
-from servelab.lab.runner import HEADLESS
+from servelab.core.progress import HEADLESS
 from servelab.results.store import RESULTS_VARIABLE
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
