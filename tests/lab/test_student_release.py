@@ -15,9 +15,9 @@ from typing import Any
 import nbformat
 import pytest
 
+from servelab.core.progress import HEADLESS
 from servelab.lab import classwork
 from servelab.lab.kernel import ensure_kernel, kernel_config
-from servelab.core.progress import HEADLESS
 from servelab.results.store import RESULTS_VARIABLE
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
