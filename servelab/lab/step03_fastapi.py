@@ -138,8 +138,9 @@ def plot_fastapi() -> Any:
 # ----------------------------------------------------------------------------- inside a request
 
 def stage_breakdown() -> pd.DataFrame:
-    """Each FastAPI measurement's mean ms per stage (from the answers' Server-Timing headers)."""
-    return show_columns(stages.staged(load(results_dir(), FASTAPI)), stages.STAGE_VIEW)
+    """Each FastAPI measurement's mean ms per stage (from the answers' Server-Timing headers): one column
+    per measurement, the stages as rows (``step03_stages.stage_table``)."""
+    return stages.stage_table(load(results_dir(), FASTAPI))
 
 
 def plot_stages() -> Any:
@@ -208,7 +209,7 @@ def one_vs_n() -> pd.DataFrame:
     """One worker process against N, at many clients: throughput, share of the ceiling, batches, stages."""
     df = load(results_dir(), FASTAPI)
     print(stages.read_processes(df))
-    return stages.compare_processes(df).round(2).reset_index(drop=True)
+    return stages.stage_table(stages.compare_processes(df))
 
 
 def fig_fastapi(df: pd.DataFrame) -> Figure:
@@ -269,7 +270,7 @@ def sections(data: RunData) -> list[Section]:
     if not stages.staged(data.fastapi).empty:
         out.append(Section("FastAPI: where a request spends its time", [
             plot_html(stages.fig_stages(data.fastapi), stages.read_stages(data.fastapi)),
-            table_html(stages.staged(data.fastapi), stages.STAGE_VIEW),
+            stages.stage_table_html(data.fastapi),
             *([f"<p>{html.escape(stages.read_processes(data.fastapi))}</p>"]
               if not stages.several_processes(data.fastapi).empty else [])]))
     if not data.flask.empty:
