@@ -217,15 +217,15 @@ exercise.compare(step, "continuous batching gives more output tokens/s than stat
 
 # %% [markdown]
 # **Predict.** Now every request asks for the same number of tokens, so no row of a static batch
-# idles while the longest finishes. Will static batching close the gap: its tokens/s nearer continuous
-# batching's than with mixed lengths? Set your guess to "yes" or "no".
+# idles while the longest finishes. Will static batching fare better against continuous batching than
+# with mixed lengths (its tokens/s nearer continuous batching's)? Set your guess to "yes" or "no".
 
 # %% tags=["prediction"]
 guess = None  # "yes" or "no"
 ### BEGIN SOLUTION
 guess = "yes"
 ### END SOLUTION
-exercise.predict(step, "with equal output lengths static batching closes the gap", guess)
+exercise.predict(step, "with equal output lengths static batching fares better against continuous", guess)
 
 # %%
 static_equal = step.equal_lengths(engine, P, rate)
@@ -236,7 +236,7 @@ step.show(common.concat(continuous_equal, static_equal))
 common.what_this_run_shows(step, "equal output lengths")
 
 # %%
-exercise.compare(step, "with equal output lengths static batching closes the gap")
+exercise.compare(step, "with equal output lengths static batching fares better against continuous")
 
 # %%
 engine.stop()
@@ -317,8 +317,8 @@ common.reference("llm", step.LLM_SHOWN, rules=step, step=["mixed", "equal", "kv_
 # ## Questions
 # 1. Did the long prompt's first token come later than the short one's, and by more or less than the
 #    prompts' length ratio? If it did, which did the prompt's length delay more in this run, the first
-#    token or each later token, and why? If the gap was within noise, how long does a prefill of that
-#    many tokens take next to what every request pays anyway (the HTTP round trip, scheduling, the
+#    token or each later token, and why? If the verdict was too noisy to call, how long does a prefill
+#    of that many tokens take next to what every request pays anyway (the HTTP round trip, scheduling, the
 #    first decode step)? Each timed prompt was new, so prefix caching did not hide it: the repeated
 #    prompt's line shows what caching does when it applies.
 # 2. With mixed output lengths, compare the two batchings' TTFT p99 and tokens/s at the top rate in

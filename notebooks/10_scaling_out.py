@@ -23,11 +23,11 @@
 # replica. Here the two are measured side by side.
 #
 # **On this machine** (the `local` target) every replica, Serve's proxy, its controller and the load
-# generator share the same CPU cores, so a second replica competes with the first for cores: the
-# verdicts below check, from each run's own numbers, whether the machine had a core free for it. Every
-# rate below is a fraction of the capacity of one replica measured here, as in notebook 07, and the
-# load generator runs in a process of its own. Ray is started by this notebook and stopped at its
-# end; it does not need notebooks 03–09.
+# generator share the same CPU cores, so a second replica competes with the first for cores. So the
+# notebook first measures what a second replica buys here at all (one fixed replica, then two), and
+# judges the autoscaled runs against both. Every rate below is a fraction of the capacity of one replica
+# measured here, as in notebook 07, and the load generator runs in a process of its own. Ray is started
+# by this notebook and stopped at its end; it does not need notebooks 03–09.
 
 # %% tags=["parameters"]
 target = None  # local; None: $SERVELAB_TARGET or local
@@ -130,24 +130,43 @@ guess = None  # "yes" or "no"
 ### BEGIN SOLUTION
 guess = "yes"
 ### END SOLUTION
-exercise.predict(step10_report, "Autoscaled on queue depth, the step load ends its high phase", guess)
+exercise.predict(step10_report, "Autoscaled on queue depth, the high phase ends with less in flight", guess)
 
 # %%
 fixed_one = step.step_load(cluster, step.policy(P, fixed=1), phases, photos)
 step.plot_timeline(fixed_one, title="step load, one fixed replica")
 
 # %% [markdown]
+# ## What a second replica buys on this machine
+# The same step load on `scaling_max_replicas` fixed replicas, running from the start: the most any
+# autoscaled run here could reach, since its added replica only starts after the step.
+#
+# **Predict.** With two replicas sharing this machine's cores with Serve's proxy and the load generator,
+# how many requests will be in flight as the high phase ends, next to one fixed replica's? Will the two
+# end it with fewer in flight, beyond the noise? Set your guess to "yes" or "no".
+
+# %% tags=["prediction"]
+guess = None  # "yes" or "no"
+### BEGIN SOLUTION
+guess = "no"
+### END SOLUTION
+exercise.predict(step10_report, "a second replica serves more on this machine", guess)
+
+# %%
+fixed_n = step.step_load(cluster, step.policy(P, fixed=P.scaling_max_replicas), phases, photos)
+step.plot_timeline(fixed_one, fixed_n, title="one fixed replica against two")
+
+# %% [markdown]
 # ## The same step load, autoscaled on queue depth
-# One change: the autoscaling config above instead of one fixed replica.
+# One change: the autoscaling config above instead of fixed replicas.
 #
 # The lesson needs two things of the run. The high phase must outrun one replica (the line printed
-# above says what share of it one replica answered). And the machine needs a core free for the second
-# replica: starting one (a process, the model loaded) and computing on it takes a core, and where every
-# core is already busy (the machine's CPU reading near its whole, with two replicas, Serve's proxy and
-# the load generator sharing this machine's cores) the new replica takes its cores from the one
-# serving. Where the run lacks either, the verdicts below say "this run cannot show it, because …" with
-# the run's numbers, and under each verdict the line "needs:" says what it had to reach and whether it
-# did.
+# above says what share of it one replica answered). And a second replica must serve more on this
+# machine at all: the fixed runs above say whether it did. Where either is missing, the verdicts below
+# read "cannot show here" and say why; otherwise they read observed or NOT observed from the numbers.
+# Under each verdict (click it open) are the numbers in full, its preconditions ("needs:") and what the
+# added replica cost while it started: starting one (a process, its imports, the model) takes cores,
+# and on a small machine it takes them from the replica that is serving.
 #
 # **Predict.** How long after the step will the second replica start, and start serving? What happens
 # to the backlog (requests in flight) and to p99 in the meantime, and after it? Will the replica start
@@ -159,7 +178,7 @@ guess_0, guess_1 = None, None  # "yes" or "no" each
 ### BEGIN SOLUTION
 guess_0, guess_1 = "yes", "yes"
 ### END SOLUTION
-exercise.predict(step10_report, "autoscaling on queue depth starts a replica within", guess_0)
+exercise.predict(step10_report, "Autoscaling on queue depth starts a replica within", guess_0)
 exercise.predict(step10_report, "Once the added replica serves, the backlog shrinks", guess_1)
 
 # %%
@@ -171,8 +190,9 @@ common.what_this_run_shows(step10_report, "starts a replica within", "the backlo
                            "Autoscaled on queue depth")
 
 # %%
-exercise.compare(step10_report, "Autoscaled on queue depth, the step load ends its high phase")
-exercise.compare(step10_report, "autoscaling on queue depth starts a replica within")
+exercise.compare(step10_report, "a second replica serves more on this machine")
+exercise.compare(step10_report, "Autoscaled on queue depth, the high phase ends with less in flight")
+exercise.compare(step10_report, "Autoscaling on queue depth starts a replica within")
 exercise.compare(step10_report, "Once the added replica serves, the backlog shrinks")
 
 # %% [markdown]
@@ -239,10 +259,10 @@ exercise.compare(step10_report, "Autoscaling on queue depth has its added replic
 
 # %% [markdown]
 # ## Fixed vs autoscaled
-# The same step load on `scaling_max_replicas` fixed replicas, then the four runs side by side. The
-# cost of a run is its **replica-seconds**: replicas summed over time, what a cloud bill counts. Its
-# **goodput** (`goodput_rps`) is the requests answered with a 200 per second of the run, from its first
-# request to its last answer: a refused or timed-out request does not count.
+# The four runs side by side. The cost of a run is its **replica-seconds**: replicas summed over time,
+# what a cloud bill counts. Its **goodput** (`goodput_rps`) is the requests answered with a 200 per
+# second of the run, from its first request to its last answer: a refused or timed-out request does
+# not count.
 #
 # **Predict.** Which of the four serves the high phase with the lowest p99, and which ends it with the
 # fewest requests in flight? Will the autoscaled run cost fewer replica-seconds than the fixed N
@@ -253,10 +273,9 @@ guess = None  # "yes" or "no"
 ### BEGIN SOLUTION
 guess = "yes"
 ### END SOLUTION
-exercise.predict(step10_report, "Autoscaling costs fewer replica-seconds than the fixed N replicas", guess)
+exercise.predict(step10_report, "Autoscaling costs fewer replica-seconds than", guess)
 
 # %%
-fixed_n = step.step_load(cluster, step.policy(P, fixed=P.scaling_max_replicas), phases, photos)
 step.plot_timeline(fixed_one, fixed_n, queue_run, title="fixed vs autoscaled")
 
 # %%
@@ -266,7 +285,7 @@ step.summaries("step")
 common.what_this_run_shows(step10_report, "replica-seconds", "than on one fixed replica")
 
 # %%
-exercise.compare(step10_report, "Autoscaling costs fewer replica-seconds than the fixed N replicas")
+exercise.compare(step10_report, "Autoscaling costs fewer replica-seconds than")
 
 # %% [markdown]
 # ## Load past capacity: shed instead of queueing
@@ -376,8 +395,8 @@ common.reference("scaling", step.SUMMARY_COLUMNS, rules=step10_report, kind="ste
 # 3. Which policy reacted first, queue depth or utilisation? On a machine where the proxy and the
 #    load generator share the cores with the replicas, what does CPU utilisation measure?
 # 4. Compare one fixed replica, N fixed replicas and the autoscaled runs: requests in flight as the high
-#    phase ended, p99, goodput, replica-seconds. Did this machine have a core free for the second
-#    replica (the "needs:" lines)? Which would you run in production, and with which windows and delays?
+#    phase ended, p99, goodput, replica-seconds. What did the added replica cost while it started (the
+#    details under the verdicts)? Which would you run in production, and with which windows and delays?
 # 5. With the queue bounded, what did a refused request get, and how long did it wait for it? Why is a
 #    fast 503 better for a client than a slow answer after its own timeout?
 # 6. A replica was killed: how long until it was replaced, and what did the requests meanwhile get?
@@ -390,7 +409,7 @@ common.reference("scaling", step.SUMMARY_COLUMNS, rules=step10_report, kind="ste
 # <!-- END SOLUTION -->
 
 # %% tags=["answer-key"]
-said = exercise.evidence(step10_report, 'autoscaling on queue depth starts a replica within')
+said = exercise.evidence(step10_report, 'Autoscaling on queue depth starts a replica within')
 exercise.model_answer(1, f"this run: {said}. "
                          "the settings add up to the longest the controller can take to act: a push "
                          "interval for the queue to reach it, a look-back to average it and the upscale "
@@ -430,7 +449,7 @@ exercise.model_answer(3, f"this run: {said}. "
 # <!-- END SOLUTION -->
 
 # %% tags=["answer-key"]
-said = exercise.evidence(step10_report, 'Autoscaling costs fewer replica-seconds than the fixed N replicas')
+said = exercise.evidence(step10_report, 'Autoscaling costs fewer replica-seconds than')
 exercise.model_answer(4, f"this run: {said}. "
                          "weigh requests in flight as the high phase ends, p99, goodput and "
                          "replica-seconds from the table above; the 'needs:' lines say whether this "

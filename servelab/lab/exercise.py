@@ -80,14 +80,29 @@ def _prediction(step: ModuleType, claim: str) -> dict[str, Any] | None:
     return None if rows.empty else dict(rows.iloc[-1])
 
 
+def _verdict(checks: list[Any], claim: str) -> Any:
+    """The verdict on ``claim``: the first check whose effect says it, else one of the preconditions the
+    checks measured (a ``Need``: met is observed, not met is not observed), else None."""
+    from types import SimpleNamespace
+
+    found = next((c for c in checks if claim in c.effect), None)
+    if found is not None:
+        return found
+    need = next((n for c in checks for n in c.needs if claim in n.what), None)
+    if need is None:
+        return None
+    status = {True: "observed", False: "not observed"}.get(need.met, "not measured")
+    return SimpleNamespace(effect=need.what, status=status,
+                           evidence=need.reached or "the run has no numbers for it")
+
+
 def compare(step: ModuleType, claim: str) -> None:
     """"you predicted X; this run measured Y": the latest prediction on ``claim`` beside the step's
     verdict on it, scored (holds, does not hold, or the run cannot tell) and recorded."""
     from servelab.results.schema import RunData
 
     made = _prediction(step, claim)
-    verdicts = [c for c in step.rules(RunData.load(results_dir())) if claim in c.effect]
-    measured = verdicts[0] if verdicts else None
+    measured = _verdict(step.rules(RunData.load(results_dir())), claim)
     if measured is None:
         seen = "this run has no verdict on it yet: run the measuring cells above first"
         score = "no verdict"
@@ -129,7 +144,7 @@ def evidence(step: ModuleType, claim: str) -> str:
     are none."""
     from servelab.results.schema import RunData
 
-    verdict = next((c for c in step.rules(RunData.load(results_dir())) if claim in c.effect), None)
+    verdict = _verdict(step.rules(RunData.load(results_dir())), claim)
     return f"{verdict.status}: {verdict.evidence}" if verdict else f"no verdict on “{claim}” in this run"
 
 

@@ -24,7 +24,7 @@ from servelab.lab.common import (
 )
 from servelab.lab.gourmetgram import FLASK_COLUMNS
 from servelab.lab.params import LabParams
-from servelab.report.effects import Check, check, device_gap, row, spread
+from servelab.report.effects import Check, Quantity, Rerun, check, device_gap, row, spread
 from servelab.report.figures import Section, as_image, figure, plot_html, table_html
 from servelab.report.readings import first
 from servelab.results.schema import FASTAPI, FASTAPI_COLUMNS, RunData, device_of, load, num
@@ -32,7 +32,8 @@ from servelab.results.store import results_dir
 from servelab.targets.base import Stack
 
 # what a verdict's "(spread …)" spans here (servelab.report.terms)
-SPREAD_OVER = "the medians of each run's first, middle and last third"
+SPREAD_OVER = "the medians of each run's first, middle and last third, without the one farthest off"
+SPREAD_SPANS = "each median times its run's spread over its thirds, the larger"
 
 
 def fastapi_up(stack: Stack, kind: str, workers: int = 1) -> Endpoint:
@@ -137,8 +138,9 @@ def plot_fastapi() -> Any:
 # ----------------------------------------------------------------------------- inside a request
 
 def stage_breakdown() -> pd.DataFrame:
-    """Each FastAPI measurement's mean ms per stage (from the answers' Server-Timing headers)."""
-    return show_columns(stages.staged(load(results_dir(), FASTAPI)), stages.STAGE_VIEW)
+    """Each FastAPI measurement's mean ms per stage (from the answers' Server-Timing headers): one column
+    per measurement, the stages as rows (``step03_stages.stage_table``)."""
+    return stages.stage_table(load(results_dir(), FASTAPI))
 
 
 def plot_stages() -> Any:
@@ -225,7 +227,7 @@ def one_vs_n() -> pd.DataFrame:
     """One worker process against N, at many clients: throughput, share of the ceiling, batches, stages."""
     df = load(results_dir(), FASTAPI)
     print(stages.read_processes(df))
-    return stages.compare_processes(df).round(2).reset_index(drop=True)
+    return stages.stage_table(stages.compare_processes(df))
 
 
 def fig_fastapi(df: pd.DataFrame) -> Figure:
@@ -286,7 +288,7 @@ def sections(data: RunData) -> list[Section]:
     if not stages.staged(data.fastapi).empty:
         out.append(Section("FastAPI: where a request spends its time", [
             plot_html(stages.fig_stages(data.fastapi), stages.read_stages(data.fastapi)),
-            table_html(stages.staged(data.fastapi), stages.STAGE_VIEW),
+            stages.stage_table_html(data.fastapi),
             *([f"<p>{html.escape(stages.read_processes(data.fastapi))}</p>"]
               if not stages.several_processes(data.fastapi).empty else [])]))
     if not data.flask.empty:
@@ -304,20 +306,31 @@ def rules(data: RunData) -> list[Check]:
     def level(column: str, backend: str, mode: str) -> float | None:
         return row(fastapi, column, backend=backend, mode=mode)
 
+    def rerun(mode: str, backend: str = "pt") -> Rerun:  # more requests narrow a band on medians
+        return Rerun("seq_requests" if mode == "sequential" else "conc_requests",
+                     level("requests", backend, mode))
+
+    def clients(backend: str) -> str:
+        return f"{int(level('concurrency', backend, 'concurrent') or 0)} clients"
+
     checks = [check(
         f"FastAPI {backend}: with many clients the median latency is ≥ 4× one client's (queuing)",
         (level("median_ms", backend, "sequential"), level("median_ms", backend, "concurrent")),
         lambda a, b: b >= 4 * a, lambda a, b: f"{a:.0f} ms → {b:.0f} ms ({b / a:.1f}×)",
         noise=(spread(fastapi, "median_ms", backend=backend, mode="sequential"),
-               spread(fastapi, "median_ms", backend=backend, mode="concurrent")), unit="ms")
+               spread(fastapi, "median_ms", backend=backend, mode="concurrent")), unit="ms",
+        figures=lambda a, b: (Quantity("1 client", a, "ms"), Quantity(clients(backend), b, "ms"),  # noqa: B023
+                              Quantity("", b / a, "×")),
+        rerun=rerun("concurrent", backend), spans=SPREAD_SPANS)
         for backend in ("pt", "onnx")]
     on = device_of(fastapi, backend="pt", mode="sequential")
     both = f" (both on the {on})" if on else ""
     checks.append(check(  # the comparison holds the device fixed, or says why it cannot
         "FastAPI: ONNX Runtime answers one client faster than PyTorch",
         (level("median_ms", "pt", "sequential"), level("median_ms", "onnx", "sequential")),
-        lambda pt, ox: ox < pt, lambda pt, ox: f"PyTorch {pt:.0f} ms, ONNX {ox:.0f} ms{both}",
+        lambda pt, ox: ox < pt, lambda pt, ox: f"PyTorch {pt:.0f} ms, ONNX {ox:.0f} ms{both} (medians)",
         noise=(spread(fastapi, "median_ms", backend="pt", mode="sequential"),
                spread(fastapi, "median_ms", backend="onnx", mode="sequential")), unit="ms",
+        names=("PyTorch", "ONNX Runtime"), rerun=rerun("sequential"), spans=SPREAD_SPANS,
         blocked=device_gap(fastapi, "backend", {"pt": "PyTorch", "onnx": "ONNX Runtime"}, mode="sequential")))
     return checks + stages.stage_checks(data.fastapi) + stages.process_checks(data.fastapi)

@@ -52,7 +52,7 @@ def test_rows_without_stages_or_with_n_processes_only_are_not_read_as_one_proces
     old = pd.DataFrame([{"backend": "pt", "mode": mode, "median_ms": 10.0}
                         for mode in ("sequential", "concurrent")])
     assert stages.bounding(old, "pt") is None  # a reference run from before the stages
-    assert {c.status for c in stages.stage_checks(old)} == {"not measured"}
+    assert {c.status for c in stages.stage_checks(old)} == {"cannot show here"}
     df = pd.DataFrame([row("pt", "sequential"), row("pt", "concurrent", workers=2, batch_wait=50)])
     assert stages.bounding(df, "pt") is None  # the N-process row is not the one-process load
     assert list(stages.one_process(df)["mode"]) == ["sequential"]
@@ -79,7 +79,7 @@ def test_on_a_cpu_the_ceiling_is_no_bound_and_the_gain_is_a_gpu_effect() -> None
     gain = next(c for c in checks if "1.2×" in c.effect)
     assert gain.status == "not observed" and gain.gpu_only
     ceiling = next(c for c in checks if "0.6" in c.effect)
-    assert ceiling.status == "not measured" and "no bound" in ceiling.evidence
+    assert ceiling.status == "cannot show here" and "no bound" in ceiling.evidence
     assert "of_ceiling" not in stages.compare_processes(df)
 
 
@@ -98,3 +98,21 @@ def test_the_figure_and_the_report_section_draw_every_staged_row() -> None:
     titles = [s.title for s in step03_fastapi.sections(RunData(df, EMPTY, EMPTY))]
     assert "FastAPI: where a request spends its time" in titles
     assert step03_fastapi.sections(RunData(EMPTY, EMPTY, EMPTY)) == []
+
+
+def test_the_sentence_reads_the_table_it_stands_beside_and_the_table_reads_down() -> None:
+    """Issue 52 (03, cell 41): "inference +84" beside a table whose inference column fell from 95.8 to
+    49.5 ms: the sentence summed batch_wait and inference under the name of one of them. It now names each
+    stage it sums, with the same numbers the table shows; the table holds the stages as rows (it was 14
+    columns wide), one column per measurement."""
+    df = pd.DataFrame([row("onnx", "sequential", inference=95.8, batch_wait=0.5),
+                       row("onnx", "concurrent", inference=49.5, batch_wait=130.8)])
+    said = stages.read_stages(df)
+    assert "inference +84 ms (batch_wait +130, inference -46)" in said, said
+    table = stages.stage_table(df)
+    assert len(table.columns) + 1 <= 9  # the row names, then one column per measurement
+    assert list(table.columns) == ["onnx · 1 client", "onnx · 16 clients"]
+    assert table.loc["inference (ms)"].tolist() == [95.8, 49.5]
+    assert table.loc["batch_wait (ms)"].tolist() == [0.5, 130.8]
+    many = pd.DataFrame([row("pt", "concurrent", workers=w) for w in range(1, 13)])
+    assert len(stages.stage_table(many).columns) == stages.MEASUREMENTS

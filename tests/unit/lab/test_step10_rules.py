@@ -1,5 +1,5 @@
 """Notebook 10's expected effects, checked on made-up run data: each verdict follows the numbers,
-a missing run reads "not measured", and a gap inside the measured spread reads "within noise"."""
+a missing run reads "cannot show here", and a gap inside the measured spread reads "too noisy to call"."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def statuses(run: RunData) -> list[str]:
 
 
 def test_nothing_measured_reads_not_measured() -> None:
-    assert set(statuses(data())) == {"not measured"}
+    assert set(statuses(data())) == {"cannot show here"}
 
 
 def test_a_good_run_is_observed() -> None:
@@ -73,7 +73,7 @@ def test_a_gap_inside_the_spread_is_within_noise() -> None:
         step_row("fixed", replicas_max=2, replica_seconds=40.5),
     )
     got = statuses(run)  # the backlog, queue depth vs utilisation, the cost
-    assert got[1] == got[3] == got[6] == "within noise"
+    assert got[1] == got[3] == got[6] == "too noisy to call"
 
 
 def test_the_backlog_rule_says_what_one_fixed_replica_did_and_what_p99_did() -> None:
@@ -97,13 +97,13 @@ def test_a_replica_serving_only_after_the_high_load_cannot_show_the_backlog_drai
         step_row("utilisation", scale_up_after_s=None, backlog_end_high=400),
     )
     checks = step.rules(run)
-    assert [checks[1].status, checks[3].status] == ["not measured", "observed"]
+    assert [checks[1].status, checks[3].status] == ["cannot show here", "observed"]
     assert checks[1].evidence == ("this run cannot show it, because the added replica served only 20.1 s "
                                   "after the step, once the high load had ended")
     assert checks[3].evidence == "queue depth serving 20.1 s after the step; utilisation added no replica"
     neither = step.rules(data(step_row("queue depth", backlog_end_high=380), step_row("utilisation")))
-    assert [c.status for c in (neither[0], neither[1], neither[3])] == ["not observed", "not measured",
-                                                                        "not measured"]
+    assert [c.status for c in (neither[0], neither[1], neither[3])] == ["not observed", "cannot show here",
+                                                                        "cannot show here"]
     assert neither[0].evidence == "no replica started after the step"
     assert neither[1].evidence == "this run cannot show it, because no replica was added after the step"
     assert neither[3].evidence == "this run cannot show it, because neither policy added a replica"
@@ -126,10 +126,10 @@ def test_a_run_where_nothing_scaled_because_one_replica_kept_up_shows_no_autosca
         series=[*high_phase("fixed 1", rate=94.0, answered=93.5), *high_phase("queue depth", 94.0, 94.2)])
     checks = step.rules(run)
     scaling = [c for c in checks if "replica-seconds" in c.effect or "queue depth" in c.effect
-               or "backlog" in c.effect]
+               or "backlog" in c.effect or "than on one fixed replica" in c.effect]
     assert len(scaling) == 6  # start, backlog, queue depth vs utilisation, cost, and each vs one fixed
     for verdict in scaling:
-        assert verdict.status == "not measured", verdict
+        assert verdict.status == "cannot show here", verdict
         assert verdict.evidence.startswith("this run cannot show it, because the high load never outran one "
                                            "replica: one fixed replica answered 93.5 of the 94.0 requests/s")
     assert not any("nan" in c.evidence for c in checks)
@@ -143,7 +143,7 @@ def test_the_overload_is_read_from_the_autoscaled_run_before_one_fixed_replica_r
     behind = step.rules(data(queue, series=high_phase("queue depth", rate=94.0, answered=70.0)))
     assert behind[0].status == "observed"
     ahead = step.rules(data(queue, series=high_phase("queue depth", rate=94.0, answered=94.0)))
-    assert ahead[0].status == "not measured"
+    assert ahead[0].status == "cannot show here"
     assert "the autoscaled run's one replica answered 94.0 of the 94.0 requests/s" in ahead[0].evidence
 
 
@@ -155,8 +155,9 @@ def test_a_replica_that_started_but_never_served_is_said_so_never_nan() -> None:
     start = step.rules(run)[0]
     assert start.status == "not observed"
     assert start.evidence == ("starting 14.4 s after the step (metrics_interval_s 0.5, look_back_period_s 1, "
-                              "upscale_delay_s 1: within 3.5 s, sampled every 1 s), never serving before the "
-                              "load ended")
+                              "upscale_delay_s 1: within 3.5 s, with one sampling interval of 1 s: the "
+                              "queue reaches the controller, is averaged, then held), never serving before "
+                              "the load ended")
 
 
 def test_the_kill_rule_needs_a_request_in_flight() -> None:
@@ -165,7 +166,7 @@ def test_the_kill_rule_needs_a_request_in_flight() -> None:
         {"kind": "kill", "replaced_after_s": 4.1, "in_flight_at_kill": 0, "failed": 0,
          "failed_sent_after_kill": 0}))
     assert replaced.status == "observed"
-    assert in_flight.status == "not measured"
+    assert in_flight.status == "cannot show here"
     assert in_flight.evidence.startswith("this run cannot show it, because no request was in flight")
     [*_, failed] = step.rules(data({"kind": "kill", "replaced_after_s": 4.1, "in_flight_at_kill": 1,
                                     "failed": 1, "failed_sent_after_kill": 1}))
@@ -177,7 +178,7 @@ def test_shedding_that_refused_nothing_cannot_show_the_bound() -> None:
                              {"kind": "shedding", "max_queued_requests": -1, "p99_ms": 900.0},
                              {"kind": "shedding", "max_queued_requests": 4, "p99_ms": 300.0, "shed_503": 0}))
     [bound] = [c for c in checks if "max_queued_requests" in c.effect]
-    assert bound.status == "not measured" and "refused no request" in bound.evidence
+    assert bound.status == "cannot show here" and "refused no request" in bound.evidence
 
 
 def test_tritons_refusals_are_named_by_their_cause_and_wait() -> None:
@@ -209,7 +210,7 @@ def test_the_timeline_line_agrees_with_its_plot_and_the_plot_is_drawn_once() -> 
                     "never served before the run ended")
     before = len(plt.get_fignums())
     fig = fig_timeline(pd.DataFrame(series))
-    assert len(plt.get_fignums()) == before and fig.axes[3].get_ylim() == (0, 105)
+    assert len(plt.get_fignums()) == before and fig.axes[-1].get_ylim() == (0, 105)
 
 
 def test_a_refusal_cause_is_named_one_way_in_the_notebook_and_the_report() -> None:
@@ -219,3 +220,23 @@ def test_a_refusal_cause_is_named_one_way_in_the_notebook_and_the_report() -> No
     assert cause_words("Exceeds maximum queue size", explain=True) == (
         "the queue size ('Exceeds maximum queue size': refused on arrival)")
     assert cause_words("model is not ready") == "'model is not ready'"
+
+
+def test_each_run_keeps_one_colour_in_every_panel_and_both_backlogs_are_labelled() -> None:
+    """Issue 52: line colours changed meaning between panels (matplotlib's cycle per axis), and the plots
+    showed the backlog per replica while the text compared totals."""
+    from matplotlib.colors import to_hex
+
+    from servelab.lab.step10_views import fig_timeline, run_colour
+
+    series = [{"run": run, "t": float(t), "replicas": 1, "starting": 0, "in_flight": 10 * t,
+               "ongoing_per_replica": 5.0 * t, "p50_ms": 20.0, "p99_ms": 40.0, "cpu_util_pct": 90.0}
+              for run in ("fixed 1", "autoscaled 1-2 (queue depth)") for t in range(1, 6)]
+    fig = fig_timeline(pd.DataFrame(series), step_s=2.0)
+    wanted = {to_hex(run_colour("fixed 1")), to_hex(run_colour("autoscaled 1-2 (queue depth)"))}
+    assert len(wanted) == 2
+    for ax in fig.axes:
+        assert {to_hex(line.get_color()) for line in ax.lines} == wanted, ax.get_ylabel()
+    labels = [ax.get_ylabel() for ax in fig.axes]
+    assert labels[1].startswith("in flight, total") and labels[2].startswith("in flight per")
+    assert run_colour("fixed 1") == run_colour("fixed 1 on the stand-in")  # its kind's colour, dashed
