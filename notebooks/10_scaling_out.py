@@ -74,9 +74,12 @@ photos = step.bodies()
 # `downscale_delay_s` before removing one. `max_ongoing_requests` is how many requests the router
 # hands one replica at once (set high here: the queue then forms inside the replica, where the
 # autoscaler counts it; the decision note says why), and `max_queued_requests` bounds the queue in
-# front of them (-1: no bound). The next cell shows the record exactly as Ray Serve is handed it: the
-# keyword arguments of `Deployment.options` (`step.policy` builds them from this notebook's
-# parameters).
+# front of them (-1: no bound). You write the autoscaling fields, in YAML, as they sit under a deployment
+# of a Serve config file (`serve deploy config.yaml`): `min_replicas: 1`, `max_replicas` (the
+# parameters table's `scaling_max_replicas`), `target_ongoing_requests: 2`, `upscale_delay_s: 1`,
+# `downscale_delay_s: 3`, `look_back_period_s: 1` and `metrics_interval_s: 0.5`. Ray Serve's own
+# `AutoscalingConfig` checks them; the cell after shows the record exactly as Ray Serve is handed it: the
+# keyword arguments of `Deployment.options`.
 #
 # **Two windows decide how soon the controller can see a queue.** Each replica (and Serve's proxy)
 # pushes its count of ongoing requests to Serve's controller every `metrics_interval_s`; the
@@ -94,8 +97,26 @@ photos = step.bodies()
 # counterpart.
 
 # %%
-auto = step.policy(P)
+autoscaling = """
+### BEGIN SOLUTION
+autoscaling_config:
+  min_replicas: 1
+  max_replicas: 2
+  target_ongoing_requests: 2
+  upscale_delay_s: 1
+  downscale_delay_s: 3
+  look_back_period_s: 1
+  metrics_interval_s: 0.5
+### END SOLUTION
+"""
+auto = step.policy_from(autoscaling, P)
 auto.deployment_options()
+
+# %%
+exercise.check(step10_report, "your autoscaling config can add a replica", auto.fixed is None
+               and auto.max_replicas > auto.min_replicas,
+               "write an autoscaling_config with max_replicas above min_replicas in the cell above and run "
+               "it again", f"{auto.min_replicas} to {auto.max_replicas} replicas")
 
 # %%
 step.show_policy(auto)

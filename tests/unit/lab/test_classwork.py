@@ -131,6 +131,22 @@ def test_the_service_knobs_are_read_where_a_user_writes_them(capsys) -> None:
         batching_in("--batching statik")
 
 
+def test_the_autoscaling_config_is_read_as_a_serve_config_writes_it(capsys) -> None:
+    from servelab.lab import params
+    from servelab.lab import step10_scaling_out as step10
+
+    p = params.resolve("local", "quick", scaling_max_replicas=None)
+    auto = step10.policy_from("autoscaling_config:\n  min_replicas: 1\n  max_replicas: 3\n"
+                              "  upscale_delay_s: 2\n", p)
+    assert (auto.fixed, auto.max_replicas, auto.upscale_delay_s) == (None, 3, 2)
+    assert step10.policy_from("\n# YOUR CODE HERE\n", p).fixed == 1
+    assert "Serve runs one fixed replica" in capsys.readouterr().out
+    with pytest.raises(exercise.StudentError, match="did you mean `max_replicas`"):
+        step10.policy_from("max_replica: 2", p)
+    with pytest.raises(exercise.StudentError, match="must be greater than or equal to min_replicas"):
+        step10.policy_from("min_replicas: 3\nmax_replicas: 2", p)
+
+
 def test_a_handout_page_holds_no_model_answer() -> None:
     from servelab.site.pages import source_notebook
 
