@@ -22,9 +22,9 @@ from servelab.results.store import RESULTS_VARIABLE
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
-CHEAP = {"window_requests": 8, "max_trials": 3, "stability_pct": 1000, "flask_requests": 2}
+CHEAP = {"window_requests": 8, "max_trials": 3, "stability_pct": 1000}
 STUDENT_RUN: dict[str, dict[str, Any]] = {
-    "04_triton_python": CHEAP,
+    "04_triton_python": {**CHEAP, "flask_requests": 2},
     "07_dynamic_batching": {**CHEAP, "capacity_concurrency": 2, "rate_fractions": [0.5],
                             "rate_stability_pct": 1000},
 }
