@@ -437,18 +437,12 @@ exercise.model_answer(3, "it lets each tier scale on its own (more web workers f
 # <!-- END SOLUTION -->
 
 # %% tags=["answer-key"]
-staged = step.stage_breakdown()
-busiest = staged[staged["mode"] == "concurrent"].iloc[0]
-stage_cols = [c for c in staged.columns if c.endswith("_ms") and c not in ("mean_ms", "outside_ms")]
-top_stage = max(stage_cols, key=lambda c: float(busiest[c]) if busiest[c] == busiest[c] else -1.0)
-exercise.model_answer(4, f"with {busiest['concurrency']:.0f} clients on {busiest['backend']} the longest "
-                         f"stage was {top_stage[:-3]} ({float(busiest[top_stage]):.1f} ms of "
-                         f"{busiest['mean_ms']:.1f} ms): "
-                         "on this CPU the forward pass and the wait for it bound throughput; on the GPU node "
-                         "preprocessing in one Python process should (the H100 reasoning in "
-                         "docs/decisions/2026-11-28-fastapi-stages-and-workers.md). Each of the "
-                         f"{workers} processes gave up its share of the cores and the batches it could have "
-                         "formed from the other processes' requests.")
+said = exercise.evidence(step, "FastAPI stages (pt): with many clients the stage that bounds throughput")
+exercise.model_answer(4, f"this run: {said}. On the GPU node preprocessing in one Python process should "
+                         "bound it (the H100 reasoning in "
+                         "docs/decisions/2026-11-28-fastapi-stages-and-workers.md). "
+                         f"Each of the {workers} processes gave up its share of the cores and the batches it "
+                         "could have formed from the other processes' requests.")
 
 # %% [markdown]
 # ## Appendix: the micro-batcher, the client's loop, the service module
