@@ -11,7 +11,7 @@
 # %% [markdown]
 # # 11. Let Triton's Model Analyzer search the configuration
 #
-# In 05–07 you tuned the ONNX model's `config.pbtxt` by hand: how many instances (05, 06) and whether
+# In 05, 06 and 07 you tuned the ONNX model's `config.pbtxt` by hand: how many instances (05, 06) and whether
 # Triton combines waiting requests (07's `dynamic_batching`). NVIDIA's own next step, Part 3 of
 # Triton's [Conceptual Guide](https://github.com/triton-inference-server/tutorials/tree/main/Conceptual_Guide/Part_3-optimizing_triton_configuration),
 # hands that job to **Model Analyzer**: it writes variants of the config (instance count, max batch
@@ -19,7 +19,7 @@
 # ranks them by an objective (inferences/s) under a constraint (a p99 latency budget).
 #
 # Here you state the constraint, let it search the same knobs, read what it found, and measure its
-# pick beside your own configuration on the lab's Triton, the way 05–07 measured.
+# pick beside your own configuration on the lab's Triton, the way 05, 06 and 07 measured.
 
 # %% tags=["parameters"]
 target = None  # local | docker; None: $SERVELAB_TARGET (docker in the node's Jupyter, see 02) or local
@@ -62,7 +62,7 @@ on = step.ready(P)
 
 # %% [markdown]
 # ## Your configuration, measured
-# The lab's Triton with the ONNX model, set as you left it in 05–07: write its `instance_group` (06's
+# The lab's Triton with the ONNX model, set as you left it in 05, 06 and 07: write its `instance_group` (06's
 # two instances) and then 07's `dynamic_batching` block as `config.pbtxt` text, one change per cell. The
 # lab parses each as Triton does, refuses a typo with its line, and reloads the model.
 

@@ -125,7 +125,7 @@ SPECS: dict[str, Spec] = {
     "fastapi_workers": Spec(None, None, _optional(_int(2, 64)),
                             "worker processes in 03's 'one process vs N' step (None: one per core on a CPU, "
                             "half the cores on a GPU, 2 to 8)"),
-    # 04-07 Triton / perf_analyzer
+    # Triton / perf_analyzer (04 on)
     "concurrency_levels": Spec([1, 8, 16], [1, 8, 16], _list_of(_int(1, 256), increasing=True),
                                "perf_analyzer concurrency sweep (Python backend)"),
     "client_batch": Spec(16, 16, _int(1, 16),
@@ -159,7 +159,7 @@ SPECS: dict[str, Spec] = {
                                   "dynamic batching: preferred batch sizes"),
     "max_queue_delay_us": Spec(MAX_QUEUE_DELAY_US, MAX_QUEUE_DELAY_US, _int(0, 10_000_000),
                                "dynamic batching: max queue delay (µs)"),
-    # 11 Model Analyzer: your configuration from 05-07, the constraint, the search's space and time
+    # 11 Model Analyzer: your configuration from 05, 06 and 07, the constraint, the search's space and time
     "constraint_concurrency": Spec(8, 8, _int(1, 256), "the constraint's load: clients sending back to back"),
     "p99_budget_ms": Spec(None, None, _optional(_int(1, 3_600_000)),
                           "the constraint: p99 at most this many ms (not set: 1.5 × your "

@@ -1,4 +1,4 @@
-"""The Triton plumbing notebooks 04-07 share: bring the server up, deploy and reconfigure a model,
+"""The Triton plumbing the Triton notebooks share: bring the server up, deploy and reconfigure a model,
 try it once, and measure it with perf_analyzer (with the server's statistics and utilisation).
 """
 

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import nbformat
 
+from servelab.core.lab_steps import numbers, ranges
+from servelab.core.paths import ON_THE_NODE
 from servelab.lab.runner import notebook_paths
 from servelab.results.reference import STUDENT_NODE, STUDENT_NODE_LONG, newest
 from servelab.results.store import results_dir
@@ -109,7 +111,7 @@ def default_compare(base: Path | None = None) -> Path | None:
 
 def covers(compare: Run, short: bool = False) -> str:
     """What a second run is and covers, for the index: "the lab's GPU reference run h100 (one NVIDIA H100 80GB
-    HBM3 host; notebooks 03 and 09 only, not 04, 05, 06, 07 or 10)"; ``short``, for the banner: "the lab's
+    HBM3 host; notebooks 03 and 09 only, not 04, 05, 06, 07, 10 or 11)"; ``short``, for the banner: "the lab's
     GPU reference run h100 (NVIDIA H100 80GB HBM3; notebooks 03 and 09 only)"."""
     from servelab.results.reference import REFERENCE_DIR, coverage
 
@@ -165,8 +167,9 @@ def _index(run: Run, compare: Run | None, sources: Sequence[Path], links: Links,
         "Read the lab before your lease: every notebook in order, with its code, configs and commands, "
         "and the outputs of one real run of the whole lab. Outputs come from the run named below and "
         "from nowhere else; your own run, on your own node, measures its own numbers.",
-        f"**Your node**: {STUDENT_NODE_LONG} ({STUDENT_NODE}), reserved in 01. Notebooks 01, 02 and 08 run "
-        "in Chameleon's Jupyter; 03–07 and 09–11 in the Jupyter server that 02 starts on your node. Each "
+        f"**Your node**: {STUDENT_NODE_LONG} ({STUDENT_NODE}), reserved in 01. Notebooks "
+        f"{ranges(numbers('hub'))} run in Chameleon's Jupyter; {ON_THE_NODE} in the Jupyter server that 02 "
+        "starts on your node. Each "
         "page links where to open its notebook. The notebooks' **Expected on the GPU node** paragraphs are "
         "for your node, from the original lab's recorded runs on it.",
         repo,

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from servelab.core import image_builds
 from servelab.core.compose import explain_up_failure, file_args, gpu_runtime, up_args
+from servelab.core.lab_steps import LAB_STEPS, and_list
 from servelab.core.paths import ON_THE_NODE, REPO_ROOT, shown
 from servelab.targets.base import (
     COMPOSE_FILES,
@@ -289,7 +290,8 @@ class ComposeStack(Stack):
         return dest
 
 
-NODE_NOTEBOOKS = ("notebook 01 (reserve), 02 (launch) and 08 (tear down) run with target='chameleon' "
+NODE_NOTEBOOKS = (f"notebooks {and_list([f'{s.number} ({s.short})' for s in LAB_STEPS if s.where == 'hub'])} "
+                  "run with target='chameleon' "
                   f"from Chameleon's Jupyter; notebooks {ON_THE_NODE} run on the node, in the Jupyter server "
                   "that notebook 02 started and printed the URL of, with target='docker', so that every "
                   "client and every utilisation sample runs next to the servers (measuring across the "
