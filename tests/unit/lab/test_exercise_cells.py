@@ -9,13 +9,12 @@ from pathlib import Path
 import jupytext
 import pytest
 
+from servelab.core.lab_steps import lab_step, measuring
 from servelab.lab.classwork import ANSWER_TAG, KEY_TAG
 
 ROOT = Path(__file__).resolve().parents[3]
-# the notebooks that ask questions or predictions (every experiment notebook: tests/lab/test_headless_run.py
-# holds that each has both), found by their text rather than listed
-EXPERIMENTS = sorted(p for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.py")
-                     if "**Predict.**" in p.read_text() or "\n# ## Questions" in p.read_text())
+# the steps that measure (the registry's): each asks for predictions and ends with questions
+EXPERIMENTS = [ROOT / "notebooks" / f"{lab_step(n).name}.py" for n in measuring()]
 RULES = "\n".join(p.read_text() for p in (ROOT / "servelab" / "lab").glob("step*.py"))
 RULES += RULES.replace("{backend}", "pt") + RULES.replace("{backend}", "onnx")  # the per-engine effects
 RULES += RULES.replace("{name}", "queue depth")  # 10's per-policy effects
