@@ -49,13 +49,19 @@ def student_version(nb: Any) -> Any:
     return nb
 
 
+# what only the instructor's repository needs: its tests and CI hold the solutions' outcomes (a CI run of
+# the release would stop at its first check, by design)
+INSTRUCTOR_ONLY = ("tests/", ".github/", ".ci/")
+
+
 def lab_files() -> list[str]:
     """The files a release carries: the lab's own, as 02 uploads them (``git ls-files`` in a clone,
-    else ``provisioning/lab-files.txt``), without the built artefacts."""
+    else ``provisioning/lab-files.txt``), without the built artefacts and ``INSTRUCTOR_ONLY``."""
     from provisioning.node import _git_files, manifest_files
 
     listed = _git_files(ROOT) or manifest_files(ROOT) or []
-    return [str(name) for name in listed if (ROOT / name).is_file()]
+    return [str(name) for name in listed if (ROOT / name).is_file()
+            and not str(name).startswith(INSTRUCTOR_ONLY)]
 
 
 def make_release(out: Path) -> list[Path]:
@@ -75,11 +81,18 @@ def make_release(out: Path) -> list[Path]:
         jupytext.write(nb, out / "notebooks" / source.name, fmt="py:percent")
         jupytext.write(nb, out / "notebooks" / f"{source.stem}.ipynb")
         written.append(out / "notebooks" / f"{source.stem}.ipynb")
+    readme = out / "README.md"
+    if readme.is_file():
+        banner = ("> **This is the student release** of the lab (`STUDENT_RELEASE.md`): the solutions are "
+                  "yours to write, and it holds no answer key.\n\n")
+        readme.write_text(banner + readme.read_text())
     (out / RELEASE_NOTE).write_text(
         "# The student release of the serve-system lab\n\nMade by `python -m servelab.lab.classwork release` "
         "from the instructor's repository: every notebook's solutions are prompts here (`# YOUR CODE HERE`, "
         "`YOUR ANSWER HERE`) and it holds no model answer. Open `notebooks/` and work through them; "
         "notebook 08 packs your hand-in.\n")
+    files = sorted({*lab_files(), RELEASE_NOTE})  # the release's own list, for a copy without git
+    (out / "provisioning" / "lab-files.txt").write_text("".join(f"{name}\n" for name in files))
     return written
 
 

@@ -39,6 +39,11 @@ def test_the_release_keeps_no_solution_and_no_model_answer(release: Path) -> Non
         assert student.count(classwork.CODE_STUB) + student.count(classwork.TEXT_STUB) >= regions
     assert (release / classwork.RELEASE_NOTE).is_file()
     assert (release / "servelab" / "lab" / "exercise.py").is_file()
+    assert not (release / "tests").exists() and not (release / ".github").exists()
+    assert (release / "README.md").read_text().startswith("> **This is the student release**")
+    listed = (release / "provisioning" / "lab-files.txt").read_text().splitlines()
+    assert classwork.RELEASE_NOTE in listed and all((release / name).is_file() for name in listed)
+    assert not [name for name in listed if name.startswith("tests/")]
 
 
 def test_the_release_of_07_asks_for_the_block_and_the_load_the_instructor_wrote(release: Path) -> None:
