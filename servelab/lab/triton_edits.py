@@ -187,7 +187,9 @@ def check_levels(rows: pd.DataFrame, step: Any, column: str, least: int, fix: st
     """The student's runs measured at least ``least`` distinct values of ``column`` (concurrency, rate,
     instances)."""
     values = rows[column].dropna().unique().tolist() if column in rows else []
-    shown = ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in sorted(values, key=str))
+    numeric = all(isinstance(v, int | float) for v in values)
+    ordered = sorted(values) if numeric else sorted(values, key=str)
+    shown = ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in ordered)
     exercise.check(step, f"your runs measured {least} or more {column} levels", len(values) >= least,
                    f"they measured {shown or 'none'}: {fix}", f"{column} {shown}")
 
