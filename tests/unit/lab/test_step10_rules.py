@@ -126,7 +126,7 @@ def test_a_run_where_nothing_scaled_because_one_replica_kept_up_shows_no_autosca
         series=[*high_phase("fixed 1", rate=94.0, answered=93.5), *high_phase("queue depth", 94.0, 94.2)])
     checks = step.rules(run)
     scaling = [c for c in checks if "replica-seconds" in c.effect or "queue depth" in c.effect
-               or "backlog" in c.effect]
+               or "backlog" in c.effect or "than on one fixed replica" in c.effect]
     assert len(scaling) == 6  # start, backlog, queue depth vs utilisation, cost, and each vs one fixed
     for verdict in scaling:
         assert verdict.status == "cannot show here", verdict
@@ -155,8 +155,9 @@ def test_a_replica_that_started_but_never_served_is_said_so_never_nan() -> None:
     start = step.rules(run)[0]
     assert start.status == "not observed"
     assert start.evidence == ("starting 14.4 s after the step (metrics_interval_s 0.5, look_back_period_s 1, "
-                              "upscale_delay_s 1: within 3.5 s, sampled every 1 s), never serving before the "
-                              "load ended")
+                              "upscale_delay_s 1: within 3.5 s, with one sampling interval of 1 s: the "
+                              "queue reaches the controller, is averaged, then held), never serving before "
+                              "the load ended")
 
 
 def test_the_kill_rule_needs_a_request_in_flight() -> None:
@@ -209,7 +210,7 @@ def test_the_timeline_line_agrees_with_its_plot_and_the_plot_is_drawn_once() -> 
                     "never served before the run ended")
     before = len(plt.get_fignums())
     fig = fig_timeline(pd.DataFrame(series))
-    assert len(plt.get_fignums()) == before and fig.axes[3].get_ylim() == (0, 105)
+    assert len(plt.get_fignums()) == before and fig.axes[-1].get_ylim() == (0, 105)
 
 
 def test_a_refusal_cause_is_named_one_way_in_the_notebook_and_the_report() -> None:
@@ -219,3 +220,23 @@ def test_a_refusal_cause_is_named_one_way_in_the_notebook_and_the_report() -> No
     assert cause_words("Exceeds maximum queue size", explain=True) == (
         "the queue size ('Exceeds maximum queue size': refused on arrival)")
     assert cause_words("model is not ready") == "'model is not ready'"
+
+
+def test_each_run_keeps_one_colour_in_every_panel_and_both_backlogs_are_labelled() -> None:
+    """Issue 52: line colours changed meaning between panels (matplotlib's cycle per axis), and the plots
+    showed the backlog per replica while the text compared totals."""
+    from matplotlib.colors import to_hex
+
+    from servelab.lab.step10_views import fig_timeline, run_colour
+
+    series = [{"run": run, "t": float(t), "replicas": 1, "starting": 0, "in_flight": 10 * t,
+               "ongoing_per_replica": 5.0 * t, "p50_ms": 20.0, "p99_ms": 40.0, "cpu_util_pct": 90.0}
+              for run in ("fixed 1", "autoscaled 1-2 (queue depth)") for t in range(1, 6)]
+    fig = fig_timeline(pd.DataFrame(series), step_s=2.0)
+    wanted = {to_hex(run_colour("fixed 1")), to_hex(run_colour("autoscaled 1-2 (queue depth)"))}
+    assert len(wanted) == 2
+    for ax in fig.axes:
+        assert {to_hex(line.get_color()) for line in ax.lines} == wanted, ax.get_ylabel()
+    labels = [ax.get_ylabel() for ax in fig.axes]
+    assert labels[1].startswith("in flight, total") and labels[2].startswith("in flight per")
+    assert run_colour("fixed 1") == run_colour("fixed 1 on the stand-in")  # its kind's colour, dashed
