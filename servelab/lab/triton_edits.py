@@ -51,7 +51,7 @@ def edit_config(triton: Triton, name: str, text: str) -> None:
               "`instance_group [ … ]` or `dynamic_batching { … }`)")
         return
     if why := not_loaded(triton, name):
-        raise exercise.StudentError(f"{why}; then run this cell again (nothing changed)")
+        raise exercise.StudentError(f"{why} (nothing changed)")
     _fit_gpus(triton, edit)
     cfg = merge_edit(live_config(triton, name), edit)
     cfg = _thread_rule(cfg, fields)

@@ -149,8 +149,9 @@ def not_loaded(triton: Triton, name: str) -> str:
     """'' when ``name`` is loaded and ready; else one line: its state, what loads it (``Triton.hints``)."""
     if _ready(triton.client(), name):
         return ""
-    state = next((f" ({m.get('state', '?')}" + (f": {m['reason']}" if m.get("reason") else "") + ")"
-                  for m in triton.client().get_model_repository_index() if m.get("name") == name), "")
+    index = triton.client().get_model_repository_index()
+    state = next((f" ({m['state']}{': ' + m['reason'] if m.get('reason') else ''})" for m in index
+                  if m.get("name") == name and m.get("state")), "")
     return f"{name} is not loaded on Triton{state}" + (f": {triton.hints[name]}" if name in triton.hints
                                                        else "")
 
