@@ -13,13 +13,15 @@
 #
 # The Python backend runs our own Python code for every batch. Triton also has backends that
 # run a model file directly, with no Python in the loop. `food_classifier_onnx` is just a
-# `config.pbtxt` and `1/model.onnx`: backend `onnxruntime`, input a preprocessed FP32 tensor
-# [3, 224, 224], output the 11 logits. The client now preprocesses and applies softmax itself.
+# `config.pbtxt` and `1/model.onnx`: the lab's model build exported the same MobileNetV2 to
+# `model.onnx`, and you write the `config.pbtxt` that makes Triton serve it with its ONNX Runtime
+# backend. Its input is a preprocessed FP32 tensor [3, 224, 224] and its output the 11 logits, so
+# the client now preprocesses and applies softmax itself.
 #
 # **On the `local` target** this Triton build has no ONNX Runtime backend. The deploy step
 # serves the same `model.onnx` under the same name and inputs through a small generated
 # Python-backend model that calls onnxruntime — close, but not the real backend: the Python
-# overhead per batch is still there.
+# overhead per batch is still there. The cell that loads your config says so when it happens.
 
 # %% tags=["parameters"]
 target = None  # local | docker; None: $SERVELAB_TARGET (docker in the node's Jupyter, see 02) or local
@@ -44,16 +46,80 @@ P = params.resolve(target, preset, onnx_concurrency_levels=onnx_concurrency_leve
 P
 
 # %% [markdown]
-# ## The ONNX model's config, as committed
-# No `model.py` this time: the backend is `onnxruntime` and the model file is `1/model.onnx`.
-# The input is no longer an image file but the preprocessed tensor.
-
-# %%
-triton_steps.show_staged_config("food_classifier_onnx")
+# ## The ONNX model's folder, with `model.onnx` in place
+# Triton starts with the Python backend's `food_classifier` from 04 and 05. Then `model.onnx` goes
+# into Triton's model repository, in the folder layout Triton reads:
+#
+# ```
+# models/food_classifier_onnx/
+# ├── 1
+# │   └── model.onnx
+# └── config.pbtxt      ← you write this one
+# ```
+#
+# No `model.py` this time. The next cell lists what your config must match: the names, element
+# types and shapes of `model.onnx`'s input and output, as ONNX Runtime reads them from the file.
 
 # %%
 stack = common.open_stack(P)
-triton = triton_steps.triton_up(stack, ["food_classifier", "food_classifier_onnx"])
+triton = triton_steps.triton_up(stack, ["food_classifier"], later=["food_classifier_onnx"])
+triton_edits.onnx_in_place(triton, "food_classifier_onnx")
+
+# %% [markdown]
+# ## You write the ONNX model's `config.pbtxt`
+# Write the whole `config.pbtxt` of `food_classifier_onnx` as text in the cell below, in the format of
+# the Python model's config from 04 (`models_staging/food_classifier/config.pbtxt`; every field is
+# described in [Triton's model configuration guide](https://github.com/triton-inference-server/server/blob/main/docs/user_guide/model_configuration.md)):
+# - `backend`: the one that runs a `model.onnx` file, ONNX Runtime's, `"onnxruntime"`;
+# - `max_batch_size`: the most images one batch holds (16, as in the Python model). The first
+#   dimension of `model.onnx`'s tensors, `batch`, is then Triton's, so `dims` leave it out;
+# - one `input` and one `output`, each with its `name`, `data_type` (Triton's spelling, shown
+#   above) and `dims`, exactly as `model.onnx` has them;
+# - an `instance_group` with one instance on GPU 0 (`KIND_GPU`; on a machine without a GPU it
+#   becomes `KIND_CPU`, and the cell says so).
+#
+# The lab reads your text as Triton does and refuses one that `model.onnx` cannot serve by (a typo, an
+# unknown backend, a name, shape or data type that `model.onnx` does not have) with its line and what
+# to change; the model then stays as it was. A config it takes is deployed as this target serves an
+# ONNX model, loaded, and shown against the config the lab's developers staged.
+
+# %%
+triton_edits.write_model_config(triton, "food_classifier_onnx", """
+### BEGIN SOLUTION
+name: "food_classifier_onnx"
+backend: "onnxruntime"
+max_batch_size: 16
+input [
+  {
+    name: "input"
+    data_type: TYPE_FP32
+    dims: [ 3, 224, 224 ]
+  }
+]
+output [
+  {
+    name: "output"
+    data_type: TYPE_FP32
+    dims: [ 11 ]
+  }
+]
+instance_group [
+  {
+    count: 1
+    kind: KIND_GPU
+    gpus: [ 0 ]
+  }
+]
+# the staged config's GPU setting (its comments say why; a CPU ignores it)
+parameters {
+  key: "cudnn_conv_algo_search"
+  value: { string_value: "1" }
+}
+### END SOLUTION
+""")
+
+# %%
+triton_edits.check_model(triton, "food_classifier_onnx", step, "onnxruntime")
 triton_steps.model_table(triton)
 
 # %% [markdown]
@@ -220,6 +286,7 @@ common.reference("triton", triton_steps.TRITON_COLUMNS, rules=step, effects=["tw
 # `food_classifier_onnx` and applies softmax to the logits it gets back.
 
 # %%
+triton_steps.require_loaded(triton, "food_classifier_onnx")
 flask = gourmetgram.flask_up(stack, "triton_onnx")
 gourmetgram.flask_uploads(flask, P, step="triton_onnx")
 

@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 
 from servelab.lab.common import concat
 from servelab.lab.params import LabParams
-from servelab.lab.triton_steps import Triton, measure_all
+from servelab.lab.triton_steps import Triton, measure_all, not_loaded
 from servelab.lab.triton_views import live_instances
 from servelab.report.effects import Check, check, computed_on, device_gap, perf_rerun, row, spread, unusable
 from servelab.report.figures import Section, as_image, fig_breakdown, figure, plot_html, table_html
@@ -25,7 +25,9 @@ SPREAD_OVER = ("perf_analyzer's last three windows of each level (the ones its s
 
 def sweep_live(triton: Triton, name: str, p: LabParams, step: str, levels: Sequence[int]) -> pd.DataFrame:
     """A concurrency sweep of the instances now live, each row labelled with them ("2 instances on the
-    CPU, c=8")."""
+    CPU, c=8"); nothing measured, and one line saying why, when the model is not loaded."""
+    if not_loaded(triton, name):
+        return measure_all(triton, name, p, step, [])
     where = live_instances(triton, name)
     runs = [{"concurrency": c, "label": f"{where}, c={c}"} for c in levels]
     return measure_all(triton, name, p, step, runs)

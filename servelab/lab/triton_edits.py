@@ -3,6 +3,9 @@
 ``edit_config`` parses the text as Triton does (``servelab.triton.config_text``), refuses a
 malformed one with its line and the fix while the model keeps serving its last good config, writes the
 fields it names over the live config, shows the diff and reloads (``triton_steps.apply_config``).
+``write_model_config`` (06) takes a whole config.pbtxt for a folder whose model.onnx is in place, refuses
+one that model.onnx cannot serve by (``servelab.triton.onnx_config``), deploys it as the target serves an
+ONNX model and shows how it differs from the staged one.
 ``perf_analyzer`` runs the command exactly as typed (its words, in ``results/perf/``) and records its
 CSV's rows as the lab's own runs are recorded. The checks say what to change when the work is not
 there yet. Why: docs/decisions/2026-12-01-exercise-layer.md
@@ -10,6 +13,7 @@ there yet. Why: docs/decisions/2026-12-01-exercise-layer.md
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -17,7 +21,14 @@ from typing import Any
 import pandas as pd
 
 from servelab.lab import exercise
-from servelab.lab.triton_steps import Triton, apply_config, instance_threads, live_config, where_it_computes
+from servelab.lab.triton_steps import (
+    Triton,
+    apply_config,
+    instance_threads,
+    live_config,
+    not_loaded,
+    where_it_computes,
+)
 from servelab.results.schema import TRITON_COLUMNS, normalise_triton
 from servelab.results.store import append_rows, results_dir
 
@@ -39,6 +50,8 @@ def edit_config(triton: Triton, name: str, text: str) -> None:
         print(f"{where} names no field: nothing changed (write the block you change, e.g. "
               "`instance_group [ … ]` or `dynamic_batching { … }`)")
         return
+    if why := not_loaded(triton, name):
+        raise exercise.StudentError(f"{why} (nothing changed)")
     _fit_gpus(triton, edit)
     cfg = merge_edit(live_config(triton, name), edit)
     cfg = _thread_rule(cfg, fields)
@@ -79,6 +92,128 @@ def _thread_rule(cfg: Any, fields: list[str]) -> Any:
             and "intra_op_thread_count" not in fields:
         cfg = set_parameter(cfg, "intra_op_thread_count", str(ort_threads("auto", sum(cpu))))
     return cfg
+
+
+# 06: the ONNX model's whole config.pbtxt, with its model.onnx in place
+ONNX_HINT = ("write its config.pbtxt in the cell under “You write the ONNX model's config.pbtxt”, then run "
+             "this cell again")
+
+
+def onnx_in_place(triton: Triton, name: str) -> None:
+    """06's model folder as the student gets it: the staged 1/model.onnx copied into the live repository,
+    and its tensors as ONNX Runtime reads them (what config.pbtxt must name); config.pbtxt is theirs."""
+    from servelab.core.paths import BUILD_COMMAND, STAGING_DIR
+    from servelab.targets.base import MODEL_REPOSITORY
+    from servelab.triton.onnx_config import onnx_tensors
+
+    source, live = STAGING_DIR / name / "1" / "model.onnx", f"{MODEL_REPOSITORY}/{name}/1/model.onnx"
+    if not source.is_file():
+        raise FileNotFoundError(f"{source} is missing; build it with: {BUILD_COMMAND}")
+    print(f"$ cp models_staging/{name}/1/model.onnx {live}")
+    triton.stack.write_file(live, source.read_bytes())
+    triton.hints[name] = ONNX_HINT
+    inputs, outputs = onnx_tensors(source)
+    print(f"{live} is in place ({source.stat().st_size / 1e6:.1f} MB); {MODEL_REPOSITORY}/{name}/"
+          "config.pbtxt is yours to write, below. model.onnx's tensors, as ONNX Runtime reads them:")
+    for kind, tensor in [("input", t) for t in inputs] + [("output", t) for t in outputs]:
+        print(f"  {kind:<6} {tensor}  (config.pbtxt's data_type: {tensor.data_type})")
+
+
+def write_model_config(triton: Triton, name: str, text: str) -> None:
+    """06: the student's whole config.pbtxt for ``name``, whose 1/model.onnx is in place: parsed as Triton
+    parses it and refused by its line where model.onnx cannot serve by it (the model left as it was), then
+    deployed as the target serves an ONNX model, loaded, and shown against the staged config."""
+    from servelab.triton.config_text import ConfigTextError, named_fields, parse_edit
+    from servelab.triton.onnx_config import check_servable
+
+    where = f"{name}/config.pbtxt (the text in this cell)"
+    before = "stays unloaded" if not_loaded(triton, name) else "keeps serving its last good config"
+    try:
+        cfg = parse_edit(text, where)
+        if not named_fields(cfg):
+            print(f"{where} names no field yet: write the model's config.pbtxt (its backend, max_batch_size, "
+                  f"input and output) and run the cell again; {name} {before}")
+            return
+        check_servable(cfg, text, _onnx_file(name), name, where)
+    except ConfigTextError as exc:
+        exercise._record("model", "", name, ok=False, said=str(exc).splitlines()[0])
+        raise exercise.StudentError(f"{exc}\n{name} {before}: fix the text and run the cell again") from None
+    _deploy_written(triton, name, cfg, before)
+    said = _written_summary(cfg)
+    exercise._record("model", "", name, ok=True, said=said, backend=cfg.backend or cfg.platform)
+
+
+def _onnx_file(name: str) -> Path:
+    from servelab.core.paths import STAGING_DIR
+
+    return STAGING_DIR / name / "1" / "model.onnx"
+
+
+def _written_summary(cfg: Any) -> str:
+    """What a passed check quotes of the student's config: backend, max_batch_size, each tensor's dims."""
+    tensors = [f"{kind} `{t.name}` {list(t.dims)}"
+               for kind, group in (("input", cfg.input), ("output", cfg.output)) for t in group]
+    return ", ".join([f"backend {cfg.backend or cfg.platform}", f"max_batch_size {cfg.max_batch_size}",
+                      *tensors])
+
+
+def _deploy_written(triton: Triton, name: str, written: Any, before: str) -> None:
+    """The student's config in a folder with model.onnx, deployed as ``triton_steps.deploy`` adapts a staged
+    model (KIND_CPU without a GPU, the Python-backend runner where Triton has no onnxruntime); the live
+    config.pbtxt written back when Triton refuses it."""
+    import difflib
+    import tempfile
+
+    from tritonclient.utils import InferenceServerException
+
+    from servelab.core.paths import STAGING_DIR
+    from servelab.core.procs import WaitTimeoutError
+    from servelab.lab import triton_steps
+    from servelab.targets.base import MODEL_REPOSITORY
+    from servelab.triton.config import CONFIG_NAME, config_text, mc, read_config
+    from servelab.triton.config import live_config as served
+
+    cfg = mc.ModelConfig()
+    cfg.CopyFrom(written)
+    cfg.name = name  # Triton names a model by its folder
+    if not cfg.instance_group:
+        print("no instance_group written: Triton's default, one instance on each GPU (without one: on the "
+              "CPU)")
+        cfg.instance_group.add(count=1, kind=mc.ModelInstanceGroup.KIND_GPU)
+    _fit_gpus(triton, cfg)
+    live_file = f"{MODEL_REPOSITORY}/{name}/{CONFIG_NAME}"
+    try:
+        previous: bytes | None = triton.stack.read_file(live_file)
+    except (OSError, RuntimeError):
+        previous = None
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / name
+        (folder / "1").mkdir(parents=True)
+        (folder / "1" / "model.onnx").symlink_to(_onnx_file(name).resolve())
+        (folder / CONFIG_NAME).write_text(config_text(cfg))
+        try:
+            loaded = triton_steps.deploy(triton, name, staging_dir=Path(tmp),
+                                         source=f"your config.pbtxt and models_staging/{name}/1/model.onnx")
+        except (InferenceServerException, RuntimeError, WaitTimeoutError) as exc:
+            if previous is not None:
+                triton.stack.write_file(live_file, previous)
+            said = exc.message() if isinstance(exc, InferenceServerException) else str(exc)
+            said = said.split(" — server log: ")[-1]  # the reason the server logged, where it says one
+            said = re.sub(r"^Poll failed for model directory '[^']*': ", "", said).splitlines()[0][:400]
+            raise exercise.StudentError(f"Triton refused {name}'s config.pbtxt: {said}\n{name} {before}: fix "
+                                        "the text and run the cell again") from None
+    if not loaded:
+        print(f"{name} serves this config already: nothing to reload")
+    staged = config_text(read_config(STAGING_DIR / name)).splitlines(keepends=True)
+    diff = "".join(difflib.unified_diff(staged, config_text(written).splitlines(keepends=True),
+                                        fromfile=f"models_staging/{name}/config.pbtxt (staged)",
+                                        tofile=f"{name}/config.pbtxt (yours)"))
+    print(diff or f"your config.pbtxt has the staged config's fields, exactly (models_staging/{name})")
+    backend = served(triton.client(), name).backend
+    runner = (" (this Triton has no onnxruntime backend: the lab's Python-backend runner, model.py calling "
+              "onnxruntime on your model.onnx)") if backend == "python" else ""
+    print(f"{name} is loaded (confirmed by the server): backend {backend}{runner}; it computes on the "
+          f"{where_it_computes(triton, name)[1]}")
 
 
 def perf_url(triton: Triton, name: str) -> tuple[str, str]:
@@ -214,6 +349,21 @@ def check_batched(rows: pd.DataFrame, step: Any, fix: str) -> None:
 
 def check_instances(triton: Triton, name: str, step: Any, least: int, fix: str) -> None:
     """The live config runs at least ``least`` instances of ``name``."""
-    count = sum(g.count for g in live_config(triton, name).instance_group)
+    why = not_loaded(triton, name)
+    count = 0 if why else sum(g.count for g in live_config(triton, name).instance_group)
     exercise.check(step, f"your instance_group runs {least} or more instances", count >= least,
-                   f"it runs {count}: {fix}", f"{count} instances")
+                   why or f"it runs {count}: {fix}", f"{count} instances")
+
+
+def check_model(triton: Triton, name: str, step: Any, backend: str) -> None:
+    """``name`` serves from the config.pbtxt the student wrote (``write_model_config``), on ``backend``."""
+    rows = exercise.records("model")
+    mine = rows[(rows["key"] == name) & rows["ok"].astype(bool)] if not rows.empty else rows
+    last = dict(mine.iloc[-1]) if not mine.empty else {}
+    why = not_loaded(triton, name) or (
+        f"{name} serves a config.pbtxt you did not write: {ONNX_HINT}" if not last else
+        f"your config.pbtxt names backend {last['backend']}: write backend: \"{backend}\""
+        if not str(last["backend"]).startswith(backend) else "")
+    said = str(last.get("said", ""))
+    exercise.check(step, f"your config.pbtxt serves {name} on the {backend} backend", not why, why,
+                   f"{name} serves 1/model.onnx by your config.pbtxt: {said}")

@@ -9,13 +9,14 @@ import io
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from servelab.lab.common import concat, hostport, show_code, show_columns
+from servelab.lab.exercise import StudentError
 from servelab.lab.params import LabParams
 from servelab.lab.triton_stats import stats_change, stats_json  # noqa: F401  (the notebooks call them here)
 from servelab.report.figures import as_image, fig_breakdown
@@ -33,6 +34,7 @@ class Triton:
 
     stack: Stack
     url: str  # host:port, as tritonclient and perf_analyzer take it
+    hints: dict[str, str] = field(default_factory=dict)  # model → what loads it, where a cell does (06)
 
     def client(self) -> Any:
         """A tritonclient HTTP client that sends the lab's key (model control: ``servelab.triton.access``)."""
@@ -61,17 +63,18 @@ class Triton:
         return f"Triton at <code>{self.url}</code> (target {self.stack.target}); models: {models}"
 
 
-def triton_up(stack: Stack, models: Sequence[str]) -> Triton:
-    """Bring up the Triton stack, deploy ``models`` from the staging area and load them; a model the
-    server loaded at its start (the compose file loads both) is unloaded when the notebook does not use it."""
+def triton_up(stack: Stack, models: Sequence[str], later: Sequence[str] = ()) -> Triton:
+    """Bring up the Triton stack, deploy ``models`` from the staging area and load them; a model the server
+    loaded at its start (the compose file loads both) is unloaded: unused, or loaded ``later`` (06's)."""
     stack.up("triton", services=["triton_server"])
     triton = Triton(stack, hostport(stack.url("triton_server")))
     for name in models:
         deploy(triton, name)
     for other in [m["name"] for m in triton.client().get_model_repository_index()
                   if m.get("state") == "READY" and m["name"] not in models]:
+        why = "loaded below, from its config.pbtxt as you write it" if other in later else "not used here"
         print(f"$ curl -s -X POST {curl_header()} http://{triton.url}/v2/repository/models/{other}/unload  "
-              "# not used here")
+              f"# {why}")
         triton.client().unload_model(other)
     for name in models:
         print(f"{name} computes on the {where_it_computes(triton, name)[1]}")
@@ -92,27 +95,29 @@ def triton_down(stack: Stack) -> None:
     stack.down("triton")
 
 
-def deploy(triton: Triton, name: str) -> None:
-    """Copy the staged model into the live repository, adapted to the target, and load it."""
+def deploy(triton: Triton, name: str, staging_dir: Path | None = None, source: str = "") -> bool:
+    """Copy the staged model (or ``staging_dir``'s, ``source`` naming it) into the live repository,
+    adapted to the target, and load it; False when exactly that was live already."""
     import tempfile
 
-    from servelab.triton.repository import deploy_model
+    from servelab.triton.repository import STAGING_DIR, deploy_model
 
     with tempfile.TemporaryDirectory() as tmp:
         said = io.StringIO()
         with contextlib.redirect_stdout(said):  # what the deploy adapts for this target, shown if it deploys
-            folder = deploy_model(name, Path(tmp), gpu=triton.stack.has_gpu,
-                                  onnx_backend=triton.stack.triton_has_backend("onnxruntime"))
+            folder = deploy_model(name, Path(tmp), gpu=triton.stack.has_gpu, staging_dir=staging_dir or
+                                  STAGING_DIR, onnx_backend=triton.stack.triton_has_backend("onnxruntime"))
         if _deployed_as(triton, name, folder) and _ready(triton.client(), name):
-            return  # the stack deployed and loaded exactly this already
+            return False  # the stack deployed and loaded exactly this already
         live = f"{MODEL_REPOSITORY}/{name}"
-        print(f"deploying models_staging/{name} -> {live} on the {triton.stack.target} target")
+        print(f"deploying {source or f'models_staging/{name}'} -> {live} on the {triton.stack.target} target")
         adapted = [line for line in said.getvalue().splitlines() if line.startswith("  ")]  # not the tmp copy
         print("\n".join(adapted) or "  (the staged model as it is: nothing to adapt on this target)")
         for path in sorted(p for p in folder.rglob("*") if p.is_file()):
             triton.stack.write_file(f"{live}/{path.relative_to(folder)}", path.read_bytes())
     triton.stack.reload_model(name)
     _wait_ready(triton, name)
+    return True
 
 
 def _deployed_as(triton: Triton, name: str, folder: Path) -> bool:
@@ -141,6 +146,23 @@ def _ready(client: Any, name: str) -> bool:
         return bool(client.is_model_ready(name))
     except Exception:  # connection refused while it restarts
         return False
+
+
+def not_loaded(triton: Triton, name: str) -> str:
+    """'' when ``name`` is loaded and ready; else one line: its state, what loads it (``Triton.hints``)."""
+    if _ready(triton.client(), name):
+        return ""
+    index = triton.client().get_model_repository_index()
+    state = next((f" ({m['state']}{': ' + m['reason'] if m.get('reason') else ''})" for m in index
+                  if m.get("name") == name and m.get("state")), "")
+    return f"{name} is not loaded on Triton{state}" + (f": {triton.hints[name]}" if name in triton.hints
+                                                       else "")
+
+
+def require_loaded(triton: Triton, name: str) -> None:
+    """A cell that needs ``name`` serving says in one line (``StudentError``) what loads it."""
+    if why := not_loaded(triton, name):
+        raise StudentError(why)
 
 
 def live_config(triton: Triton, name: str) -> Any:
@@ -275,6 +297,7 @@ def triton_try(triton: Triton, name: str, sample: int = 0) -> pd.DataFrame:
     from servelab.core.preprocess import preprocess_bytes, softmax
     from servelab.core.samples import sample_paths
 
+    require_loaded(triton, name)
     path = sample_paths()[sample]
     data = path.read_bytes()
     client = triton.client()
@@ -360,6 +383,9 @@ def measure_all(triton: Triton, name: str, p: LabParams, step: str,
                  runs: Sequence[dict[str, Any]]) -> pd.DataFrame:
     """Several measurements of one step, each printing its command and its own bar; stored under ``triton``.
     (No bar around them: a command printed while a bar is open on stdout lands on the bar's line.)"""
+    if why := not_loaded(triton, name):  # an empty table, so the cells that read it still run
+        print(f"✗ nothing measured: {why}")
+        return show_columns(pd.DataFrame(columns=TRITON_COLUMNS), TRITON_COLUMNS)
     frames = [measure(triton, name, p, step, **run) for run in runs]
     return show_columns(concat(*frames), TRITON_COLUMNS)
 

@@ -210,7 +210,7 @@ class LocalStack(Stack):
         triton = self._services.get("triton_server")
         if triton is None:
             raise RuntimeError("no Triton server on the local target: call up('triton') first")
-        triton.client().load_model(name, config=config_json)
+        triton.load(name, config=config_json)  # a refusal says the reason the server logged
 
     def fetch(self, remote_relpath: str, local_path: Path) -> Path:
         src, dest = self._path(remote_relpath), Path(local_path)

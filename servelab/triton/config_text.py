@@ -82,12 +82,19 @@ def parse_edit(text: str, name: str = "config.pbtxt") -> ModelConfig:
         lines = text.splitlines()
         if line is not None and line > len(lines):  # an unclosed block is found at the end of the text
             line = len(lines)
-        where = f"line {line}" if line else "the text"
-        shown = f"\n  {line} | {lines[line - 1].rstrip()}" if line and lines else ""
         reason = re.sub(r"^\d+:\d+ : ", "", str(exc))
-        raise ConfigTextError(f"{name}, {where}: {fix_for(str(exc), text)} (Triton would refuse it: "
-                              f"{reason}){shown}", line) from None
+        raise refusal(name, text, line or None, f"{fix_for(str(exc), text)} (Triton would refuse it: "
+                      f"{reason})") from None
     return cfg
+
+
+def refusal(name: str, text: str, line: int | None, said: str) -> ConfigTextError:
+    """The refusal of ``text`` at ``line`` (None: the text as a whole, e.g. a field it lacks): where, what
+    to change, and the line itself shown under it."""
+    lines = text.splitlines()
+    if line is None:
+        return ConfigTextError(f"{name} {said}" if said.startswith("names ") else f"{name}, the text: {said}")
+    return ConfigTextError(f"{name}, line {line}: {said}\n  {line} | {lines[line - 1].rstrip()}", line)
 
 
 def merge_edit(live: ModelConfig, edit: ModelConfig) -> ModelConfig:

@@ -1,7 +1,8 @@
 """The student release, generated and executed headless as a student who changed nothing would run it
 (issue 51's first "must hold"): every check fails there with one line saying what to do, and nothing
-else in the notebook breaks. 04 and 07 hold the typed commands and the config text the checks judge;
-their measurements run at the smallest sizes the parameters allow, so this costs about two minutes
+else in the notebook breaks. 04 and 07 hold the typed commands and the config text the checks judge,
+06 the whole config.pbtxt of a model whose every later cell then says in one line what to write; their
+measurements run at the smallest sizes the parameters allow, so this costs about two minutes
 (docs/decisions/2026-12-01-exercise-layer.md). The instructor version is the whole headless run's.
 """
 
@@ -25,6 +26,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 CHEAP = {"window_requests": 8, "max_trials": 3, "stability_pct": 1000}
 STUDENT_RUN: dict[str, dict[str, Any]] = {
     "04_triton_python": {**CHEAP, "flask_requests": 2},
+    "06_onnx_backend": {**CHEAP, "onnx_concurrency_levels": [1, 2], "flask_requests": 2},
     "07_dynamic_batching": {**CHEAP, "capacity_concurrency": 2, "rate_fractions": [0.5],
                             "rate_stability_pct": 1000},
 }

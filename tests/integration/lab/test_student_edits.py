@@ -1,15 +1,19 @@
 """What the student writes, against a real local Triton through the exercise path of 04-07: the
-config.pbtxt text (a typo refused with its line, the model serving its last good config) and the
-perf_analyzer command (what ran is what was typed: its range is the data's)."""
+config.pbtxt text (a typo refused with its line, the model serving its last good config), 06's whole
+config.pbtxt of the ONNX model (refused by its line where model.onnx cannot serve by it; what serves
+after it is what was written) and the perf_analyzer command (what ran is what was typed: its range is
+the data's)."""
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from servelab.core.paths import STAGING_DIR
 from servelab.lab import exercise, triton_edits, triton_steps
 from servelab.results.schema import RunData
 from servelab.results.store import RESULTS_VARIABLE
@@ -110,3 +114,86 @@ def test_a_command_the_lab_cannot_record_is_refused_in_one_line(live: triton_ste
     with pytest.raises(exercise.StudentError, match="perf_analyzer did not measure"):
         triton_edits.perf_analyzer(live, f"perf_analyzer -m {MODEL} -u {live.url} --no-such-flag -f x.csv",
                                    step="typed_sweep")
+
+
+# 06: the whole config.pbtxt of the ONNX model, written by the student with its model.onnx in place
+STAGED = (STAGING_DIR / MODEL / "config.pbtxt").read_text()
+
+
+@pytest.mark.parametrize(("old", "new", "line", "said"), [
+    ('backend: "onnxruntime"', 'backend: "onnxrt"', 8, 'backend "onnxrt" is not a backend Triton has'),
+    ('name: "input"', 'name: "inputs"', 14, "input `inputs` is not in model.onnx"),
+    ("dims: [ 3, 224, 224 ]", "dims: [ 3, 224 ]", 16, "write dims: [ 3, 224, 224 ]"),
+    ("    data_type: TYPE_FP32\n    dims: [ 11 ]", "    data_type: TYPE_INT64\n    dims: [ 11 ]", 23,
+     "write data_type: TYPE_FP32"),
+    ("  }\n]\n# The 11", "  }\n# The 11", 19, "a list opened with `[` is not closed: add its `]`"),  # typo
+])
+def test_a_06_config_model_onnx_cannot_serve_is_refused_by_line_and_the_model_stays_as_it_was(
+        live: triton_steps.Triton, old: str, new: str, line: int, said: str) -> None:
+    triton_edits.edit_config(live, MODEL, GOOD)
+    good = _serving(live)
+    on_disk = live.stack.read_file(f"models/{MODEL}/config.pbtxt").decode()
+    assert old in STAGED
+    with pytest.raises(exercise.StudentError) as refused:
+        triton_edits.write_model_config(live, MODEL, STAGED.replace(old, new, 1))
+    message = str(refused.value)
+    assert f"line {line}: " in message and said in message, message
+    assert message.endswith(f"{MODEL} keeps serving its last good config: fix the text and run the cell "
+                            "again")
+    assert _serving(live) == good, "the server kept the last good config"
+    assert live.stack.read_file(f"models/{MODEL}/config.pbtxt").decode() == on_disk, "the file is untouched"
+
+
+def test_the_06_config_the_student_writes_is_what_serves(live: triton_steps.Triton,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    mine = STAGED.replace("max_batch_size: 16", "max_batch_size: 8").replace("count: 1", "count: 2")
+    triton_edits.write_model_config(live, MODEL, mine)
+    out = capsys.readouterr().out
+    assert "-max_batch_size: 16\n+max_batch_size: 8\n" in out, "the diff against the staged config"
+    assert f"--- models_staging/{MODEL}/config.pbtxt (staged)" in out
+    assert "this Triton has no onnxruntime backend: the lab's Python-backend runner" in out
+    served = live_config(live.client(), MODEL)
+    assert served.max_batch_size == 8 and [g.count for g in served.instance_group] == [2]
+    good = _serving(live)
+    triton_edits.check_model(live, MODEL, "06", "onnxruntime")
+    assert "✓ check “your config.pbtxt serves food_classifier_onnx on the onnxruntime backend”: " \
+           "food_classifier_onnx serves 1/model.onnx by your config.pbtxt: backend onnxruntime, " \
+           "max_batch_size 8" in capsys.readouterr().out
+    on_disk = live.stack.read_file(f"models/{MODEL}/config.pbtxt").decode()
+    refused = mine.replace("parameters {", "dynamic_batching { preferred_batch_size: [ 32 ] }\nparameters {")
+    with pytest.raises(exercise.StudentError, match=f"Triton refused {MODEL}'s config.pbtxt: dynamic "
+                       "batching preferred size must be <= max batch size"):
+        triton_edits.write_model_config(live, MODEL, refused)  # over max_batch_size: Triton's own refusal
+    assert _serving(live) == good
+    assert live.stack.read_file(f"models/{MODEL}/config.pbtxt").decode() == on_disk, "the file is restored"
+
+
+def test_an_unloaded_06_model_says_what_to_write_in_each_cell(live: triton_steps.Triton,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from servelab.lab import params
+
+    live.client().unload_model(MODEL)
+    try:
+        triton_edits.onnx_in_place(live, MODEL)
+        assert "input  `input` float [batch, 3, 224, 224]  (config.pbtxt's data_type: TYPE_FP32)" \
+               in capsys.readouterr().out, "model.onnx's tensors, read from the file"
+        triton_edits.write_model_config(live, MODEL, "\n# YOUR CODE HERE\n")  # the untouched release
+        assert "names no field yet" in capsys.readouterr().out
+        with pytest.raises(exercise.CheckFailed) as failed:
+            triton_edits.check_model(live, MODEL, "06", "onnxruntime")
+        assert re.match(r"✗ check “[^”]+”: food_classifier_onnx is not loaded on Triton \([^)]*\): write its "
+                        r"config\.pbtxt in the cell under", failed.value._render_traceback_()[0])
+        with pytest.raises(exercise.StudentError, match=r"line 24: .*write dims: \[ 11 \](?s:.*)\n"
+                                                        f"{MODEL} stays unloaded: fix the text"):
+            triton_edits.write_model_config(live, MODEL, STAGED.replace("dims: [ 11 ]", "dims: [ 12 ]"))
+        assert triton_steps.not_loaded(live, MODEL), "a refused text loads nothing"
+        with pytest.raises(exercise.StudentError, match="is not loaded on Triton"):
+            triton_edits.edit_config(live, MODEL, GOOD)
+        with pytest.raises(exercise.StudentError, match="is not loaded on Triton"):
+            triton_steps.triton_try(live, MODEL)
+        p = params.resolve("local", "quick")
+        assert triton_steps.concurrency_sweep(live, MODEL, p, step="onnx_backend", levels=[1]).empty
+        assert "✗ nothing measured: food_classifier_onnx is not loaded" in capsys.readouterr().out
+    finally:
+        triton_edits.write_model_config(live, MODEL, STAGED)
+    assert _serving(live)
