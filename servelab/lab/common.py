@@ -156,10 +156,6 @@ def hostport(url: str) -> str:
     return url.split("://", 1)[-1].rstrip("/")
 
 
-def _http(url: str) -> str:
-    return url if "://" in url else f"http://{url}"
-
-
 def measure_with_utilisation(call, *args: Any, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
     """Run ``call`` while sampling CPU (and GPU) utilisation."""
     from servelab.core.monitor import Utilisation

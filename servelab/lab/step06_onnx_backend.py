@@ -34,8 +34,8 @@ def sweep_live(triton: Triton, name: str, p: LabParams, step: str, levels: Seque
 def scaled_step(stack: Stack, p: LabParams) -> dict[str, Any]:
     """The scaled step's ``instance_group`` for this stack's GPUs (``set_instances``' keywords): the
     node's ``count: 2, gpus: [0, 1]``; one GPU: 2 on GPU 0; a CPU: ``onnx_instances`` instances
-    (``servelab.triton.gpu_configs.onnx_step``)."""
-    from servelab.triton.gpu_configs import onnx_step
+    (``servelab.triton.gpu_plans.onnx_step``)."""
+    from servelab.triton.gpu_plans import onnx_step
 
     count, gpus = onnx_step(stack.gpu_count, p.onnx_instances)
     return {"count": count, "kind": "KIND_GPU" if gpus else "KIND_CPU", "gpus": list(gpus)}

@@ -147,12 +147,6 @@ def live_config(triton: Triton, name: str) -> Any:
     return parse_config(triton.stack.read_file(f"{MODEL_REPOSITORY}/{name}/config.pbtxt").decode())
 
 
-def show_config(triton: Triton, name: str) -> None:
-    """The deployed config.pbtxt, as the server reads it (the deploy's adapted copy, without comments)."""
-    print(f"# {MODEL_REPOSITORY}/{name}/config.pbtxt on the {triton.stack.target} target")
-    print(triton.stack.read_file(f"{MODEL_REPOSITORY}/{name}/config.pbtxt").decode())
-
-
 def show_staged_config(name: str) -> None:
     """The staged config.pbtxt as committed, every field explained in its comments."""
     show_code(f"models_staging/{name}/config.pbtxt")
