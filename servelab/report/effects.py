@@ -276,7 +276,8 @@ def row(df: pd.DataFrame, column: str, pick: str = "last", **where: Any) -> floa
 
 
 # the spread column that holds a measured column's noise (others ending in _ms: perf_analyzer's latency)
-SPREAD_OF = {"throughput": "throughput_spread", "median_ms": "median_spread"}
+SPREAD_OF = {"throughput": "throughput_spread", "median_ms": "median_spread",
+             "client_cpu_ms": "client_cpu_ms_spread"}
 
 
 def spread(df: pd.DataFrame, column: str, pick: str = "last", **where: Any) -> float | None:

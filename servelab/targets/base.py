@@ -56,7 +56,7 @@ def check_stack(stack: str) -> str:
     return stack
 
 
-FLASK_TRITON_BACKENDS = ("triton", "triton_onnx")
+FLASK_TRITON_BACKENDS = ("triton", "triton_onnx", "triton_ensemble")
 
 
 def check_flask_backend(backend: str) -> str:
