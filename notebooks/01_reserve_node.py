@@ -103,7 +103,9 @@ common.plan_mode(P)
 # reserved and nothing is deleted. Run this cell again after it starts, then go on to notebook 02.
 #
 # What the lab creates or reuses is written to `results/chameleon-state.json`: notebook 08 reads
-# it to delete only what the lab created.
+# it to delete only what the lab created. The lease is written there before Blazar is asked for it: if
+# you interrupt this cell while the lease is being made, the file still says so, and running the cell
+# again goes on with that lease (notebook 08 deletes it).
 
 # %%
 lease = provisioning.reserve(config, plan_only=P.plan)

@@ -106,7 +106,7 @@ stats_before = triton_steps.stats_json(triton, "food_classifier")
 # `stability_pct` percent; a level whose windows never agree still gets a row, labelled
 # "(unsettled)" in the table. With `settle="fixed"` it measures one window per level, with no
 # stability search. Each command is printed before it runs. The spread of a level's last three
-# windows is kept with it: a verdict whose gap is inside that spread reads "within noise".
+# windows is kept with it: a verdict whose gap is inside that spread reads "too noisy to call".
 
 # %% [markdown]
 # **Predict.** At concurrency 1, 8 and 16, which of queue time and compute time will grow,

@@ -85,9 +85,9 @@ triton_steps.plot_breakdown(arrivals, x="distribution", title="Same rate, differ
 # the difference it judges; the line under each verdict says whether the run had both. The quick
 # preset accepts the rate levels' windows at any spread (`rate_stability_pct` 1000: a one-second
 # Poisson window's burst would otherwise leave a level unmeasured), so their band bounds nothing, and
-# where a difference lies inside it the verdict says this run cannot show it
-# (docs/decisions/2026-11-28-lessons-third-pass.md). The `full` preset, or a `rate_stability_pct` such
-# as 30 in the parameters cell, asks the windows to agree.
+# where a difference lies inside it the verdict reads "too noisy to call" and names the rerun that would
+# settle it (docs/decisions/2026-11-28-lessons-third-pass.md). The `full` preset, or a
+# `rate_stability_pct` such as 30 in the parameters cell, asks the windows to agree.
 
 # %%
 common.what_this_run_shows(step, "Poisson")

@@ -248,8 +248,8 @@ common.reference("llm", step.LLM_SHOWN, rules=step, step=["mixed", "equal", "kv_
 # ## Questions
 # 1. Did the long prompt's first token come later than the short one's, and by more or less than the
 #    prompts' length ratio? If it did, which did the prompt's length delay more in this run, the first
-#    token or each later token, and why? If the gap was within noise, how long does a prefill of that
-#    many tokens take next to what every request pays anyway (the HTTP round trip, scheduling, the
+#    token or each later token, and why? If the verdict was too noisy to call, how long does a prefill
+#    of that many tokens take next to what every request pays anyway (the HTTP round trip, scheduling, the
 #    first decode step)? Each timed prompt was new, so prefix caching did not hide it: the repeated
 #    prompt's line shows what caching does when it applies.
 # 2. With mixed output lengths, compare the two batchings' TTFT p99 and tokens/s at the top rate in

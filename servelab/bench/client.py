@@ -25,6 +25,7 @@ import numpy as np
 
 from servelab.core.progress import bar as tqdm
 from servelab.core.samples import sample_paths
+from servelab.results.schema import robust_spread
 from servelab.serving.stages import OUTSIDE_COLUMN, STAGE_COLUMNS, parse_server_timing, stage_means
 
 DEFAULT_SEQUENTIAL = 100
@@ -105,8 +106,10 @@ def summarise(latencies_s: Sequence[float], wall_s: float, errors: int = 0,
               timings: Sequence[dict[str, float]] = (), **extra: Any) -> dict[str, Any]:
     """Latencies of the successful requests (in the order they finished) + the wall time → the figures
     the lab reports. ``median_spread`` is the noise of the median: (max − min) / mean of the medians of
-    the run's first, second and last third (None below 9 requests). ``timings``: the successful
-    answers' stages, whose means (``stage_means``) come after the client's figures."""
+    the run's first, second and last third, without the one farthest from the others (one slow third
+    cannot widen it: ``robust_spread``; None below 9 requests); ``median_thirds_ms`` keeps all three.
+    ``timings``: the successful answers' stages, whose means (``stage_means``) come after the client's
+    figures."""
     if not latencies_s:
         raise BenchError(f"every request failed ({errors} errors): is the service up and healthy?")
     ms = np.asarray(latencies_s) * 1000.0
@@ -118,7 +121,8 @@ def summarise(latencies_s: Sequence[float], wall_s: float, errors: int = 0,
         "median_ms": float(np.percentile(ms, 50)),
         "p95_ms": float(np.percentile(ms, 95)),
         "p99_ms": float(np.percentile(ms, 99)),
-        "median_spread": round((max(thirds) - min(thirds)) / float(np.mean(thirds)), 4) if thirds else None,
+        "median_spread": robust_spread(thirds) if thirds else None,
+        "median_thirds_ms": [round(t, 3) for t in thirds] if thirds else None,
         "mean_ms": float(ms.mean()),
         "throughput_rps": len(ms) / wall_s if wall_s > 0 else float("nan"),
         "wall_s": wall_s,

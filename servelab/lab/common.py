@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -222,23 +222,22 @@ def reference(table: str, columns: Sequence[str], rules: Any = None, effects: Se
 def _reference_readings(step: Any, run: Path, effects: Sequence[str] = ()) -> None:
     """``step``'s expected effects read by today's code from the reference run's rows (its own printed
     words came from the code that ran it), one line each, before the table."""
+    from servelab.report.verdict import CANNOT_SHOW
     from servelab.results.schema import RunData
 
-    lines = []
-    for check in step.rules(RunData.load(run)):
-        if effects and not any(words in check.effect for words in effects):
-            continue
-        if check.status == "not measured" and not check.evidence.startswith("this run cannot show it"):
-            continue  # a step the reference did not run
-        mark = "not measured" if check.evidence.startswith("this run cannot show it") else MARKS[check.status]
-        evidence = check.evidence.replace("this run cannot show it", "that run cannot show it", 1)
-        lines.append(f"  {mark}: {check.effect} — {evidence}")
-    if lines:
+    checks = [replace(c, evidence=c.evidence.replace("this run", "that run"),
+                      reason=c.reason.replace("this run", "that run"))
+              for c in step.rules(RunData.load(run))
+              if (not effects or any(words in c.effect for words in effects))
+              and (c.status != CANNOT_SHOW or c.measured or c.evidence.startswith("this run cannot show it"))]
+    if checks:  # a step the reference did not run has no numbers: left out
         from servelab.report.terms import DEFAULT_OVER, define
+        from servelab.report.verdicts import block
 
         said = define("spread", over=getattr(step, "SPREAD_OVER", DEFAULT_OVER)) \
-            if any("(spread " in line for line in lines) else ""
-        print("\n".join(["Today's code reads that run's rows so:", *lines] + [said] * bool(said)))
+            if any(c.band is not None for c in checks) else ""
+        print("Today's code reads that run's rows so:")
+        show(block(checks, [said] if said else []))
 
 
 def show_columns(df: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
@@ -320,36 +319,50 @@ class Endpoint:
         return f"<b>{self.kind}</b> at <code>{self.url}</code>"
 
 
-MARKS = {"observed": "observed", "within noise": "within noise", "not observed": "NOT observed",
-         "not measured": "not measured yet"}
-
-
-class Printed(list[str]):
-    """Lines already printed: a notebook cell ending in a call that returns them shows nothing more."""
+class Verdicts(list[Any]):
+    """The verdicts a cell showed (``servelab.report.verdict.Check``: ``status``, ``mark``, ``claim``,
+    ``figures`` with their units, ``details``), in order; a cell ending in a call that returns them shows
+    nothing more (they were shown already)."""
 
     def _ipython_display_(self) -> None:
         """IPython calls this instead of showing the value's repr (an empty execute_result is not sent)."""
 
+    def lines(self) -> list[str]:
+        """Each verdict's one line, as the cell showed it."""
+        return [c.line() for c in self]
 
-def what_this_run_shows(step: Any, *effects: str) -> list[str]:
+
+def show(shown: Any) -> None:
+    """Display ``shown`` (HTML and its text) in a notebook, or print its text elsewhere."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython is in every environment the notebooks run in
+        get_ipython = None
+    if get_ipython is not None and get_ipython() is not None:
+        from IPython.display import display
+
+        display(shown)
+    else:
+        print(repr(shown))
+
+
+def what_this_run_shows(step: Any, *effects: str) -> Verdicts:
     """The step's expected effects whose text contains one of ``effects`` (all when none), checked on
-    this run's data (``step.rules``): observed or not on this machine, with the numbers, and under each
-    what the run had to reach for it and whether it did (``needs_said``). A GPU effect not seen here says
-    so: it is what to expect on the GPU node, not a failure. Printed; the verdict lines returned."""
-    from servelab.report.effects import needs_said
+    this run's data (``step.rules``): one line each (observed, NOT observed, too noisy to call, cannot
+    show here; the claim; the figures compared) with the numbers, the band and the preconditions folded
+    under it, and the legends this notebook has not shown yet (``servelab.report.verdicts.block``). A GPU
+    effect not seen here says so: it is what to expect on the GPU node, not a failure. Shown; the
+    verdicts returned (``Verdicts``)."""
     from servelab.report.terms import DEFAULT_OVER, define
+    from servelab.report.verdicts import block
     from servelab.results.schema import RunData
 
-    lines, shown = [], []
-    for check in step.rules(RunData.load(results_dir())):
-        if effects and not any(words in check.effect for words in effects):
-            continue
-        gpu = " (a GPU effect: expect it on the GPU node)" if check.gpu_only and check.status != "observed" \
-            else ""
-        mark = "not measured" if check.evidence.startswith("this run cannot show it") else MARKS[check.status]
-        lines.append(f"{mark} in this run: {check.effect} — {check.evidence}{gpu}")
-        shown += [lines[-1], *([f"  {needs}"] if (needs := needs_said(check)) else [])]
-    said = define("spread", over=getattr(step, "SPREAD_OVER", DEFAULT_OVER)) \
-        if any("(spread " in line for line in lines) else ""
-    print("\n".join(shown + [said] * bool(said)) or f"no expected effect matches {effects}")
-    return Printed(lines)
+    checks = [c for c in step.rules(RunData.load(results_dir()))
+              if not effects or any(words in c.effect for words in effects)]
+    if not checks:
+        print(f"no expected effect matches {effects}")
+        return Verdicts()
+    spread = define("spread", over=getattr(step, "SPREAD_OVER", DEFAULT_OVER)) \
+        if any(c.band is not None for c in checks) else ""
+    show(block(checks, [spread] if spread else []))
+    return Verdicts(checks)

@@ -106,9 +106,10 @@ def run_order(paths: Sequence[Path]) -> list[Path]:
 
 def new_run_dir(preset: str, base: Path | None = None, path: Path | None = None) -> Path:
     """``results/<YYYYmmdd-HHMMSS>-<preset>``, unique even for two runs in one second; or ``path``
-    when given (a new or empty folder: the chameleon run names the node's run folder this way)."""
+    when given (a new or empty folder: the chameleon run names the node's run folder this way), made
+    absolute: the kernels and the programs they start (Model Analyzer) run in other folders."""
     if path is not None:
-        path = Path(path)
+        path = Path(path).resolve()
         if path.exists() and any(path.iterdir()):
             raise ParameterError(f"--run-dir {path} is not empty: name a new folder")
         path.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@ import pandas as pd
 
 from servelab.lab.params import LabParams
 from servelab.lab.triton_steps import Triton, measure_all
-from servelab.report.effects import Check, check, computed_on, row, spread, unusable
+from servelab.report.effects import Check, Quantity, check, computed_on, perf_rerun, row, spread, unusable
 from servelab.report.figures import Section, fig_breakdown, plot_html, table_html
 from servelab.report.readings import first, read_breakdown
 from servelab.results.schema import QUEUE, TRITON_COLUMNS, RunData, num, step_rows
@@ -78,24 +78,30 @@ def rules(data: RunData) -> list[Check]:
     queue = (row(sweep, QUEUE, concurrency=c_hi), row(sweep, "compute_infer_ms", concurrency=c_hi)) \
         if c_hi is not None else (None, None)
     batch = step_rows(data.triton, "python_client_batch")
+    lo, hi = {"concurrency": c_lo}, {"concurrency": c_hi}
+    c1 = f"concurrency {c_lo or 1:.0f}"
+    cn = f"concurrency {c_hi or 16:.0f}"
     return [
         check(f"Triton Python backend: latency at concurrency {c_hi:.0f} > 4× latency at {c_lo or 1:.0f}"
               if c_hi else "Triton Python backend: latency at concurrency 16 > 4× latency at 1",
               lat, lambda a, b: b > 4 * a, lambda a, b: f"p50 {a:.0f} ms → {b:.0f} ms ({b / a:.1f}×)",
               noise=(spread(sweep, "p50_ms", concurrency=c_lo), spread(sweep, "p50_ms", concurrency=c_hi)),
-              unit="ms", blocked=at_lo or at_hi),
+              unit="ms", blocked=at_lo or at_hi, rerun=perf_rerun(sweep, "p50_ms", lo, hi),
+              figures=lambda a, b: (Quantity(f"p50 at {c1}", a, "ms"), Quantity(cn, b, "ms"),
+                                    Quantity("", b / a, "×"))),
         # no noise here: the test carries its own tolerance (2×)
         check("Triton Python backend: compute time stays flat (< 2×) while concurrency rises",
               comp, lambda a, b: b < 2 * a, lambda a, b: f"compute infer {a:.1f} ms → {b:.1f} ms",
-              blocked=at_lo or at_hi),
+              blocked=at_lo or at_hi, unit="ms", names=(f"compute infer at {c1}", cn)),
         check("Triton Python backend: at the highest concurrency queue time exceeds compute time",
               queue, lambda q, c: q > c, lambda q, c: f"queue {q:.1f} ms vs compute infer {c:.1f} ms",
-              noise=(spread(sweep, QUEUE, concurrency=c_hi),) * 2, unit="ms", blocked=at_hi),
+              noise=(spread(sweep, QUEUE, concurrency=c_hi),) * 2, unit="ms", blocked=at_hi,
+              names=(f"queue at {cn}", "compute infer"), rerun=perf_rerun(sweep, QUEUE, hi)),
         check("Client batch 16 raises throughput (images/s) ≥ 1.5× over single images at concurrency 1",
               (row(sweep, "throughput", concurrency=c_lo), row(batch, "throughput")),
               lambda one, many: many >= 1.5 * one,
               lambda one, many: f"{one:.1f} → {many:.1f} images/s{computed_on(batch)}",
-              gpu_only=True,
+              gpu_only=True, names=("single images", "batches of 16"),
               noise=(spread(sweep, "throughput", concurrency=c_lo), spread(batch, "throughput")),
-              unit="images/s", blocked=at_lo or unusable(batch)),
+              unit="images/s", blocked=at_lo or unusable(batch), rerun=perf_rerun(sweep, "throughput", lo)),
     ]

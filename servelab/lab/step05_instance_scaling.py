@@ -18,6 +18,7 @@ from servelab.report.effects import (
     any_spread,
     check,
     chosen,
+    perf_rerun,
     row,
     settled_need,
     spread,
@@ -146,15 +147,24 @@ def rules(data: RunData) -> list[Check]:
     first = level(0)
     best = max((level(i) for i in range(1, steps)), key=lambda v: v[0] or -1.0, default=(None, None))
     middle, top = (level(steps - 2), level(steps - 1)) if steps >= 3 else ((None, None), (None, None))
+
+    def side(i: int) -> dict[str, Any]:  # the row of step i, as perf_rerun finds it
+        ok = 0 <= i < steps and "label" in scaling
+        return {"label": scaling.iloc[i]["label"] if ok else None}
+
     checks = [
         check(f"More instances raise throughput{' at ' + load if load else ''} (best vs one instance)",
               (first[0], best[0]),
               lambda a, b: b > 1.1 * a, lambda a, b: f"{a:.1f} → best {b:.1f} inferences/s", gpu_only=True,
-              noise=(first[1], best[1]), unit="inferences/s", needs=settled(0)),
+              noise=(first[1], best[1]), unit="inferences/s", needs=settled(0),
+              names=("one instance", "the best"), rerun=perf_rerun(scaling, "throughput", side(0))),
         check(f"The largest instance count is no better than the middle one{counts}", (middle[0], top[0]),
               lambda mid, hi: hi <= 1.05 * mid,
               lambda mid, hi: f"middle {mid:.1f}, largest {hi:.1f} inferences/s",
-              noise=(middle[1], top[1]), unit="inferences/s", needs=settled(steps - 2, steps - 1)),
+              noise=(middle[1], top[1]), unit="inferences/s", needs=settled(steps - 2, steps - 1),
+              names=(f"{_count(scaling, -2)} instances" if steps >= 3 else "middle",
+                     f"{_count(scaling, -1)} instances" if steps >= 3 else "largest"),
+              rerun=perf_rerun(scaling, "throughput", side(steps - 2), side(steps - 1))),
     ]
     threads = step_rows(data.triton, "threads_lesson")
     default = row(threads, "throughput", thread_setting="default")
@@ -163,15 +173,16 @@ def rules(data: RunData) -> list[Check]:
     split_noise = spread(threads, "throughput", thread_setting="split")
     if again is not None and split is not None:  # the same configuration measured twice: its repeat noise
         split_noise = max(split_noise or 0.0, relative_spread([split, again]) or 0.0)
+    sides = ({"thread_setting": "default"}, {"thread_setting": "split"})
     checks.append(check(
         "Several instances: one thread each beats the framework's default threads", (default, split),
         lambda d, s: s > d, lambda d, s: f"default threads {d:.1f}/s, split {s:.1f}/s" + (
             "" if again is None else f" (the same configuration read {again:.1f}/s in the instance step: "
                                      f"repeats {relative_spread([s, again]) or 0:.0%} apart)"),
         noise=(spread(threads, "throughput", thread_setting="default"), split_noise), unit="inferences/s",
-        needs=(settled_need(threads, {"thread_setting": "default"}, {"thread_setting": "split"}),),
-        loose=any_spread(threads, "throughput", thread_setting="default")
-        or any_spread(threads, "throughput", thread_setting="split")))
+        needs=(settled_need(threads, *sides),), names=("default threads", "one thread each"),
+        loose=any_spread(threads, "throughput", **sides[0]) or any_spread(threads, "throughput", **sides[1]),
+        rerun=perf_rerun(threads, "throughput", *sides)))
     return checks
 
 

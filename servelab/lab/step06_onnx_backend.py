@@ -13,7 +13,7 @@ from servelab.lab.common import concat
 from servelab.lab.params import LabParams
 from servelab.lab.triton_steps import Triton, measure_all
 from servelab.lab.triton_views import live_instances
-from servelab.report.effects import Check, check, computed_on, device_gap, row, spread, unusable
+from servelab.report.effects import Check, check, computed_on, device_gap, perf_rerun, row, spread, unusable
 from servelab.report.figures import Section, as_image, fig_breakdown, figure, plot_html, table_html
 from servelab.report.readings import read_breakdown, read_pairs
 from servelab.results.schema import TRITON_COLUMNS, RunData, num, step_rows
@@ -101,7 +101,11 @@ def rules(data: RunData) -> list[Check]:
                              f"ONNX {ox:.1f} ms",
               noise=(spread(both, "compute_infer_ms", model="food_classifier", concurrency=under_load),
                      spread(both, "compute_infer_ms", model="food_classifier_onnx", concurrency=under_load)),
-              unit="ms", blocked=unusable(both, model="food_classifier", concurrency=under_load)
+              unit="ms", names=("Python backend", "ONNX backend"),
+              rerun=perf_rerun(both, "compute_infer_ms",
+                               {"model": "food_classifier", "concurrency": under_load},
+                               {"model": "food_classifier_onnx", "concurrency": under_load}),
+              blocked=unusable(both, model="food_classifier", concurrency=under_load)
               or unusable(both, model="food_classifier_onnx", concurrency=under_load)
               or device_gap(both, "model", {"food_classifier": "the Python backend",
                                             "food_classifier_onnx": "the ONNX backend"})),
@@ -112,5 +116,7 @@ def rules(data: RunData) -> list[Check]:
                            f"{computed_on(onnx2)}",
               gpu_only=True, noise=(spread(onnx1, "throughput", concurrency=c_top),
                                     spread(onnx2, "throughput", concurrency=c_top)), unit="inferences/s",
+              names=("1 instance", "2 instances"),
+              rerun=perf_rerun(onnx2, "throughput", {"concurrency": c_top}),
               blocked=unusable(onnx1, concurrency=c_top) or unusable(onnx2, concurrency=c_top)),
     ]

@@ -10,7 +10,18 @@ from matplotlib.figure import Figure
 
 from servelab.lab.params import LabParams
 from servelab.lab.triton_steps import Triton, measure_all
-from servelab.report.effects import Check, Need, any_spread, check, computed_on, row, settled_need, spread
+from servelab.report.effects import (
+    Check,
+    Need,
+    Quantity,
+    any_spread,
+    check,
+    computed_on,
+    perf_rerun,
+    row,
+    settled_need,
+    spread,
+)
 from servelab.report.figures import Section, as_image, fig_breakdown, figure, finish, plot_html, table_html
 from servelab.report.readings import first
 from servelab.results.schema import QUEUE, TRITON_COLUMNS, RunData, batch_size_counts, num, step_rows
@@ -223,6 +234,12 @@ def sections(data: RunData) -> list[Section]:
     return out
 
 
+def _batching_figures(rate: float | None, off: float, on: float) -> tuple[Quantity, ...]:
+    """p99 without and with dynamic batching at ``rate``, and the change, as a verdict's figures."""
+    return (Quantity(f"p99 at {rate:g} requests/s, off", off, "ms"), Quantity("on", on, "ms"),
+            Quantity("change", 100 * (on - off) / off, "%"))
+
+
 def rules(data: RunData) -> list[Check]:
     """Poisson arrivals queue more; batches form; at the lowest rate batching costs latency (on a CPU a
     batch of n costs about n images' compute, so a request in a batch waits for the others' compute,
@@ -256,6 +273,10 @@ def rules(data: RunData) -> list[Check]:
     (low_off, low_off_s, low_off_x), (low_on, low_on_s, low_on_x) = p99(low, False), p99(low, True)
     (top_off, top_off_s, top_off_x), (top_on, top_on_s, top_on_x) = p99(top, False), p99(top, True)
     sides = ({"distribution": "constant"}, {"distribution": "poisson"})
+
+    def at(rate: float | None) -> tuple[dict[str, Any], dict[str, Any]]:
+        return {"rate": rate, "dynamic_batching": False}, {"rate": rate, "dynamic_batching": True}
+
     return [
         check("Poisson arrivals queue more than evenly spaced ones at the same rate (p99)",
               (row(arrivals, "p99_ms", distribution="constant"),
@@ -263,20 +284,26 @@ def rules(data: RunData) -> list[Check]:
               lambda c, p: p > c, lambda c, p: f"constant {c:.1f} ms, Poisson {p:.1f} ms",
               noise=(spread(arrivals, "p99_ms", distribution="constant"),
                      spread(arrivals, "p99_ms", distribution="poisson")), unit="ms",
-              needs=(settled_need(arrivals, *sides),),
-              loose=any_spread(arrivals, "p99_ms", **sides[0]) or any_spread(arrivals, "p99_ms", **sides[1])),
+              needs=(settled_need(arrivals, *sides),), names=("p99 evenly spaced", "Poisson"),
+              loose=any_spread(arrivals, "p99_ms", **sides[0]) or any_spread(arrivals, "p99_ms", **sides[1]),
+              rerun=perf_rerun(arrivals, "p99_ms", *sides)),
         check("With dynamic batching on, some executions carry more than one request",
               (sum(c for s, c in counts.items() if s > 1) if counts else None,),
-              lambda n: n > 0, lambda n: f"{n} batched executions"),
+              lambda n: n > 0, lambda n: f"{n} batched executions",
+              figures=lambda n: (Quantity("executions of more than one request", n, ""),)),
         check("At the lowest rate, dynamic batching costs latency: p99 with it ≥ p99 without",
               (low_off, low_on), lambda off, on: on >= off,
               lambda off, on: f"at {low:g}/s: off {off:.1f} ms{parts(low, False)}, on {on:.1f} ms"
                               f"{parts(low, True)} ({(on - off) / off:+.0%})",
-              noise=(low_off_s, low_on_s), unit="ms", needs=settled(low), loose=low_off_x or low_on_x),
+              noise=(low_off_s, low_on_s), unit="ms", needs=settled(low), loose=low_off_x or low_on_x,
+              figures=lambda off, on: _batching_figures(low, off, on),
+              rerun=perf_rerun(dyn, "p99_ms", *at(low))),
         check("At the highest rate, p99 with dynamic batching ≤ p99 without",
               (top_off, top_on), lambda off, on: on <= off,
               lambda off, on: f"at {top:g}/s: off {off:.1f} ms{parts(top, False)}, on {on:.1f} ms"
                               f"{parts(top, True)} ({(on - off) / off:+.0%}){computed_on(dyn)}",
               gpu_only=True, noise=(top_off_s, top_on_s), unit="ms", needs=settled(top),
-              loose=top_off_x or top_on_x),
+              loose=top_off_x or top_on_x,
+              figures=lambda off, on: _batching_figures(top, off, on),
+              rerun=perf_rerun(dyn, "p99_ms", *at(top))),
     ]

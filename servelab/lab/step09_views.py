@@ -8,6 +8,7 @@ import json
 import pandas as pd
 from matplotlib.figure import Figure
 
+from servelab.report.effects import Need
 from servelab.report.figures import figure, finish
 from servelab.results.schema import num
 
@@ -137,3 +138,22 @@ def read_kv(df: pd.DataFrame) -> str:
              f"{int(r['max_waiting'])} waiting, TTFT p99 {r['ttft_p99_ms']:.0f} ms"
              for _, r in df.iterrows() if pd.notna(r["kv_blocks"])]
     return "; ".join(parts) or "no KV cache measurements"
+
+
+GAP_NEED = ("a gap to close: with mixed lengths, continuous batching gave more tokens/s than static (their "
+            "ratio below 1 by more than its spread)")
+
+
+def gap_to_close(ratio: float | None, noise: float | None) -> Need:
+    """The precondition of "static batching closes the gap": static/continuous tokens/s with mixed lengths
+    (``ratio``) below 1 by more than its relative spread (``noise``); not known without the ratio."""
+    if ratio is None:
+        return Need(GAP_NEED)
+    band = f" (spread {ratio * noise:.2f})" if noise else ""
+    if ratio * (1 + (noise or 0.0)) < 1:
+        return Need(GAP_NEED, True, f"static/continuous {ratio:.2f} with mixed lengths{band}")
+    if ratio < 1:
+        return Need(GAP_NEED, False, "the gap to close was inside its noise: static/continuous "
+                                     f"{ratio:.2f} with mixed lengths{band}")
+    return Need(GAP_NEED, False, "there was no gap to close: with mixed lengths static batching already "
+                                 f"gave {ratio:.2f}× continuous batching's tokens/s{band}")

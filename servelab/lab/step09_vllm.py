@@ -106,4 +106,4 @@ def rules(data: RunData) -> list[Check]:
                   lambda t, v: v > t, lambda t, v: f"transformers {t:.0f}, vLLM {v:.0f} tokens/s",
                   gpu_only=True,
                   noise=tuple(row(table, "output_tokens_s_spread", engine=e) for e in engines),
-                  unit="tokens/s")]
+                  unit="tokens/s", names=("transformers", "vLLM"))]

@@ -10,7 +10,7 @@ import pandas as pd
 
 from servelab.lab.step10_scaling_out import SUMMARY_COLUMNS, fig_timeline
 from servelab.lab.step10_triton_queue import cause_words
-from servelab.report.effects import Check, Need, cannot_show, check, row
+from servelab.report.effects import NO_NUMBERS, Check, Need, cannot_show, check, row
 from servelab.report.figures import Section, plot_html, table_html
 from servelab.results.schema import RunData, num
 
@@ -200,7 +200,7 @@ def rules(data: RunData) -> list[Check]:
                                        + (f"serving {serving:.1f} s after it" if serving is not None
                                           else "never serving before the load ended"),
                   needs=needs)
-    if start.status == "not measured" and not start.evidence.startswith("this run cannot") \
+    if start.evidence == NO_NUMBERS \
             and row(queue, "backlog_end_high") is not None:
         start = Check(effect, "not observed", "no replica started after the step", needs=needs)
     backlog = check("Once the added replica serves, the backlog shrinks during the high load: fewer requests "
@@ -214,7 +214,7 @@ def rules(data: RunData) -> list[Check]:
                     + _text(row(queue, "timeouts") or None, "; {:.0f} requests timed out (they leave "
                             "the backlog unanswered)"),
                     noise=(None, row(queue, "backlog_end_high_spread")), unit="requests", needs=needs)
-    if backlog.status == "not measured" and not backlog.evidence.startswith("this run cannot") \
+    if backlog.evidence == NO_NUMBERS \
             and row(queue, "backlog_end_high") is not None:
         backlog = cannot_show(backlog.effect, "no replica was added after the step" if up_q is None
                               else f"the added replica served only {up_q:.1f} s after the step, once the "
@@ -224,7 +224,7 @@ def rules(data: RunData) -> list[Check]:
                     (up_u, up_q), lambda u, q: q <= u,
                     lambda u, q: f"serving after the step: utilisation {u:.1f} s, queue depth {q:.1f} s",
                     noise=(resolution(up_u), resolution(up_q)), unit="s", needs=needs)
-    if earlier.status == "not measured" and not earlier.evidence.startswith("this run cannot") \
+    if earlier.evidence == NO_NUMBERS \
             and not queue.empty and not util.empty:
         earlier = (Check(earlier.effect, "observed", f"queue depth serving {up_q:.1f} s after the step; "
                          "utilisation added no replica", needs=needs) if up_q is not None else

@@ -1,15 +1,17 @@
 """An expected effect of the lab, checked on a run's numbers: the pieces every step's rules are made of.
 
-A rule is a pure function of a run's tables: it picks numbers with ``row`` and returns a ``Check``
-that says observed, within noise (the gap it tests is no larger than the measurement's own spread,
-``noise=``), not observed, or not measured (a number it needs is missing, or the run did not meet the
-effect's precondition: ``cannot_show``). A rule states its preconditions where it defines the effect
-(``Need``, ``check(needs=)``); the notebook and the report print them beside the verdict
-(``needs_said``). Each step module holds its own rules (``rules(data: RunData)``);
-``servelab.lab.run_report`` lists them in order.
+A rule is a pure function of a run's tables: it picks numbers with ``row`` and returns a ``Check`` (a
+verdict: its claim, its outcome, the figures it compared with their units, what folds under its line)
+that says observed, not observed, too noisy to call (the gap it tests is inside the measurement's own
+spread, ``noise=``; it says what rerun would settle it, ``Rerun``), or cannot show here (a number it
+needs is missing, or the run did not meet the effect's precondition: ``cannot_show``). A rule states its
+preconditions where it defines the effect (``Need``, ``check(needs=)``). Each step module holds its own
+rules (``rules(data: RunData)``); ``servelab.lab.run_report`` lists them in order;
+``servelab.report.verdicts`` shows them, one line each.
 Why the noise rule reads as it does: docs/decisions/2026-11-23-noise-aware-verdicts.md; the
 preconditions: docs/decisions/2026-11-26-verdicts-with-preconditions.md; a band from windows accepted
-at any spread (``any_spread``, ``check(loose=)``): docs/decisions/2026-11-28-lessons-third-pass.md.
+at any spread (``any_spread``, ``check(loose=)``): docs/decisions/2026-11-28-lessons-third-pass.md; the
+four outcomes, the one line and what settles a noisy one: docs/decisions/2026-12-01-verdicts-at-a-glance.md.
 """
 
 from __future__ import annotations
@@ -17,16 +19,57 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
+from servelab.report.verdict import (
+    CANNOT_SHOW,
+    MARKS,
+    NO_NUMBERS,
+    NOT_OBSERVED,
+    OBSERVED,
+    STATUSES,
+    TOO_NOISY,
+    Check,
+    Need,
+    Quantity,
+    Rerun,
+    Verdict,
+    amount,
+    needs_said,
+)
 from servelab.results.schema import device_of, num, relative_spread
 
-__all__ = ["STATUSES", "Check", "Need", "amount", "any_spread", "cannot_show", "check", "chosen",
-           "needs_said", "noise_band", "noise_note", "relative_spread", "row", "settled_need", "spread",
-           "unusable", "usable"]
+__all__ = [
+    "CANNOT_SHOW",
+    "MARKS",
+    "NOT_OBSERVED",
+    "NO_NUMBERS",
+    "OBSERVED",
+    "STATUSES",
+    "TOO_NOISY",
+    "Check",
+    "Need",
+    "Quantity",
+    "Rerun",
+    "Verdict",
+    "amount",
+    "any_spread",
+    "cannot_show",
+    "check",
+    "chosen",
+    "needs_said",
+    "noise_band",
+    "noise_note",
+    "perf_rerun",
+    "relative_spread",
+    "row",
+    "settled_need",
+    "spread",
+    "unusable",
+    "usable",
+]
 
 NOISE_NOTE = ("Runs on a shared or small CPU are noisy, and several of the lab's effects belong to a GPU: "
               "a 'not observed' here is a fact about this run on this machine, not a hidden failure.")
@@ -42,49 +85,15 @@ def noise_note(devices: Any) -> str:
     return GPU_NOISE_NOTE if on_gpu else NOISE_NOTE
 
 
-STATUSES = ("observed", "within noise", "not observed", "not measured")
-
-
-@dataclass(frozen=True)
-class Need:
-    """A precondition of an effect: what the run must reach (``what``), whether it did (``met``; None
-    where the run has no numbers to say) and what it reached (``reached``: for a need not met, why the
-    run cannot show the effect, which ``check`` prints after "because")."""
-
-    what: str
-    met: bool | None = None
-    reached: str = ""
-
-    def said(self) -> str:
-        """"what — met: what it reached", "what — NOT met" (the verdict's evidence says why), or
-        "what — not known"."""
-        if self.met is False:
-            return f"{self.what} — NOT met"
-        mark = "met" if self.met else "not known"
-        return f"{self.what} — {mark}{': ' + self.reached if self.reached else ''}"
-
-
-@dataclass
-class Check:
-    """One of the lab's expected effects, tested on this run's numbers, with its preconditions."""
-
-    effect: str
-    status: str  # one of STATUSES
-    evidence: str
-    gpu_only: bool = False
-    needs: tuple[Need, ...] = ()
-
-
-def needs_said(c: Check) -> str:
-    """"needs: a — met: …; b — NOT met": what the run had to reach for ``c``, and whether it did; "" when
-    the rule states no precondition."""
-    return "needs: " + "; ".join(n.said() for n in c.needs) if c.needs else ""
-
-
-def cannot_show(effect: str, because: str, gpu_only: bool = False, needs: tuple[Need, ...] = ()) -> Check:
+def cannot_show(effect: str, because: str, gpu_only: bool = False, needs: tuple[Need, ...] = (),
+                figures: tuple[Quantity, ...] = (), numbers: str = "") -> Check:
     """The verdict for an effect whose precondition this run did not meet (the overload never came, the
-    added replica never served, a level never settled): not measured, and why, never observed."""
-    return Check(effect, "not measured", f"this run cannot show it, because {because}", gpu_only, needs)
+    added replica never served, a level never settled): it cannot show it here, says why, and keeps the
+    ``figures`` it would have judged (``numbers``: their sentence), never observed."""
+    evidence = f"this run cannot show it, because {because}"
+    if numbers:
+        evidence += f". {numbers[0].upper()}{numbers[1:]}"
+    return Check(effect, CANNOT_SHOW, evidence, gpu_only, needs, figures, reason=because)
 
 
 def computed_on(df: pd.DataFrame, **where: Any) -> str:
@@ -106,54 +115,73 @@ def device_gap(df: pd.DataFrame, key: str, sides: dict[Any, str], **where: Any) 
     return None
 
 
+def _missing(value: Any) -> bool:
+    return value is None or value != value
+
+
 def check(effect: str, values: tuple[float | None, ...], test: Callable[..., bool],
-           evidence: Callable[..., str], gpu_only: bool = False,
-           noise: tuple[float | None, ...] | None = None, unit: str = "",
-           blocked: str | None = None, needs: tuple[Need, ...] = (), loose: str | None = None) -> Check:
-    """``test(*values)`` decides observed or not. With ``noise`` (the relative spreads of ``values[0]``
-    and ``values[1]``, e.g. 0.12 for windows 12 % apart) the verdict is "within noise" when moving
-    the second value by the ``noise_band`` either way would change the test's answer: the gap to the
-    test's own threshold (4×, 1.1×, equal) is inside the levels' noise; the band is printed in ``unit``.
-    ``needs`` are the effect's preconditions: the first one not met makes it ``cannot_show`` (the
-    numbers it would have judged follow the reason), as does
-    ``blocked`` (why a precondition failed, e.g. from ``unusable``). ``loose`` (why the band bounds
-    nothing: its windows were accepted at any spread, ``any_spread``) adds the need "a band narrower than
-    the difference it judges": such a band cannot clear a difference, so where the gap is inside it the
-    run cannot show the effect (meant for plain comparisons: the difference is ``values[1] − values[0]``).
-    A value that is missing or NaN makes it not measured."""
-    if (unmet := next((n for n in needs if n.met is False), None)) is not None:
-        because = unmet.reached or f"it did not reach {unmet.what}"
-        if not any(v is None or v != v for v in values):  # the numbers it would have judged, after why
-            said = evidence(*values)
-            because += f". {said[0].upper()}{said[1:]}"
-        return cannot_show(effect, because, gpu_only, needs)
-    if blocked:
-        return cannot_show(effect, blocked, gpu_only, needs)
-    if any(v is None or v != v for v in values):
-        return Check(effect, "not measured", "this run has no numbers for it", gpu_only, needs)
-    said = evidence(*values)
+          evidence: Callable[..., str], gpu_only: bool = False,
+          noise: tuple[float | None, ...] | None = None, unit: str = "",
+          blocked: str | None = None, needs: tuple[Need, ...] = (), loose: str | None = None,
+          names: tuple[str, ...] = (), figures: Callable[..., tuple[Quantity, ...]] | None = None,
+          rerun: Rerun | None = None, spans: str = "") -> Check:
+    """``test(*values)`` decides observed or not. The verdict's figures are ``values`` named by ``names``
+    (the first len(names) values, in ``unit``), or what ``figures(*values)`` returns.
+
+    With ``noise`` (the relative spreads of ``values[0]`` and ``values[1]``, e.g. 0.12 for windows 12 %
+    apart) the verdict is too noisy to call when moving the second value by the ``noise_band`` either
+    way would change the test's answer: the gap to the test's own threshold (4×, 1.1×, equal) is inside
+    the levels' noise; ``rerun`` says, from the run's numbers, what would settle it (``spans``: what the
+    band is taken over). ``loose`` (why the band bounds nothing: its windows were accepted at any spread,
+    ``any_spread``) makes such a verdict too noisy to call even so; a gap wider than the band keeps its
+    verdict. ``needs`` are the effect's preconditions: the first one not met makes it ``cannot_show``
+    (the numbers it would have judged follow the reason), as does ``blocked`` (why a precondition
+    failed, e.g. from ``unusable``). A value that is missing or NaN: the run has no numbers for it."""
+    present = not any(_missing(v) for v in values)
+    shown = _figures(values, names, unit, figures) if present else ()
+    said = evidence(*values) if present else ""
+    unmet = next((n for n in needs if n.met is False), None)
+    if unmet is not None or blocked:
+        because = (unmet.reached or f"it did not reach {unmet.what}") if unmet is not None else str(blocked)
+        return cannot_show(effect, because, gpu_only, needs, shown, said)
+    if not present:
+        return Check(effect, CANNOT_SHOW, NO_NUMBERS, gpu_only, needs, reason=NO_NUMBERS)
     ok = bool(test(*values))
+    status = OBSERVED if ok else NOT_OBSERVED
+    band_q, settle = None, ""
     if noise is not None and len(values) >= 2:
         band = noise_band(values[0], values[1], *noise[:2])
         if band is not None:
-            units = f" {unit}" if unit else ""
-            said += f" (spread {amount(band)}{units})"
+            band_q = Quantity(spans or "the larger of the two figures' own spreads", band, unit)
             first, second, rest = values[0], float(values[1]), values[2:]  # type: ignore[arg-type]
-            inside = bool(test(first, second - band, *rest)) != bool(test(first, second + band, *rest))
-            if loose:
-                gap = abs(second - float(first))  # type: ignore[arg-type]
-                wide = f"the band ({amount(band)}{units}) is wider than the difference it judges " \
-                       f"({amount(gap)}{units}): {loose}"
-                needs = (*needs, Need(BAND_NEED, not inside, wide if inside else
-                                      f"band {amount(band)}{units}, difference {amount(gap)}{units}"))
-                if inside:
-                    return cannot_show(effect, f"{wide}. {said[0].upper()}{said[1:]}", gpu_only, needs)
-            if inside:
-                return Check(effect, "within noise", said, gpu_only, needs)
-    return Check(effect, "observed" if ok else "not observed", said, gpu_only, needs)
+            flips = lambda d: bool(test(first, second - d, *rest)) != bool(test(first, second + d, *rest))  # noqa: E731
+            if flips(band):
+                status = TOO_NOISY
+                distance = _distance(flips, band)
+                if loose:
+                    settle = (f"{loose}; {rerun.said(band, distance, unit)}" if rerun else loose)
+                else:
+                    settle = rerun.said(band, distance, unit) if rerun else \
+                        "a longer run (preset 'full': more requests per level) narrows the band"
+    return Check(effect, status, said, gpu_only, needs, shown, band_q, settle)
 
 
-BAND_NEED = "a noise band narrower than the difference it judges"
+def _distance(flips: Callable[[float], bool], band: float) -> float:
+    """How far the compared figure sits from the test's threshold: the smallest shift that flips it."""
+    lo, hi = 0.0, band
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if flips(mid) else (mid, hi)
+    return hi
+
+
+def _figures(values: tuple[Any, ...], names: tuple[str, ...], unit: str,
+             figures: Callable[..., tuple[Quantity, ...]] | None) -> tuple[Quantity, ...]:
+    if figures is not None:
+        return tuple(figures(*values))
+    return tuple(Quantity(name, float(v), unit) for name, v in zip(names, values, strict=False))
+
+
 ANY_SPREAD_PCT = 100.0  # a stability criterion this wide lets windows differ by as much as the value itself
 
 
@@ -175,6 +203,23 @@ def any_spread(df: pd.DataFrame, column: str, pick: str = "last", **where: Any) 
             "the quick preset's), so its band bounds nothing and cannot clear or convict a difference")
 
 
+def perf_rerun(df: pd.DataFrame, column: str, *sides: dict[str, Any]) -> Rerun | None:
+    """What would settle a comparison of perf_analyzer levels (``sides``: the ``where`` of each compared
+    row) that was too noisy to call: windows that must agree (``rate_stability_pct`` 30, the concurrency
+    levels' criterion) where a level's were accepted at any spread, else windows of more requests
+    (``window_requests``, from the level's perf_analyzer command); None where the rows do not say."""
+    if any(any_spread(df, column, **where) for where in sides):
+        return Rerun("rate_stability_pct", to=30, why="windows that must agree within 30 %, as the "
+                                                      "concurrency levels' do: a band that bounds the gap")
+    counts = []
+    for where in sides:
+        picked = chosen(df, column, **where)
+        found = re.search(r"--measurement-request-count[ =](\d+)", str(picked.get("command") or "")) \
+            if picked is not None else None
+        counts += [int(found.group(1))] if found else []
+    return Rerun("window_requests", max(counts)) if counts else None
+
+
 def settled_need(df: pd.DataFrame, *sides: dict[str, Any],
                  what: str = "the levels it compares settled, each after its warm-up") -> Need:
     """The need "the levels compared settled": NOT met where ``unusable`` names one of ``sides`` (each the
@@ -192,17 +237,6 @@ def _where(df: pd.DataFrame, where: dict[str, Any]) -> pd.DataFrame:
             return df.iloc[0:0]
         df = df[df[key] == value]
     return df
-
-
-def amount(value: float) -> str:
-    """A measured figure as the verdicts print it: three significant digits, never in e-notation."""
-    size = abs(value)
-    if size >= 100 or value == 0:
-        return f"{value:.0f}"
-    if size >= 10:
-        return f"{value:.1f}".removesuffix(".0")
-    digits = max(2, 2 - math.floor(math.log10(size)))  # three significant digits, in fixed point
-    return f"{value:.{digits}f}".rstrip("0").rstrip(".")
 
 
 def noise_band(a: float | None, b: float | None, spread_a: float | None = None,

@@ -20,10 +20,11 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from servelab.report.effects import STATUSES, Check, needs_said, noise_note
+from servelab.report.effects import CANNOT_SHOW, NOT_OBSERVED, OBSERVED, STATUSES, Check, noise_note
 from servelab.report.figures import Section, fig_utilisation, plot_html, table_html
 from servelab.report.readings import read_util
 from servelab.report.terms import glossary
+from servelab.report.verdicts import LEGEND, report_html
 from servelab.results.code import describe_code
 from servelab.results.schema import RunData, device_of
 
@@ -77,7 +78,8 @@ def sections(run_dir: Path, notebooks: Sequence[Notebook], compare: Path | None 
             f"<p>{len(warned)} measurement(s) came with a warning from perf_analyzer (an unsettled "
             "window, say); their numbers are kept.</p>",
             table_html(warned, ["step", "label", "warnings", "throughput", "p99_ms"])], "warnings"))
-    out.append(_effects_section(steps, data, compare))
+    out.append(_effects_section(notebooks, data, compare))
+    out.append(_glossary_section(data))
     return out
 
 
@@ -124,16 +126,35 @@ def _machine_section(run_dir: Path, *frames: pd.DataFrame) -> Section:
     else:
         steps = resources = pd.DataFrame()
     parts = [pd.DataFrame({"fact": list(facts), "value": [str(v) for v in facts.values()]})
-             .to_html(index=False, border=0, classes="data")]
-    cores = pd.to_numeric(pd.Series([facts.get("cpu_count")]), errors="coerce").iloc[0]
-    meanings = glossary(int(cores) if cores == cores else None)
-    parts.append("<p>What the figures mean:</p><ul>"
-                 + "".join(f"<li>{html.escape(line)}</li>" for line in meanings) + "</ul>")
+             .to_html(index=False, border=0, classes="data"),
+             '<p><small>What the figures mean: <a href="#glossary">at the end</a>.</small></p>']
     if not steps.empty:
         parts.append(table_html(steps, ["step", "seconds", "ok", "detail"]))
     if not resources.empty:
         parts.append(table_html(resources, ["kind", "name", "origin", "fate", "detail"]))
     return Section("Machine and run", parts)
+
+
+def _glossary_section(data: RunData) -> Section:
+    """What the marks and the figures mean, once, at the end of the page."""
+    cores = next((int(c) for df in (data.fastapi, data.triton) if "cpu_count" in df
+                  for c in pd.to_numeric(df["cpu_count"], errors="coerce").dropna()), None)
+    return Section("What the marks and the figures mean", [
+        f"<p>{html.escape(LEGEND)}</p><ul>"
+        + "".join(f"<li>{html.escape(line)}</li>" for line in glossary(cores)) + "</ul>"], "glossary")
+
+
+def headline(notebook: Notebook, data: RunData) -> str:
+    """One sentence for the notebook, computed from its data: the line of the verdict its first step names
+    as its lesson (``HEADLINE``: words of that effect), else of its first verdict that the run settled one
+    way; "" when it has none."""
+    checks = expected_effects(notebook.steps, data)
+    words = next((getattr(step, "HEADLINE", "") for step in notebook.steps if getattr(step, "HEADLINE", "")),
+                 "")
+    named = [c for c in checks if words and words in c.effect and c.measured]
+    settled = [c for c in checks if c.status in (OBSERVED, NOT_OBSERVED)]
+    found = named or settled or [c for c in checks if c.status != CANNOT_SHOW or c.measured]
+    return found[0].line() if found else ""
 
 
 def _count(checks: Sequence[Check]) -> dict[str, int]:
@@ -178,8 +199,13 @@ def verdict_section(run_dir: Path, notebooks: Sequence[Notebook], data: RunData)
               else "The run FAILED." if run else "")
     if run.get("error"):  # a chameleon run's own failure (provisioning, the node, teardown)
         passed += f" {run['error']}"
-    summary = (f"<p><strong>{html.escape(passed)} {html.escape(effects_summary(every))}.</strong> "
-               f'<a href="#effects">Each effect and its numbers</a> are at the end. '
+    lines = [(name, headline(lab[name], data)) for name in names if name in lab and lab[name].steps]
+    said = "".join(f"<li><b>{html.escape(name)}</b>: {html.escape(line)}</li>"
+                   for name, line in lines if line)
+    heads = f'<ul class="headlines">{said}</ul>' if said else ""
+    summary = (f"<p><strong>{html.escape(passed)}</strong> What each notebook showed, in one line:</p>{heads}"
+               f"<p><strong>{html.escape(effects_summary(every))}.</strong> "
+               f'<a href="#effects">Each verdict, its numbers folded under it</a>, at the end. '
                f"{html.escape(noise_note(_devices(data)))}</p>")
     table = f'<table class="data verdict"><tr>{head}</tr>{"".join(rows)}</table>'
     return Section("Verdict", [summary, table], "verdict")
@@ -218,36 +244,23 @@ def _devices(data: RunData) -> list[Any]:
     return [d for df in (data.fastapi, data.triton, data.llm) if "device" in df for d in df["device"]]
 
 
-def _effects_section(steps: Sequence[ReportStep], data: RunData, compare: Path | None = None) -> Section:
+def _effects_section(notebooks: Sequence[Notebook], data: RunData, compare: Path | None = None) -> Section:
+    """Every verdict, one line each under its notebook's name, what backs it folded; with ``compare``,
+    the compared run's outcome and figures at the end of each line."""
+    steps = [step for notebook in notebooks for step in notebook.steps]
     checks = expected_effects(steps, data)
-    other: list[Check] = []
-    other_name = ""
-    if compare is not None:
-        compared = RunData.load(compare)
-        other = expected_effects(steps, compared)
-        other_name = f"{Path(compare).name} ({run_devices(compared)})"
-    others: list[Check | None] = list(other) if other else [None] * len(checks)
-    rows = "".join(
-        f'<tr class="{c.status.replace(" ", "-")}"><td>{html.escape(c.effect)}'
-        f'{" <small>(a GPU effect)</small>" if c.gpu_only else ""}</td>'
-        f"<td>{c.status}</td><td>{html.escape(c.evidence)}{_needs_html(c)}</td>"
-        + (f"<td>{o.status}: {html.escape(o.evidence)}</td>" if o is not None else "")
-        + "</tr>" for c, o in zip(checks, others, strict=True))
-    summary = (f"<p>{html.escape(effects_summary(checks))}. 'within noise': the gap the effect needs is no "
-               "larger than the spread of the measurement's own windows or repeats (the numbers end with "
-               "it). 'not measured' includes every effect whose preconditions this run did not reach "
-               "('this run cannot show it, because …'); under each verdict, what its run had to reach and "
-               f"whether it did. {html.escape(noise_note(_devices(data)))}</p>")
-    head = ("<tr><th>expected effect</th><th>this run</th><th>numbers</th>"
-            + (f"<th>compared run {html.escape(other_name)}</th>" if other else "") + "</tr>")
-    table = f'<table class="data effects">{head}{rows}</table>'
-    return Section("The lab's expected effects: observed in this run?", [summary, table], "effects")
-
-
-def _needs_html(c: Check) -> str:
-    """What the run had to reach for ``c`` and whether it did, under its numbers ("" without needs)."""
-    said = needs_said(c)
-    return f"<br><small>{html.escape(said)}</small>" if said else ""
+    parts = [f"<p>{html.escape(effects_summary(checks))}. {html.escape(noise_note(_devices(data)))}</p>"]
+    compared = RunData.load(compare) if compare is not None else None
+    if compared is not None:
+        parts.append(f"<p>Beside each line: the compared run {html.escape(Path(str(compare)).name)} "
+                     f"({html.escape(run_devices(compared))}).</p>")
+    for notebook in notebooks:
+        mine = expected_effects(notebook.steps, data)
+        if not mine:
+            continue
+        theirs: list[Check | None] = list(expected_effects(notebook.steps, compared)) if compared else []
+        parts.append(f"<h3>{html.escape(notebook.name)}</h3>{report_html(mine, theirs)}")
+    return Section("The lab's expected effects: observed in this run?", parts, "effects")
 
 
 STYLE = """
@@ -258,13 +271,13 @@ table.data td,table.data th{border:1px solid #ddd;padding:2px 6px;text-align:rig
 table.data td:first-child,table.data th:first-child{text-align:left}
 figure{margin:1em 0}img{max-width:100%}figcaption{font-style:italic;font-size:.9em}
 div.table{max-width:100%;overflow-x:auto}
-tr.observed td:nth-child(2){color:#070}tr.not-observed td:nth-child(2){color:#a00}
-tr.within-noise td:nth-child(2){color:#a60}
-tr.not-measured td:nth-child(2){color:#777}.effects td{text-align:left}
+h3{font-size:1em;margin:1.2em 0 .3em}div.verdicts{font-size:.9em}
+details.verdict ul,ul.headlines{margin:.2em 0}
+details.verdict summary{cursor:pointer}details.verdict li{color:#444}
 table.verdict{font-size:.9em}table.verdict td:last-child,table.verdict th:last-child{text-align:left}
 table.verdict td.observed,table.verdict td.ok{color:#070;font-weight:bold}
 table.verdict td.not-observed,table.verdict td.FAILED{color:#a00;font-weight:bold}
-table.verdict td.within-noise{color:#a60;font-weight:bold}table.verdict td.not-measured{color:#777}
+table.verdict td.too-noisy-to-call{color:#a60;font-weight:bold}table.verdict td.cannot-show-here{color:#777}
 table.verdict tr.total td{border-top:2px solid #999;font-weight:bold}
 @media (max-width:40em){table.data{display:block;overflow-x:auto;max-width:100%}}
 """

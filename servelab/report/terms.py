@@ -21,12 +21,12 @@ TERMS = {
     "queue": "queue (ms), compute (ms): the server's own mean time per request waiting in its queue and "
              "running the model (compute infer), from Triton's statistics over the measured windows; p50 and "
              "p99 are the client's latency percentiles over the same windows",
-    "spread": "(spread x): the noise band of a comparison, in the compared figures' unit. Each level's "
-              "relative spread is (max − min) / mean over {over}; the band is each compared figure times "
-              "its own level's relative spread (a latency percentile takes its windows' mean latency's), "
-              "the larger of the two. A verdict whose gap to its threshold is inside the band reads 'within "
-              "noise'; a band from windows accepted at any spread bounds nothing, and there the verdict "
-              "reads 'this run cannot show it'",
+    "spread": "noise band: how far a comparison's figures could move by their own noise, in their unit. "
+              "Each level's relative spread is (max − min) / mean over {over}; the band is each compared "
+              "figure times its own level's relative spread (a latency percentile takes its windows' mean "
+              "latency's), the larger of the two. A verdict whose figure sits closer to its threshold than "
+              "the band reads 'too noisy to call' and says what rerun would settle it; a band from windows "
+              "accepted at any spread bounds nothing, and settles nothing either",
     "goodput": "goodput (goodput_rps): the requests answered with a 200 per second of the run, from its "
                "first request to its last answer; a request refused (503) or timed out does not count",
     "TPOT": "TPOT (tpot_ms): time per output token, the mean gap between two streamed tokens of one request "

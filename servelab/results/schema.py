@@ -122,6 +122,18 @@ def relative_spread(values: Any) -> float | None:
     return round((max(figures) - min(figures)) / mean, 4) if mean else None
 
 
+def robust_spread(values: Any) -> float | None:
+    """``relative_spread`` of the parts a median is judged by, without the one farthest from their median
+    (three or more parts): one slow third or window cannot widen a median's band by itself, as it cannot
+    move the median much (docs/decisions/2026-12-01-verdicts-at-a-glance.md)."""
+    figures = sorted(float(v) for v in values if v is not None and v == v)
+    if len(figures) >= 3:
+        middle = figures[len(figures) // 2] if len(figures) % 2 else \
+            (figures[len(figures) // 2 - 1] + figures[len(figures) // 2]) / 2
+        figures.remove(max(figures, key=lambda f: abs(f - middle)))
+    return relative_spread(figures)
+
+
 def batch_size_counts(df: pd.DataFrame) -> dict[int, int]:
     """Executions per batch size, summed over ``df``'s rows (column ``batch_counts``)."""
     total: dict[int, int] = {}

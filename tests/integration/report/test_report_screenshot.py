@@ -82,8 +82,8 @@ def test_the_verdict_is_the_first_screen(page) -> None:
     unrun = [n.name for n in NOTEBOOKS if n.name not in notebooks]  # the lab's newer ones: "not run"
     assert [r.split("\t")[0] for r in rows[1:]] == [*notebooks, *unrun, "the whole run"]
     assert all(next(r for r in rows if r.startswith(name)).split("\t")[1] == "not run" for name in unrun)
-    assert rows[0].split("\t") == ["notebook", "ran", "seconds", "observed", "within noise", "not observed",
-                                   "not measured", "warnings and recoveries"]
+    assert rows[0].split("\t") == ["notebook", "ran", "seconds", "observed", "not observed",
+                                   "too noisy to call", "cannot show here", "warnings and recoveries"]
     four = next(r for r in rows if r.startswith("04_triton_python")).split("\t")
     assert four[1] == "ok" and "with a perf_analyzer warning" in four[-1] and "recovered" in four[-1]
     assert page.locator("p", has_text="expected effects observed in this run").first.is_visible()

@@ -47,13 +47,17 @@ def test_fastapi_queuing_and_onnx_faster() -> None:
     assert status(checks, "ONNX Runtime answers one client faster") == "observed"
     slower = step03_fastapi.rules(data(fastapi_rows(pt=(7, 200), onnx=(20, 200))))
     assert status(slower, "ONNX Runtime answers one client faster") == "not observed"
-    assert {c.status for c in step03_fastapi.rules(data())} == {"not measured"}
+    assert {c.status for c in step03_fastapi.rules(data())} == {"cannot show here"}
 
 
 def test_a_rule_names_its_numbers() -> None:
     pt, _, faster = step03_fastapi.rules(data(fastapi_rows(pt=(20, 200), onnx=(7, 20))))[:3]
     assert pt.evidence == "20 ms → 200 ms (10.0×)"
-    assert faster.evidence == "PyTorch 20 ms, ONNX 7 ms"
+    assert faster.evidence == "PyTorch 20 ms, ONNX 7 ms (medians)"
+    # the verdict's own figures, each with its unit, as its one line shows them
+    assert [str(q) for q in pt.figures] == ["1 client 20 ms", "16 clients 200 ms", "10×"]
+    assert faster.line() == ("observed: FastAPI: ONNX Runtime answers one client faster than PyTorch — "
+                             "PyTorch 20 ms, ONNX Runtime 7 ms")
 
 
 # ----------------------------------------------------------------------------- 04 Python backend
@@ -69,10 +73,10 @@ def test_python_backend_queuing_rules() -> None:
     assert status(queued, "latency at concurrency 16 > 4×") == "observed"
     assert status(queued, "compute time stays flat") == "observed"
     assert status(queued, "queue time exceeds compute") == "observed"
-    assert status(queued, "Client batch 16") == "not measured"  # no client-batch rows
+    assert status(queued, "Client batch 16") == "cannot show here"  # no client-batch rows
     flat = step04_triton_python.rules(data(triton=sweep(p50=(20, 30), infer=(18, 60), queue_hi=5)))
     assert {c.status for c in flat if "Client batch" not in c.effect} == {"not observed"}
-    assert {c.status for c in step04_triton_python.rules(data())} == {"not measured"}
+    assert {c.status for c in step04_triton_python.rules(data())} == {"cannot show here"}
 
 
 def test_client_batch_is_a_gpu_effect() -> None:
@@ -102,7 +106,7 @@ def test_instance_rules() -> None:
     assert status(worse, "largest instance count is no better") == "not observed"
     assert status(worse, "one thread each beats") == "not observed"
     none = step05_instance_scaling.rules(data())
-    assert [c.status for c in none] == ["not measured"] * 3  # every check listed, whatever is missing
+    assert [c.status for c in none] == ["cannot show here"] * 3  # every check listed, whatever is missing
 
 
 def test_instance_rules_never_count_a_level_without_its_warm_up() -> None:
@@ -111,11 +115,11 @@ def test_instance_rules_never_count_a_level_without_its_warm_up() -> None:
     rows = scaling([50, 90, 92], threads=(5, 60))
     rows[0]["warmup"] = "skipped: perf_analyzer ran past its 60 s timeout"
     checks = step05_instance_scaling.rules(data(triton=rows))
-    assert status(checks, "More instances raise throughput") == "not measured"
+    assert status(checks, "More instances raise throughput") == "cannot show here"
     assert status(checks, "largest instance count is no better") == "observed"
     rows[1]["warmup"] = "skipped: timeout"
     checks = step05_instance_scaling.rules(data(triton=rows))
-    assert len(checks) == 3 and status(checks, "largest instance count is no better") == "not measured"
+    assert len(checks) == 3 and status(checks, "largest instance count is no better") == "cannot show here"
 
 
 # ----------------------------------------------------------------------------- 06 ONNX backend
@@ -131,7 +135,7 @@ def test_onnx_backend_rules() -> None:
     assert status(checks, "two instances serve more") == "observed"
     rows[2]["throughput"] = 150
     assert status(step06_onnx_backend.rules(data(triton=rows)), "two instances serve more") == "not observed"
-    assert {c.status for c in step06_onnx_backend.rules(data())} == {"not measured"}
+    assert {c.status for c in step06_onnx_backend.rules(data())} == {"cannot show here"}
 
 
 # ----------------------------------------------------------------------------- 07 dynamic batching
@@ -157,7 +161,7 @@ def test_batching_rules() -> None:
     assert status(checks, "p99 with dynamic batching ≤") == "observed"
     none = step07_dynamic_batching.rules(data(triton=batching(40, 10, 90, 120, {1: 60}, low=(30, 20))))
     assert [c.status for c in none] == ["not observed"] * 4
-    assert {c.status for c in step07_dynamic_batching.rules(data())} == {"not measured"}
+    assert {c.status for c in step07_dynamic_batching.rules(data())} == {"cannot show here"}
 
 
 def test_a_gap_inside_the_spread_is_within_noise() -> None:
@@ -165,10 +169,11 @@ def test_a_gap_inside_the_spread_is_within_noise() -> None:
     but they cannot tell 90 ms from 120 ms (band 60 ≥ 30): neither observed nor not observed."""
     checks = step07_dynamic_batching.rules(data(triton=batching(10, 40, 120, 90, {1: 50, 3: 10}, spread=0.5)))
     assert status(checks, "Poisson arrivals queue more") == "observed"
-    assert status(checks, "p99 with dynamic batching ≤") == "within noise"
+    assert status(checks, "p99 with dynamic batching ≤") == "too noisy to call"
     assert status(checks, "some executions carry more than one") == "observed"  # a count, no spread
     [lowest] = [c for c in checks if "lowest rate" in c.effect]
-    assert lowest.status == "within noise" and "(spread 15 ms)" in lowest.evidence
+    assert lowest.status == "too noisy to call" and lowest.band is not None and lowest.band.value == 15
+    assert "noise band: 15 ms" in "\n".join(lowest.details())
 
 
 def test_noise_band_and_relative_spread() -> None:
@@ -180,7 +185,7 @@ def test_noise_band_and_relative_spread() -> None:
     same = check("x", (100.0, 104.0), lambda a, b: b > a, lambda a, b: f"{a} {b}", noise=(0.05, None))
     apart = check("x", (100.0, 106.0), lambda a, b: b > a, lambda a, b: f"{a} {b}", noise=(0.05, None))
     unknown = check("x", (100.0, 101.0), lambda a, b: b > a, lambda a, b: f"{a} {b}", noise=(None, None))
-    assert (same.status, apart.status, unknown.status) == ("within noise", "observed", "observed")
+    assert (same.status, apart.status, unknown.status) == ("too noisy to call", "observed", "observed")
 
 
 # ----------------------------------------------------------------------------- the report's table
@@ -200,16 +205,17 @@ def test_the_report_counts_and_compares(tmp_path: Path) -> None:
     page = run_report.write_report(cpu, compare=gpu).read_text()
     observed = sum(c.status == "observed" for c in checks)
     assert f"{observed} of {len(checks)} expected effects observed" in page
-    assert "compared run gpu" in page
-    # this run's verdict and numbers, then the compared run's own
-    assert ("<td>not observed</td><td>7 ms → 20 ms (2.9×)</td><td>observed: 3 ms → 30 ms (10.0×)</td>"
-            in page)
+    assert "the compared run gpu" in page
+    # this run's verdict and figures, then the compared run's own, on one line
+    assert ('<b class="not-observed" style="color:#a00">NOT observed</b>: FastAPI onnx: with many clients '
+            "the median latency is ≥ 4× one client&#x27;s (queuing) — 1 client 7 ms, 16 clients 20 ms, 2.86× "
+            "<small>(compared run: observed, 1 client 3 ms, 16 clients 30 ms, 10×)</small>") in page
 
 
 @pytest.mark.parametrize("step", run_report.STEPS)
 def test_every_step_draws_nothing_from_an_empty_run(step) -> None:
     assert step.sections(data()) == []
-    assert all(c.status == "not measured" for c in step.rules(data()))
+    assert all(c.status == "cannot show here" for c in step.rules(data()))
 
 
 def test_the_report_lists_retried_runs_and_skipped_warm_ups(tmp_path: Path) -> None:
@@ -228,15 +234,16 @@ def test_what_this_run_shows_reads_this_runs_data(tmp_path: Path, monkeypatch, c
 
     run = write_run(tmp_path / "run", fastapi_rows(pt=(20, 200), onnx=(7, 20)), [])
     monkeypatch.setenv("SERVELAB_RESULTS", str(run))
-    lines = common.what_this_run_shows(step03_fastapi, "FastAPI onnx", "ONNX Runtime answers")
+    lines = common.what_this_run_shows(step03_fastapi, "FastAPI onnx", "ONNX Runtime answers").lines()
     assert lines == [
-        "NOT observed in this run: FastAPI onnx: with many clients the median latency is ≥ 4× one client's "
-        "(queuing) — 7 ms → 20 ms (2.9×)",
-        "observed in this run: FastAPI: ONNX Runtime answers one client faster than PyTorch — "
-        "PyTorch 20 ms, ONNX 7 ms"]
-    assert capsys.readouterr().out.splitlines() == lines
+        "NOT observed: FastAPI onnx: with many clients the median latency is ≥ 4× one client's "
+        "(queuing) — 1 client 7 ms, 16 clients 20 ms, 2.86×",
+        "observed: FastAPI: ONNX Runtime answers one client faster than PyTorch — "
+        "PyTorch 20 ms, ONNX Runtime 7 ms"]
+    printed = capsys.readouterr().out.splitlines()
+    assert [line for line in printed if not line.startswith(("  ", "How to read"))] == lines
     [gpu] = common.what_this_run_shows(step04_triton_python, "Client batch")
-    assert gpu.endswith("(a GPU effect: expect it on the GPU node)") and gpu.startswith("not measured yet")
+    assert gpu.status == "cannot show here" and "a GPU effect: expect it on the GPU node" in gpu.details()
 
 
 def test_a_level_measured_without_its_warm_up_is_never_counted() -> None:
@@ -247,7 +254,7 @@ def test_a_level_measured_without_its_warm_up_is_never_counted() -> None:
     rows = batching(10, 40, 120, 90, {1: 50, 3: 10})
     rows[1]["warmup"] = "skipped: perf_analyzer ran past its 60 s timeout and was killed"
     checks = step07_dynamic_batching.rules(data(triton=rows))
-    assert status(checks, "Poisson arrivals queue more") == "not measured"
+    assert status(checks, "Poisson arrivals queue more") == "cannot show here"
     shown = short_view(pd.DataFrame([{**r, "label": r.get("distribution", "x")}
                                      for r in rows]), TRITON_COLUMNS)
     assert shown is not None and "poisson (no warm-up)" in shown.iloc[:, 0].tolist()
@@ -255,7 +262,7 @@ def test_a_level_measured_without_its_warm_up_is_never_counted() -> None:
 
 def test_within_noise_is_about_the_tests_threshold_not_zero() -> None:
     """A 4× rule at 20 → 25 ms is far from 4× whatever the noise; "no better" at 100 vs 60 is plain;
-    only a threshold inside the band makes a verdict "within noise"."""
+    only a threshold inside the band makes a verdict "too noisy to call"."""
     from servelab.report.effects import check
 
     def said(a: float, b: float) -> str:
@@ -264,7 +271,7 @@ def test_within_noise_is_about_the_tests_threshold_not_zero() -> None:
     four = check("x", (20.0, 25.0), lambda a, b: b >= 4 * a, said, noise=(0.5, 0.5))
     assert four.status == "not observed"
     near = check("x", (20.0, 75.0), lambda a, b: b >= 4 * a, said, noise=(0.1, 0.1))
-    assert near.status == "within noise"  # band 7.5 reaches 80
+    assert near.status == "too noisy to call"  # band 7.5 reaches 80
     plain = check("x", (100.0, 60.0), lambda mid, top: top <= 1.05 * mid, said, noise=(0.2, 0.2))
     assert plain.status == "observed"
 

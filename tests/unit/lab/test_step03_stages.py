@@ -52,7 +52,7 @@ def test_rows_without_stages_or_with_n_processes_only_are_not_read_as_one_proces
     old = pd.DataFrame([{"backend": "pt", "mode": mode, "median_ms": 10.0}
                         for mode in ("sequential", "concurrent")])
     assert stages.bounding(old, "pt") is None  # a reference run from before the stages
-    assert {c.status for c in stages.stage_checks(old)} == {"not measured"}
+    assert {c.status for c in stages.stage_checks(old)} == {"cannot show here"}
     df = pd.DataFrame([row("pt", "sequential"), row("pt", "concurrent", workers=2, batch_wait=50)])
     assert stages.bounding(df, "pt") is None  # the N-process row is not the one-process load
     assert list(stages.one_process(df)["mode"]) == ["sequential"]
@@ -79,7 +79,7 @@ def test_on_a_cpu_the_ceiling_is_no_bound_and_the_gain_is_a_gpu_effect() -> None
     gain = next(c for c in checks if "1.2×" in c.effect)
     assert gain.status == "not observed" and gain.gpu_only
     ceiling = next(c for c in checks if "0.6" in c.effect)
-    assert ceiling.status == "not measured" and "no bound" in ceiling.evidence
+    assert ceiling.status == "cannot show here" and "no bound" in ceiling.evidence
     assert "of_ceiling" not in stages.compare_processes(df)
 
 

@@ -1,5 +1,5 @@
 """Notebook 10's expected effects, checked on made-up run data: each verdict follows the numbers,
-a missing run reads "not measured", and a gap inside the measured spread reads "within noise"."""
+a missing run reads "cannot show here", and a gap inside the measured spread reads "too noisy to call"."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def statuses(run: RunData) -> list[str]:
 
 
 def test_nothing_measured_reads_not_measured() -> None:
-    assert set(statuses(data())) == {"not measured"}
+    assert set(statuses(data())) == {"cannot show here"}
 
 
 def test_a_good_run_is_observed() -> None:
@@ -73,7 +73,7 @@ def test_a_gap_inside_the_spread_is_within_noise() -> None:
         step_row("fixed", replicas_max=2, replica_seconds=40.5),
     )
     got = statuses(run)  # the backlog, queue depth vs utilisation, the cost
-    assert got[1] == got[3] == got[6] == "within noise"
+    assert got[1] == got[3] == got[6] == "too noisy to call"
 
 
 def test_the_backlog_rule_says_what_one_fixed_replica_did_and_what_p99_did() -> None:
@@ -97,13 +97,13 @@ def test_a_replica_serving_only_after_the_high_load_cannot_show_the_backlog_drai
         step_row("utilisation", scale_up_after_s=None, backlog_end_high=400),
     )
     checks = step.rules(run)
-    assert [checks[1].status, checks[3].status] == ["not measured", "observed"]
+    assert [checks[1].status, checks[3].status] == ["cannot show here", "observed"]
     assert checks[1].evidence == ("this run cannot show it, because the added replica served only 20.1 s "
                                   "after the step, once the high load had ended")
     assert checks[3].evidence == "queue depth serving 20.1 s after the step; utilisation added no replica"
     neither = step.rules(data(step_row("queue depth", backlog_end_high=380), step_row("utilisation")))
-    assert [c.status for c in (neither[0], neither[1], neither[3])] == ["not observed", "not measured",
-                                                                        "not measured"]
+    assert [c.status for c in (neither[0], neither[1], neither[3])] == ["not observed", "cannot show here",
+                                                                        "cannot show here"]
     assert neither[0].evidence == "no replica started after the step"
     assert neither[1].evidence == "this run cannot show it, because no replica was added after the step"
     assert neither[3].evidence == "this run cannot show it, because neither policy added a replica"
@@ -129,7 +129,7 @@ def test_a_run_where_nothing_scaled_because_one_replica_kept_up_shows_no_autosca
                or "backlog" in c.effect]
     assert len(scaling) == 6  # start, backlog, queue depth vs utilisation, cost, and each vs one fixed
     for verdict in scaling:
-        assert verdict.status == "not measured", verdict
+        assert verdict.status == "cannot show here", verdict
         assert verdict.evidence.startswith("this run cannot show it, because the high load never outran one "
                                            "replica: one fixed replica answered 93.5 of the 94.0 requests/s")
     assert not any("nan" in c.evidence for c in checks)
@@ -143,7 +143,7 @@ def test_the_overload_is_read_from_the_autoscaled_run_before_one_fixed_replica_r
     behind = step.rules(data(queue, series=high_phase("queue depth", rate=94.0, answered=70.0)))
     assert behind[0].status == "observed"
     ahead = step.rules(data(queue, series=high_phase("queue depth", rate=94.0, answered=94.0)))
-    assert ahead[0].status == "not measured"
+    assert ahead[0].status == "cannot show here"
     assert "the autoscaled run's one replica answered 94.0 of the 94.0 requests/s" in ahead[0].evidence
 
 
@@ -165,7 +165,7 @@ def test_the_kill_rule_needs_a_request_in_flight() -> None:
         {"kind": "kill", "replaced_after_s": 4.1, "in_flight_at_kill": 0, "failed": 0,
          "failed_sent_after_kill": 0}))
     assert replaced.status == "observed"
-    assert in_flight.status == "not measured"
+    assert in_flight.status == "cannot show here"
     assert in_flight.evidence.startswith("this run cannot show it, because no request was in flight")
     [*_, failed] = step.rules(data({"kind": "kill", "replaced_after_s": 4.1, "in_flight_at_kill": 1,
                                     "failed": 1, "failed_sent_after_kill": 1}))
@@ -177,7 +177,7 @@ def test_shedding_that_refused_nothing_cannot_show_the_bound() -> None:
                              {"kind": "shedding", "max_queued_requests": -1, "p99_ms": 900.0},
                              {"kind": "shedding", "max_queued_requests": 4, "p99_ms": 300.0, "shed_503": 0}))
     [bound] = [c for c in checks if "max_queued_requests" in c.effect]
-    assert bound.status == "not measured" and "refused no request" in bound.evidence
+    assert bound.status == "cannot show here" and "refused no request" in bound.evidence
 
 
 def test_tritons_refusals_are_named_by_their_cause_and_wait() -> None:

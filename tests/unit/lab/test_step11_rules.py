@@ -62,7 +62,7 @@ def test_the_two_readings_of_yours_widen_the_noise_band() -> None:
     """A gap smaller than your configuration's own two readings apart is within noise."""
     run = data([triton_row(step.YOURS, 50.0, 140.0, **YOURS), triton_row(step.PICK, 64.0, 150.0, **PICKED),
                 triton_row(step.YOURS, 62.0, 141.0, **YOURS)], search_rows())
-    assert verdicts(run)[2][0] == "within noise"
+    assert verdicts(run)[2][0] == "too noisy to call"
 
 
 def test_a_pick_that_serves_less_is_not_observed() -> None:
@@ -78,7 +78,7 @@ def test_picking_your_own_configuration_leaves_nothing_to_compare() -> None:
     run = data([triton_row(step.YOURS, 60.0, 140.0, **YOURS), triton_row(step.PICK, 61.0, 140.0, **YOURS),
                 triton_row(step.YOURS, 60.5, 141.0, **YOURS)], search_rows(mine))
     status, said = verdicts(run)[2]
-    assert status == "not measured" and "picked your own configuration" in said
+    assert status == "cannot show here" and "picked your own configuration" in said
 
 
 def test_your_own_configuration_is_recognised_beside_the_04_07_rows() -> None:
@@ -91,26 +91,26 @@ def test_your_own_configuration_is_recognised_beside_the_04_07_rows() -> None:
                 triton_row(step.YOURS, 60.5, 141.0, **YOURS)], search_rows(mine))
     assert run.triton["instance_count"].dtype.kind == "f"
     status, said = verdicts(run)[2]
-    assert status == "not measured" and "picked your own configuration" in said
+    assert status == "cannot show here" and "picked your own configuration" in said
 
 
 def test_none_within_the_budget() -> None:
     run = data([triton_row(step.YOURS, 60.0, 140.0, **YOURS)], search_rows(within=False))
     (found_status, _), (within, why), (serves, _) = verdicts(run)
-    assert (found_status, within, serves) == ("not observed", "not measured", "not measured")
+    assert (found_status, within, serves) == ("not observed", "cannot show here", "cannot show here")
     assert "no configuration met the p99 budget" in why
 
 
 def test_no_search_reads_not_measured_and_says_why() -> None:
     run = data([triton_row(step.YOURS, 60.0, 140.0, **YOURS)], [])
-    assert all(status == "not measured" for status, _ in verdicts(run))
+    assert all(status == "cannot show here" for status, _ in verdicts(run))
     assert "Model Analyzer did not run" in verdicts(run)[0][1]
 
 
 def test_an_unsettled_pick_is_not_counted() -> None:
     run = data([triton_row(step.YOURS, 60.0, 140.0, **YOURS),
                 triton_row(step.PICK, 90.0, 150.0, **{**PICKED, "settled": False})], search_rows())
-    assert verdicts(run)[2][0] == "not measured" and "never settled" in verdicts(run)[2][1]
+    assert verdicts(run)[2][0] == "cannot show here" and "never settled" in verdicts(run)[2][1]
 
 
 def test_the_report_sections() -> None:

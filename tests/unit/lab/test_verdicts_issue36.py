@@ -43,7 +43,7 @@ def test_an_unsettled_row_is_never_counted_and_the_verdict_says_why() -> None:
                          {"label": "2 on the CPU, split threads", "thread_setting": "split", "threads": 1,
                           "throughput": 25.3, "settled": True})
     verdict = one(step05_instance_scaling.rules(data(rows)), "one thread each")
-    assert verdict.status == "not measured"
+    assert verdict.status == "cannot show here"
     assert verdict.evidence.startswith("this run cannot show it, because '2 on the CPU, default threads' "
                                        "never settled")
 
@@ -56,7 +56,7 @@ def test_a_configuration_measured_twice_counts_its_two_readings_as_noise() -> No
                          {"label": "2 on the CPU, split threads", "thread_setting": "split", "threads": 1,
                           "throughput": 25.3, "settled": True})
     verdict = one(step05_instance_scaling.rules(data(rows)), "one thread each")
-    assert verdict.status == "within noise", verdict
+    assert verdict.status == "too noisy to call", verdict
     assert "the same configuration read 29.5/s in the instance step: repeats 15% apart" in verdict.evidence
 
 
@@ -117,14 +117,15 @@ def test_the_low_rate_cost_of_batching_is_split_into_queue_and_compute() -> None
 # ----------------------------------------------------------------------------- every rule
 def test_a_nan_is_not_measured_and_never_printed() -> None:
     verdict = check("x", (12.0, float("nan")), lambda a, b: b < a, lambda a, b: f"{a} then {b}")
-    assert verdict.status == "not measured" and "nan" not in verdict.evidence
+    assert verdict.status == "cannot show here" and "nan" not in verdict.evidence
 
 
 def test_a_spread_carries_its_unit_and_no_e_notation() -> None:
     """Lines ended "(spread 2.97e+03)" and "(spread 17.7)": no unit, a format a student cannot read."""
     verdict = check("x", (1000.0, 1200.0), lambda a, b: b > a, lambda a, b: f"{a:.0f} → {b:.0f} ms",
                     noise=(2.97, None), unit="ms")
-    assert verdict.evidence == "1000 → 1200 ms (spread 2970 ms)"
+    assert verdict.evidence == "1000 → 1200 ms"
+    assert "noise band: 2970 ms (the larger of the two figures' own spreads)" in verdict.details()
 
 
 # ----------------------------------------------------------------------------- CPU %: the server's share
@@ -174,7 +175,7 @@ def test_04_says_it_cannot_show_the_queue_when_its_top_level_never_settled() -> 
     checks = step04_triton_python.rules(data(rows))
     for words in ("queue time exceeds compute", "latency at concurrency 16", "compute time stays flat"):
         verdict = one(checks, words)
-        assert verdict.status == "not measured", (words, verdict)
+        assert verdict.status == "cannot show here", (words, verdict)
         assert verdict.evidence.startswith("this run cannot show it, because 'c=16'"), verdict.evidence
     settled = [{**r, "settled": True} for r in rows]
     assert one(step04_triton_python.rules(data(settled)), "queue time exceeds compute").status == "observed"

@@ -259,4 +259,4 @@ def test_a_gap_inside_the_runs_spread_is_within_noise() -> None:
             {"step": "vllm", "engine": "vllm", "batching": "continuous", "rate": 4.0,
              "output_tokens_s": 330.0, "output_tokens_s_spread": 0.1, "ttft_p99_ms": 20, "max_running": 16}]
     [rule] = step09_vllm.rules(RunData(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pd.DataFrame(rows)))
-    assert rule.status == "within noise", rule.evidence  # 30 tokens/s apart, each run ±60 or ±33
+    assert rule.status == "too noisy to call", rule.evidence  # 30 tokens/s apart, each run ±60 or ±33

@@ -43,7 +43,7 @@ def test_engines_on_different_devices_are_not_compared() -> None:
     assert "faster" not in reading and "different devices: not an engine comparison" in reading
     assert f"PyTorch on the GPU ({H100}) 8 ms" in reading and "ONNX Runtime on the CPU 6 ms" in reading
     [verdict] = [c for c in step03_fastapi.rules(data(df)) if "ONNX Runtime answers" in c.effect]
-    assert verdict.status == "not measured" and verdict.evidence.startswith("this run cannot show it")
+    assert verdict.status == "cannot show here" and verdict.evidence.startswith("this run cannot show it")
     assert "PyTorch ran on the GPU" in verdict.evidence and "ONNX Runtime on the CPU" in verdict.evidence
 
 
@@ -142,7 +142,7 @@ def test_06_does_not_compare_the_backends_across_devices() -> None:
         return next(c for c in step06_onnx_backend.rules(data) if "inference time is lower" in c.effect)
 
     apart = verdict("cpu")
-    assert apart.status == "not measured" and "this run cannot show it" in apart.evidence
+    assert apart.status == "cannot show here" and "this run cannot show it" in apart.evidence
     assert f"the Python backend ran on the GPU ({H100}), the ONNX backend on the CPU" in apart.evidence
     assert verdict("cuda").status == "observed"
 

@@ -29,8 +29,8 @@ class Step:
         return list(self.checks)
 
 
-LAB = (html.Notebook("03_fastapi", (Step("observed", "within noise"),)),
-       html.Notebook("04_triton_python", (Step("observed", "not observed", "not measured"),),
+LAB = (html.Notebook("03_fastapi", (Step("observed", "too noisy to call"),)),
+       html.Notebook("04_triton_python", (Step("observed", "not observed", "cannot show here"),),
                      ("python_concurrency",)))
 
 
@@ -65,15 +65,20 @@ def test_the_verdict_comes_first_with_each_notebooks_effects_by_status(tmp_path:
     assert list(got) == ["00_introduction", "03_fastapi", "04_triton_python", "the whole run"]
     # ran, seconds, then one count per status, then warnings and recoveries
     assert got["00_introduction"] == ["ok", "1.0", "", "", "", "", "none"]
-    assert got["03_fastapi"] == ["ok", "17.2", "1", "1", "0", "0", "none"]
+    # observed, not observed, too noisy to call, cannot show here
+    assert got["03_fastapi"] == ["ok", "17.2", "1", "0", "1", "0", "none"]
     failed = got["04_triton_python"]
-    assert failed[:6] == ["FAILED", "37.7", "1", "0", "1", "1"]
+    assert failed[:6] == ["FAILED", "37.7", "1", "1", "0", "1"]
     assert "cell 9 raised &lt;Boom&gt;" in failed[6], "the error, escaped"
     assert "1 measurement(s) with a perf_analyzer warning" in failed[6]
     assert "1 measurement(s) recovered" in failed[6]
     assert got["the whole run"][:6] == ["FAILED", "99.0", "2", "1", "1", "1"]
-    assert ("2 of 5 expected effects observed in this run (1 within noise, 1 not observed, 1 not measured)"
-            in page)
+    assert ("2 of 5 expected effects observed in this run (1 not observed, 1 too noisy to call, 1 cannot "
+            "show here)" in page)
+    # the first screen: one line per notebook, from its verdicts, before the tally
+    first = page[:page.index('<table class="data verdict">')]
+    assert "<li><b>03_fastapi</b>: observed: effect 0 (observed) — numbers 0</li>" in first
+    assert first.index('<ul class="headlines">') < first.index("2 of 5 expected effects")
     assert "Notebook 04_triton_python FAILED." in page
     assert 'href="#warnings"' in page and '<section id="warnings">' in page
     assert 'href="#recovered"' in page and '<section id="recovered">' in page
@@ -84,17 +89,20 @@ def test_a_notebook_that_never_ran_says_so_and_a_run_without_its_summary_still_c
     assert verdict_rows(html.render(run, LAB))["04_triton_python"][:2] == ["not run", ""]
     stopped = write_run(tmp_path / "stopped", [], [])
     (stopped / "run.json").write_text(json.dumps({"ok": False, "error": "provisioning: <no lease>"}))
-    assert "The run FAILED. provisioning: &lt;no lease&gt; 2 of 5 expected" in html.render(stopped, LAB)
+    assert "The run FAILED. provisioning: &lt;no lease&gt;</strong>" in html.render(stopped, LAB)
     bare = write_run(tmp_path / "bare", [], None)  # no run.json: the effects alone
     got = verdict_rows(html.render(bare, LAB))
     assert list(got) == ["03_fastapi", "04_triton_python", "the whole run"]
     assert got["the whole run"][:6] == ["", "", "2", "1", "1", "1"]
 
 
-def test_within_noise_is_its_own_row_class_and_count(tmp_path: Path) -> None:
+def test_each_outcome_is_its_own_count_and_each_verdict_one_line(tmp_path: Path) -> None:
     page = html.render(write_run(tmp_path / "run", [], None), LAB)
-    assert '<tr class="within-noise"><td>effect 1 (within noise)</td><td>within noise</td>' in page
+    assert ('<p class="verdict"><b class="too-noisy" style="color:#a60">too noisy to call</b>: '
+            "effect 1 (too noisy to call) — numbers 1</p>") in page
     assert all(f"<th>{s}</th>" in page for s in STATUSES)
+    # the definitions come last, after every verdict
+    assert page.index('id="glossary"') > page.index('id="effects"') > page.index("What the figures mean: ")
 
 
 def triton_rows(**varying: list) -> pd.DataFrame:

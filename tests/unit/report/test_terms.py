@@ -46,17 +46,18 @@ def test_the_first_spread_says_what_it_spans(tmp_path: Path, monkeypatch, capsys
             for d, p in (("constant", 10.0), ("poisson", 40.0))]
     (run / "triton.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     monkeypatch.setenv("SERVELAB_RESULTS", str(run))
-    lines = common.what_this_run_shows(step07_dynamic_batching, "Poisson")
-    assert lines[0].endswith("(spread 4 ms)")
+    [poisson] = common.what_this_run_shows(step07_dynamic_batching, "Poisson")
+    assert poisson.band is not None and poisson.band.value == 4 and poisson.band.unit == "ms"
     out = capsys.readouterr().out
-    assert "(spread x): the noise band of a comparison, in the compared figures' unit" in out
+    assert "  noise band: 4 ms" in out
+    assert "noise band: how far a comparison's figures could move by their own noise, in their unit" in out
     assert "perf_analyzer's last three windows of each level" in out
     common.what_this_run_shows(step07_dynamic_batching, "Poisson")
-    assert "noise band" not in capsys.readouterr().out
+    assert "noise band: how far" not in capsys.readouterr().out  # the legend once per notebook
 
 
 def test_the_report_says_what_every_figure_means() -> None:
     said = " ".join(terms.glossary(cores=2))
-    for words in ("100 % = all 2 cores", "server CPU %", "(spread x)", "queue (ms), compute (ms)",
+    for words in ("100 % = all 2 cores", "server CPU %", "noise band:", "queue (ms), compute (ms)",
                   "TPOT (tpot_ms): time per output token"):
         assert words in said
