@@ -16,6 +16,7 @@ from servelab.lab.params import LabParams
 from servelab.lab.triton_steps import Triton, measure_all, where_it_computes
 from servelab.report.effects import Check, check, row, spread
 from servelab.report.figures import Section, as_image, figure, plot_html, table_html
+from servelab.report.verdict import Quantity
 from servelab.results.schema import TRITON, RunData, num, step_rows
 from servelab.targets.base import MODEL_REPOSITORY
 
@@ -214,32 +215,40 @@ def rules(data: RunData) -> list[Check]:
               (photos_n, agree, row(answers, "max_probability_difference")),
               lambda n, a, d: a == n and d <= TOLERANCE,
               lambda n, a, d: f"{a:.0f} of {n:.0f} photos the same class; largest probability difference "
-                              f"{d:.2g}"),
+                              f"{d:.2g}",
+              figures=lambda n, a, d: (Quantity("photos", n), Quantity("the same class", a),
+                                       Quantity("largest probability difference", d))),
         check("A request to the ensemble carries the image file: a small fraction of the tensor a client "
               "that preprocesses sends",
               (at("client", "request_bytes"), at("ensemble", "request_bytes")),
               lambda tensor, file: tensor >= 10 * file,
               lambda tensor, file: f"{tensor / 1000:.0f} KB per request with client-side preprocessing, "
-                                   f"{file / 1000:.1f} KB to the ensemble ({tensor / file:.0f}×)"),
+                                   f"{file / 1000:.1f} KB to the ensemble ({tensor / file:.0f}×)",
+              figures=lambda tensor, file: (Quantity("client-side preprocessing", tensor / 1000, "KB"),
+                                            Quantity("ensemble", file / 1000, "KB"))),
         check("With the ensemble the client spends less CPU per request than when it preprocesses itself",
               (at("client", "client_cpu_ms"), at("ensemble", "client_cpu_ms")),
               lambda own, ens: ens < own,
               lambda own, ens: f"at concurrency {c_one:g}: {own:.2f} ms of the client's CPU per request "
                                f"preprocessing itself, {ens:.2f} ms with the ensemble",
-              noise=(noise("client", "client_cpu_ms"), noise("ensemble", "client_cpu_ms")), unit="ms"),
+              noise=(noise("client", "client_cpu_ms"), noise("ensemble", "client_cpu_ms")), unit="ms",
+              names=("preprocessing itself", "ensemble"), spans=SPREAD_OVER),
         check("Triton counts the preprocessing as its own work: every ensemble request passes through "
               "food_preprocess, which takes a share of the compute",
               members, lambda counted, share: counted >= 1 and share > 0,
               lambda counted, share: f"at concurrency {c_one:g}: food_preprocess saw every request "
                                      f"{'(yes)' if counted >= 1 else '(no)'}, its compute {share:.0%} of the "
-                                     "members'"),
+                                     "members'",
+              figures=lambda counted, share: (
+                  Quantity("food_preprocess's share of the members' compute", 100 * share, "%"),)),
         check("One request alone: the ensemble answers about as fast as a client that preprocesses itself "
               "(the same work, moved into the server)",
               (at("client", "p50_ms"), at("ensemble", "p50_ms")),
               lambda own, ens: ens <= 1.25 * own,
               lambda own, ens: f"at concurrency {c_one:g}: p50 {own:.1f} ms preprocessing in the client, "
                                f"{ens:.1f} ms with the ensemble",
-              noise=(noise("client", "p50_ms"), noise("ensemble", "p50_ms")), unit="ms"),
+              noise=(noise("client", "p50_ms"), noise("ensemble", "p50_ms")), unit="ms",
+              names=("preprocessing in the client", "ensemble"), spans=SPREAD_OVER),
     ]
 
 

@@ -66,8 +66,8 @@ def test_answers_that_differ_are_not_observed() -> None:
 
 def test_the_clients_cpu_inside_its_noise_is_within_noise_and_a_missing_run_is_not_measured() -> None:
     close = run(*WHOLE[:2], pipeline("client", client_cpu_ms=0.75, client_cpu_ms_spread=0.3), WHOLE[3])
-    assert statuses(close)[2] == "within noise"
-    assert statuses(run(answers()))[1:] == ["not measured"] * 4
+    assert statuses(close)[2] == "too noisy to call"
+    assert statuses(run(answers()))[1:] == ["cannot show here"] * 4
 
 
 def test_a_preprocessing_member_that_missed_requests_is_not_observed() -> None:
