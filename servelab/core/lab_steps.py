@@ -26,7 +26,7 @@ Derived elsewhere: the report's notebooks (``servelab.lab.run_report``), the ref
 (``servelab.results.reference``), where the node's notebooks run (``servelab.targets.compose``), the
 site's links (``servelab.site.links``), the results overview (``servelab.lab.common``), the headless
 run's order (``servelab.lab.runner``), the lease plan (``servelab.lab.lease_plan``) and the tests' lists.
-Adding a step: ``docs/guides/contributing.md``.
+Adding a step: the checklist in ``docs/guides/architecture.md`` ("Adding a lab step").
 """
 
 from __future__ import annotations

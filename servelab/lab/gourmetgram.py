@@ -23,13 +23,9 @@ MIN_FOR_P95 = 20  # warm uploads before a p95 is shown; why: docs/decisions/2026
 
 
 def flask_up(stack: Stack, backend: str) -> Endpoint:
-    """GourmetGram pointed at the stack's server through ``backend`` (fastapi | triton | triton_onnx |
-    triton_ensemble).
-
-    ``fastapi`` runs it in the FastAPI stack; the others in the Triton stack, calling ``food_classifier``,
-    ``food_classifier_onnx`` (it then preprocesses and applies softmax itself) or
-    ``food_classifier_ensemble`` (it sends the photo's bytes; Triton does the rest).
-    """
+    """GourmetGram pointed at the stack's server through ``backend``: ``fastapi`` runs it in the FastAPI
+    stack, the others (``servelab.targets.base.FLASK_TRITON_BACKENDS``: ``flask_app.backends`` holds what
+    each sends and which model it calls) in the Triton stack."""
     if backend == "fastapi":
         stack.up("fastapi", services=["flask"])
     else:
