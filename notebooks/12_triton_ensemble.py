@@ -35,13 +35,20 @@ preset = "quick"
 ensemble_concurrency_levels = None  # clients sending back to back (None: preset)
 ensemble_requests = None  # requests per pipeline and level, over the sample photos (None: preset)
 flask_requests = None  # uploads through GourmetGram (None: preset)
+# perf_analyzer's settling, explained in 04 ("How perf_analyzer measures"):
+window_requests = None  # requests per measurement window (None: preset)
+settle = None  # "fixed" (one window per level) or "stable" (None: preset)
+max_trials = None  # windows tried before giving up on "stable" (None: preset)
+stability_pct = None  # how closely (percent) windows must agree for "stable" (None: preset)
 
 # %%
 from servelab.lab import common, gourmetgram, params, triton_steps
 from servelab.lab import step12_triton_ensemble as step
 
 P = params.resolve(target, preset, ensemble_concurrency_levels=ensemble_concurrency_levels,
-                   ensemble_requests=ensemble_requests, flask_requests=flask_requests)
+                   ensemble_requests=ensemble_requests, flask_requests=flask_requests,
+                   window_requests=window_requests, settle=settle, max_trials=max_trials,
+                   stability_pct=stability_pct)
 P
 
 # %% [markdown]
