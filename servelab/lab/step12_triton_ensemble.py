@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from servelab.lab.common import concat, record, show_columns
+from servelab.lab.common import Measured, concat, record, show_columns
 from servelab.lab.params import LabParams
 from servelab.lab.triton_steps import Triton, measure_all, where_it_computes
 from servelab.report.effects import Check, check, row, spread
@@ -119,7 +119,7 @@ def measure_pipelines(triton: Triton, p: LabParams) -> pd.DataFrame:
             device = where_it_computes(triton, PIPELINES[name].model if name != "ensemble" else MEMBERS[1])[0]
             row_ = {"step": ROWS, "device": device, **got, **util_columns(util.summary())}
             frames.append(_normalised(record(TRITON, [row_])))
-    return show_columns(concat(*frames), PIPELINE_COLUMNS)
+    return Measured.of(concat(*frames), PIPELINE_COLUMNS)  # shown short, every column kept
 
 
 def _normalised(df: pd.DataFrame) -> pd.DataFrame:
