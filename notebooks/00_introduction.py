@@ -34,8 +34,8 @@
 # `target="docker"`, so every client and every measurement of CPU and GPU use is taken on the machine
 # that runs the servers, not across the network.
 #
-# The same notebooks also run without Chameleon: `target="docker"` on any machine with Docker
-# and an NVIDIA GPU (`./lab jupyter` starts the same Jupyter server there), and
+# The same notebooks also run without Chameleon: `target="docker"` on any machine with Docker,
+# with or without a GPU (`./lab jupyter` starts the same Jupyter server there), and
 # `target="local"` (the default) runs everything as plain processes on this machine's CPU.
 # The `local` target is what CI uses to check the lab.
 

@@ -47,15 +47,19 @@ lease_id = None  # the lease to use, as in notebook 01; None: $CHI_LEASE_ID, els
 floating_ip = None  # a free floating IP of the project to use (kept); None: one allocated for this run
 code_source = None  # "upload" (this folder, from git or not: Trovi, a zip) or "git"; None: upload
 repo_url = None  # for code_source = "git": the lab's repository, cloned on the node
+weights = None  # trained Food-11 weights for the node's model (a URL); None: the lab's stand-in
+weights_sha256 = None  # a weights file that needs unpickling is used only when this is its sha256
 
 # %%
 import provisioning
 from servelab.lab import common, params
 
 P = params.resolve(target, preset, project=project, site=site, lease_name=lease_name, lease_id=lease_id,
-                   floating_ip=floating_ip, code_source=code_source, repo_url=repo_url)
+                   floating_ip=floating_ip, code_source=code_source, repo_url=repo_url, weights=weights,
+                   weights_sha256=weights_sha256)
 config = provisioning.configure(project=P.project, site=P.site, lease_name=P.lease_name, lease_id=P.lease_id,
-                                floating_ip=P.floating_ip, code_source=P.code_source, repo_url=P.repo_url)
+                                floating_ip=P.floating_ip, code_source=P.code_source, repo_url=P.repo_url,
+                                weights=P.weights, weights_trusted=P.weights_sha256)
 common.settings(config)
 
 # %% [markdown]

@@ -70,7 +70,8 @@ P
 # the same process (`servelab/llm/engine.py`): the front refuses bad requests with a 4xx and a
 # message, reports the engine's own statistics at `/lab/stats` (sequences running, waiting, KV
 # cache free) and adds static batching, which `transformers serve` does not have. The front's code
-# is in the appendix at the end. The command printed below is the README's (with a host and a port):
+# is in the appendix at the end. The command printed below is the one `docs/guides/by-hand.md` gives
+# (with a host and a port):
 # the engine's own defaults are the lab's KV cache (48 blocks of 32 tokens), and `python -m
 # servelab.llm.engine --help` says what each cache flag costs in memory.
 

@@ -18,9 +18,10 @@
 # replica, whose autoscaler watches the **ongoing requests per replica** (requests being computed
 # plus those waiting: the queue depth), and whose deployments can bound their queue.
 #
-# The serving chapter's key insight is to **scale on queue depth, not only on utilisation**: a busy
-# processor with an empty queue is doing its job; a queue that keeps lengthening is a missing
-# replica. Here the two are measured side by side.
+# The idea Ray Serve's autoscaler is built on (it adds replicas to keep the ongoing requests per replica
+# near `target_ongoing_requests`: Ray Serve's autoscaling guide) is to **scale on queue depth, not only on
+# utilisation**: a busy processor with an empty queue is doing its job; a queue that keeps lengthening is
+# a missing replica. Here the two are measured side by side.
 #
 # **On this machine** (the `local` target) every replica, Serve's proxy, its controller and the load
 # generator share the same CPU cores, so a second replica competes with the first for cores: the

@@ -1,5 +1,6 @@
 """Command line: ``python -m provisioning plan|check|reserve|launch|fetch|teardown|release-ip ...``.
 ``plan --nodes 2``: the plan for a Ray cluster over two nodes (notebook 10), plan mode only.
+``class plan|reserve|status|cleanup --roster FILE``: a class's leases (``provisioning.roster``).
 
 reserve and launch record what they create or adopt in a state file (``--state``, default
 results/chameleon-state.json); teardown deletes what it records as created, adopted things too
@@ -57,6 +58,11 @@ def _run(args: argparse.Namespace, signals: SignalGuard) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    given = sys.argv[1:] if argv is None else argv
+    if given[:1] == ["class"]:
+        from provisioning.roster import main as class_main
+
+        return class_main(given[1:])
     parser = argparse.ArgumentParser(prog="python -m provisioning", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("action", choices=["plan", "check", "reserve", "launch", "fetch", "teardown",

@@ -44,6 +44,8 @@ ENV_VARS = {
     "repo_url": "SERVELAB_REPO_URL",
     "repo_ref": "SERVELAB_REPO_REF",
     "remote_dir": "SERVELAB_REMOTE_DIR",
+    "weights": "SERVELAB_WEIGHTS",
+    "weights_trusted": "SERVELAB_WEIGHTS_TRUSTED",
 }
 
 
@@ -80,6 +82,8 @@ class ChameleonConfig:
     repo_url: str = ""
     repo_ref: str = DEFAULT_REPO_REF
     remote_dir: str = DEFAULT_REMOTE_DIR
+    weights: str = ""  # trained weights for the node's model build (a URL); "": the lab's stand-in
+    weights_trusted: str = ""  # the sha256 of a weights file that may be unpickled (servelab.core.model)
     ssh_user: str = "cc"
     lease_timeout_s: int = 600  # how long after its start time a lease may take to become ACTIVE
     server_timeout_s: int | None = None  # the wait for ACTIVE; None: as long as the lease allows (server.py)

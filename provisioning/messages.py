@@ -307,6 +307,28 @@ TEARDOWN_INCOMPLETE = M(
     "Instances, Network → Floating IPs, Reservations → Leases)", "something could not be deleted")
 SIGNAL_DURING = M("{signal} received during {during}: finishing it first", "printed: a second stop signal")
 
+# --------------------------------------------------------------- a class's leases (provisioning.roster)
+ROSTER_UNREADABLE = M("cannot read the roster {path} ({error}): give a CSV file", "class: no roster file")
+ROSTER_COLUMNS = M(
+    "{path}: its first line must name the columns student, hub_user (or lease_name) and slot_start; it is "
+    "{header}", "class: a roster without its header")
+ROSTER_FIELD_MISSING = M(
+    "{path} line {line}: student, {who} and slot_start are all needed", "class: a roster line left short")
+ROSTER_BAD_START = M("{path} line {line}: {error}", "class: a slot_start that is not a time")
+ROSTER_START_NOT_A_TIME = M(
+    "{path} line {line}: slot_start {start!r} must be a date and time, e.g. 2026-12-01 09:00",
+    "class: a relative slot_start (+2h)")
+ROSTER_EMPTY = M("{path} has no slot: add one line per student and slot under its header",
+                 "class: a roster with its header only")
+ROSTER_NAME_TWICE = M(
+    "{path}: lease {names} appears on two lines: give a second slot its own lease_name (e.g. "
+    "serve_system_<user>_2; the student sets lease_name in 01 and 02)", "class: one lease name for two slots")
+CLASS_SLOT_NOT_RESERVED = M("{student}: NOT reserved: {error}", "printed by class reserve: one slot failed")
+CLASS_SLOT_FAILED = M("{student} (line {line}): {error}", "(one entry of the line below)")
+CLASS_IP_NOT_RELEASED = M("releasing floating IP {address} failed ({error})",
+                          "class cleanup: Neutron refused a release")
+CLASS_FAILED = M("{count} failed: {failures}", "class reserve or cleanup: the slots or IPs that failed")
+
 
 def catalog() -> list[tuple[str, Message]]:
     """Every message of this module, by name, in the order above."""

@@ -72,8 +72,12 @@ def node_setup_command(config: ChameleonConfig) -> str:
 
 
 def jupyter_command(config: ChameleonConfig) -> str:
-    """Start the student's Jupyter server on the node (and build the model artefacts if missing)."""
-    return f"cd {shlex.quote(config.remote_dir)} && {JUPYTER_COMMAND}"
+    """Start the student's Jupyter server on the node (and build the model artefacts if missing, or from the
+    trained weights ``config.weights`` names)."""
+    given = {"SERVELAB_WEIGHTS": config.weights, "SERVELAB_WEIGHTS_TRUSTED": config.weights_trusted}
+    assignments = " ".join(f"{key}={shlex.quote(value)}" for key, value in given.items() if value)
+    return f"cd {shlex.quote(config.remote_dir)} && {'env ' + assignments + ' ' if assignments else ''}" \
+           f"{JUPYTER_COMMAND}"
 
 
 def node_commands(config: ChameleonConfig) -> list[str]:

@@ -387,7 +387,7 @@ build_model() {
   say "model artefacts: building them in the FastAPI + PyTorch image"
   compose_of fastapi
   FASTAPI_APP=fastapi_pt "${COMPOSE[@]}" run --rm --no-deps --pull never --user "$HOST_UID:$HOST_GID" \
-    -v "$ROOT:$ROOT" -w "$ROOT" -e SERVELAB_ROOT="$ROOT" -e HOME=/tmp \
+    -v "$ROOT:$ROOT" -w "$ROOT" -e SERVELAB_ROOT="$ROOT" -e HOME=/tmp -e SERVELAB_WEIGHTS_TRUSTED \
     --entrypoint python fastapi_server -m servelab.core.model build "${weights[@]}" >&2
 }
 

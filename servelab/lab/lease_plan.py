@@ -3,12 +3,13 @@ folders, so that the plan cannot rot.
 
 ``python -m servelab.lab.lease_plan RUN [RUN ...]`` prints it as Markdown (``--write FILE`` puts it in the
 file's ``lease-plan`` block instead; ``--check`` exits 1 when the core does not fit). Each notebook's run
-time is the seconds ``run.json`` records for it, from the first run given that ran it; its reading time is
-its source's word count (prose and code) at ``READING_WPM``, and each **Predict.** prompt adds
-``PROMPT_MINUTES``. The lease holds the set-up (``SETUP_MINUTES``, the upper bound of the lab's estimate),
-the core on the node read and run at the node's preset, and 08; it fits when ``SPARE_MINUTES`` or more
-are left. Where each notebook runs: ``servelab.core.paths``. Why each figure:
-docs/decisions/2026-12-01-the-lab-as-a-course.md
+time is the seconds ``run.json`` records for it, from the first run given that ran it (those at the node's
+preset first); its reading time is its source's word count (prose and code) at ``READING_WPM``, read before
+the lease on the handout site. In the lease a notebook costs its run, its code read again as it runs, and
+``PROMPT_MINUTES`` for each **Predict.** prompt. The lease holds the set-up (``SETUP_MINUTES``, the upper
+bound of the lab's estimate), the core on the node at the node's preset, and 08; it fits when
+``SPARE_MINUTES`` or more are left. Where and when in a lease each notebook runs: the registry of the
+lab's steps (``servelab.core.lab_steps``). Why each figure: docs/decisions/2026-12-01-the-lab-as-a-course.md
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from servelab.core.paths import CORE_ON_THE_NODE, ON_THE_NODE, REPO_ROOT, notebook_numbers
+from servelab.core import lab_steps
+from servelab.core.paths import REPO_ROOT
 
 NODE_PRESET = "full"  # the seed lab's sizes: quick's wide stability bands leave verdicts that cannot show it
 LEASE_MINUTES = 170  # 2 h 50 min, the lab's lease
@@ -31,6 +33,8 @@ PROMPT_MINUTES = 1.0  # writing down one prediction
 SETUP_MINUTES = 75  # lease start → 03 answers: "about 18–60, + up to 15" (2026-11-25-node-ready-for-03.md)
 FETCH_MINUTES = 5  # 08's copy of the node's results and notebooks to the hub: at most 5 minutes
 WORD = re.compile(r"[A-Za-z0-9][\w'’.-]*")
+# the runs the plan reads when given none: a run at the node's preset and a whole quick run, each its run.json
+TIMINGS_DIR = REPO_ROOT / "docs" / "guides" / "timings"
 
 
 class PlanError(ValueError):
@@ -42,12 +46,14 @@ class Notebook:
     """One notebook in the plan: where it runs, its words and prompts, and its measured run."""
 
     stem: str
-    words: int
-    prompts: int
+    words: int  # prose and code
+    code_words: int = 0
+    prompts: int = 0
     title: str = ""
     seconds: float | None = None  # None: no run given ran it
     run: str = ""  # the run folder its seconds come from
     preset: str = ""
+    quick_seconds: float | None = None  # the same notebook at the quick preset, where a run gives it
 
     @property
     def number(self) -> str:
@@ -55,10 +61,16 @@ class Notebook:
 
     @property
     def where(self) -> str:
-        if self.number in notebook_numbers(ON_THE_NODE):
-            return "node (core)" if self.number in notebook_numbers(CORE_ON_THE_NODE) else "node (optional)"
-        return {"00": "before, anywhere", "01": "before, the hub", "02": "lease start, the hub",
-                "08": "lease end, the hub"}.get(self.number, "the hub")
+        """Where and when in the lease it runs, from the registry (``lab_steps``)."""
+        try:
+            step = lab_steps.lab_step(self.number)
+        except KeyError:
+            return "not in the registry"
+        if step.where == "node":
+            return "node (core)" if step.core else "node (optional)"
+        place = "anywhere" if step.where == "any" else "the hub"
+        return {"before": f"before, {place}", "start": f"lease start, {place}",
+                "end": f"lease end, {place}"}.get(step.lease, place)
 
     @property
     def reading(self) -> float:
@@ -70,22 +82,29 @@ class Notebook:
 
     @property
     def in_lease(self) -> float:
-        """Minutes on the node: read again while running each cell, one minute per prediction."""
-        return self.running + self.reading + self.prompts * PROMPT_MINUTES
+        """Minutes on the node: the run, its code read again as each cell runs, each prediction written (the
+        prose was read before the lease)."""
+        return self.running + self.code_words / READING_WPM + self.prompts * PROMPT_MINUTES
+
+    @property
+    def minutes(self) -> float:
+        """All of it: read, run, predictions written."""
+        return self.reading + self.running + self.prompts * PROMPT_MINUTES
 
 
-def source_counts(path: Path) -> tuple[int, int, str]:
-    """(words, **Predict.** prompts, title) of a notebook's Jupytext source, prose and code alike; the title
-    is its first heading without its number."""
+def source_counts(path: Path) -> tuple[int, int, int, str]:
+    """(words, code words, **Predict.** prompts, title) of a notebook's Jupytext source; the title is its
+    first heading without its number."""
     import jupytext
 
     cells = jupytext.read(path).cells
     words = sum(len(WORD.findall(str(cell.source))) for cell in cells)
+    code = sum(len(WORD.findall(str(cell.source))) for cell in cells if cell.cell_type == "code")
     prompts = sum(str(cell.source).count("**Predict") for cell in cells if cell.cell_type == "markdown")
     headings = (re.search(r"^#\s+(?:\d+\.\s*)?(.+?)\s*$", str(cell.source), re.M)
                 for cell in cells if cell.cell_type == "markdown")
     heading = next((m.group(1) for m in headings if m), path.stem)
-    return words, prompts, heading
+    return words, code, prompts, heading
 
 
 def run_facts(run_dir: Path) -> dict:
@@ -99,22 +118,39 @@ def run_facts(run_dir: Path) -> dict:
         raise PlanError(f"{path} is not JSON ({exc}): give a run's folder written by ./lab run") from exc
 
 
+def committed_runs(folder: Path = TIMINGS_DIR) -> list[Path]:
+    """The runs committed for the plan (``TIMINGS_DIR``), by name."""
+    return sorted(p.parent for p in Path(folder).glob("*/run.json"))
+
+
+def ordered(runs: Sequence[Path]) -> list[Path]:
+    """``runs`` with those at the node's preset first, each group in the order given."""
+    facts = {Path(r): run_facts(r) for r in runs}
+    return sorted(facts, key=lambda r: facts[r].get("preset") != NODE_PRESET)
+
+
 def notebooks(runs: Sequence[Path], sources: Sequence[Path] | None = None) -> list[Notebook]:
-    """Every notebook of the lab with the seconds of the first run in ``runs`` that ran it to its end."""
+    """Every notebook of the lab with the seconds of the first run in ``runs`` (those at the node's preset
+    first: ``ordered``) that ran it to its end."""
+    runs = ordered(runs)
     if sources is None:
         sources = sorted((REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
     measured: dict[str, tuple[float, str, str]] = {}
+    quick: dict[str, float] = {}
     for run_dir in runs:
         facts = run_facts(run_dir)
         for entry in facts.get("notebooks", []):
+            if isinstance(entry, dict) and entry.get("ok") and facts.get("preset") == "quick":
+                quick.setdefault(str(entry.get("name")), float(entry.get("seconds", 0.0)))
             if isinstance(entry, dict) and entry.get("ok") and entry.get("name") not in measured:
                 measured[entry["name"]] = (float(entry.get("seconds", 0.0)), Path(run_dir).name,
                                            str(facts.get("preset", "")))
     found = []
     for path in sources:
-        words, prompts, heading = source_counts(path)
+        words, code, prompts, heading = source_counts(path)
         seconds, run, preset = measured.get(path.stem, (None, "", ""))
-        found.append(Notebook(path.stem, words, prompts, heading, seconds, run, preset))
+        found.append(Notebook(path.stem, words, code, prompts, heading, seconds, run, preset,
+                              quick.get(path.stem)))
     return found
 
 
@@ -157,10 +193,15 @@ class Session:
 def sessions(found: Sequence[Notebook]) -> tuple[Session, tuple[Session, Session]]:
     """(one lease holding the core, two leases splitting it at its middle)."""
     core = tuple(n for n in found if n.where == "node (core)")
-    teardown = next((n for n in found if n.number == "08"), None)
+    teardown = next((n for n in found if n.where.startswith("lease end")), None)
     half = (len(core) + 1) // 2
     return (Session("one lease", core, teardown),
             (Session("first lease", core[:half], teardown), Session("second lease", core[half:], teardown)))
+
+
+def _gpu(facts: dict) -> str:
+    gpu = str((facts.get("machine") or {}).get("gpu") or "")
+    return gpu if gpu and gpu != "none" else "no GPU"
 
 
 def _m(minutes: float) -> str:
@@ -171,23 +212,27 @@ def plan_markdown(runs: Sequence[Path], sources: Sequence[Path] | None = None) -
     """The lease plan as Markdown, for the instructor's guide."""
     found = notebooks(runs, sources)
     one, two = sessions(found)
-    facts = {Path(r).name: run_facts(r) for r in runs}
+    facts = {Path(r).name: run_facts(r) for r in ordered(runs)}
     given = "; ".join(f"`{name}` (preset {f.get('preset', '?')}, target {f.get('target', '?')}, "
-                      f"{(f.get('machine') or {}).get('gpu') or 'no GPU'}, {f.get('cpu_count', '?')} cores)"
+                      f"{_gpu(f)}, {f.get('cpu_count', '?')} cores)"
                       for name, f in facts.items())
-    lines = [f"Computed by `python -m servelab.lab.lease_plan` from {given}; reading at {READING_WPM} words "
-             f"a minute, {PROMPT_MINUTES:.0f} minute per prediction. The node's preset is **{NODE_PRESET}**: "
-             f"set `preset = \"{NODE_PRESET}\"` in the parameters cell of each notebook you run on the node.",
+    lines = [f"Computed by `python -m servelab.lab.lease_plan` from {given}. Reading: every word of a "
+             f"notebook at {READING_WPM} words a minute, before the lease, on the handout site. In the "
+             f"lease: the run, the code read again as it runs, {PROMPT_MINUTES:.0f} minute per prediction "
+             f"written. The node's preset is **{NODE_PRESET}**: set `preset = \"{NODE_PRESET}\"` in the "
+             "parameters cell of each notebook you run on the node.",
              "",
-             "| notebook | where | run (min) | measured in | reading (min) | predictions "
-             "| in the lease (min) |",
-             "|---|---|---|---|---|---|---|"]
+             "| notebook | where | run (min) | measured in | at quick (min) | reading before (min) "
+             "| predictions | in the lease (min) |",
+             "|---|---|---|---|---|---|---|---|"]
     for n in found:
         on_node = n.where.startswith("node")
         run = _m(n.running) if n.seconds is not None else "not run"
         lease = _m(n.in_lease) if on_node and n.seconds is not None else ""
         source = f"{n.run} ({n.preset})" if n.run else ""
-        lines.append(f"| {n.stem} | {n.where} | {run} | {source} | {_m(n.reading)} | {n.prompts} | {lease} |")
+        at_quick = _m(n.quick_seconds / 60) if n.quick_seconds is not None else ""
+        lines.append(f"| {n.stem} | {n.where} | {run} | {source} | {at_quick} | {_m(n.reading)} | "
+                     f"{n.prompts} | {lease} |")
     lines += ["", _session_line(one), ""]
     missing = [n.stem for n in one.steps if n.preset and n.preset != NODE_PRESET]
     if missing:
@@ -220,11 +265,16 @@ def _session_line(session: Session) -> str:
         verdict = f"**fits**, {spare}"
     elif session.measured:
         verdict = f"**does NOT fit**: {spare}"
+    elif all(n.seconds is not None for n in session.steps):
+        other = ", ".join(f"{n.number} at {n.preset}" for n in session.steps if n.preset != NODE_PRESET)
+        verdict = (f"cannot be told at the node's preset ({NODE_PRESET}): {other} measured at another; at "
+                   f"those figures {spare}")
     else:
-        verdict = (f"cannot be told at the node's preset ({NODE_PRESET}): not every notebook of it was run "
-                   f"at it; at the presets measured, {spare}")
+        missing = ", ".join(n.number for n in session.steps if n.seconds is None)
+        verdict = f"cannot be told: no run given ran {missing} to its end"
+    partly = "" if all(n.seconds is not None for n in session.steps) else " (of those run)"
     return (f"**{session.name.capitalize()}** ({LEASE_MINUTES} min): set-up {SETUP_MINUTES} min, notebooks "
-            f"{names} {_m(sum(n.in_lease for n in session.steps))} min, 08 and its copy "
+            f"{names} {_m(sum(n.in_lease for n in session.steps))} min{partly}, 08 and its copy "
             f"{_m(session.minutes - SETUP_MINUTES - sum(n.in_lease for n in session.steps))} min: "
             f"{_m(session.minutes)} min, {verdict}.")
 
@@ -232,10 +282,16 @@ def _session_line(session: Session) -> str:
 def notebooks_markdown(runs: Sequence[Path], sources: Sequence[Path] | None = None) -> str:
     """The README's table of the notebooks: each one's title, where it runs and its minutes (read, run and
     predictions), from the same runs as the plan."""
+    found = notebooks(runs, sources)
     lines = ["| | notebook | where | minutes |", "|---|---|---|---|"]
-    for n in notebooks(runs, sources):
-        minutes = n.reading + n.running + n.prompts * PROMPT_MINUTES
-        lines.append(f"| {n.number} | {n.title} | {n.where} | {_m(minutes)} |")
+    for n in found:
+        lines.append(f"| {n.number} | {n.title} | {n.where} | {_m(n.minutes)} |")
+    one, _ = sessions(found)
+    verdict = (f"fits the {LEASE_MINUTES}-minute lease with {_m(one.spare)} minutes to spare" if one.fits
+               else f"does not fit the {LEASE_MINUTES}-minute lease ({_m(one.spare)} minutes to spare)"
+               if one.measured else "cannot be told from these runs")
+    lines += ["", f"The core on the node ({', '.join(n.number for n in one.steps)}), with the set-up and 08,",
+              f"{verdict} (the [lease plan](docs/guides/instructor.md#the-lease-plan))."]
     return "\n".join(lines) + "\n"
 
 
@@ -266,15 +322,19 @@ def write_block(path: Path, text: str, name: str = "lease-plan") -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m servelab.lab.lease_plan",
                                      description="the lease plan, computed from run folders")
-    parser.add_argument("runs", nargs="+", type=Path,
+    parser.add_argument("runs", nargs="*", type=Path,
                         help="run folders (results/<run>): each notebook's seconds come from the first that "
-                             f"ran it; give a {NODE_PRESET} run of the node's notebooks first")
+                             f"ran it, those at the node's preset ({NODE_PRESET}) first (default: the runs "
+                             "committed under docs/guides/timings/)")
     parser.add_argument("--write", type=Path, nargs="+",
                         help="fill these files' generated blocks instead (lease-plan: the plan; notebooks: "
                              "the README's table)")
     parser.add_argument("--check", action="store_true", help="exit 1 when the core does not fit one lease")
     args = parser.parse_args(argv)
+    args.runs = args.runs or committed_runs()
     try:
+        if not args.runs:
+            raise PlanError("no run given and none committed under docs/guides/timings/: give a run's folder")
         for path in args.write or []:
             print(f"{path}: filled {', '.join(fill_file(path, args.runs))}")
         if not args.write:

@@ -242,6 +242,13 @@ SPECS: dict[str, Spec] = {
                         "clone of repo_url) (None: $SERVELAB_CODE_SOURCE, else upload)"),
     "repo_url": Spec(None, None, _optional(_text(REPO_URL, "https://github.com/you/serve-system-lab.git")),
                      "the lab's git repository, for code_source='git' (None: $SERVELAB_REPO_URL)"),
+    # 02: trained Food-11 weights for the node's model build (servelab.core.model; None: the stand-in)
+    "weights": Spec(None, None, _optional(_text(r"(https?://)?\S+", "https://example.org/food11.pth")),
+                    "trained Food-11 weights for the node's model: an http(s) URL, or a file inside the "
+                    "lab's folder (None: $SERVELAB_WEIGHTS, else the lab's stand-in)"),
+    "weights_sha256": Spec(None, None, _optional(_text(r"[0-9a-fA-F]{64}", "0" * 64)),
+                           "the sha256 of a weights file that needs unpickling (a whole pickled model): "
+                           "only that file is unpickled (None: $SERVELAB_WEIGHTS_TRUSTED, else refused)"),
 }
 
 

@@ -34,7 +34,7 @@ class EngineOptions:
     """How the engine batches: ``continuous`` (KV cache of ``cb_num_blocks`` × ``cb_block_size`` tokens),
     ``static`` (``max_batch`` requests run to the longest) or ``off`` (one request at a time). The cache's
     defaults are the engine's own (servelab/llm/engine.py), so options left alone start the engine the
-    README's command starts."""
+    command docs/guides/by-hand.md gives starts."""
 
     batching: str = "continuous"
     max_batch: int = 8

@@ -13,7 +13,8 @@ from servelab.llm.fields import take
 from servelab.llm.openai_shape import BadRequest
 
 BATCHING = ("continuous", "static", "off")
-# The continuous-batching cache the engine starts with unless told otherwise: the README's command,
+# The continuous-batching cache the engine starts with unless told otherwise: the command
+# docs/guides/by-hand.md gives,
 # notebook 09 (servelab.llm.server.EngineOptions, servelab.lab.params) and the compose stack all start
 # these. Left to itself transformers sizes the cache from free memory (GBs on a CPU, and a first
 # request that takes 20 s): docs/decisions/2026-11-26-llm-engine-defaults-and-benchmark-tools.md

@@ -276,6 +276,16 @@ def link_full_size(markup: str) -> str:
     return _IMG.sub(wrap, markup)
 
 
+def guide_fills(run_dir: Path) -> dict[str, guide_pages.Fill]:
+    """The guides' generated blocks for a site built from ``run_dir``: the lease plan from that run and the
+    committed ones (``servelab.lab.lease_plan``), the runbook from the code's messages as they are now."""
+    from servelab.lab import lease_plan
+    from servelab.site import runbook
+
+    runs = [Path(run_dir), *lease_plan.committed_runs()]
+    return {"lease-plan": lambda: lease_plan.plan_markdown(runs), "runbook": runbook.runbook_markdown}
+
+
 def build(run_dir: Path, out: Path | None = None, compare: Path | None = None,
           sources: Sequence[Path] | None = None, log: io.TextIOBase | None = None,
           links: Links | None = None, guides: Sequence[Path] | None = None) -> Path:
@@ -316,7 +326,7 @@ def build(run_dir: Path, out: Path | None = None, compare: Path | None = None,
             other = _run(compare, other_report)
         docs = DocPages(links, src)
         guides = list(guides) if guides is not None else guide_pages.guide_paths()
-        names = [docs.add_guide(path, guide_pages.fills(run_dir)) for path in guides]
+        names = [docs.add_guide(path, guide_fills(run_dir)) for path in guides]
         (extra / pages.DOWNLOADS).mkdir()
         banners = {}
         for path in sources:

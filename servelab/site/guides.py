@@ -36,12 +36,12 @@ def title(path: Path) -> str:
 
 
 def summary(path: Path) -> str:
-    """A guide's first paragraph after its title, on one line (the index's "what it is for")."""
+    """A guide's first sentence after its title, on one line (the index's "what it is for")."""
     text = Path(path).read_text(encoding="utf-8").split("\n# ", 1)[-1].split("\n", 1)[-1]
     for block in re.split(r"\n\s*\n", text):
-        block = block.strip()
+        block = " ".join(block.split())
         if block and not block.startswith(("#", "<!--", "!", "|", "```")):
-            return " ".join(block.split())
+            return re.split(r"(?<=[.:])\s", block, maxsplit=1)[0].rstrip(":.") + "."
     return ""
 
 
@@ -98,8 +98,3 @@ def copy_diagram(paths: list[Path], src: Path) -> None:
     if paths and (Path(paths[0]).parent / ARCHITECTURE).is_file():
         (src / "docs" / "guides").mkdir(parents=True, exist_ok=True)
         shutil.copy2(Path(paths[0]).parent / ARCHITECTURE, src / "docs" / "guides" / ARCHITECTURE)
-
-
-def fills(run_dir: Path) -> dict[str, Fill]:
-    """The guides' generated blocks for a site built from the run in ``run_dir``, by block name."""
-    return {}

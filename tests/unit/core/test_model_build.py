@@ -70,11 +70,23 @@ def test_agreement_check_fails_loudly_on_a_mismatch() -> None:
         check_agreement(model, ONNX_FILE)
 
 
-def test_a_pickled_module_is_refused(tmp_path: Path) -> None:
+def test_a_pickled_module_is_refused_unless_trusted_by_its_sha256(tmp_path: Path) -> None:
+    """Issue 50: the original lab publishes its food11.pth as a whole pickled model. Unpickling runs what
+    the file carries, so it is refused, naming the file's sha256 to trust; trusted by that sha256 (and no
+    other), only its state_dict is kept."""
+    from servelab.core.model import TRUST_VARIABLE, file_sha256
+
     path = tmp_path / "whole_module.pth"
-    torch.save(build_architecture(), path)
-    with pytest.raises(BuildError, match="not a weights-only state_dict"):
+    model = build_architecture()
+    torch.save(model, path)
+    digest = file_sha256(path)
+    with pytest.raises(BuildError, match=f"needs unpickling.*refused.*{TRUST_VARIABLE}={digest}"):
         load_state_dict_file(path)
+    with pytest.raises(BuildError, match="not this file's"):
+        load_state_dict_file(path, trusted="0" * 64)
+    state = load_state_dict_file(path, trusted=digest)
+    assert state.keys() == model.state_dict().keys()
+    assert torch.equal(state["classifier.1.weight"], model.state_dict()["classifier.1.weight"])
 
 
 def _build_cli(tmp_path: Path, weights: Path) -> subprocess.CompletedProcess[str]:
