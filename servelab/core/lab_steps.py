@@ -24,7 +24,7 @@ Derived here: ``numbers`` (by where, core, measuring), ``ranges`` ("03–07 and 
 numbers), ``run_order``.
 Derived elsewhere: the report's notebooks (``servelab.lab.run_report``), the reference's coverage
 (``servelab.results.reference``), where the node's notebooks run (``servelab.targets.compose``), the
-site's links (``servelab.site.links``), the results overview (``servelab.lab.common``), the headless
+site's links (``servelab.site.links``), the results overview (``servelab.lab.tables``), the headless
 run's order (``servelab.lab.runner``), the lease plan (``servelab.lab.lease_plan``) and the tests' lists.
 Adding a step: the checklist in ``docs/guides/architecture.md`` ("Adding a lab step").
 """

@@ -13,8 +13,9 @@ from typing import Any
 import pandas as pd
 
 from servelab.core.progress import bar as tqdm  # text on stdout: plain output in executed notebooks
-from servelab.lab.common import Endpoint, record, show_columns
 from servelab.lab.params import LabParams
+from servelab.lab.stack import Endpoint
+from servelab.lab.tables import record, show_columns
 from servelab.results.schema import FLASK, load
 from servelab.results.store import results_dir
 from servelab.targets.base import Stack

@@ -8,8 +8,8 @@ from typing import Any
 import pandas as pd
 
 from servelab.core.cpu import cpu_cores
-from servelab.lab.common import show_columns
 from servelab.lab.params import LabParams
+from servelab.lab.tables import show_columns
 from servelab.lab.triton_steps import Triton, live_config, measure, set_instances
 from servelab.lab.triton_views import live_instances, server_view
 from servelab.report.effects import (

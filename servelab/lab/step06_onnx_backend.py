@@ -9,8 +9,8 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from servelab.lab.common import concat
 from servelab.lab.params import LabParams
+from servelab.lab.tables import concat
 from servelab.lab.triton_steps import Triton, measure_all
 from servelab.lab.triton_views import live_instances
 from servelab.report.effects import Check, check, computed_on, device_gap, perf_rerun, row, spread, unusable

@@ -11,8 +11,8 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from servelab.lab.common import Measured, concat, record, show_columns
 from servelab.lab.params import LabParams
+from servelab.lab.tables import Measured, concat, record, show_columns
 from servelab.lab.triton_steps import Triton, measure_all, where_it_computes
 from servelab.report.effects import Check, check, row, spread
 from servelab.report.figures import Section, as_image, figure, plot_html, table_html
@@ -108,7 +108,7 @@ def measure_pipelines(triton: Triton, p: LabParams) -> pd.DataFrame:
     """Each pipeline at each of ``ensemble_concurrency_levels``: ``ensemble_requests`` requests over the
     distinct photos, the client's work in each; stored under ``triton`` (rows ``pipelines``)."""
     from servelab.core.monitor import Utilisation
-    from servelab.lab.common import util_columns
+    from servelab.lab.tables import util_columns
     from servelab.triton.pipelines import PIPELINES, measure
 
     frames = []

@@ -15,8 +15,10 @@ from typing import Any
 
 import pandas as pd
 
-from servelab.lab.common import concat, hostport, show_code, show_columns
 from servelab.lab.params import LabParams
+from servelab.lab.show import show_code
+from servelab.lab.stack import hostport
+from servelab.lab.tables import concat, show_columns
 from servelab.lab.triton_stats import stats_change, stats_json  # noqa: F401  (the notebooks call them here)
 from servelab.report.figures import as_image, fig_breakdown
 from servelab.report.readings import read_breakdown
