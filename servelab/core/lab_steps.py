@@ -23,7 +23,7 @@ Derived here: ``numbers`` (by where, core, measuring), ``ranges`` ("03–07 and 
 ``core_on_the_node``, ``optional_on_the_node``, ``in_the_hub``, ``measuring``, ``written_by`` (table →
 numbers), ``run_order``.
 Derived elsewhere: the report's notebooks (``servelab.lab.run_report``), the reference's coverage
-(``servelab.results.reference``), where the node's notebooks run (``servelab.targets.compose``), the
+(``servelab.results.reference``), where the node's notebooks run (``servelab.targets.docker``), the
 site's links (``servelab.site.links``), the results overview (``servelab.lab.tables``), the headless
 run's order (``servelab.lab.runner``), the lease plan (``servelab.lab.lease_plan``) and the tests' lists.
 Adding a step: the checklist in ``docs/guides/architecture.md`` ("Adding a lab step").

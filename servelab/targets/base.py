@@ -2,7 +2,7 @@
 
 A notebook asks for ``servelab.targets.get_stack(target)`` and then only calls
 these methods; what "bring up the Triton stack" means — local processes
-(``targets.local``) or ``docker compose`` on the GPU host (``targets.compose``)
+(``targets.local``) or ``docker compose`` on the GPU host (``targets.docker``)
 — lives in the implementations, never in ``if target`` branches elsewhere.
 
 Service names are the Compose service names: ``fastapi_server``,

@@ -13,7 +13,7 @@ import pytest
 
 from servelab.core.labels import CLASSES
 from servelab.core.paths import REPO_ROOT
-from servelab.targets.compose import ComposeStack
+from servelab.targets.docker import ComposeStack
 from tests.docker.conftest import ARTIFACTS, lab
 from tests.docker.engine import Engine, checkout_owner
 
@@ -127,7 +127,7 @@ def test_a_stack_switch_never_stops_the_kernel(engine: Engine, jupyter_url: str)
     kernel = httpx.post(api, params={"token": token}, json={"name": "servelab"}, timeout=60).json()["id"]
     started = engine.docker("inspect", "--format", "{{.State.StartedAt}}", "servelab-jupyter").stdout
     try:
-        jupyter(engine, "python", "-c", "from servelab.targets.compose import ComposeStack; "
+        jupyter(engine, "python", "-c", "from servelab.targets.docker import ComposeStack; "
                 "s = ComposeStack(); s.up('fastapi', timeout=300); s.up('triton', timeout=300); s.down()")
         assert httpx.get(f"{api}/{kernel}", params={"token": token}, timeout=30).status_code == 200
         now = engine.docker("inspect", "--format", "{{.State.StartedAt}}", "servelab-jupyter").stdout
