@@ -212,7 +212,7 @@ def test_the_report_counts_and_compares(tmp_path: Path) -> None:
             "<small>(compared run: observed, 1 client 3 ms, 16 clients 30 ms, 10×)</small>") in page
 
 
-@pytest.mark.parametrize("step", run_report.STEPS)
+@pytest.mark.parametrize("step", run_report.MODULES)
 def test_every_step_draws_nothing_from_an_empty_run(step) -> None:
     assert step.sections(data()) == []
     assert all(c.status == "cannot show here" for c in step.rules(data()))

@@ -36,7 +36,7 @@ def test_each_notebook_reads_only_the_rows_the_registry_names(monkeypatch: pytes
     data = RunData.load(QUICK_RUN)
     for notebook in run_report.NOTEBOOKS:
         current[0] = notebook.name
-        for module in notebook.steps:
+        for module in notebook.modules:
             module.rules(data)
             module.sections(data)
     assert servelab.lab is not None
@@ -48,7 +48,7 @@ def test_each_notebook_reads_only_the_rows_the_registry_names(monkeypatch: pytes
         assert bool(read & set(step.triton_rows)) == bool(step.triton_rows), \
             f"{step.name}: Triton rows named but none read"
     assert [n.name for n in run_report.NOTEBOOKS] == [s.name for s in LAB_STEPS if s.report]
-    assert tuple(s for n in run_report.NOTEBOOKS for s in n.steps) == run_report.STEPS
+    assert tuple(s for n in run_report.NOTEBOOKS for s in n.modules) == run_report.MODULES
 
 
 def test_a_handful_of_uploads_gives_the_cold_one_apart_and_no_p95() -> None:
