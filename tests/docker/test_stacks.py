@@ -48,7 +48,7 @@ def test_fastapi_answers_and_gourmetgram_uploads_through_it(stack: ComposeStack,
 
 
 def test_triton_serves_both_models_and_gourmetgram_calls_each(stack: ComposeStack) -> None:
-    from tests.integration.flask.conftest import _triton_direct
+    from tests.integration.flask_app.conftest import _triton_direct
 
     stack.up("triton", timeout=300)
     address = stack.url("triton_server").split("://", 1)[1]

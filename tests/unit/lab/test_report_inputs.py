@@ -11,7 +11,13 @@ import pytest
 
 from servelab.core.lab_steps import LAB_STEPS
 from servelab.core.paths import REPO_ROOT
-from servelab.lab import gourmetgram, params, run_report
+from servelab.lab import (
+    gourmetgram,
+    params,
+    run_report,
+)
+from servelab.results.schema import RunData
+from tests.unit.lab.made_up_runs import data
 
 QUICK_RUN = REPO_ROOT / "tests" / "integration" / "report" / "quick-run"  # a whole run's rows, recorded
 
@@ -20,7 +26,6 @@ def test_each_notebook_reads_only_the_rows_the_registry_names(monkeypatch: pytes
     """The verdict counts a notebook's warnings and recoveries by the rows the registry names for it: its
     report modules, run on a whole run's data (sections and rules), ask ``step_rows`` for those alone."""
     import servelab.lab
-    from servelab.results.schema import RunData
 
     asked: dict[str, set[str]] = {}
     current = [""]
@@ -79,3 +84,9 @@ def test_unset_parameters_read_not_set() -> None:
     assert ("project", "not set") in cells and ("lease_id", "not set") in cells
     assert "NaN" not in table and "<td>None</td>" not in table
     assert ("delete_adopted", "False") in cells
+
+
+@pytest.mark.parametrize("step", run_report.MODULES)
+def test_every_step_draws_nothing_from_an_empty_run(step) -> None:
+    assert step.sections(data()) == []
+    assert all(c.status == "cannot show here" for c in step.rules(data()))

@@ -3,10 +3,15 @@ a missing run reads "cannot show here", and a gap inside the measured spread rea
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 
 from servelab.lab import step10_report as step
+from servelab.lab import step10_report as step10
+from servelab.report.effects import needs_said
 from servelab.results.schema import RunData
+from tests.unit.lab.made_up_runs import autoscaling_verdicts, samples, step_load_run
 
 
 def data(*rows: dict, series: list[dict] | None = None) -> RunData:
@@ -219,3 +224,78 @@ def test_a_refusal_cause_is_named_one_way_in_the_notebook_and_the_report() -> No
     assert cause_words("Exceeds maximum queue size", explain=True) == (
         "the queue size ('Exceeds maximum queue size': refused on arrival)")
     assert cause_words("model is not ready") == "'model is not ready'"
+
+
+def test_an_autoscaled_run_worse_than_fixed_1_is_not_observed() -> None:
+    """Issue 41 (10): the autoscaled runs did worse than one fixed replica while the two replicas shared 2
+    cores at 100 %, yet "starts a replica within …" read observed and nothing compared them with one fixed
+    replica. Now every autoscaling verdict of that run reads "this run cannot show it, because the replicas
+    share fewer cores than they need", from the run's own CPU reading and cores per replica; each
+    autoscaled run is compared with one fixed replica and two, on backlog and p99."""
+    verdicts = autoscaling_verdicts(step_load_run(cpu=100.0))
+    assert not [(c.effect, c.evidence) for c in verdicts if c.status == "observed"]
+    assert len(verdicts) == 6
+    for verdict in verdicts:
+        assert verdict.status == "cannot show here", verdict
+        assert verdict.evidence.startswith(
+            "this run cannot show it, because the replicas share fewer cores than they need: the CPU read "
+            "100 % while the queue depth run's second replica started (4.0–7.0 s after the step), 2 cores "
+            "(1.0 per replica) for 2 replicas (one ONNX Runtime thread each), Serve's proxy and the load "
+            "generator, the serving replica answering 40/s meanwhile (one fixed replica: 55/s over the high "
+            "load). "), verdict.evidence  # then the numbers it would have judged
+        assert "a core free for the second replica, the machine's CPU under 90 % while it started — NOT met" \
+            in needs_said(verdict)
+    # where the machine had a core free, the comparison itself says not observed, with both fixed runs
+    roomy = {c.effect: c for c in step10.rules(step_load_run(cpu=60.0))}
+    versus = [c for effect, c in roomy.items() if "than on one fixed replica" in effect]
+    assert [c.status for c in versus] == ["not observed", "not observed"]
+    [queue_depth] = [c for c in verdicts if "Autoscaled on queue depth" in c.effect]
+    assert queue_depth.evidence.endswith(
+        "load). In flight as the high load ended (from the step: the same moment in every run): autoscaled "
+        "241, one fixed replica 102, 2 fixed 20; p99 over the run 4775 ms, one fixed replica 1460 ms, 2 "
+        "fixed 700 ms")
+    assert versus[0].evidence.startswith(
+        "in flight as the high load ended (from the step: the same moment in every run): autoscaled 241, one "
+        "fixed replica 102, 2 fixed 20; p99 over the run 4775 ms, one fixed replica 1460 ms, 2 fixed 700 ms")
+    [cost] = [c for effect, c in roomy.items() if "replica-seconds" in effect]
+    assert cost.status == "cannot show here" and "worse than one fixed replica" in cost.evidence
+    assert not [c for c in versus if c.status == "observed"]
+
+
+def test_the_timeline_line_and_the_verdict_give_one_moment_from_one_origin() -> None:
+    """Issue 41: "9.2 s" was printed twice, once from the run's start (the timeline's line) and once from
+    the step (the verdict). Both now count from the step, and the plot's axis too."""
+    from servelab.lab.step10_views import describe_replicas, fig_timeline
+
+    series = samples("autoscaled 1-2 (queue depth)", 60.0)  # serving from 8 s after the step (t = 11)
+    line = describe_replicas("autoscaled 1-2 (queue depth)", series, step_s=3.0)
+    assert line == "autoscaled 1-2 (queue depth): serving replicas changed 8.0 s after the step (1→2)"
+    [start] = [c for c in step10.rules(step_load_run(cpu=60.0)) if "starts a replica" in c.effect]
+    assert "serving 8.0 s after it" in start.evidence
+    fig = fig_timeline(pd.DataFrame(series), step_s=3.0)
+    assert fig.axes[0].lines[0].get_xdata()[0] == -2.0  # the first sample, 2 s before the step
+    assert fig.axes[-1].get_xlabel().startswith("seconds from the step")
+
+
+def test_every_verdict_prints_what_its_run_had_to_reach(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A verdict's preconditions are printed beside it in the notebook and in the report."""
+
+    from servelab.lab import common
+    from servelab.lab.run_report import write_report
+
+    run = tmp_path / "run"
+    run.mkdir()
+    data = step_load_run(cpu=100.0)
+    (run / "scaling.jsonl").write_text("".join(json.dumps(r) + "\n" for r in data.scaling.to_dict("records")))
+    (run / "scaling_series.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in data.scaling_series.to_dict("records")))
+    monkeypatch.setenv("SERVELAB_RESULTS", str(run))
+    common.what_this_run_shows(step10, "starts a replica within")
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("cannot show here: Under the step load, autoscaling on queue depth")
+    assert ("  needs: the high load outran one replica, under 90 % of it answered — met: one fixed replica "
+            "answered 55.0 of the 67.2 requests/s offered (82%)") in out
+    assert ("  needs: a core free for the second replica, the machine's CPU under 90 % while it started — "
+            "NOT met") in out
+    page = write_report(run).read_text()
+    assert "needs: the high load outran one replica" in page and "started — NOT met" in page
