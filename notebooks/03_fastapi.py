@@ -30,7 +30,7 @@ flask_requests = None  # None: preset
 fastapi_workers = None  # None: one per core on a CPU, half the cores on a GPU (2 to 8)
 
 # %%
-from servelab.lab import common, gourmetgram, params
+from servelab.lab import common, exercise, gourmetgram, params
 from servelab.lab import step03_fastapi as step
 
 P = params.resolve(target, preset, seq_requests=seq_requests, conc_requests=conc_requests,
@@ -94,8 +94,16 @@ print(f'{{"image": "{image_b64[:40]}…"}}  ({len(image_b64):,} characters in al
 step.docs_page(api)
 
 # %% [markdown]
-# **Predict.** One client sends a request only after the previous answer came back. How should its
-# median latency compare with the time the model takes for one image? What about with 16 clients?
+# **Predict.** One client sends a request only after the previous answer came back: its median
+# latency is about one request's service time. With 16 clients, will the median latency be four times
+# one client's or more? Set your guess to "yes" or "no".
+
+# %% tags=["prediction"]
+guess = None  # "yes" or "no"
+### BEGIN SOLUTION
+guess = "yes"
+### END SOLUTION
+exercise.predict(step, "FastAPI pt: with many clients the median latency", guess)
 #
 # ## One client: sequential requests
 # Each request waits for the previous answer, so no request of this client ever waits behind
@@ -232,7 +240,15 @@ lines = monitoring.show_metrics(f"{api.url}/metrics", ["predict_stage_seconds"])
 # **Predict.** With one client, which stage takes the longest? With 16 clients a request takes
 # many times longer: which stage absorbs the extra time on this machine? (A queue forms in front of
 # the step that cannot keep up: the verdict below names the part of a request whose time changed
-# the most from one client to 16.)
+# the most from one client to 16.) Will it be inference (the forward pass and the wait for it) here,
+# on a machine whose model computes on the CPU? Set your guess to "yes" or "no".
+
+# %% tags=["prediction"]
+guess = None  # "yes" or "no"
+### BEGIN SOLUTION
+guess = "yes"
+### END SOLUTION
+exercise.predict(step, "FastAPI stages (pt): with many clients the stage that bounds throughput", guess)
 
 # %%
 step.stage_breakdown()
@@ -251,9 +267,17 @@ step.plot_stages()
 # and its own Python interpreter lock. Each one also sees only the requests of its own
 # connections: what does that do to the batches it can form? The same trade as instance groups.
 #
-# **Predict.** On this machine, will N processes serve more requests per second than one? What
-# happens to the mean batch per forward pass? On a GPU node with many cores, where one process
-# keeps one Python interpreter busy while the GPU waits, what should change?
+# **Predict.** On this machine, will N processes serve at least 1.2 times the requests per second of
+# one? Set your guess to "yes" or "no". (What happens to the mean batch per forward pass? On a GPU node
+# with many cores, where one process keeps one Python interpreter busy while the GPU waits, what should
+# change?)
+
+# %% tags=["prediction"]
+guess = None  # "yes" or "no"
+### BEGIN SOLUTION
+guess = "no"
+### END SOLUTION
+exercise.predict(step, "FastAPI worker processes (pt): with many clients N serve at least 1.2", guess)
 #
 # First the model alone, without a server: the rate that bounds every service on this machine
 # (preprocessing one image per core, and the model at its fastest batch size).
@@ -262,12 +286,29 @@ step.plot_stages()
 ceiling = step.model_ceiling("pt", P)
 
 # %% [markdown]
-# Now the PyTorch service again, with N worker processes (`WORKERS`), and the same two loads.
+# Now the PyTorch service again, with N worker processes, and the same two loads. The service reads
+# its number of worker processes from its environment, `WORKERS` (on a Docker host:
+# `WORKERS=4 docker compose … up`, or a `WORKERS=4` line in the stack's `.env` file). The lab
+# suggests an N for this machine first; then write the service's setting, as that line, in the cell
+# after.
 
 # %%
 step.fastapi_down(stack)
 n = step.workers_for_n(P)
-api = step.fastapi_up(stack, "pt", workers=n)
+
+# %%
+settings = f"""
+### BEGIN SOLUTION
+WORKERS={n}
+### END SOLUTION
+"""
+workers = step.workers_in(settings)
+api = step.fastapi_up(stack, "pt", workers=workers)
+
+# %%
+exercise.check(step, "your service runs more than one worker process", workers > 1,
+               f"write WORKERS={n} (a line of the service's settings) in the cell above and run it again",
+               f"WORKERS={workers}")
 
 # %%
 pt_n_seq = step.fastapi_sequential(api, P)
@@ -294,6 +335,11 @@ step.plot_stages()
 
 # %%
 common.what_this_run_shows(step)
+
+# %%
+exercise.compare(step, "FastAPI pt: with many clients the median latency")
+exercise.compare(step, "FastAPI stages (pt): with many clients the stage that bounds throughput")
+exercise.compare(step, "FastAPI worker processes (pt): with many clients N serve at least 1.2")
 
 # %% [markdown]
 # **Expected on the GPU node** (the original lab's run on a P100,
@@ -338,6 +384,65 @@ step.fastapi_down(stack)
 #    Name one thing this makes possible and one thing it costs.
 # 4. Which stage bounded throughput here, and which should bound it on the GPU node? What did each
 #    of the N processes give up for the others?
+
+# %% [markdown] tags=["answer"]
+# **Your answer to 1.**
+# <!-- BEGIN SOLUTION -->
+# The model answer, computed from this run, follows in the answer key.
+# <!-- END SOLUTION -->
+
+# %% tags=["answer-key"]
+one, many = pt_seq.iloc[-1], pt_conc.iloc[-1]
+exercise.model_answer(1, f"with PyTorch one client's median was {one['median_ms']:.1f} ms and "
+                         f"{many['concurrency']:.0f} clients' {many['median_ms']:.1f} ms "
+                         f"({many['median_ms'] / one['median_ms']:.1f} times) while the service's throughput "
+                         f"went from {one['throughput_rps']:.1f} to {many['throughput_rps']:.1f} requests/s: "
+                         "the model's time per request is about what one client sees, so the rest of the "
+                         "concurrent median is waiting for a worker (the stage table below splits it).")
+
+# %% [markdown] tags=["answer"]
+# **Your answer to 2.**
+# <!-- BEGIN SOLUTION -->
+# The model answer, computed from this run, follows in the answer key.
+# <!-- END SOLUTION -->
+
+# %% tags=["answer-key"]
+ratio_one = pt_seq["median_ms"].iloc[-1] / onnx_seq["median_ms"].iloc[-1]
+ratio_many = pt_conc["median_ms"].iloc[-1] / onnx_conc["median_ms"].iloc[-1]
+exercise.model_answer(2, f"{'ONNX Runtime' if ratio_one > 1 else 'PyTorch'} answered one client sooner: "
+                         f"medians {pt_seq['median_ms'].iloc[-1]:.1f} ms (PyTorch) and "
+                         f"{onnx_seq['median_ms'].iloc[-1]:.1f} ms (ONNX Runtime), a ratio of "
+                         f"{ratio_one:.2f}; with many clients the ratio was {ratio_many:.2f}, since the "
+                         "queue "
+                         "multiplies each engine's own service time.")
+
+# %% [markdown] tags=["answer"]
+# **Your answer to 3.**
+# <!-- BEGIN SOLUTION -->
+# The model answer, computed from this run, follows in the answer key.
+# <!-- END SOLUTION -->
+
+# %% tags=["answer-key"]
+flask_rows = gourmetgram.flask_summary()
+exercise.model_answer(3, "it lets each tier scale on its own (more web workers for users, more inference "
+                         "processes or GPUs for compute) and swap the model server without touching the app; "
+                         "it costs a network hop, base64 and JSON encoding on every upload: the app's "
+                         f"uploads took {flask_rows['median_ms'].iloc[0]:.1f} ms at the median against the "
+                         f"service's own {pt_seq['median_ms'].iloc[-1]:.1f} ms.")
+
+# %% [markdown] tags=["answer"]
+# **Your answer to 4.**
+# <!-- BEGIN SOLUTION -->
+# The model answer, computed from this run, follows in the answer key.
+# <!-- END SOLUTION -->
+
+# %% tags=["answer-key"]
+said = exercise.evidence(step, "FastAPI stages (pt): with many clients the stage that bounds throughput")
+exercise.model_answer(4, f"this run: {said}. On the GPU node preprocessing in one Python process should "
+                         "bound it (the H100 reasoning in "
+                         "docs/decisions/2026-11-28-fastapi-stages-and-workers.md). "
+                         f"Each of the {workers} processes gave up its share of the cores and the batches it "
+                         "could have formed from the other processes' requests.")
 
 # %% [markdown]
 # ## Appendix: the micro-batcher, the client's loop, the service module

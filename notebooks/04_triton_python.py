@@ -24,7 +24,6 @@
 # %% tags=["parameters"]
 target = None  # local | docker; None: $SERVELAB_TARGET (docker in the node's Jupyter, see 02) or local
 preset = "quick"
-concurrency_levels = None  # None: [1, 8, 16]
 client_batch = None  # None: 16
 # how perf_analyzer settles each measurement: see "How perf_analyzer measures" under "Load" below
 window_requests = None  # requests per measurement window (None: preset)
@@ -34,10 +33,10 @@ stability_pct = None  # how closely (percent) windows must agree for "stable" (N
 flask_requests = None
 
 # %%
-from servelab.lab import common, gourmetgram, params, triton_steps
+from servelab.lab import common, exercise, gourmetgram, params, triton_edits, triton_steps
 from servelab.lab import step04_triton_python as step
 
-P = params.resolve(target, preset, concurrency_levels=concurrency_levels, client_batch=client_batch,
+P = params.resolve(target, preset, client_batch=client_batch,
                    window_requests=window_requests, settle=settle,
                    max_trials=max_trials, stability_pct=stability_pct,
                    flask_requests=flask_requests)
@@ -109,15 +108,54 @@ stats_before = triton_steps.stats_json(triton, "food_classifier")
 # windows is kept with it: a verdict whose gap is inside that spread reads "too noisy to call".
 
 # %% [markdown]
-# **Predict.** At concurrency 1, 8 and 16, which of queue time and compute time will grow,
-# and roughly by how much?
-#
+# **Predict.** From one client to the highest concurrency of your sweep, will the compute time per
+# request stay flat (the highest level's less than twice the first's)? At the highest concurrency, will
+# a request wait longer in the queue than it computes? Set `guess` to "yes" or "no" for each in the
+# next cell and run it: the lab records your guesses, and a cell after the measurement sets each beside
+# what this run measured.
+
+# %% tags=["prediction"]
+guess_flat, guess_queue = None, None  # "yes" or "no" each
+### BEGIN SOLUTION
+guess_flat, guess_queue = "yes", "yes"
+### END SOLUTION
+exercise.predict(step, "compute time stays flat", guess_flat)
+exercise.predict(step, "queue time exceeds compute time", guess_queue)
+
+# %% [markdown]
+# ## Your perf_analyzer command
+# You write the sweep. The command below names the model (`-m`), the server (`-u`), the requests'
+# input (`--input-data`), the windows as the lab counts them (`--measurement-mode count_windows` and
+# the preset's sizes; `--stability-percentage 1000` accepts windows at any spread, because perf_analyzer
+# stops a range at its first level that does not settle, and the lab weighs the windows' spread as
+# noise instead), `-v` (every window printed: the lab reads their spread) and `-f sweep.csv`, the
+# table perf_analyzer writes. What it lacks is the load: add
+# `--concurrency-range START:END:STEP` for one client, about 8 and about 16 (perf_analyzer steps from
+# START to END by STEP). The command runs exactly as written, in the run's `perf/` folder, and its
+# table lands in the run's data beside the lab's own measurements. First where the server and the
+# input data are:
+
+# %%
+url, inputs = triton_edits.perf_url(triton, "food_classifier")
+
+# %% [markdown]
 # **On the GPU node, now look at nvtop** in your SSH session while the next cell runs: how busy is
 # GPU 0 while requests wait in the queue?
 
 # %%
-sweep = triton_steps.concurrency_sweep(triton, "food_classifier", P, step="python_concurrency")
+command = f"""perf_analyzer -m food_classifier -u {url} --input-data {inputs} -b 1
+    ### BEGIN SOLUTION
+    --concurrency-range 1:15:7
+    ### END SOLUTION
+    --measurement-mode count_windows --measurement-request-count {P.window_requests}
+    --stability-percentage 1000 --max-trials {P.max_trials} -v -f sweep.csv"""
+sweep = triton_edits.perf_analyzer(triton, command, step="python_concurrency")
 sweep
+
+# %%
+triton_edits.check_levels(sweep, step, "concurrency", 3,
+                          "add --concurrency-range START:END:STEP to the command above (e.g. 1:15:7) and "
+                          "run it again")
 
 # %%
 triton_steps.plot_breakdown(sweep, title="Python backend: where the time goes")
@@ -137,6 +175,10 @@ triton_steps.stats_change(stats_before, stats_after)
 
 # %%
 common.what_this_run_shows(step, "Triton Python backend")
+
+# %%
+exercise.compare(step, "compute time stays flat")
+exercise.compare(step, "queue time exceeds compute time")
 
 # %% [markdown]
 # **Expected on the GPU node** (the original lab's P100 run,
@@ -159,8 +201,15 @@ common.reference("triton", triton_steps.TRITON_COLUMNS, rules=step, effects=["Tr
 # One client sends `client_batch` images in each request. Real users send one image at a time, so
 # this shows what a batch costs the server, not a way to serve them.
 #
-# **Predict.** One client now sends 16 images per request. Will images per second go up a lot,
-# a little, or not at all — on this machine, and on a GPU?
+# **Predict.** One client now sends 16 images per request: on this machine, will it send at least
+# 1.5 times the images per second it sent as single images? (And on a GPU?)
+
+# %% tags=["prediction"]
+guess = None  # "yes" or "no"
+### BEGIN SOLUTION
+guess = "no"
+### END SOLUTION
+exercise.predict(step, "Client batch 16 raises throughput", guess)
 
 # %%
 batched = step.client_batch(triton, "food_classifier", P)
@@ -171,6 +220,9 @@ batched
 
 # %%
 common.what_this_run_shows(step, "Client batch")
+
+# %%
+exercise.compare(step, "Client batch 16 raises throughput")
 
 # %% [markdown]
 # **Expected on the GPU node** (the original lab's P100 run,
@@ -199,8 +251,8 @@ gourmetgram.flask_uploads(flask, P, step="triton_python")
 triton_steps.triton_down(stack)
 
 # %% [markdown]
-# **Try:** set `concurrency_levels = [1, 2, 4, 8]` in the parameters cell and run the notebook
-# again. At each level, does the queue time follow *(concurrency − 1) × compute time*?
+# **Try:** change your command's range to `--concurrency-range 1:8:1` and run the notebook again. At
+# each level, does the queue time follow *(concurrency − 1) × compute time*?
 
 # %% [markdown]
 # ## Questions
@@ -209,6 +261,52 @@ triton_steps.triton_down(stack)
 # 2. `execute` receives a list of requests. What would change if Triton handed it several at once?
 # 3. What did a batch of 16 images do to images per second on this machine, and what does that say
 #    about what a batch costs here, next to the P100's figures above?
+
+# %% [markdown] tags=["answer"]
+# **Your answer to 1.**
+# <!-- BEGIN SOLUTION -->
+# The model answer, computed from this run, follows in the answer key.
+# <!-- END SOLUTION -->
+
+# %% tags=["answer-key"]
+top = sweep.iloc[-1]
+exercise.model_answer(1, f"at concurrency {top['concurrency']:.0f} a request waited {top['queue_ms']:.1f} ms "
+                         f"in the queue and computed for {top['compute_infer_ms']:.1f} ms, of a p50 latency "
+                         f"of "
+                         f"{top['p50_ms']:.1f} ms; the machine's CPU was {top['cpu_util_pct']:.0f} % busy "
+                         "meanwhile: one instance computes one request at a time, so the others queue while "
+                         "cores may sit idle.")
+
+# %% [markdown] tags=["answer"]
+# **Your answer to 2.**
+# <!-- BEGIN SOLUTION -->
+# The model answer, computed from this run, follows in the answer key.
+# <!-- END SOLUTION -->
+
+# %% tags=["answer-key"]
+stats = triton_steps.stats_change(stats_before, stats_after)
+exercise.model_answer(2, f"the server ran {int(stats['executions'].sum())} executions of batch sizes "
+                         f"{', '.join(str(int(s)) for s in stats['batch_size'])} in the sweep: without "
+                         "dynamic batching Triton hands execute one request at a time. Handed several, "
+                         "execute would stack them into one forward pass (model.py already loops over the "
+                         "list), so one pass serves several requests and the queue shrinks where a batch "
+                         "costs little more than one image.")
+
+# %% [markdown] tags=["answer"]
+# **Your answer to 3.**
+# <!-- BEGIN SOLUTION -->
+# The model answer, computed from this run, follows in the answer key.
+# <!-- END SOLUTION -->
+
+# %% tags=["answer-key"]
+single, many = sweep["throughput"].iloc[0], batched["throughput"].iloc[-1]
+exercise.model_answer(3, f"{step.read_client_batch(common.concat(sweep, batched))}: "
+                         + ("a batch cost about as much as its images one by one here, so images per second "
+                            "hardly moved" if many < 1.5 * single else "a batch cost less than its images "
+                            "one by one here")
+                         + "; on the P100 one client sent 52 images/s as single images and 657 as batches "
+                         "of 16 (docs/decisions/2026-11-24-gpu-expectations.md): there a batch costs little "
+                         "more than one image.")
 
 # %% [markdown]
 # ## Appendix: the whole `model.py`

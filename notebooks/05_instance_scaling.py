@@ -34,7 +34,7 @@ max_trials = None  # windows tried before giving up on "stable" (None: preset)
 stability_pct = None  # how closely (percent) windows must agree for "stable" (None: preset)
 
 # %%
-from servelab.lab import common, params, triton_steps
+from servelab.lab import common, exercise, params, triton_edits, triton_steps
 from servelab.lab import step05_instance_scaling as step
 
 P = params.resolve(target, preset, instance_counts=instance_counts, scaling_concurrency=scaling_concurrency,
@@ -50,8 +50,7 @@ triton = triton_steps.triton_up(stack, ["food_classifier"])
 # ## The plan
 # The instance steps for this target, one row each. `count` is per listed GPU, as in
 # `config.pbtxt` (`count: 2, gpus: [0, 1]` is two instances on each of GPUs 0 and 1); on a CPU
-# `gpus` is empty and `count` is the number of instances. The cells below take their values from
-# this table, so the headless run fits each target; change a value in a cell to try your own.
+# `gpus` is empty and `count` is the number of instances. Write these values in the cells below.
 
 # %%
 plan = step.instance_plan(stack, P)
@@ -59,22 +58,42 @@ plan
 
 # %% [markdown]
 # ## Each step: you change the config, then measure
-# Each step is two cells. The first is the edit you would make to `instance_group` in
-# `config.pbtxt`, as a call with the same fields: it writes the new config (the diff is printed),
-# reloads the model through Triton's API and prints what is live — seconds, with no restart and no
-# image rebuild. The second shows what now runs on the server (one stub process per
-# Python-backend instance; `nvidia-smi` on the GPU node) and runs perf_analyzer at
+# Each step is two cells. In the first you write the `instance_group` of `food_classifier`'s
+# `config.pbtxt`, as text, as you would in the file: the lab parses it as Triton does (a typo is
+# refused with its line, and the model keeps serving its last good config), writes it over that block
+# of the live config (the diff is printed), reloads the model through Triton's API and prints what is
+# live — seconds, with no restart and no image rebuild. Each cell holds the node's values; on another
+# target write the plan's `count` for your step (`KIND_GPU` on a machine without a GPU becomes
+# `KIND_CPU`, and the lab says so). The second cell shows what now runs on the server (one stub process
+# per Python-backend instance; `nvidia-smi` on the GPU node) and runs perf_analyzer at
 # `scaling_concurrency`.
 #
-# **Predict.** At concurrency 8, what will going from one instance to more do to throughput and
-# to p99 latency? Where does it stop helping, and why?
-#
+# **Predict.** At concurrency 8, will more instances serve more inferences per second than one? Will
+# the largest instance count serve no more than the middle one? Set each guess to "yes" or "no".
+
+# %% tags=["prediction"]
+guess_more, guess_largest = None, None  # "yes" or "no" each
+### BEGIN SOLUTION
+guess_more, guess_largest = "yes", "yes"
+### END SOLUTION
+exercise.predict(step, "More instances raise throughput", guess_more)
+exercise.predict(step, "The largest instance count is no better than the middle one", guess_largest)
+
+# %% [markdown]
 # ### Step 1: one instance
 
 # %%
-count = plan["count"][0]  # change me: instances on each listed GPU (on a CPU: in all)
-triton_steps.set_instances(triton, "food_classifier", count=count, kind=plan["kind"][0],
-                           gpus=plan["gpus"][0])
+triton_edits.edit_config(triton, "food_classifier", """
+instance_group [
+  {
+    ### BEGIN SOLUTION
+    count: 1
+    ### END SOLUTION
+    kind: KIND_GPU
+    gpus: [ 0 ]
+  }
+]
+""")
 
 # %% [markdown]
 # **On the GPU node, now look at nvtop** while the next cell runs, and again at each step below:
@@ -88,9 +107,17 @@ one
 # ### Step 2: 2 on each of two GPUs on the node (2 on GPU 0 with one GPU; as many as the cores on a CPU)
 
 # %%
-count = plan["count"][1]  # change me
-triton_steps.set_instances(triton, "food_classifier", count=count, kind=plan["kind"][1],
-                           gpus=plan["gpus"][1])
+triton_edits.edit_config(triton, "food_classifier", """
+instance_group [
+  {
+    ### BEGIN SOLUTION
+    count: 2
+    gpus: [ 0, 1 ]
+    ### END SOLUTION
+    kind: KIND_GPU
+  }
+]
+""")
 
 # %%
 two = step.measure_instances(triton, "food_classifier", P)
@@ -100,9 +127,17 @@ two
 # ### Step 3: 4 on each GPU on the node (4 on GPU 0 with one GPU; twice the cores on a CPU)
 
 # %%
-count = plan["count"][2]  # change me
-triton_steps.set_instances(triton, "food_classifier", count=count, kind=plan["kind"][2],
-                           gpus=plan["gpus"][2])
+triton_edits.edit_config(triton, "food_classifier", """
+instance_group [
+  {
+    ### BEGIN SOLUTION
+    count: 4
+    gpus: [ 0, 1 ]
+    ### END SOLUTION
+    kind: KIND_GPU
+  }
+]
+""")
 
 # %%
 four = step.measure_instances(triton, "food_classifier", P)
@@ -118,6 +153,11 @@ scaling = common.concat(one, two, four, *further)
 scaling
 
 # %%
+triton_edits.check_levels(scaling, step, "instances", 3,
+                          "write a different count in each step's instance_group above (the plan's) and run "
+                          "the steps again")
+
+# %%
 step.plot_scaling(scaling, title="Python backend: instances vs latency and throughput")
 
 # %% [markdown]
@@ -128,6 +168,10 @@ step.plot_scaling(scaling, title="Python backend: instances vs latency and throu
 
 # %%
 common.what_this_run_shows(step, "raise throughput", "largest instance count")
+
+# %%
+exercise.compare(step, "More instances raise throughput")
+exercise.compare(step, "The largest instance count is no better than the middle one")
 
 # %% [markdown]
 # **Expected on the GPU node** (the original lab's P100 run,
@@ -161,7 +205,14 @@ common.reference("triton", triton_steps.TRITON_COLUMNS, rules=step,
 # run cannot show, and the verdict says so.
 #
 # **Predict.** Two instances, each using every core, against two instances with one share of the
-# cores each: which serves more, and by how much?
+# cores each: will the one share each serve more? Set your guess to "yes" or "no".
+
+# %% tags=["prediction"]
+guess = None  # "yes" or "no"
+### BEGIN SOLUTION
+guess = "yes"
+### END SOLUTION
+exercise.predict(step, "one thread each beats", guess)
 
 # %%
 triton_steps.set_instances(triton, "food_classifier", count=2, kind="KIND_GPU", gpus=[0], threads="auto")
@@ -197,6 +248,9 @@ split_threads
 common.what_this_run_shows(step, "thread")
 
 # %%
+exercise.compare(step, "one thread each beats")
+
+# %%
 triton_steps.triton_down(stack)
 
 # %% [markdown]
@@ -211,3 +265,50 @@ triton_steps.triton_down(stack)
 # 2. What did the framework's default threads do to two instances sharing the cores, and why?
 # 3. Adding an instance adds work in parallel only if something was idle. What was idle at each
 #    step, and how can you tell from the numbers above?
+
+# %% [markdown] tags=["answer"]
+# **Your answer to 1.**
+# <!-- BEGIN SOLUTION -->
+# The model answer, computed from this run, follows in the answer key.
+# <!-- END SOLUTION -->
+
+# %% tags=["answer-key"]
+by = scaling.reset_index(drop=True)
+best = by.loc[by["throughput"].idxmax()]
+exercise.model_answer(1, "; ".join(f"{r['instances']}: {r['throughput']:.1f} infer/s, "
+                                   f"p99 {r['p99_ms']:.0f} ms, CPU {r['cpu_util_pct']:.0f} %"
+                                   for _, r in by.iterrows())
+                      + f". The most was {best['instances']}"
+                      + (": the largest count served no more than the middle one, so the limit was the "
+                         "machine (the cores, on a CPU; the Python backend's per-request overhead on the "
+                         "P100)" if by["throughput"].iloc[-1] <= 1.05 * by["throughput"].iloc[1] else
+                         ": the largest count still served more, so a resource was still idle at the "
+                         "middle one"))
+
+# %% [markdown] tags=["answer"]
+# **Your answer to 2.**
+# <!-- BEGIN SOLUTION -->
+# The model answer, computed from this run, follows in the answer key.
+# <!-- END SOLUTION -->
+
+# %% tags=["answer-key"]
+d, a = default_threads.iloc[-1], split_threads.iloc[-1]
+exercise.model_answer(2, f"two instances with the framework's default threads ({d['threads']:g} each) served "
+                         f"{d['throughput']:.1f} infer/s, with the cores shared out ({a['threads']:g} each) "
+                         f"{a['throughput']:.1f}: with default threads every instance starts a thread per "
+                         "core, so two instances run twice as many threads as cores and they preempt each "
+                         "other (and spin waiting); one share each keeps one thread per core.")
+
+# %% [markdown] tags=["answer"]
+# **Your answer to 3.**
+# <!-- BEGIN SOLUTION -->
+# The model answer, computed from this run, follows in the answer key.
+# <!-- END SOLUTION -->
+
+# %% tags=["answer-key"]
+exercise.model_answer(3, "; ".join(f"{r['instances']}: CPU {r['cpu_util_pct']:.0f} % busy (server "
+                                   f"{r['server_cpu_pct']:.0f} %), queue {r['queue_ms']:.1f} ms"
+                                   for _, r in scaling.iterrows())
+                      + ". Where the CPU reading was well under its whole and requests queued, cores were "
+                        "idle and another instance could use them; once it is near its whole, an instance "
+                        "only takes cores from the others.")

@@ -34,7 +34,7 @@ stability_pct = None  # how closely (percent) windows must agree for "stable" (N
 flask_requests = None
 
 # %%
-from servelab.lab import common, gourmetgram, params, triton_steps
+from servelab.lab import common, exercise, gourmetgram, params, triton_edits, triton_steps
 from servelab.lab import step06_onnx_backend as step
 
 P = params.resolve(target, preset, onnx_concurrency_levels=onnx_concurrency_levels,
@@ -73,7 +73,15 @@ triton_steps.triton_try(triton, "food_classifier_onnx")
 
 # %% [markdown]
 # **Predict.** The ONNX model runs in ONNX Runtime instead of Python + PyTorch. At the same
-# concurrency, how will its compute time and its queue compare with the Python backend's?
+# concurrency, will its compute time per request be lower than the Python backend's? Set your guess to
+# "yes" or "no". (And its queue: what would follow?)
+
+# %% tags=["prediction"]
+guess = None  # "yes" or "no"
+### BEGIN SOLUTION
+guess = "yes"
+### END SOLUTION
+exercise.predict(step, "The ONNX backend's inference time is lower", guess)
 #
 # ## One instance at concurrency 1, 8 and 16
 # Concurrency 1 is one request alone (its latency is the service time); then 8 and 16 clients.
@@ -107,6 +115,9 @@ step.plot_backends(python_one, onnx_one)
 # %%
 common.what_this_run_shows(step, "inference time")
 
+# %%
+exercise.compare(step, "The ONNX backend's inference time is lower")
+
 # %% [markdown]
 # **Expected on the GPU node** (the original lab's P100 run,
 # [snippets/triton.md](https://github.com/teaching-on-testbeds/serve-system-chi/blob/main/snippets/triton.md);
@@ -127,19 +138,40 @@ common.reference("triton", triton_steps.TRITON_COLUMNS, rules=step, effects=["in
 # ## Two instances on each of GPUs 0 and 1
 # The original lab's change to `instance_group`: `count: 2`, `gpus: [0, 1]` on the two-GPU node.
 # On a host with one GPU the same step is two instances on GPU 0; on a CPU, two instances sharing
-# the cores. `scaled` holds this host's values; as in 05, the edit is a call with the config's
-# fields, and the sweep that follows measures what is live.
+# the cores. `scaled` holds this host's values; as in 05 you write the `instance_group` of
+# `food_classifier_onnx`'s `config.pbtxt` as text (the node's values below; `KIND_GPU` on a machine
+# without a GPU becomes `KIND_CPU`), and the sweep that follows measures what is live.
 #
-# **Predict.** Will two instances serve more than one here? On the GPU node?
+# **Predict.** Will two instances serve more inferences per second than one here, at the highest
+# concurrency (more than 1.1 times)? On the GPU node? Set your guess for this machine to "yes" or "no".
+
+# %% tags=["prediction"]
+guess = None  # "yes" or "no"
+### BEGIN SOLUTION
+guess = "no"
+### END SOLUTION
+exercise.predict(step, "ONNX backend: two instances serve more than one", guess)
 
 # %%
 scaled = step.scaled_step(stack, P)
 scaled
 
 # %%
-count = scaled["count"]  # 2 unless onnx_instances is set in the parameters cell: change me
-triton_steps.set_instances(triton, "food_classifier_onnx", count=count, kind=scaled["kind"],
-                           gpus=scaled["gpus"])
+triton_edits.edit_config(triton, "food_classifier_onnx", """
+instance_group [
+  {
+    ### BEGIN SOLUTION
+    count: 2
+    gpus: [ 0, 1 ]
+    ### END SOLUTION
+    kind: KIND_GPU
+  }
+]
+""")
+
+# %%
+triton_edits.check_instances(triton, "food_classifier_onnx", step, 2,
+                             "write count: 2 in the instance_group above and run it again")
 
 # %% [markdown]
 # **On the GPU node, now look at nvtop** while the next cell runs: how busy are both GPUs now?
@@ -162,6 +194,9 @@ triton_steps.plot_breakdown(common.concat(onnx_one, onnx_two), title="ONNX backe
 
 # %%
 common.what_this_run_shows(step, "two instances")
+
+# %%
+exercise.compare(step, "ONNX backend: two instances serve more than one")
 
 # %% [markdown]
 # **Expected on the GPU node** (the original lab's P100 run,
@@ -202,3 +237,49 @@ triton_steps.triton_down(stack)
 # 2. The ONNX model takes a preprocessed tensor: where does the preprocessing happen now, and what
 #    does that cost the client?
 # 3. Did two instances help on this machine? What would you expect on the two-GPU node?
+
+# %% [markdown] tags=["answer"]
+# **Your answer to 1.**
+# <!-- BEGIN SOLUTION -->
+# The model answer, computed from this run, follows in the answer key.
+# <!-- END SOLUTION -->
+
+# %% tags=["answer-key"]
+py16, ox16 = python_one.iloc[-1], onnx_one.iloc[-1]
+exercise.model_answer(1, f"at concurrency {ox16['concurrency']:.0f} a request computed for "
+                         f"{ox16['compute_infer_ms']:.1f} ms on the ONNX backend and "
+                         f"{py16['compute_infer_ms']:.1f} ms on the Python backend, and queued "
+                         f"{ox16['queue_ms']:.1f} ms against {py16['queue_ms']:.1f} ms: every request waits "
+                         "behind the ones before it, so the queue follows the compute time per request.")
+
+# %% [markdown] tags=["answer"]
+# **Your answer to 2.**
+# <!-- BEGIN SOLUTION -->
+# The model answer, computed from this run, follows in the answer key.
+# <!-- END SOLUTION -->
+
+# %% tags=["answer-key"]
+ox1 = onnx_one.iloc[0]
+exercise.model_answer(2, "on the client: GourmetGram's TritonOnnxBackend decodes, resizes, crops and "
+                         "normalises the photo and sends a float32 tensor of 3 × 224 × 224 × 4 bytes "
+                         f"(588 KiB against a JPEG of tens of KB); one request took {ox1['p50_ms']:.1f} ms "
+                         f"at p50 of which the server computed {ox1['compute_infer_ms']:.1f} ms: the rest is "
+                         "the request's transfer and the client's work, which the client now pays for.")
+
+# %% [markdown] tags=["answer"]
+# **Your answer to 3.**
+# <!-- BEGIN SOLUTION -->
+# The model answer, computed from this run, follows in the answer key.
+# <!-- END SOLUTION -->
+
+# %% tags=["answer-key"]
+one_top, two_top = onnx_one.iloc[-1], onnx_two.iloc[-1]
+exercise.model_answer(3, f"at concurrency {one_top['concurrency']:.0f} one instance served "
+                         f"{one_top['throughput']:.1f} infer/s and two served {two_top['throughput']:.1f} "
+                         f"(CPU {one_top['cpu_util_pct']:.0f} % and {two_top['cpu_util_pct']:.0f} % busy): "
+                         + ("two helped here" if two_top["throughput"] > 1.1 * one_top["throughput"] else
+                            "two did not help here: one instance already kept the cores busy")
+                         + ". On the node each instance has a GPU of its own, so two should serve more "
+                           "until arrivals no longer outrun them "
+                           "(docs/decisions/2026-11-24-gpu-expectations.md: "
+                           "the P100 run's two instances on each GPU served 1182 infer/s at concurrency 8).")

@@ -35,7 +35,7 @@ stability_pct = None  # how closely (percent) windows must agree for "stable" (N
 rate_stability_pct = None  # the same for the rate levels below (None: preset; quick accepts any spread)
 
 # %%
-from servelab.lab import common, params, triton_steps
+from servelab.lab import common, exercise, params, triton_edits, triton_steps
 from servelab.lab import step07_dynamic_batching as step
 
 P = params.resolve(target, preset, capacity_concurrency=capacity_concurrency,
@@ -60,9 +60,17 @@ capacity = step.measure_capacity(triton, "food_classifier_onnx", P)
 capacity
 
 # %% [markdown]
-# **Predict.** At the same average rate, well below capacity, will evenly spaced and Poisson
-# arrivals have the same p99 latency?
-#
+# **Predict.** At the same average rate, well below capacity, will Poisson arrivals have a higher p99
+# latency than evenly spaced ones? Set your guess to "yes" or "no".
+
+# %% tags=["prediction"]
+guess = None  # "yes" or "no"
+### BEGIN SOLUTION
+guess = "yes"
+### END SOLUTION
+exercise.predict(step, "Poisson arrivals queue more than evenly spaced ones", guess)
+
+# %% [markdown]
 # ## Constant vs Poisson arrivals at the same rate
 # The rate is `base_rate_fraction` of the capacity just measured. Evenly spaced requests arrive
 # one interval apart; Poisson arrivals have random gaps, so now and then several requests arrive
@@ -74,7 +82,39 @@ capacity
 # (p50, p99, and the queue), not throughput.
 
 # %%
-arrivals = step.arrival_patterns(triton, "food_classifier_onnx", capacity, P)
+constant = step.arrival_patterns(triton, "food_classifier_onnx", capacity, P, distributions=("constant",))
+constant
+
+# %% [markdown]
+# ### Your command: the same rate, Poisson arrivals
+# The evenly spaced run above was the lab's; the Poisson one is yours. The command below has the model,
+# the server, the input data, the client threads perf_analyzer needs to keep a rate (`--max-threads`),
+# the windows and `-f poisson.csv`; add the load: `--request-rate-range` at the rate the lab measured
+# with (`rate`, printed below) and `--request-distribution poisson`. It runs exactly as written and its
+# table lands in the run's data.
+
+# %%
+url, inputs = triton_edits.perf_url(triton, "food_classifier_onnx")
+rate = step.base_rate(capacity, P)
+print(f"rate = {rate} requests/s (base_rate_fraction {P.base_rate_fraction} × the capacity)")
+
+# %%
+command = f"""perf_analyzer -m food_classifier_onnx -u {url} --input-data {inputs} -b 1 --max-threads 16
+    ### BEGIN SOLUTION
+    --request-rate-range {rate} --request-distribution poisson
+    ### END SOLUTION
+    --measurement-mode count_windows --measurement-request-count {max(P.window_requests, int(rate) + 1)}
+    --stability-percentage {P.rate_stability_pct} --max-trials {P.max_trials} -v -f poisson.csv"""
+poisson = triton_edits.perf_analyzer(triton, command, step="arrivals")
+poisson
+
+# %%
+triton_edits.check_distribution(poisson, step, "poisson",
+                                f"add --request-rate-range {rate} --request-distribution poisson to the "
+                                "command above and run it again")
+
+# %%
+arrivals = common.concat(constant, poisson)
 arrivals
 
 # %%
@@ -92,6 +132,9 @@ triton_steps.plot_breakdown(arrivals, x="distribution", title="Same rate, differ
 # %%
 common.what_this_run_shows(step, "Poisson")
 
+# %%
+exercise.compare(step, "Poisson arrivals queue more than evenly spaced ones")
+
 # %% [markdown]
 # ## Dynamic batching
 # Extra instances would absorb the bursts, but they cost money and sit idle between bursts.
@@ -103,9 +146,19 @@ common.what_this_run_shows(step, "Poisson")
 # The rates (`rate_fractions` of the capacity) go up to beyond what one instance serves without
 # batching: the last fraction is above 1. First without batching, as the model is configured now.
 #
-# **Predict.** Every client sends single images. Will any execution carry more than one request
-# with batching on? What will batching do to p99 at the highest rate, and at the lowest, where
-# there is little to combine?
+# **Predict.** Every client sends single images. With batching on, will some execution carry more
+# than one request? At the highest rate, will p99 with batching be no higher than without? At the
+# lowest rate, where there is little to combine, will batching cost latency (p99 with it at least p99
+# without)? Set each guess to "yes" or "no".
+
+# %% tags=["prediction"]
+guess_batches, guess_top, guess_low = None, None, None  # "yes" or "no" each
+### BEGIN SOLUTION
+guess_batches, guess_top, guess_low = "yes", "yes", "yes"
+### END SOLUTION
+exercise.predict(step, "some executions carry more than one request", guess_batches)
+exercise.predict(step, "At the highest rate, p99 with dynamic batching", guess_top)
+exercise.predict(step, "At the lowest rate, dynamic batching costs latency", guess_low)
 
 # %%
 step.rates_for(capacity, P)
@@ -116,14 +169,26 @@ off
 
 # %% [markdown]
 # ### Turn dynamic batching on
-# One change: the `dynamic_batching` block, as you would add it to `config.pbtxt`, then a reload.
-# The call names the block's fields; change their values here (or `preferred_batch_sizes` and
-# `max_queue_delay_us` in the parameters cell) to try others.
+# One change: write the `dynamic_batching` block of `food_classifier_onnx`'s `config.pbtxt`, as text:
+# `preferred_batch_size` (the sizes Triton tries to form) and `max_queue_delay_microseconds` (how long
+# the oldest request may wait for others), with the values of `preferred_batch_sizes` and
+# `max_queue_delay_us` in the parameters table at the top (the original lab's). The lab parses it as
+# Triton does, refuses a typo with its line (the model keeps serving its last good config), adds the
+# block to the live config (the diff is printed) and reloads the model.
 
 # %%
-sizes, delay_us = P.preferred_batch_sizes, P.max_queue_delay_us  # the preset's unless set: change me
-triton_steps.set_dynamic_batching(triton, "food_classifier_onnx", preferred_batch_size=sizes,
-                                  max_queue_delay_microseconds=delay_us)
+triton_edits.edit_config(triton, "food_classifier_onnx", """
+### BEGIN SOLUTION
+dynamic_batching {
+  preferred_batch_size: [ 4, 6, 8 ]
+  max_queue_delay_microseconds: 100
+}
+### END SOLUTION
+""")
+
+# %%
+triton_edits.check_block(triton, "food_classifier_onnx", "dynamic_batching", step,
+                         "write a dynamic_batching { … } block in the cell above and run it again")
 
 # %% [markdown]
 # The server's statistics before the batching runs: they count from the model's last load, so the
@@ -140,8 +205,13 @@ metrics_before = step.metrics_counts(triton, "food_classifier_onnx")
 # **On the GPU node, now look at nvtop** while the next cell runs: how busy is GPU 0 at each rate?
 
 # %%
-on = step.batching_runs(triton, "food_classifier_onnx", capacity, P, enabled=True)
+batching_on = triton_steps.live_config(triton, "food_classifier_onnx").HasField("dynamic_batching")
+on = step.batching_runs(triton, "food_classifier_onnx", capacity, P, enabled=batching_on)
 on
+
+# %%
+triton_edits.check_batched(on, step, "turn dynamic batching on (the config cell above) and run these cells "
+                                     "again")
 
 # %% [markdown]
 # The statistics after: how many *executions* ran, and with which batch size, although every
@@ -185,6 +255,11 @@ step.plot_batch_sizes(batching)
 
 # %%
 common.what_this_run_shows(step, "dynamic batching")
+
+# %%
+exercise.compare(step, "some executions carry more than one request")
+exercise.compare(step, "At the highest rate, p99 with dynamic batching")
+exercise.compare(step, "At the lowest rate, dynamic batching costs latency")
 
 # %% [markdown]
 # **Expected on the GPU node** (the original lab's P100 run,
@@ -237,9 +312,9 @@ monitoring.monitor_triton(triton, "food_classifier_onnx", P, expected_rate=capac
 triton_steps.triton_down(stack)
 
 # %% [markdown]
-# **Try:** set `max_queue_delay_us = 5000` in the parameters cell and run the notebook again. Do
-# the executions' sizes move towards the preferred ones, and what does the longer wait cost p99 at
-# the lowest rate?
+# **Try:** write `max_queue_delay_microseconds: 5000` in your `dynamic_batching` block and run the
+# notebook again. Do the executions' sizes move towards the preferred ones, and what does the longer
+# wait cost p99 at the lowest rate?
 
 # %% [markdown]
 # ## Questions
@@ -248,3 +323,51 @@ triton_steps.triton_down(stack)
 # 2. How many executions carried more than one request, and where do those numbers come from?
 # 3. What did dynamic batching do to p99 at the lowest rate and at the highest in this run, and
 #    what would you expect on a GPU, where a batch of 8 costs little more than one image?
+
+# %% [markdown] tags=["answer"]
+# **Your answer to 1.**
+# <!-- BEGIN SOLUTION -->
+# The model answer, computed from this run, follows in the answer key.
+# <!-- END SOLUTION -->
+
+# %% tags=["answer-key"]
+even, bursty = constant.iloc[-1], poisson.iloc[-1]
+exercise.model_answer(1, f"at {rate:g} requests/s evenly spaced arrivals had p99 {even['p99_ms']:.1f} ms and "
+                         f"queue {even['queue_ms']:.2f} ms, Poisson ones p99 {bursty['p99_ms']:.1f} ms and "
+                         f"queue {bursty['queue_ms']:.2f} ms. Poisson gaps are random: now and then "
+                         "several requests arrive within one service time, and all but the first wait for "
+                         "the busy instance, although the average rate is below capacity.")
+
+# %% [markdown] tags=["answer"]
+# **Your answer to 2.**
+# <!-- BEGIN SOLUTION -->
+# The model answer, computed from this run, follows in the answer key.
+# <!-- END SOLUTION -->
+
+# %% tags=["answer-key"]
+from servelab.results.schema import batch_size_counts
+
+counts = batch_size_counts(on)
+several = sum(n for s, n in counts.items() if s > 1)
+exercise.model_answer(2, f"in the timed windows with batching on, {several} "
+                         f"of {sum(counts.values())} executions carried more than one request (sizes "
+                         f"{', '.join(f'{s}: {n}' for s, n in sorted(counts.items()))}). The numbers are "
+                         "Triton's own statistics (batch_stats of /v2/models/…/stats), read before and "
+                         "after each level: every client sent one image, so the server formed them.")
+
+# %% [markdown] tags=["answer"]
+# **Your answer to 3.**
+# <!-- BEGIN SOLUTION -->
+# The model answer, computed from this run, follows in the answer key.
+# <!-- END SOLUTION -->
+
+# %% tags=["answer-key"]
+lo_off, hi_off, lo_on, hi_on = off.iloc[0], off.iloc[-1], on.iloc[0], on.iloc[-1]
+exercise.model_answer(3, f"at {lo_off['rate']:g}/s p99 went from {lo_off['p99_ms']:.1f} ms without batching "
+                         f"to {lo_on['p99_ms']:.1f} ms with it; at {hi_off['rate']:g}/s from "
+                         f"{hi_off['p99_ms']:.1f} "
+                         f"to {hi_on['p99_ms']:.1f} ms. On this CPU a batch of n costs about n images' "
+                         "compute, which every request in it waits for, so batching only trims the queue; "
+                         "on a GPU a batch of 8 costs little more than one image "
+                         "(docs/decisions/2026-11-24-gpu-expectations.md), so the requests queued during "
+                         "one execution are served together in the next, at about the cost of one.")

@@ -100,6 +100,17 @@ config = provisioning.configure(project=P.project, site=P.site, lease_name=P.lea
 fetched = provisioning.fetch_work(config, plan_only=P.plan, skip=not P.fetch_first)
 
 # %% [markdown]
+# ## Your hand-in
+# One file for your instructor, from the work just copied: your executed notebooks, your answers, your
+# predictions and checks (the run's exercise records) and the run's report, with your user name. The
+# line below says where it is: download it (File → Download) and hand it in.
+
+# %%
+from servelab.lab import handin
+
+submission = handin.hand_in(fetched)
+
+# %% [markdown]
 # ## Stop, then delete
 
 # %%

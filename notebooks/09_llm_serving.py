@@ -52,7 +52,7 @@ llm_kv_blocks = None  # continuous batching: KV cache blocks (32 tokens each)
 llm_small_kv_blocks = None  # the smaller cache of the last experiment
 
 # %%
-from servelab.lab import common, params, step09_vllm
+from servelab.lab import common, exercise, params, step09_views, step09_vllm
 from servelab.lab import step09_llm_serving as step
 
 P = params.resolve(target, preset, llm_single_repeats=llm_single_repeats, llm_short_prompt=llm_short_prompt,
@@ -102,8 +102,16 @@ step.refused(engine)
 # `tpot_ms` is the time per output token: the mean gap between a request's streamed tokens after its
 # first; `ttft_ms` the time to its first token.
 #
-# **Predict.** How many times longer is the long prompt than the short one? Will its first token take
-# that many times longer? Will each *later* token take longer too?
+# **Predict.** How many times longer is the long prompt than the short one? Will its first token come
+# later than the short prompt's? (Will it take that many times longer? Will each *later* token take
+# longer too?) Set your guess for the first token to "yes" or "no".
+
+# %% tags=["prediction"]
+guess = None  # "yes" or "no"
+### BEGIN SOLUTION
+guess = "yes"
+### END SOLUTION
+exercise.predict(step, "a long prompt's time to first token exceeds a short one's", guess)
 
 # %%
 single = step.one_request(engine, P)
@@ -114,6 +122,9 @@ step.plot_single(single)
 
 # %%
 common.what_this_run_shows(step, "prefill")
+
+# %%
+exercise.compare(step, "a long prompt's time to first token exceeds a short one's")
 
 # %% [markdown]
 # ## Many requests: Poisson arrivals, mixed output lengths
@@ -127,7 +138,16 @@ rate = step.sequential_rate(single, P)
 
 # %% [markdown]
 # **Predict.** With continuous batching, what happens to TTFT as the rate rises past one-at-a-time
-# capacity? How many sequences will run at once?
+# capacity? How many sequences will run at once? And against static batching, measured next: at the
+# highest rate, with mixed output lengths, will continuous batching's TTFT p99 be lower than static
+# batching's? Set your guess to "yes" or "no".
+
+# %% tags=["prediction"]
+guess = None  # "yes" or "no"
+### BEGIN SOLUTION
+guess = "yes"
+### END SOLUTION
+exercise.predict(step, "continuous batching's TTFT p99 is lower than static's", guess)
 
 # %%
 continuous = step.rate_sweep(engine, P, rate)
@@ -152,12 +172,35 @@ engine.stop()
 # %%
 common.show_code("servelab/llm/static_batcher.py", "StaticBatcher")
 
+# %% [markdown]
+# The engine takes its batching mode on its command line (`python -m servelab.llm.engine MODEL
+# --batching MODE`, as printed when it started above). Write the flag that makes it batch statically:
+
 # %%
-engine = step.engine_up(P, "static")
+flags = """
+### BEGIN SOLUTION
+--batching static
+### END SOLUTION
+"""
+batching = step09_views.batching_in(flags)
+engine = step.engine_up(P, batching)
+
+# %%
+exercise.check(step, "your engine batches statically", batching == "static",
+               f"it batches {batching}: write --batching static in the cell above and run it again",
+               "--batching static")
 
 # %% [markdown]
-# **Predict.** With mixed output lengths, will static batching give more or fewer output tokens/s
-# than continuous batching at the same rates? Which requests wait longest for their first token?
+# **Predict.** With mixed output lengths, will continuous batching give more output tokens/s than
+# static batching at the highest rate? Set your guess to "yes" or "no". (Which requests wait longest
+# for their first token?)
+
+# %% tags=["prediction"]
+guess = None  # "yes" or "no"
+### BEGIN SOLUTION
+guess = "yes"
+### END SOLUTION
+exercise.predict(step, "continuous batching gives more output tokens/s than static", guess)
 
 # %%
 static = step.rate_sweep(engine, P, rate)
@@ -169,9 +212,21 @@ step.plot_batching(common.concat(continuous, static), single)
 # %%
 common.what_this_run_shows(step, "mixed output lengths")
 
+# %%
+exercise.compare(step, "continuous batching's TTFT p99 is lower than static's")
+exercise.compare(step, "continuous batching gives more output tokens/s than static")
+
 # %% [markdown]
 # **Predict.** Now every request asks for the same number of tokens, so no row of a static batch
-# idles while the longest finishes. Will static batching catch up with continuous batching?
+# idles while the longest finishes. Will static batching fare better against continuous batching than
+# with mixed lengths (its tokens/s nearer continuous batching's)? Set your guess to "yes" or "no".
+
+# %% tags=["prediction"]
+guess = None  # "yes" or "no"
+### BEGIN SOLUTION
+guess = "yes"
+### END SOLUTION
+exercise.predict(step, "with equal output lengths static batching fares better against continuous", guess)
 
 # %%
 static_equal = step.equal_lengths(engine, P, rate)
@@ -182,6 +237,9 @@ step.show(common.concat(continuous_equal, static_equal))
 common.what_this_run_shows(step, "equal output lengths")
 
 # %%
+exercise.compare(step, "with equal output lengths static batching fares better against continuous")
+
+# %%
 engine.stop()
 
 # %% [markdown]
@@ -190,8 +248,15 @@ engine.stop()
 # tokens instead of `llm_kv_blocks`. The engine's own statistics, sampled every 0.1 s during
 # the run, say how many sequences were running and how many were waiting for cache room.
 #
-# **Predict.** At the top rate, how many sequences will the smaller cache hold at once? What
-# happens to the requests that do not fit, and to their TTFT?
+# **Predict.** At the top rate, will the smaller cache hold fewer sequences at once, with requests
+# waiting for room? Set your guess to "yes" or "no". (What happens to their TTFT?)
+
+# %% tags=["prediction"]
+guess = None  # "yes" or "no"
+### BEGIN SOLUTION
+guess = "yes"
+### END SOLUTION
+exercise.predict(step, "a smaller KV cache holds fewer sequences at once", guess)
 
 # %%
 engine = step.engine_up(P, "continuous", kv_blocks=P.llm_small_kv_blocks)
@@ -205,6 +270,9 @@ step.plot_kv(step.kv_rows(common.concat(continuous, small)))
 # %%
 common.what_this_run_shows(step, "KV cache")
 
+# %%
+exercise.compare(step, "a smaller KV cache holds fewer sequences at once")
+
 # %% [markdown]
 # ## The same load on vLLM (GPU hosts with compute capability 7.0 or higher)
 # One change: the engine. vLLM serves the same model under the same name with the same
@@ -214,9 +282,10 @@ common.what_this_run_shows(step, "KV cache")
 # (`nvidia-smi`); on the lab's P100 node (6.0) and on a CPU it says why it skips vLLM. Its
 # statistics come from its Prometheus `/metrics`.
 #
-# **Predict.** On a GPU, vLLM pages its KV cache in GPU memory and replays decode steps as CUDA
-# graphs. At the same rate, will it give more output tokens/s than the lab's engine? Will it run
-# more sequences at once?
+# On a GPU, vLLM pages its KV cache in GPU memory and replays decode steps as CUDA graphs. A question
+# for a GPU with compute capability 7.0 or higher (a CPU and the P100 skip vLLM, so this run may not
+# answer it): at the same rate, would it give more output tokens/s than the lab's engine, and run more
+# sequences at once?
 
 # %%
 vllm_rows = step09_vllm.vllm_run(P, rate)
@@ -262,6 +331,76 @@ common.reference("llm", step.LLM_SHOWN, rules=step, step=["mixed", "equal", "kv_
 #    lengths differ, and what when they are equal?
 # 4. With the smaller KV cache, how many sequences ran at once, and what happened to the others?
 #    What would you change on a GPU with more memory?
+
+# %% [markdown] tags=["answer"]
+# **Your answer to 1.**
+# <!-- BEGIN SOLUTION -->
+# The model answer, computed from this run, follows in the answer key.
+# <!-- END SOLUTION -->
+
+# %% tags=["answer-key"]
+by_prompt = single.groupby("prompt")[["prompt_tokens", "ttft_ms", "tpot_ms"]].median()
+short_p, long_p = by_prompt.loc["short"], by_prompt.loc["long"]
+exercise.model_answer(1, f"the long prompt ({long_p['prompt_tokens']:.0f} tokens, "
+                         f"{long_p['prompt_tokens'] / short_p['prompt_tokens']:.1f} times the short one's "
+                         f"{short_p['prompt_tokens']:.0f}) had its first token after "
+                         f"{long_p['ttft_ms']:.1f} ms "
+                         f"at the median against {short_p['ttft_ms']:.1f} ms, and later tokens every "
+                         f"{long_p['tpot_ms']:.1f} ms against {short_p['tpot_ms']:.1f} ms: the prompt's "
+                         "length "
+                         "is paid once, in the prefill (one forward pass over the whole prompt), while each "
+                         "decode step reads the cache of a few hundred tokens more at most. Where the gap is "
+                         "small, the prefill's cost is small next to the HTTP round trip and the first "
+                         "decode step that every request pays.")
+
+# %% [markdown] tags=["answer"]
+# **Your answer to 2.**
+# <!-- BEGIN SOLUTION -->
+# The model answer, computed from this run, follows in the answer key.
+# <!-- END SOLUTION -->
+
+# %% tags=["answer-key"]
+c_top, s_top = continuous.iloc[-1], static.iloc[-1]
+exercise.model_answer(2, f"at {c_top['rate']:.2f} requests/s continuous batching had TTFT p99 "
+                         f"{c_top['ttft_p99_ms']:.0f} ms and {c_top['output_tokens_s']:.1f} tokens/s, static "
+                         f"{s_top['ttft_p99_ms']:.0f} ms and {s_top['output_tokens_s']:.1f} tokens/s; gaps "
+                         f"between tokens (ITL p50) {c_top['itl_p50_ms']:.1f} ms and "
+                         f"{s_top['itl_p50_ms']:.1f} ms, with up to {c_top['max_running']:.0f} and "
+                         f"{s_top['max_running']:.0f} sequences "
+                         "per step: a static batch loses time while its short requests sit finished beside "
+                         "the longest, and new arrivals wait for the whole batch to end.")
+
+# %% [markdown] tags=["answer"]
+# **Your answer to 3.**
+# <!-- BEGIN SOLUTION -->
+# The model answer, computed from this run, follows in the answer key.
+# <!-- END SOLUTION -->
+
+# %% tags=["answer-key"]
+ce, se = continuous_equal.iloc[-1], static_equal.iloc[-1]
+mixed = s_top["output_tokens_s"] / c_top["output_tokens_s"]
+equal = se["output_tokens_s"] / ce["output_tokens_s"]
+exercise.model_answer(3, f"static over continuous tokens/s was {mixed:.2f} with mixed lengths and "
+                         f"{equal:.2f} "
+                         "with equal "
+                         "ones: with mixed lengths a static batch wastes the steps its finished rows idle "
+                         "through; with equal lengths it wastes only the wait of new arrivals for the next "
+                         "batch.")
+
+# %% [markdown] tags=["answer"]
+# **Your answer to 4.**
+# <!-- BEGIN SOLUTION -->
+# The model answer, computed from this run, follows in the answer key.
+# <!-- END SOLUTION -->
+
+# %% tags=["answer-key"]
+sm = small.iloc[-1]
+exercise.model_answer(4, f"with {sm['kv_blocks']:.0f} blocks at most {sm['max_running']:.0f} sequences ran "
+                         "at once "
+                         f"and up to {sm['max_waiting']:.0f} waited for cache room (TTFT p99 "
+                         f"{sm['ttft_p99_ms']:.0f} ms, against {c_top['max_running']:.0f} running with the "
+                         "larger cache): a GPU with more memory holds more blocks, so more sequences decode "
+                         "in each step; give the cache the memory the weights leave free.")
 
 # %% [markdown]
 # ## Appendix: the engine's front and the load generator

@@ -24,11 +24,11 @@
 # a missing replica. Here the two are measured side by side.
 #
 # **On this machine** (the `local` target) every replica, Serve's proxy, its controller and the load
-# generator share the same CPU cores, so a second replica competes with the first for cores: the
-# verdicts below check, from each run's own numbers, whether the machine had a core free for it. Every
-# rate below is a fraction of the capacity of one replica measured here, as in notebook 07, and the
-# load generator runs in a process of its own. Ray is started by this notebook and stopped at its
-# end; it does not need the notebooks before it.
+# generator share the same CPU cores, so a second replica competes with the first for cores. So the
+# notebook first measures what a second replica buys here at all (one fixed replica, then two), and
+# judges the autoscaled runs against both. Every rate below is a fraction of the capacity of one replica
+# measured here, as in notebook 07, and the load generator runs in a process of its own. Ray is started
+# by this notebook and stopped at its end; it does not need the notebooks before it.
 
 # %% tags=["parameters"]
 target = None  # local; None: $SERVELAB_TARGET or local
@@ -42,7 +42,7 @@ scaling_overload_seconds = None  # shedding: seconds of overload per run
 ray_address = None  # a cluster made with `ray start` to join ("auto"); None: $RAY_ADDRESS, else its own
 
 # %%
-from servelab.lab import common, params, step10_report
+from servelab.lab import common, exercise, params, step10_report
 from servelab.lab import step10_scaling_out as step
 from servelab.lab import step10_triton_queue as triton_queue
 
@@ -75,9 +75,12 @@ photos = step.bodies()
 # `downscale_delay_s` before removing one. `max_ongoing_requests` is how many requests the router
 # hands one replica at once (set high here: the queue then forms inside the replica, where the
 # autoscaler counts it; the decision note says why), and `max_queued_requests` bounds the queue in
-# front of them (-1: no bound). The next cell shows the record exactly as Ray Serve is handed it: the
-# keyword arguments of `Deployment.options` (`step.policy` builds them from this notebook's
-# parameters).
+# front of them (-1: no bound). You write the autoscaling fields, in YAML, as they sit under a deployment
+# of a Serve config file (`serve deploy config.yaml`): `min_replicas: 1`, `max_replicas` (the
+# parameters table's `scaling_max_replicas`), `target_ongoing_requests: 2`, `upscale_delay_s: 1`,
+# `downscale_delay_s: 3`, `look_back_period_s: 1` and `metrics_interval_s: 0.5`. Ray Serve's own
+# `AutoscalingConfig` checks them; the cell after shows the record exactly as Ray Serve is handed it: the
+# keyword arguments of `Deployment.options`.
 #
 # **Two windows decide how soon the controller can see a queue.** Each replica (and Serve's proxy)
 # pushes its count of ongoing requests to Serve's controller every `metrics_interval_s`; the
@@ -95,8 +98,26 @@ photos = step.bodies()
 # counterpart.
 
 # %%
-auto = step.policy(P)
+autoscaling = """
+### BEGIN SOLUTION
+autoscaling_config:
+  min_replicas: 1
+  max_replicas: 2
+  target_ongoing_requests: 2
+  upscale_delay_s: 1
+  downscale_delay_s: 3
+  look_back_period_s: 1
+  metrics_interval_s: 0.5
+### END SOLUTION
+"""
+auto = step.policy_from(autoscaling, P)
 auto.deployment_options()
+
+# %%
+exercise.check(step10_report, "your autoscaling config can add a replica", auto.fixed is None
+               and auto.max_replicas > auto.min_replicas,
+               "write an autoscaling_config with max_replicas above min_replicas in the cell above and run "
+               "it again", f"{auto.min_replicas} to {auto.max_replicas} replicas")
 
 # %%
 step.show_policy(auto)
@@ -122,28 +143,65 @@ phases = step.step_phases(rate, P)
 # First one fixed replica, no autoscaling: the run every autoscaled one is compared with.
 #
 # **Predict.** The high phase asks for `scaling_rate_fractions[1]` times what one replica served above.
-# What share of it will one replica answer, and how many requests will be in flight as it ends?
+# What share of it will one replica answer, and how many requests will be in flight as it ends? Against
+# it, will the autoscaled run that follows end the high phase with a smaller backlog, at a lower p99?
+# Set your guess to "yes" or "no".
+
+# %% tags=["prediction"]
+guess = None  # "yes" or "no"
+### BEGIN SOLUTION
+guess = "yes"
+### END SOLUTION
+exercise.predict(step10_report, "Autoscaled on queue depth, the high phase ends with less in flight", guess)
 
 # %%
 fixed_one = step.step_load(cluster, step.policy(P, fixed=1), phases, photos)
 step.plot_timeline(fixed_one, title="step load, one fixed replica")
 
 # %% [markdown]
+# ## What a second replica buys on this machine
+# The same step load on `scaling_max_replicas` fixed replicas, running from the start: the most any
+# autoscaled run here could reach, since its added replica only starts after the step.
+#
+# **Predict.** With two replicas sharing this machine's cores with Serve's proxy and the load generator,
+# how many requests will be in flight as the high phase ends, next to one fixed replica's? Will the two
+# end it with fewer in flight, beyond the noise? Set your guess to "yes" or "no".
+
+# %% tags=["prediction"]
+guess = None  # "yes" or "no"
+### BEGIN SOLUTION
+guess = "no"
+### END SOLUTION
+exercise.predict(step10_report, "a second replica serves more on this machine", guess)
+
+# %%
+fixed_n = step.step_load(cluster, step.policy(P, fixed=P.scaling_max_replicas), phases, photos)
+step.plot_timeline(fixed_one, fixed_n, title="one fixed replica against two")
+
+# %% [markdown]
 # ## The same step load, autoscaled on queue depth
-# One change: the autoscaling config above instead of one fixed replica.
+# One change: the autoscaling config above instead of fixed replicas.
 #
 # The lesson needs two things of the run. The high phase must outrun one replica (the line printed
-# above says what share of it one replica answered). And the machine needs a core free for the second
-# replica: starting one (a process, the model loaded) and computing on it takes a core, and where every
-# core is already busy (the machine's CPU reading near its whole, with two replicas, Serve's proxy and
-# the load generator sharing this machine's cores) the new replica takes its cores from the one
-# serving. Where the run lacks either, the verdicts below say "this run cannot show it, because …" with
-# the run's numbers, and under each verdict the line "needs:" says what it had to reach and whether it
-# did.
+# above says what share of it one replica answered). And a second replica must serve more on this
+# machine at all: the fixed runs above say whether it did. Where either is missing, the verdicts below
+# read "cannot show here" and say why; otherwise they read observed or NOT observed from the numbers.
+# Under each verdict (click it open) are the numbers in full, its preconditions ("needs:") and what the
+# added replica cost while it started: starting one (a process, its imports, the model) takes cores,
+# and on a small machine it takes them from the replica that is serving.
 #
 # **Predict.** How long after the step will the second replica start, and start serving? What happens
-# to the backlog (requests in flight) and to p99 in the meantime, and after it? Will the autoscaled run
-# end the high phase with fewer requests in flight than one fixed replica did?
+# to the backlog (requests in flight) and to p99 in the meantime, and after it? Will the replica start
+# within `metrics_interval_s` + `look_back_period_s` + `upscale_delay_s` of the step? Once it serves, will
+# the backlog shrink before the high load ends? Set each guess to "yes" or "no".
+
+# %% tags=["prediction"]
+guess_0, guess_1 = None, None  # "yes" or "no" each
+### BEGIN SOLUTION
+guess_0, guess_1 = "yes", "yes"
+### END SOLUTION
+exercise.predict(step10_report, "Autoscaling on queue depth starts a replica within", guess_0)
+exercise.predict(step10_report, "Once the added replica serves, the backlog shrinks", guess_1)
 
 # %%
 queue_run = step.step_load(cluster, auto, phases, photos)
@@ -152,6 +210,12 @@ step.plot_timeline(fixed_one, queue_run, title="step load, autoscaled on queue d
 # %%
 common.what_this_run_shows(step10_report, "starts a replica within", "the backlog shrinks",
                            "Autoscaled on queue depth")
+
+# %%
+exercise.compare(step10_report, "a second replica serves more on this machine")
+exercise.compare(step10_report, "Autoscaled on queue depth, the high phase ends with less in flight")
+exercise.compare(step10_report, "Autoscaling on queue depth starts a replica within")
+exercise.compare(step10_report, "Once the added replica serves, the backlog shrinks")
 
 # %% [markdown]
 # ## A replica dies
@@ -163,13 +227,23 @@ common.what_this_run_shows(step10_report, "starts a replica within", "the backlo
 # there may be none at that moment, and then the verdict says the run cannot show their fate.
 #
 # **Predict.** What happens to requests routed to the dead replica? How long until two replicas run
-# again?
+# again: will a new replica answer within a minute of the kill? Set your guess to "yes" or "no".
+
+# %% tags=["prediction"]
+guess = None  # "yes" or "no"
+### BEGIN SOLUTION
+guess = "yes"
+### END SOLUTION
+exercise.predict(step10_report, "A killed replica is replaced", guess)
 
 # %%
 step.kill_one(cluster, P, rate, photos)
 
 # %%
 common.what_this_run_shows(step10_report, "killed")
+
+# %%
+exercise.compare(step10_report, "A killed replica is replaced")
 
 # %% [markdown]
 # ## Queue depth vs utilisation
@@ -180,8 +254,17 @@ common.what_this_run_shows(step10_report, "killed")
 # replica (one ONNX Runtime thread each: one busy core is a full replica), as an HPA reads its pods' CPU;
 # Serve's proxy and the load generator, on the same cores, are not counted.
 #
-# **Predict.** Which policy will add its replica first after the step? Which one will remove it
-# first after the load falls back?
+# **Predict.** Which policy will add its replica first after the step: will the replica autoscaling on
+# queue depth adds serve no later than the one autoscaling on utilisation adds? Set your guess to "yes"
+# or "no". (Which one removes it first once the load is low again is not asked here: the verdicts judge
+# the replica each policy adds, and no run of the quick preset was seen to remove one.)
+
+# %% tags=["prediction"]
+guess = None  # "yes" or "no"
+### BEGIN SOLUTION
+guess = "yes"
+### END SOLUTION
+exercise.predict(step10_report, "Autoscaling on queue depth has its added replica serving no later", guess)
 
 # %%
 common.show_code("servelab/scaling/config.py", "utilisation_policy")
@@ -193,18 +276,28 @@ step.plot_timeline(queue_run, util_run, title="queue depth vs utilisation")
 # %%
 common.what_this_run_shows(step10_report, "CPU utilisation")
 
+# %%
+exercise.compare(step10_report, "Autoscaling on queue depth has its added replica serving no later")
+
 # %% [markdown]
 # ## Fixed vs autoscaled
-# The same step load on `scaling_max_replicas` fixed replicas, then the four runs side by side. The
-# cost of a run is its **replica-seconds**: replicas summed over time, what a cloud bill counts. Its
-# **goodput** (`goodput_rps`) is the requests answered with a 200 per second of the run, from its first
-# request to its last answer: a refused or timed-out request does not count.
+# The four runs side by side. The cost of a run is its **replica-seconds**: replicas summed over time,
+# what a cloud bill counts. Its **goodput** (`goodput_rps`) is the requests answered with a 200 per
+# second of the run, from its first request to its last answer: a refused or timed-out request does
+# not count.
 #
 # **Predict.** Which of the four serves the high phase with the lowest p99, and which ends it with the
-# fewest requests in flight? Which one costs the fewest replica-seconds?
+# fewest requests in flight? Will the autoscaled run cost fewer replica-seconds than the fixed N
+# replicas? Set your guess to "yes" or "no".
+
+# %% tags=["prediction"]
+guess = None  # "yes" or "no"
+### BEGIN SOLUTION
+guess = "yes"
+### END SOLUTION
+exercise.predict(step10_report, "Autoscaling costs fewer replica-seconds than", guess)
 
 # %%
-fixed_n = step.step_load(cluster, step.policy(P, fixed=P.scaling_max_replicas), phases, photos)
 step.plot_timeline(fixed_one, fixed_n, queue_run, title="fixed vs autoscaled")
 
 # %%
@@ -212,6 +305,9 @@ step.summaries("step")
 
 # %%
 common.what_this_run_shows(step10_report, "replica-seconds", "than on one fixed replica")
+
+# %%
+exercise.compare(step10_report, "Autoscaling costs fewer replica-seconds than")
 
 # %% [markdown]
 # ## Load past capacity: shed instead of queueing
@@ -221,14 +317,24 @@ common.what_this_run_shows(step10_report, "replica-seconds", "than on one fixed 
 # letting the request wait. The client can retry elsewhere or later; the requests it accepts wait
 # behind at most the bound.
 #
-# **Predict.** With the bound, what fraction of requests will be refused? How will the accepted
-# requests' p99 compare with the unbounded queue's? And the goodput (answers per second)?
+# **Predict.** With the bound, what fraction of requests will be refused? Will the accepted requests'
+# p99 be lower than with the unbounded queue? Set your guess to "yes" or "no". (And the goodput?)
+
+# %% tags=["prediction"]
+guess = None  # "yes" or "no"
+### BEGIN SOLUTION
+guess = "yes"
+### END SOLUTION
+exercise.predict(step10_report, "With max_queued_requests set, accepted requests' p99 is lower", guess)
 
 # %%
 step.shedding(cluster, rate, P, photos)
 
 # %%
 common.what_this_run_shows(step10_report, "max_queued_requests")
+
+# %%
+exercise.compare(step10_report, "With max_queued_requests set, accepted requests' p99 is lower")
 
 # %% [markdown]
 # Triton, which the Triton notebooks use, has the same idea in its model config: a queue policy on the
@@ -240,7 +346,15 @@ common.what_this_run_shows(step10_report, "max_queued_requests")
 # is shown as a diff (`servelab/lab/step10_triton_queue.py`). Triton is stopped again afterwards.
 #
 # **Predict.** How many of the 32 will Triton refuse, and by which limit: the queue of 4, or the
-# 100 ms waiting limit? How long will a refused request wait for its answer, next to Ray's 503s above?
+# 100 ms waiting limit? Will it refuse part of the burst that the unbounded queue accepts whole? Set your
+# guess to "yes" or "no". (How long will a refused request wait for its answer, next to Ray's 503s?)
+
+# %% tags=["prediction"]
+guess = None  # "yes" or "no"
+### BEGIN SOLUTION
+guess = "yes"
+### END SOLUTION
+exercise.predict(step10_report, "Triton's rejecting queue policy refuses part of a burst", guess)
 
 # %%
 print(step.TRITON_QUEUE_POLICY)
@@ -248,6 +362,9 @@ triton_rows = triton_queue.measure(P)
 
 # %%
 common.what_this_run_shows(step10_report, "Triton")
+
+# %%
+exercise.compare(step10_report, "Triton's rejecting queue policy refuses part of a burst")
 
 # %%
 step.stop(cluster)
@@ -300,9 +417,90 @@ common.reference("scaling", step.SUMMARY_COLUMNS, rules=step10_report, kind="ste
 # 3. Which policy reacted first, queue depth or utilisation? On a machine where the proxy and the
 #    load generator share the cores with the replicas, what does CPU utilisation measure?
 # 4. Compare one fixed replica, N fixed replicas and the autoscaled runs: requests in flight as the high
-#    phase ended, p99, goodput, replica-seconds. Did this machine have a core free for the second
-#    replica (the "needs:" lines)? Which would you run in production, and with which windows and delays?
+#    phase ended, p99, goodput, replica-seconds. What did the added replica cost while it started (the
+#    details under the verdicts)? Which would you run in production, and with which windows and delays?
 # 5. With the queue bounded, what did a refused request get, and how long did it wait for it? Why is a
 #    fast 503 better for a client than a slow answer after its own timeout?
 # 6. A replica was killed: how long until it was replaced, and what did the requests meanwhile get?
 #    What would you want a client to do with them?
+
+# %% [markdown] tags=["answer"]
+# **Your answer to 1.**
+# <!-- BEGIN SOLUTION -->
+# The model answer, computed from this run, follows in the answer key.
+# <!-- END SOLUTION -->
+
+# %% tags=["answer-key"]
+said = exercise.evidence(step10_report, 'Autoscaling on queue depth starts a replica within')
+exercise.model_answer(1, f"this run: {said}. "
+                         "the settings add up to the longest the controller can take to act: a push "
+                         "interval for the queue to reach it, a look-back to average it and the upscale "
+                         "delay to hold it; the rest, up to serving, is the replica's own start: a "
+                         "process, the model loaded.")
+
+# %% [markdown] tags=["answer"]
+# **Your answer to 2.**
+# <!-- BEGIN SOLUTION -->
+# The model answer, computed from this run, follows in the answer key.
+# <!-- END SOLUTION -->
+
+# %% tags=["answer-key"]
+said = exercise.evidence(step10_report, 'Once the added replica serves, the backlog shrinks')
+exercise.model_answer(2, f"this run: {said}. "
+                         "p99 climbs while one replica serves a load it cannot keep up with; requests that "
+                         "arrive after the new replica starts still queue behind the backlog the first one "
+                         "built up, so p99 falls only as that backlog drains.")
+
+# %% [markdown] tags=["answer"]
+# **Your answer to 3.**
+# <!-- BEGIN SOLUTION -->
+# The model answer, computed from this run, follows in the answer key.
+# <!-- END SOLUTION -->
+
+# %% tags=["answer-key"]
+said = exercise.evidence(step10_report, 'Autoscaling on queue depth has its added replica serving no later')
+exercise.model_answer(3, f"this run: {said}. "
+                         "where the proxy and the load generator share the cores with the replicas, CPU "
+                         "utilisation measures the machine's load, not the replicas' queue: a busy core "
+                         "with an empty queue and a lengthening queue look alike to it.")
+
+# %% [markdown] tags=["answer"]
+# **Your answer to 4.**
+# <!-- BEGIN SOLUTION -->
+# The model answer, computed from this run, follows in the answer key.
+# <!-- END SOLUTION -->
+
+# %% tags=["answer-key"]
+said = exercise.evidence(step10_report, 'Autoscaling costs fewer replica-seconds than')
+exercise.model_answer(4, f"this run: {said}. "
+                         "weigh requests in flight as the high phase ends, p99, goodput and "
+                         "replica-seconds from the table above; the 'needs:' lines say whether this "
+                         "machine had a core free for the second replica. In production: autoscaling on "
+                         "queue depth, with windows and delays short enough to follow the load's steps and "
+                         "a minimum that covers the base load.")
+
+# %% [markdown] tags=["answer"]
+# **Your answer to 5.**
+# <!-- BEGIN SOLUTION -->
+# The model answer, computed from this run, follows in the answer key.
+# <!-- END SOLUTION -->
+
+# %% tags=["answer-key"]
+said = exercise.evidence(step10_report, "With max_queued_requests set, accepted requests' p99 is lower")
+exercise.model_answer(5, f"this run: {said}. "
+                         "a refused request got a 503 with a message at once, instead of an answer after a "
+                         "wait it would not survive: a client can retry elsewhere or later at once, while a "
+                         "slow answer after its own timeout costs it the whole wait and the server the work.")
+
+# %% [markdown] tags=["answer"]
+# **Your answer to 6.**
+# <!-- BEGIN SOLUTION -->
+# The model answer, computed from this run, follows in the answer key.
+# <!-- END SOLUTION -->
+
+# %% tags=["answer-key"]
+said = exercise.evidence(step10_report, 'A killed replica is replaced')
+exercise.model_answer(6, f"this run: {said}. "
+                         "the requests in flight on the killed replica can fail; later ones go to a live "
+                         "replica. A client should retry an idempotent request that failed that way, with "
+                         "a backoff.")

@@ -24,11 +24,6 @@
 # %% tags=["parameters"]
 target = None  # local | docker; None: $SERVELAB_TARGET (docker in the node's Jupyter, see 02) or local
 preset = "quick"
-# your configuration from 05, 06 and 07 (06's scaled step, 07's dynamic batching block):
-your_instances = None  # None: 2
-your_dynamic_batching = None  # None: True (07's block, with the two values below)
-preferred_batch_sizes = None  # None: preset (the lab's default, in the table below)
-max_queue_delay_us = None  # None: preset (the same)
 # the constraint:
 constraint_concurrency = None  # None: 8 clients, each sending its next request when an answer comes
 p99_budget_ms = None  # None: 1.5 × your configuration's p99, measured first
@@ -44,12 +39,10 @@ max_trials = None  # windows tried before giving up on "stable" (None: preset)
 stability_pct = None  # how closely (percent) windows must agree for "stable" (None: preset)
 
 # %%
-from servelab.lab import common, params, step11_report, triton_steps
+from servelab.lab import common, exercise, params, step11_report, triton_edits, triton_steps
 from servelab.lab import step11_model_analyzer as step
 
-P = params.resolve(target, preset, your_instances=your_instances, your_dynamic_batching=your_dynamic_batching,
-                   preferred_batch_sizes=preferred_batch_sizes, max_queue_delay_us=max_queue_delay_us,
-                   constraint_concurrency=constraint_concurrency, p99_budget_ms=p99_budget_ms,
+P = params.resolve(target, preset, constraint_concurrency=constraint_concurrency, p99_budget_ms=p99_budget_ms,
                    ma_max_instances=ma_max_instances, ma_max_batch_size=ma_max_batch_size,
                    ma_search_mode=ma_search_mode, ma_budget_s=ma_budget_s, window_requests=window_requests,
                    settle=settle, max_trials=max_trials, stability_pct=stability_pct)
@@ -69,20 +62,36 @@ on = step.ready(P)
 
 # %% [markdown]
 # ## Your configuration, measured
-# The lab's Triton with the ONNX model, set as you left it in 05, 06 and 07: `your_instances` instances,
-# then 07's `dynamic_batching` block. One change per cell.
+# The lab's Triton with the ONNX model, set as you left it in 05, 06 and 07: write its `instance_group` (06's
+# two instances) and then 07's `dynamic_batching` block as `config.pbtxt` text, one change per cell. The
+# lab parses each as Triton does, refuses a typo with its line, and reloads the model.
 
 # %%
 stack = common.open_stack(P)
 triton = triton_steps.triton_up(stack, [step.MODEL])
 
 # %%
-triton_steps.set_instances(triton, step.MODEL, count=P.your_instances, kind="KIND_GPU", gpus=[0])
+triton_edits.edit_config(triton, step.MODEL, """
+instance_group [
+  {
+    ### BEGIN SOLUTION
+    count: 2
+    ### END SOLUTION
+    kind: KIND_GPU
+    gpus: [ 0 ]
+  }
+]
+""")
 
 # %%
-triton_steps.set_dynamic_batching(triton, step.MODEL, preferred_batch_size=P.preferred_batch_sizes,
-                                  max_queue_delay_microseconds=P.max_queue_delay_us,
-                                  enabled=P.your_dynamic_batching)
+triton_edits.edit_config(triton, step.MODEL, """
+### BEGIN SOLUTION
+dynamic_batching {
+  preferred_batch_size: [ 4, 6, 8 ]
+  max_queue_delay_microseconds: 100
+}
+### END SOLUTION
+""")
 yours_config = triton_steps.live_config(triton, step.MODEL)  # kept: the notebook comes back to it
 
 # %% [markdown]
@@ -121,7 +130,15 @@ bound = step.budget(yours, P)
 # Model Analyzer runs its own.
 #
 # **Predict.** Which configuration will Model Analyzer rank first under the budget: how many
-# instances, which max batch size? Will it be yours?
+# instances, which max batch size? Will it be yours? Will it find any configuration within the budget?
+# Set your guess to "yes" or "no".
+
+# %% tags=["prediction"]
+guess = None  # "yes" or "no"
+### BEGIN SOLUTION
+guess = "yes"
+### END SOLUTION
+exercise.predict(step11_report, "Model Analyzer found a configuration within the p99 budget", guess)
 
 # %%
 planned = step.plan_search(P, bound, on, triton)
@@ -154,6 +171,9 @@ step.summary(planned)
 # %%
 common.what_this_run_shows(step11_report, "found a configuration")
 
+# %%
+exercise.compare(step11_report, "Model Analyzer found a configuration within the p99 budget")
+
 # %% [markdown]
 # ## Its pick on the lab's Triton, beside yours
 # Model Analyzer's numbers come from its own Triton and windows. To compare like with like, its pick
@@ -161,8 +181,16 @@ common.what_this_run_shows(step11_report, "found a configuration")
 # the variant it ranks first) and is measured as yours was; then yours a second time, right after, so
 # that both were measured under the same conditions on this shared machine.
 #
-# **Predict.** Measured by the lab, will the pick serve as many images/s as yours, and stay within
-# the budget?
+# **Predict.** Measured by the lab, will the pick serve more images/s than yours? Will it stay within
+# the budget? Set each guess to "yes" or "no".
+
+# %% tags=["prediction"]
+guess_more, guess_within = None, None  # "yes" or "no" each
+### BEGIN SOLUTION
+guess_more, guess_within = "yes", "yes"
+### END SOLUTION
+exercise.predict(step11_report, "Model Analyzer's pick serves more than your configuration", guess_more)
+exercise.predict(step11_report, "Model Analyzer's pick stays within the p99 budget", guess_within)
 
 # %%
 applied = step.apply_pick(triton, planned, found)
@@ -185,6 +213,10 @@ step11_report.side_by_side()
 
 # %%
 common.what_this_run_shows(step11_report, "pick")
+
+# %%
+exercise.compare(step11_report, "Model Analyzer's pick serves more than your configuration")
+exercise.compare(step11_report, "Model Analyzer's pick stays within the p99 budget")
 
 # %% [markdown]
 # **Expected on a GPU** (Triton's Conceptual Guide, Part 3, linked at the top, and Model Analyzer's
@@ -210,3 +242,41 @@ triton_steps.triton_down(stack)
 #    measurements of one configuration on this machine disagree?
 # 3. Model Analyzer measured every configuration at one concurrency. What would a constraint at
 #    another load (concurrency 1, or 16) change in what it ranks first?
+
+# %% [markdown] tags=["answer"]
+# **Your answer to 1.**
+# <!-- BEGIN SOLUTION -->
+# The model answer, computed from this run, follows in the answer key.
+# <!-- END SOLUTION -->
+
+# %% tags=["answer-key"]
+said = exercise.evidence(step11_report, "Model Analyzer found a configuration within the p99 budget")
+exercise.model_answer(1, f"this run: {said}. Its first row is its pick: compare its instance count, max "
+                         "batch size and dynamic batching with yours (the rows above); the knob that differs "
+                         "is the one that made the difference, if its throughput is outside the noise.")
+
+# %% [markdown] tags=["answer"]
+# **Your answer to 2.**
+# <!-- BEGIN SOLUTION -->
+# The model answer, computed from this run, follows in the answer key.
+# <!-- END SOLUTION -->
+
+# %% tags=["answer-key"]
+said = exercise.evidence(step11_report, "Model Analyzer's pick serves more than your configuration")
+exercise.model_answer(2, f"the lab's measurement: {said}. Model Analyzer measured on a Triton of its own, "
+                         "with its own windows, at another time of this shared machine: the other engineers' "
+                         "load, the windows' length and a cold start differ between two measurements of one "
+                         "configuration, so they agree only within their noise.")
+
+# %% [markdown] tags=["answer"]
+# **Your answer to 3.**
+# <!-- BEGIN SOLUTION -->
+# The model answer, computed from this run, follows in the answer key.
+# <!-- END SOLUTION -->
+
+# %% tags=["answer-key"]
+said = exercise.evidence(step11_report, "Model Analyzer's pick stays within the p99 budget")
+exercise.model_answer(3, f"at the constraint's concurrency: {said}. At concurrency 1 there is no queue, so "
+                         "the batch size that serves most would matter little and the fewest instances "
+                         "would do; at 16, queueing grows, so more instances or dynamic batching within the "
+                         "budget would rank first, and a budget set at one load says nothing of another.")

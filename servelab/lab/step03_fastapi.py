@@ -133,8 +133,9 @@ def plot_fastapi() -> Any:
 # ----------------------------------------------------------------------------- inside a request
 
 def stage_breakdown() -> pd.DataFrame:
-    """Each FastAPI measurement's mean ms per stage (from the answers' Server-Timing headers)."""
-    return show_columns(stages.staged(load(results_dir(), FASTAPI)), stages.STAGE_VIEW)
+    """Each FastAPI measurement's mean ms per stage (from the answers' Server-Timing headers): one column
+    per measurement, the stages as rows (``step03_stages.stage_table``)."""
+    return stages.stage_table(load(results_dir(), FASTAPI))
 
 
 def plot_stages() -> Any:
@@ -199,11 +200,29 @@ def workers_for_n(p: LabParams) -> int:
     return n
 
 
+def workers_in(settings: str) -> int:
+    """``WORKERS`` from the service's settings as the student writes them (``KEY=value`` lines, as in a
+    ``.env`` file or before ``docker compose up``; python-dotenv reads them); 1 when the line is absent."""
+    import io
+
+    from dotenv import dotenv_values
+
+    from servelab.lab.exercise import StudentError
+
+    value = dotenv_values(stream=io.StringIO(settings)).get("WORKERS")
+    if value is None:
+        print("no WORKERS line: the service starts one worker process (write WORKERS=N to start N)")
+        return 1
+    if not value.strip().isdigit() or int(value) < 1:
+        raise StudentError(f"WORKERS={value} is not a number of worker processes: write WORKERS=N, N ≥ 1")
+    return int(value)
+
+
 def one_vs_n() -> pd.DataFrame:
     """One worker process against N, at many clients: throughput, share of the ceiling, batches, stages."""
     df = load(results_dir(), FASTAPI)
     print(stages.read_processes(df))
-    return stages.compare_processes(df).round(2).reset_index(drop=True)
+    return stages.stage_table(stages.compare_processes(df))
 
 
 def fig_fastapi(df: pd.DataFrame) -> Figure:
@@ -264,7 +283,7 @@ def sections(data: RunData) -> list[Section]:
     if not stages.staged(data.fastapi).empty:
         out.append(Section("FastAPI: where a request spends its time", [
             plot_html(stages.fig_stages(data.fastapi), stages.read_stages(data.fastapi)),
-            table_html(stages.staged(data.fastapi), stages.STAGE_VIEW),
+            stages.stage_table_html(data.fastapi),
             *([f"<p>{html.escape(stages.read_processes(data.fastapi))}</p>"]
               if not stages.several_processes(data.fastapi).empty else [])]))
     if not data.flask.empty:

@@ -15,13 +15,16 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from servelab.report.effects import Check, check
+from servelab.report.effects import Check, Quantity, check
 from servelab.report.figures import figure
 from servelab.results.schema import num
 from servelab.serving.stages import BATCH_COLUMN, OUTSIDE_COLUMN, STAGE_COLUMNS
 
-STAGE_VIEW = ["backend", "device", "workers", "mode", "concurrency", "throughput_rps", "mean_ms",
-              *STAGE_COLUMNS, OUTSIDE_COLUMN, BATCH_COLUMN]
+# the stage table reads down: one row per figure (its unit named), one column per measurement
+STAGE_ROWS = {"throughput_rps": "throughput (requests/s)", "of_ceiling": "share of the model alone's ceiling",
+              "mean_ms": "mean latency (ms)", **{c: f"{c.removesuffix('_ms')} (ms)" for c in STAGE_COLUMNS},
+              OUTSIDE_COLUMN: "outside the app (ms)", BATCH_COLUMN: "mean batch (images per forward pass)"}
+MEASUREMENTS = 8  # columns of measurements a stage table shows at most (with its row names: 9)
 PARTS = {  # the stages, by what does the work; the waits belong to what they wait for
     "inference": ("batch_wait_ms", "inference_ms"),
     "preprocessing": ("preprocess_wait_ms", "preprocess_ms"),
@@ -50,6 +53,33 @@ def several_processes(df: pd.DataFrame) -> pd.DataFrame:
 def staged(df: pd.DataFrame) -> pd.DataFrame:
     """The rows that carry a stage breakdown (services that sent ``Server-Timing``)."""
     return df[num(df, "server_ms").notna()] if not df.empty else df
+
+
+def stage_table_html(df: pd.DataFrame) -> str:
+    """``stage_table`` as the report shows it."""
+    from servelab.report.figures import whole_numbers
+
+    table = stage_table(df)
+    if table.empty:
+        return "<p><em>no rows</em></p>"
+    shown = whole_numbers(table.reset_index())
+    return f'<div class="table">{shown.to_html(index=False, border=0, classes="data", na_rep="")}</div>'
+
+
+def stage_table(df: pd.DataFrame) -> pd.DataFrame:
+    """``df``'s measurements with a stage breakdown as columns (the last ``MEASUREMENTS``), the figures as
+    rows under their units (``STAGE_ROWS``: throughput, mean latency, each stage, outside the app, the
+    mean batch), each rounded to 0.1; a row no measurement has is left out."""
+    from servelab.report.figures import DECIMALS
+
+    rows = staged(df).tail(MEASUREMENTS)
+    if rows.empty:
+        return pd.DataFrame()
+    figures = [c for c in STAGE_ROWS if num(rows, c).notna().any()]
+    table = pd.DataFrame({_label(r): [num(rows.loc[[i]], c).round(DECIMALS).iloc[0] for c in figures]
+                          for i, r in rows.iterrows()}, index=[STAGE_ROWS[c] for c in figures])
+    table.index.name = "per request"
+    return table
 
 
 def _label(row: pd.Series) -> str:
@@ -102,16 +132,22 @@ def bounding(df: pd.DataFrame, backend: str) -> dict[str, Any] | None:
               for part, columns in PARTS.items()}
     part = max(growth, key=lambda p: growth[p])
     stage = max(PARTS[part], key=lambda c: float(b.get(c) or 0) - float(a.get(c) or 0))
-    return {"part": part, "growth": growth, "stage": stage,
+    each = {c: float(b.get(c) or 0) - float(a.get(c) or 0) for columns in PARTS.values() for c in columns}
+    return {"part": part, "growth": growth, "stage": stage, "stages": each,
             "alone_ms": float(a["mean_ms"]), "loaded_ms": float(b["mean_ms"]),
             "clients": int(b.get("concurrency") or 0), "device": str(a.get("device") or "")}
 
 
 def _said(found: dict[str, Any]) -> str:
-    grew = ", ".join(f"{part} {value:+.0f}" for part, value in
-                     sorted(found["growth"].items(), key=lambda kv: -kv[1]))
+    """"51 ms alone → 370 ms with 16 clients (mean latency); preprocessing +253 ms (preprocess_wait
+    +242, preprocess +12), …: preprocessing bounds throughput": each part's growth, and the stages of the
+    stage table it sums (the same rows, the same numbers)."""
+    def part(name: str) -> str:
+        stages = ", ".join(f"{c.removesuffix('_ms')} {found['stages'][c]:+.0f}" for c in PARTS[name])
+        return f"{name} {found['growth'][name]:+.0f} ms ({stages})"
+    grew = "; ".join(part(name) for name in sorted(found["growth"], key=lambda p: -found["growth"][p]))
     return (f"{found['alone_ms']:.0f} ms alone → {found['loaded_ms']:.0f} ms with {found['clients']} clients "
-            f"({grew} ms; most in {found['stage'].removesuffix('_ms')}): {found['part']} bounds throughput")
+            f"(mean latency); {grew}: {found['part']} bounds throughput")
 
 
 def read_stages(df: pd.DataFrame) -> str:
@@ -137,7 +173,9 @@ def stage_checks(df: pd.DataFrame) -> list[Check]:
             (found["loaded_ms"] if found else None,),
             lambda _, f=found, e=expected: f is not None and f["part"] == e,
             lambda _, f=found, n=engine: f"{n} on the {'GPU' if f['device'] == 'cuda' else 'CPU'}: "
-                                         f"{_said(f)}"))
+                                         f"{_said(f)}",
+            figures=lambda _, f=found: tuple(Quantity(f"{p} grew", f["growth"][p], "ms")
+                                             for p in sorted(f["growth"], key=lambda p: -f["growth"][p]))))
     return checks
 
 
@@ -161,9 +199,7 @@ def compare_processes(df: pd.DataFrame, backend: str = "pt") -> pd.DataFrame:
     top = num(rows, "ceiling_rps").dropna()
     if len(top):  # measured on a GPU only (step03_fastapi.model_ceiling)
         rows = rows.assign(of_ceiling=num(rows, "throughput_rps") / float(top.iloc[-1]))
-    columns = ["backend", "device", "workers", "concurrency", "throughput_rps", "of_ceiling", "median_ms",
-               BATCH_COLUMN, *STAGE_COLUMNS, OUTSIDE_COLUMN]
-    return rows[[c for c in columns if c in rows]].assign(workers=num(rows, "workers").fillna(1).astype(int))
+    return rows.assign(workers=num(rows, "workers").fillna(1).astype(int))
 
 
 def _longest(row: pd.Series) -> str:

@@ -41,12 +41,18 @@ def measure_capacity(triton: Triton, name: str, p: LabParams) -> float:
     return capacity
 
 
-def arrival_patterns(triton: Triton, name: str, capacity: float, p: LabParams) -> pd.DataFrame:
-    """Constant vs Poisson arrivals at ``base_rate_fraction`` × capacity."""
-    rate = round(p.base_rate_fraction * capacity, 1)
+def base_rate(capacity: float, p: LabParams) -> float:
+    """The rate of the arrival-pattern runs: ``base_rate_fraction`` × capacity."""
+    return round(p.base_rate_fraction * capacity, 1)
+
+
+def arrival_patterns(triton: Triton, name: str, capacity: float, p: LabParams,
+                     distributions: tuple[str, ...] = ("constant", "poisson")) -> pd.DataFrame:
+    """``distributions`` of arrivals (constant, Poisson) at ``base_rate_fraction`` × capacity."""
+    rate = base_rate(capacity, p)
     return measure_all(triton, name, p, "arrivals",
                         [{"rate": rate, "distribution": d, "label": f"{d} {rate:g}/s"}
-                         for d in ("constant", "poisson")])
+                         for d in distributions])
 
 
 def rates_for(capacity: float, p: LabParams) -> list[float]:

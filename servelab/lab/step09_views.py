@@ -157,3 +157,25 @@ def gap_to_close(ratio: float | None, noise: float | None) -> Need:
                                      f"{ratio:.2f} with mixed lengths{band}")
     return Need(GAP_NEED, False, "there was no gap to close: with mixed lengths static batching already "
                                  f"gave {ratio:.2f}× continuous batching's tokens/s{band}")
+
+
+def batching_in(flags: str) -> str:
+    """The engine's ``--batching`` from its command-line flags as the student writes them
+    (``python -m servelab.llm.engine MODEL --batching static``); the engine's default, continuous, when
+    the flag is absent."""
+    import argparse
+    import shlex
+
+    from servelab.lab.exercise import StudentError
+    from servelab.llm.validation import BATCHING
+
+    parser = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+    parser.add_argument("--batching", default="continuous")
+    try:
+        known, _rest = parser.parse_known_args(shlex.split(flags, comments=True))
+    except (argparse.ArgumentError, ValueError) as exc:
+        raise StudentError(f"the engine's flags cannot be read ({exc}): write --batching MODE") from None
+    if known.batching not in BATCHING:
+        raise StudentError(f"--batching {known.batching} is not a mode of the engine: write one of "
+                           f"{', '.join(BATCHING)}")
+    return str(known.batching)

@@ -10,7 +10,18 @@ import pandas as pd
 
 from servelab.lab.step10_scaling_out import SUMMARY_COLUMNS, fig_timeline
 from servelab.lab.step10_triton_queue import cause_words
-from servelab.report.effects import NO_NUMBERS, Check, Need, cannot_show, check, row
+from servelab.report.effects import (
+    NO_NUMBERS,
+    NOT_OBSERVED,
+    OBSERVED,
+    Check,
+    Need,
+    Quantity,
+    cannot_show,
+    check,
+    noise_band,
+    row,
+)
 from servelab.report.figures import Section, plot_html, table_html
 from servelab.results.schema import RunData, num
 
@@ -48,7 +59,6 @@ def read_steps(steps: pd.DataFrame) -> str:
 
 
 OUTRAN = 0.9  # the high load outran a replica that answered fewer than this share of what was offered
-FULL_CPU = 90.0  # % of all cores: a machine this busy has no core free for a replica starting on it
 DEFAULT_METRICS_INTERVAL_S = 10.0  # Ray's push interval where a row does not record one (before 2026-11-28)
 
 
@@ -68,11 +78,11 @@ def answered_share(series: pd.DataFrame, label: str,
     return float(num(rows, "ok").sum()) / seconds, offered / seconds
 
 
-# the autoscaling lesson's preconditions (a replica starting or computing on busy cores takes them from the
-# one serving: docs/decisions/2026-11-28-lessons-third-pass.md)
+# the autoscaling lesson's preconditions: an overload, and a machine on which a second replica helps at all
+# (docs/decisions/2026-12-01-verdicts-at-a-glance.md; before it, a busy CPU while the replica started)
 OUTRAN_NEED = "the high load outran one replica, under 90 % of it answered"
-ROOM_NEED = "a core free for the second replica, the machine's CPU under 90 % while it started"
-NO_WORSE_NEED = "the autoscaled run served no worse than one fixed replica, on backlog or p99"
+HELPS_NEED = ("a second replica serves more on this machine: N fixed replicas ended the high load with "
+              "fewer requests in flight than one")
 
 
 def outran(runs: pd.DataFrame, series: pd.DataFrame) -> Need:
@@ -102,41 +112,53 @@ def outran(runs: pd.DataFrame, series: pd.DataFrame) -> Need:
                                     "estimate or raise scaling_rate_fractions[1]")
 
 
-def room(runs: pd.DataFrame, series: pd.DataFrame) -> Need:
-    """Whether the machine had a core free for the second replica: the CPU (the whole machine's, 100 % =
-    every core) while an autoscaled run's added replica was starting after the step, under ``FULL_CPU``;
-    said with the cores per replica and what the serving replica answered meanwhile. Not known where no
-    replica started after the step."""
+def helps(runs: pd.DataFrame) -> Need:
+    """Whether this machine can show what a second replica buys: N fixed replicas ended the high load with
+    fewer requests in flight than one fixed replica, by more than the two backlogs' noise (their last
+    three samples). Not known before both fixed runs exist; where N did no better, no autoscaled run can
+    do better either, and the machine truly cannot show the effect."""
     step = runs[runs["kind"] == "step"] if "kind" in runs else runs.iloc[0:0]
+    fixed = step[step["policy"] == "fixed"]
+    one, many = fixed[num(fixed, "replicas_max") == 1], fixed[num(fixed, "replicas_max") > 1]
+    b1, bn = row(one, "backlog_end_high"), row(many, "backlog_end_high")
+    if b1 is None or bn is None:
+        return Need(HELPS_NEED)
+    n = int(row(many, "replicas_max") or 2)
+    spreads = (row(one, "backlog_end_high_spread"), row(many, "backlog_end_high_spread"))
+    band = noise_band(b1, bn, *spreads) or 0.0
+    said = f"in flight as the high load ended: {n} fixed replicas {bn:.0f}, one fixed replica {b1:.0f}"
+    if bn + band < b1:
+        return Need(HELPS_NEED, True, said + (f" (band {band:.0f})" if band else ""))
+    return Need(HELPS_NEED, False, f"{n} fixed replicas served the step load no better than one on this "
+                                   f"machine ({said}, band {band:.0f}): no autoscaler can add what a second "
+                                   "replica does not")
+
+
+def start_cost(runs: pd.DataFrame, series: pd.DataFrame, policy: str) -> str:
+    """What the ``policy`` run's added replica cost while it started: the machine's CPU (100 % = every
+    core) and what the serving replica answered meanwhile, beside one fixed replica's rate; "" where no
+    replica started after the step. On a few cores a replica starting (a process, its imports, the model)
+    takes cores from the one serving (docs/decisions/2026-12-01-verdicts-at-a-glance.md)."""
+    step = runs[runs["kind"] == "step"] if "kind" in runs else runs.iloc[0:0]
+    auto = step[step["policy"] == policy]
+    if auto.empty or series.empty or "run" not in series or row(auto, "decided_after_s") is None:
+        return ""
+    mine = series[series["run"] == str(auto.iloc[-1].get("label"))]
+    after = num(mine, "t") - float(auto.iloc[-1].get("high_starts_s") or 0)
+    starting = mine[(num(mine, "starting") > 0) & (after > 0)]
+    if starting.empty:
+        return ""
+    cpu = float(num(starting, "cpu_util_pct").mean())
+    when = f"{after[starting.index].min():.1f}–{after[starting.index].max():.1f} s after the step"
+    meanwhile = mine[(num(mine, "phase") == 1) & mine.index.isin(starting.index)]
+    one = step[(step["policy"] == "fixed") & (num(step, "replicas_max") == 1)]
+    alone = answered_share(series, str(one.iloc[-1].get("label"))) if not one.empty else None
+    beside = f" (one fixed replica: {alone[0]:.0f}/s over the high load)" if alone else ""
+    answered = _rate(meanwhile)
+    rate = f"; the serving replica answered {answered:.0f}/s meanwhile{beside}" if answered else ""
     cores = row(runs, "cpu_count")
-    for policy in ("queue depth", "utilisation"):
-        auto = step[step["policy"] == policy]
-        label, decided = (str(auto.iloc[-1].get("label")), row(auto, "decided_after_s")) if not auto.empty \
-            else ("", None)
-        if decided is None or series.empty or "run" not in series:
-            continue
-        mine = series[series["run"] == label]
-        after = num(mine, "t") - float(auto.iloc[-1].get("high_starts_s") or 0)
-        starting = mine[(num(mine, "starting") > 0) & (after > 0)]
-        if starting.empty:
-            continue
-        cpu = float(num(starting, "cpu_util_pct").mean())
-        when = f"{after[starting.index].min():.1f}–{after[starting.index].max():.1f} s after the step"
-        replicas = max(2, int(row(auto, "replicas_max") or 2))
-        share = (f", {cores:g} cores ({cores / replicas:.1f} per replica) for {replicas} replicas (one ONNX "
-                 "Runtime thread each), Serve's proxy and the load generator") if cores else ""
-        meanwhile = mine[(num(mine, "phase") == 1) & mine.index.isin(starting.index)]
-        one = step[(step["policy"] == "fixed") & (num(step, "replicas_max") == 1)]
-        alone = answered_share(series, str(one.iloc[-1].get("label"))) if not one.empty else None
-        rate = (f", the serving replica answering {_rate(meanwhile):.0f}/s meanwhile" + (
-            f" (one fixed replica: {alone[0]:.0f}/s over the high load)" if alone else "")) \
-            if _rate(meanwhile) else ""
-        said = f"the CPU read {cpu:.0f} % while the {policy} run's second replica started ({when})"
-        said += share + rate
-        if cpu < FULL_CPU:
-            return Need(ROOM_NEED, True, said)
-        return Need(ROOM_NEED, False, f"the replicas share fewer cores than they need: {said}")
-    return Need(ROOM_NEED)
+    on = f" of {cores:g} cores" if cores else ""
+    return f"while its second replica started ({when}) the machine's CPU{on} read {cpu:.0f} %{rate}"
 
 
 def _rate(samples: pd.DataFrame) -> float:  # answers per second over these samples
@@ -144,30 +166,18 @@ def _rate(samples: pd.DataFrame) -> float:  # answers per second over these samp
     return float(num(samples, "ok").sum()) / seconds if seconds else 0.0
 
 
-def no_worse(auto: pd.DataFrame, fixed_one: pd.DataFrame) -> Need:
-    """Whether the autoscaled run did no worse than one fixed replica under the same step load: a backlog
-    as the high load ended and a p99 over the run, each no larger than its."""
-    a_b, f_b = row(auto, "backlog_end_high"), row(fixed_one, "backlog_end_high")
-    a_p, f_p = row(auto, "p99_ms"), row(fixed_one, "p99_ms")
-    if None in (a_b, f_b, a_p, f_p):
-        return Need(NO_WORSE_NEED)
-    said = f"backlog {a_b:.0f} against {f_b:.0f}, p99 {a_p:.0f} against {f_p:.0f} ms"
-    if a_b <= f_b and a_p <= f_p:  # type: ignore[operator]
-        return Need(NO_WORSE_NEED, True, said)
-    return Need(NO_WORSE_NEED, False, f"the autoscaled run served the step load worse than one fixed replica "
-                                      f"({said}): one fixed replica cost less and served better")
-
-
 def rules(data: RunData) -> list[Check]:
     """Replicas rise within the windows of the step; the backlog shrinks once the added replica serves; each
-    autoscaled run ends the high load with a smaller backlog and a lower p99 than one fixed replica (two
-    fixed replicas named beside it); queue depth adds its replica no later than utilisation; shedding bounds
-    accepted p99; autoscaling costs fewer replica-seconds than N fixed; a killed replica is replaced, and
-    only requests in flight at the kill fail. The autoscaling effects need the high load to outran one
-    replica and a core free for the second (``outran``, ``room``); each other effect its own precondition
-    (the replica served, the bound refused some, a request was in flight). Noise: the spread of the last
-    samples (backlog) or of the intervals (p99), and one sampling interval for times and replica-seconds.
-    Why: docs/decisions/2026-11-26-verdicts-with-preconditions.md, 2026-11-28-lessons-third-pass.md."""
+    autoscaled run ends the high load with a smaller backlog and a lower p99 than one fixed replica (N fixed
+    replicas named beside it); queue depth adds its replica no later than utilisation; shedding bounds
+    accepted p99; autoscaling costs fewer replica-seconds than N fixed, serving no worse than one fixed; a
+    killed replica is replaced, and only requests in flight at the kill fail. The autoscaling effects need
+    the high load to outrun one replica (``outran``); those about capacity, that a second replica serves more
+    on this machine at all (``helps``: N fixed against one fixed). What a replica cost while it started is
+    said with them (``start_cost``). Each other effect its own precondition (the replica served, the bound
+    refused some, a request was in flight). Noise: the spread of the last samples (backlog) or of the
+    intervals (p99), and one sampling interval for times and replica-seconds.
+    Why: docs/decisions/2026-11-26-verdicts-with-preconditions.md, 2026-12-01-verdicts-at-a-glance.md."""
     runs = data.scaling if not data.scaling.empty else pd.DataFrame(columns=["kind", "policy"])
     runs = runs.assign(**{c: None for c in ("kind", "policy") if c not in runs})
     step = runs[runs["kind"] == "step"]
@@ -178,7 +188,8 @@ def rules(data: RunData) -> list[Check]:
     fixed = step[step["policy"] == "fixed"]
     fixed_n = fixed[num(fixed, "replicas_max") > 1]
     fixed_one = fixed[num(fixed, "replicas_max") == 1]
-    needs = (outran(runs, data.scaling_series), room(runs, data.scaling_series))
+    overload = outran(runs, data.scaling_series)
+    needs = (overload, helps(runs))
     after, delay = row(queue, "decided_after_s"), row(queue, "upscale_delay_s")
     look_back = row(queue, "look_back_period_s")
     interval = row(queue, "metrics_interval_s") or (DEFAULT_METRICS_INTERVAL_S if not queue.empty else None)
@@ -189,33 +200,36 @@ def rules(data: RunData) -> list[Check]:
         return tick / value if value else None
 
     up_q, up_u = row(queue, "scale_up_after_s"), row(util, "scale_up_after_s")
-    effect = ("Under the step load, autoscaling on queue depth starts a replica within metrics_interval_s + "
-              "look_back_period_s + upscale_delay_s of the step, plus one sampling interval (the queue "
-              "reaches the controller, is averaged, then held)")
+    starts = {policy: start_cost(runs, data.scaling_series, policy)
+              for policy in ("queue depth", "utilisation")}
+    queue_cost = f"; {starts['queue depth']}" if starts["queue depth"] else ""
+    effect = ("Autoscaling on queue depth starts a replica within metrics_interval_s + look_back_period_s + "
+              "upscale_delay_s of the step")
     start = check(effect, (after, interval, look_back, delay),
                   lambda a, mi, lb, d: a <= mi + lb + d + tick,
                   lambda a, mi, lb, d: f"starting {a:.1f} s after the step (metrics_interval_s {mi:g}, "
                                        f"look_back_period_s {lb:g}, upscale_delay_s {d:g}: within "
-                                       f"{mi + lb + d + tick:g} s, sampled every {tick:g} s), "
+                                       f"{mi + lb + d + tick:g} s, with one sampling interval of {tick:g} s: "
+                                       "the queue reaches the controller, is averaged, then held), "
                                        + (f"serving {serving:.1f} s after it" if serving is not None
                                           else "never serving before the load ended"),
-                  needs=needs)
-    if start.evidence == NO_NUMBERS \
-            and row(queue, "backlog_end_high") is not None:
-        start = Check(effect, "not observed", "no replica started after the step", needs=needs)
-    backlog = check("Once the added replica serves, the backlog shrinks during the high load: fewer requests "
-                    "in flight as the high load ends than when the replica started serving (p99 follows only "
-                    "once the backlog has drained)",
+                  figures=lambda a, mi, lb, d: (Quantity("started", a, "s after the step"),
+                                                Quantity("bound", mi + lb + d + tick, "s")),
+                  needs=(overload,))
+    if start.evidence == NO_NUMBERS and row(queue, "backlog_end_high") is not None:
+        start = Check(effect, NOT_OBSERVED, "no replica started after the step", needs=(overload,))
+    backlog = check("Once the added replica serves, the backlog shrinks during the high load",
                     (row(queue, "backlog_at_up"), row(queue, "backlog_end_high")), lambda u, e: e < u,
                     lambda u, e: f"{u:.0f} in flight when it started serving, {e:.0f} as the high load ended"
                     + _text(row(fixed_one, "backlog_end_high"), " (one fixed replica: {:.0f})")
                     + _text(row(queue, "p99_before_up_ms"), "; p99 during the scale-up {:.0f} ms")
-                    + _text(row(queue, "p99_after_up_ms"), ", after it {:.0f} ms")
+                    + _text(row(queue, "p99_after_up_ms"), ", after it {:.0f} ms (p99 follows once the "
+                            "backlog has drained)")
                     + _text(row(queue, "timeouts") or None, "; {:.0f} requests timed out (they leave "
-                            "the backlog unanswered)"),
-                    noise=(None, row(queue, "backlog_end_high_spread")), unit="requests", needs=needs)
-    if backlog.evidence == NO_NUMBERS \
-            and row(queue, "backlog_end_high") is not None:
+                            "the backlog unanswered)") + queue_cost,
+                    noise=(None, row(queue, "backlog_end_high_spread")), unit="in flight", needs=needs,
+                    names=("when it started serving", "as the high load ended"))
+    if backlog.evidence == NO_NUMBERS and row(queue, "backlog_end_high") is not None:
         backlog = cannot_show(backlog.effect, "no replica was added after the step" if up_q is None
                               else f"the added replica served only {up_q:.1f} s after the step, once the "
                                    "high load had ended", needs=needs)
@@ -223,26 +237,30 @@ def rules(data: RunData) -> list[Check]:
                     "CPU utilisation",
                     (up_u, up_q), lambda u, q: q <= u,
                     lambda u, q: f"serving after the step: utilisation {u:.1f} s, queue depth {q:.1f} s",
-                    noise=(resolution(up_u), resolution(up_q)), unit="s", needs=needs)
-    if earlier.evidence == NO_NUMBERS \
-            and not queue.empty and not util.empty:
-        earlier = (Check(earlier.effect, "observed", f"queue depth serving {up_q:.1f} s after the step; "
-                         "utilisation added no replica", needs=needs) if up_q is not None else
-                   Check(earlier.effect, "not observed", f"queue depth added no replica; utilisation serving "
-                         f"{up_u:.1f} s after the step", needs=needs) if up_u is not None else
-                   cannot_show(earlier.effect, "neither policy added a replica", needs=needs))
-    versus = [versus_fixed(auto, name, fixed_one, fixed_n, needs)
-              for auto, name in ((queue, "queue depth"), (util, "CPU utilisation"))]
+                    noise=(resolution(up_u), resolution(up_q)), unit="s", needs=(overload,),
+                    names=("utilisation serving after", "queue depth"))
+    if earlier.evidence == NO_NUMBERS and not queue.empty and not util.empty:
+        earlier = (Check(earlier.effect, OBSERVED, f"queue depth serving {up_q:.1f} s after the step; "
+                         "utilisation added no replica", needs=(overload,),
+                         figures=(Quantity("queue depth serving after", up_q, "s"),)) if up_q is not None else
+                   Check(earlier.effect, NOT_OBSERVED, f"queue depth added no replica; utilisation serving "
+                         f"{up_u:.1f} s after the step", needs=(overload,),
+                         figures=(Quantity("utilisation serving after", up_u, "s"),)) if up_u is not None else
+                   cannot_show(earlier.effect, "neither policy added a replica", needs=(overload,)))
+    versus = [versus_fixed(auto, name, fixed_one, fixed_n, needs, starts[policy])
+              for auto, name, policy in ((queue, "queue depth", "queue depth"),
+                                         (util, "CPU utilisation", "utilisation"))]
     return [start, backlog, versus[0], earlier, versus[1], *_shedding_rules(shed, bounded),
-            _cost(fixed_n, queue, (*needs, no_worse(queue, fixed_one)), resolution), *_triton_and_kill(runs)]
+            _cost(fixed_n, fixed_one, queue, needs, resolution), *_triton_and_kill(runs)]
 
 
 def versus_fixed(auto: pd.DataFrame, name: str, fixed_one: pd.DataFrame, fixed_n: pd.DataFrame,
-                 needs: tuple[Need, ...]) -> Check:
+                 needs: tuple[Need, ...], cost: str = "") -> Check:
     """The autoscaled run ``auto`` against one fixed replica under the same step load, from the same time
     origin (the step): a smaller backlog as the high load ended and a lower p99 over the run (noise: each
-    backlog's last three samples); the N fixed replicas' figures named beside them. Needs an added replica
-    that served during the high load: an autoscaled run without one ran as one fixed replica."""
+    backlog's last three samples); the N fixed replicas' figures and what the added replica cost while it
+    started (``cost``) named beside them. Needs an added replica that served during the high load: an
+    autoscaled run without one ran as one fixed replica."""
     up, high = row(auto, "scale_up_after_s"), row(auto, "high_seconds")
     served = Need("its added replica served during the high load", None if auto.empty else (
         up is not None and (high is None or up < high)),
@@ -250,8 +268,8 @@ def versus_fixed(auto: pd.DataFrame, name: str, fixed_one: pd.DataFrame, fixed_n
         f"its added replica served {up:.1f} s after the step" + ("" if high is None or up < high else
                                                                   f", after the {high:g} s high load"))
     n = int(row(fixed_n, "replicas_max") or 2)
-    return check(f"Autoscaled on {name}, the step load ends its high phase with a smaller backlog, at a "
-                 "lower p99, than on one fixed replica",
+    return check(f"Autoscaled on {name}, the high phase ends with less in flight and a lower p99 than on one "
+                 "fixed replica",
                  (row(fixed_one, "backlog_end_high"), row(auto, "backlog_end_high"), row(fixed_one, "p99_ms"),
                   row(auto, "p99_ms")),
                  lambda fb, ab, fp, ap: ab < fb and ap < fp,
@@ -259,9 +277,11 @@ def versus_fixed(auto: pd.DataFrame, name: str, fixed_one: pd.DataFrame, fixed_n
                  f"in every run): autoscaled {ab:.0f}, one fixed replica {fb:.0f}"
                  + _text(row(fixed_n, "backlog_end_high"), f", {n} fixed {{:.0f}}") + f"; p99 over the run "
                  f"{ap:.0f} ms, one fixed replica {fp:.0f} ms" + _text(row(fixed_n, "p99_ms"),
-                                                                      f", {n} fixed {{:.0f}} ms"),
+                                                                      f", {n} fixed {{:.0f}} ms")
+                 + (f"; {cost}" if cost else ""),
+                 figures=lambda fb, ab, fp, ap: _versus_figures(fb, ab, fp, ap),
                  noise=(row(fixed_one, "backlog_end_high_spread"), row(auto, "backlog_end_high_spread")),
-                 unit="requests", needs=(*needs, served))
+                 unit="in flight", needs=(*needs, served))
 
 
 def _shedding_rules(shed: pd.DataFrame, bounded: pd.DataFrame) -> list[Check]:
@@ -273,25 +293,42 @@ def _shedding_rules(shed: pd.DataFrame, bounded: pd.DataFrame) -> list[Check]:
                   lambda u, b: b < u, lambda u, b: f"unbounded {u:.0f} ms, bounded {b:.0f} ms"
                   + _text(refused, "; {:.0f} refused with a 503") + _text(row(bounded, "shed_p99_ms"),
                                                                           " in p99 {:.0f} ms"),
-                  noise=(None, row(bounded, "p99_spread")), unit="ms",
+                  noise=(None, row(bounded, "p99_spread")), unit="ms", names=("p99 unbounded", "bounded"),
                   blocked="the bounded run refused no request: its queue never reached the bound"
                   if refused == 0 else None)]
 
 
-def _cost(fixed_n: pd.DataFrame, queue: pd.DataFrame, needs: tuple[Need, ...], resolution: Any) -> Check:
-    """Autoscaling's replica-seconds against N fixed replicas, their p99 beside them: only where the
-    autoscaled run added a replica (one that never scaled costs what one replica costs, which says nothing
-    about autoscaling) and served no worse than one fixed replica (``needs``: else that one is cheaper)."""
+def _versus_figures(fb: float, ab: float, fp: float, ap: float) -> tuple[Quantity, ...]:
+    return (Quantity("in flight", ab), Quantity("one fixed", fb), Quantity("p99", ap, "ms"),
+            Quantity("one fixed", fp, "ms"))
+
+
+def _cost(fixed_n: pd.DataFrame, fixed_one: pd.DataFrame, queue: pd.DataFrame, needs: tuple[Need, ...],
+          resolution: Any) -> Check:
+    """Autoscaling's replica-seconds against N fixed replicas, serving no worse than one fixed replica
+    (backlog as the high load ended, p99): cheaper than N but worse than one is no saving, one fixed
+    replica being cheaper still. Only where the autoscaled run added a replica (one that never scaled
+    costs what one replica costs, which says nothing about autoscaling)."""
     fixed_rs, auto_rs = row(fixed_n, "replica_seconds"), row(queue, "replica_seconds")
     replicas = row(fixed_n, "replicas_max") or 1
-    grew, fixed_p99 = row(queue, "replicas_max"), row(fixed_n, "p99_ms")
-    return check("Autoscaling costs fewer replica-seconds than the fixed N replicas", (fixed_rs, auto_rs),
-                 lambda f, a: a < f,
-                 lambda f, a: f"fixed {replicas:g}: {f:.0f} replica-s" + _text(fixed_p99, " (p99 {:.0f} ms)")
-                 + f", autoscaled: {a:.0f} replica-s" + _text(row(queue, "p99_ms"), " (p99 {:.0f} ms)"),
+    grew = row(queue, "replicas_max")
+    a_b, f_b = row(queue, "backlog_end_high"), row(fixed_one, "backlog_end_high")
+    a_p, f_p = row(queue, "p99_ms"), row(fixed_one, "p99_ms")
+    known = None not in (a_b, f_b, a_p, f_p)
+    no_worse = known and a_b <= f_b and a_p <= f_p  # type: ignore[operator]
+    verdict = "no worse" if no_worse else "worse: one fixed replica cost less and served better"
+    than_one = (f"; against one fixed replica: backlog {a_b:.0f} against {f_b:.0f}, p99 {a_p:.0f} against "
+                f"{f_p:.0f} ms ({verdict})" if known else "")
+    return check(f"Autoscaling costs fewer replica-seconds than {replicas:g} fixed replicas, serving no "
+                 "worse than one fixed replica", (fixed_rs, auto_rs),
+                 lambda f, a: a < f and (no_worse or not known),
+                 lambda f, a: f"fixed {replicas:g}: {f:.0f} replica-s" + _text(row(fixed_n, "p99_ms"),
+                                                                             " (p99 {:.0f} ms)")
+                 + f", autoscaled: {a:.0f} replica-s" + _text(a_p, " (p99 {:.0f} ms)") + than_one,
                  noise=(resolution(fixed_rs / replicas if fixed_rs else None), resolution(auto_rs)),
-                 unit="replica-s", needs=needs, blocked="the autoscaled run never had a second replica "
-                                                        "serving: it cost what one replica costs"
+                 unit="replica-s", needs=needs, names=(f"fixed {replicas:g}", "autoscaled"),
+                 blocked="the autoscaled run never had a second replica serving: it cost what one replica "
+                         "costs"
                  if grew == 1 else None)
 
 
@@ -306,13 +343,17 @@ def _triton_and_kill(runs: pd.DataFrame) -> list[Check]:
         check("Triton's rejecting queue policy refuses part of a burst the unbounded queue accepts whole",
               (row(unbounded, "rejected"), row(triton, "rejected", pick="max")),
               lambda u, b: u == 0 and b > 0,
-              lambda u, b: f"refused: unbounded {u:.0f}, bounded {b:.0f}" + refusal_causes(triton)),
+              lambda u, b: f"refused: unbounded {u:.0f}, bounded {b:.0f}" + refusal_causes(triton),
+              names=("refused: unbounded queue", "with the policy"), unit="requests"),
         check("A killed replica is replaced", (row(kill, "replaced_after_s"),), lambda s: s < 60,
-              lambda s: f"a new replica answered {s:.1f} s after the kill"),
-        check("When a replica is killed, only requests in flight at that moment can fail: every request sent "
-              "after the kill is answered by a live replica",
+              lambda s: f"a new replica answered {s:.1f} s after the kill",
+              names=("a new replica answered after",), unit="s"),
+        check("When a replica is killed, only requests in flight at that moment can fail",
               (in_flight, row(kill, "failed"), after_kill), lambda n, f, a: a == 0,
-              lambda n, f, a: f"{n:.0f} in flight at the kill, {f:.0f} failed, {a:.0f} of them sent after it",
+              lambda n, f, a: f"{n:.0f} in flight at the kill, {f:.0f} failed, {a:.0f} of them sent after it "
+                              "(every request sent after the kill should be answered by a live replica)",
+              figures=lambda n, f, a: (Quantity("in flight at the kill", n), Quantity("failed", f),
+                                       Quantity("sent after it", a)),
               blocked="no request was in flight at the moment of the kill (the light load left both replicas "
                       "idle then): run the cell again" if in_flight == 0 else None),
     ]

@@ -101,6 +101,45 @@ def policy(p: LabParams, **changes: Any) -> Scaling:
     return Scaling(**{**base, **changes})
 
 
+LAB_AUTOSCALING = ("min_replicas", "max_replicas", "target_ongoing_requests", "upscale_delay_s",
+                   "downscale_delay_s", "look_back_period_s", "metrics_interval_s")
+
+
+def policy_from(text: str, p: LabParams) -> Scaling:
+    """The autoscaling config as the student writes it: YAML, as under a deployment of a Serve config file
+    (``autoscaling_config:`` and its fields, or the fields alone), checked by Ray Serve's own
+    ``AutoscalingConfig``; none written: one fixed replica (Serve's default), said in one line."""
+    import difflib
+
+    import yaml
+    from ray.serve.config import AutoscalingConfig
+
+    from servelab.lab.exercise import StudentError
+
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise StudentError(f"the autoscaling config is not YAML: {' '.join(str(exc).split())}") from None
+    data = data.get("autoscaling_config", data) if isinstance(data, dict) else data
+    if not isinstance(data, dict):
+        raise StudentError("write the autoscaling config as `field: value` lines (min_replicas: 1 …)")
+    if not data:
+        print("no autoscaling_config: Serve runs one fixed replica (write min_replicas, max_replicas … to "
+              "autoscale)")
+        return policy(p, fixed=1)
+    for key in data:
+        if key not in LAB_AUTOSCALING:
+            near = difflib.get_close_matches(str(key), LAB_AUTOSCALING, n=1)
+            raise StudentError(f"`{key}` is not a field this lab's runs take: " + (
+                f"did you mean `{near[0]}`?" if near else f"write {', '.join(LAB_AUTOSCALING)}"))
+    try:
+        AutoscalingConfig(**data)  # Ray Serve's own checks (types, min_replicas ≤ max_replicas …)
+        return policy(p, **data)
+    except (ValueError, TypeError) as exc:  # pydantic's ValidationError, the lab's ScalingConfigError
+        said = " ".join(str(exc).split())[:300]
+        raise StudentError(f"Ray Serve would refuse this autoscaling config: {said}") from None
+
+
 def show_policy(s: Scaling) -> pd.DataFrame:
     """Print the HPA and KEDA manifests for ``s``; return the field-by-field table."""
     print("# the same policy as a Kubernetes HorizontalPodAutoscaler\n" + hpa_manifest(s))

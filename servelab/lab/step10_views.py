@@ -25,42 +25,62 @@ def high_load_said(series: list[dict[str, Any]], high: list[dict[str, Any]]) -> 
             f"({answered / offered:.0%}); {high[-1]['in_flight']} in flight as it ended")
 
 
+# one colour per run, the same in every panel and every figure of the notebook (by the run's kind)
+RUN_COLOURS = (("fixed 1", "tab:blue"), ("fixed 2", "tab:orange"), ("(queue depth)", "tab:green"),
+               ("(utilisation)", "tab:red"), ("fixed", "tab:purple"), ("autoscaled", "tab:olive"))
+
+
+def run_colour(label: str, n: int = 0) -> str:
+    """The colour of the run ``label`` in every timeline (``RUN_COLOURS``: by its kind; a stand-in's run
+    shares its kind's colour, drawn dashed); the ``n``-th of matplotlib's cycle for any other."""
+    name = label.removesuffix(" on the stand-in")
+    exact = dict(RUN_COLOURS)
+    if name in exact:
+        return exact[name]
+    return next((colour for words, colour in RUN_COLOURS if words in name), f"C{n % 10}")
+
+
 def fig_timeline(series: pd.DataFrame, title: str = "step load", step_s: float = 0.0) -> Figure:
-    """Replicas, ongoing requests per replica, p50/p99 and CPU on one time axis, in seconds from the step
-    (``step_s`` into each run: the notebook's one time origin); scale events marked. Drawn on its own
-    canvas (no pyplot): a notebook shows it once, where ``as_image`` puts it."""
+    """Replicas, requests in flight (in total, and per replica: the autoscaler's metric), p50/p99 and CPU on
+    one time axis, in seconds from the step (``step_s`` into each run: the notebook's one time origin);
+    scale events marked; one colour per run in every panel (``run_colour``). Drawn on its own canvas (no
+    pyplot): a notebook shows it once, where ``as_image`` puts it."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    fig = Figure(figsize=(8, 8))
+    fig = Figure(figsize=(8, 9.5))
     FigureCanvasAgg(fig)
-    axes = fig.subplots(4, 1, sharex=True)
-    for name, run in series.groupby("run", sort=False):
+    axes = fig.subplots(5, 1, sharex=True)
+    for n, (name, run) in enumerate(series.groupby("run", sort=False)):
         t = num(run, "t") - step_s
-        line = axes[0].step(t, num(run, "replicas"), where="post", label=str(name))[0]
+        colour = run_colour(str(name), n)
+        dash = "--" if str(name).endswith("on the stand-in") else "-"
+        axes[0].step(t, num(run, "replicas"), dash, where="post", label=str(name), color=colour)
         if "starting" in run:
             axes[0].step(t, num(run, "replicas") + num(run, "starting").fillna(0), ":", where="post",
-                         color=line.get_color())
-        axes[1].plot(t, num(run, "ongoing_per_replica"), label=str(name))
-        axes[2].plot(t, num(run, "p99_ms"), label=f"{name} p99")
-        axes[2].plot(t, num(run, "p50_ms"), ":", label=f"{name} p50")
-        axes[3].plot(t, num(run, "cpu_util_pct"), label=f"{name} CPU")
+                         color=colour)
+        axes[1].plot(t, num(run, "in_flight"), dash, color=colour)
+        axes[2].plot(t, num(run, "ongoing_per_replica"), dash, color=colour)
+        axes[3].plot(t, num(run, "p99_ms"), dash, color=colour)
+        axes[3].plot(t, num(run, "p50_ms"), ":", color=colour)
+        axes[4].plot(t, num(run, "cpu_util_pct"), dash, color=colour)
         if "gpu_util_pct" in run and run["gpu_util_pct"].notna().any():
-            axes[3].plot(t, num(run, "gpu_util_pct"), "--", label=f"{name} GPU")
+            axes[4].plot(t, num(run, "gpu_util_pct"), "-.", color=colour)
         for e in scale_events([{str(k): v for k, v in r.items()} for r in run.to_dict("records")]):
             for ax in axes:
-                ax.axvline(e["t"] - step_s, color="grey", linestyle="--", linewidth=0.8)
+                ax.axvline(e["t"] - step_s, color=colour, linestyle="--", linewidth=0.6, alpha=0.6)
     # the CPU: the whole machine's, 100 % = all its cores (Serve's proxy and the load generator included)
-    names = ("replicas", "ongoing / replica", "latency (ms)", "machine CPU, GPU (%,\n100 = all cores)")
+    names = ("replicas", "in flight, total\n(requests)", "in flight per\nreplica (the\nautoscaler's metric)",
+             "latency (ms):\np99 solid, p50 dotted", "machine CPU (%,\n100 = all cores;\nGPU dash-dot)")
     for ax, label in zip(axes, names, strict=True):
-        ax.set_ylabel(label)
+        ax.set_ylabel(label, fontsize=8)
         ax.grid(alpha=0.3)
-    axes[2].set_yscale("log")
+    axes[3].set_yscale("log")
     axes[0].legend(fontsize=7, loc="upper right")
-    axes[2].legend(fontsize=6, loc="upper left", ncol=2)
-    axes[3].set_ylim(0, 105)  # percentages: 100 % = every core (or the GPU) busy
-    axes[-1].set_xlabel(("seconds from the step (the high load starts at 0)" if step_s else "seconds since "
-                         "the load started") + "\n(dashed: replica count changed; dotted: replicas including "
-                                               "those starting)")
+    axes[4].set_ylim(0, 105)  # percentages: 100 % = every core (or the GPU) busy
+    since = "seconds from the step (the high load starts at 0)" if step_s else \
+        "seconds since the load started"
+    axes[-1].set_xlabel(since + "\n(thin dashed: a run's replica count changed; dotted: replicas including "
+                                "those starting)")
     axes[0].set_title(title, fontsize=11)
     fig.tight_layout()
     return fig

@@ -140,7 +140,7 @@ class Cluster:
 
         t0 = time.perf_counter()
         deployment: Any = Food11  # @serve.deployment made the class a Deployment, which mypy cannot see
-        handle = deployment.options(**scaling.deployment_options()).bind()
+        handle = deployment.options(**scaling.deployment_options()).bind(**scaling.init_args())
         serve.run(handle, name=APP, route_prefix=ROUTE, blocking=False)
         want = scaling.fixed or scaling.min_replicas
         self.wait_replicas(lambda n: n == want, f"{want} running replica(s) of {APP}", timeout_s)

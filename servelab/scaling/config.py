@@ -44,6 +44,7 @@ class Scaling:
     num_cpus: float = 0.5
     num_gpus: float = 0.0
     health_check_period_s: float = 2.0  # how soon Serve notices a dead replica (Ray's default: 10 s)
+    device_ms: float | None = None  # a device stand-in: each forward pass a wait this long (Food11)
 
     def __post_init__(self) -> None:
         def bad(name: str, rule: str) -> ScalingConfigError:
@@ -70,17 +71,24 @@ class Scaling:
             raise bad("max_queued_requests", "must be -1 (unbounded) or at least 1")
         if self.policy not in ("queue depth", "utilisation"):
             raise bad("policy", "must be 'queue depth' or 'utilisation'")
+        if self.device_ms is not None and not self.device_ms > 0:
+            raise bad("device_ms", "must be above 0 (the stand-in's forward pass, in ms), or None: the model")
         if not 0 < self.target_utilisation_pct <= 100:
             raise bad("target_utilisation_pct", "must be above 0 and at most 100")
 
     @property
     def label(self) -> str:
+        stand_in = " on the stand-in" if self.device_ms is not None else ""
         if self.fixed is not None:
-            return f"fixed {self.fixed}"
-        return f"autoscaled {self.min_replicas}-{self.max_replicas} ({self.policy})"
+            return f"fixed {self.fixed}{stand_in}"
+        return f"autoscaled {self.min_replicas}-{self.max_replicas} ({self.policy}){stand_in}"
 
     def as_data(self) -> dict[str, Any]:
         return asdict(self)
+
+    def init_args(self) -> dict[str, Any]:
+        """The replica's constructor arguments (``Food11``): the device stand-in's wait, where set."""
+        return {} if self.device_ms is None else {"device_ms": self.device_ms}
 
     def deployment_options(self) -> dict[str, Any]:
         """Keyword arguments for ``Deployment.options``: Ray Serve's names for the fields above."""

@@ -40,10 +40,15 @@ DOWNLOADS = "notebooks"  # in the built site: each page's notebook, to download
 
 
 def source_notebook(path: Path) -> Any:
-    """The notebook's source (``NN_name.py``, read by Jupytext) as an nbformat notebook."""
+    """The notebook's source (``NN_name.py``, read by Jupytext) as an nbformat notebook, without its model
+    answers (cells tagged ``answer-key``: the instructor's answer key, never a handout's)."""
     import jupytext
 
-    return jupytext.read(path)
+    from servelab.lab.exercise import KEY_TAG
+
+    nb = jupytext.read(path)
+    nb.cells = [c for c in nb.cells if KEY_TAG not in c.metadata.get("tags", [])]
+    return nb
 
 
 def title(path: Path) -> str:

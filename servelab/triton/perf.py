@@ -187,19 +187,21 @@ def perf_analyzer_binary() -> str:
 
 
 def perf_analyzer_env() -> dict[str, str]:
-    """perf_analyzer links libcudart.so.12 even on a CPU host: PyPI's nvidia-cuda-runtime provides it."""
+    """perf_analyzer links libcudart.so.12 even on a CPU host: PyPI's nvidia-cuda-runtime provides it.
+    This Python's bin comes first on PATH, so a command typed as ``perf_analyzer …`` finds the wheel's."""
     import sysconfig
 
     lib = Path(sysconfig.get_paths()["purelib"]) / "nvidia" / "cuda_runtime" / "lib"
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = ":".join(p for p in [str(lib), env.get("LD_LIBRARY_PATH", "")] if p)
+    env["PATH"] = ":".join(p for p in [str(Path(sys.executable).parent), env.get("PATH", "")] if p)
     return env
 
 
 
 
-def local_runner(progress: bool = True, levels: int | None = None) -> Runner:
-    """Run perf_analyzer here, streaming its output into a tqdm bar (one step per load level)."""
+def local_runner(progress: bool = True, levels: int | None = None, cwd: Path | None = None) -> Runner:
+    """Run perf_analyzer here (in ``cwd``), streaming its output into a tqdm bar (one step per load level)."""
 
     def run(argv: list[str], csv_path: str, timeout: float) -> RunOutput:
         from servelab.core.progress import bar as tqdm
@@ -207,7 +209,7 @@ def local_runner(progress: bool = True, levels: int | None = None) -> Runner:
         Path(csv_path).unlink(missing_ok=True)
         started = time.monotonic()
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                env=perf_analyzer_env(), start_new_session=True)
+                                env=perf_analyzer_env(), start_new_session=True, cwd=cwd)
         killed = threading.Event()
 
         def kill() -> None:

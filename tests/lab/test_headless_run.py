@@ -168,7 +168,8 @@ def test_experiment_notebooks_predict_observe_and_ask(run_dir: Path, notebook: s
     import nbformat
 
     nb = nbformat.read(run_dir / f"{notebook}.ipynb", as_version=4)
-    markdown = [c.source for c in nb.cells if c.cell_type == "markdown"]
+    markdown = [c.source for c in nb.cells  # the answer cells after the questions are the student's
+                if c.cell_type == "markdown" and "answer" not in c.metadata.get("tags", [])]
     assert any("**Predict.**" in text for text in markdown)
     appendix = next((i for i, text in enumerate(markdown) if text.startswith("## Appendix")), len(markdown))
     questions = markdown[appendix - 1]  # the last cell, or the last before the appendix (code paths, loops)

@@ -98,3 +98,21 @@ def test_the_figure_and_the_report_section_draw_every_staged_row() -> None:
     titles = [s.title for s in step03_fastapi.sections(RunData(df, EMPTY, EMPTY))]
     assert "FastAPI: where a request spends its time" in titles
     assert step03_fastapi.sections(RunData(EMPTY, EMPTY, EMPTY)) == []
+
+
+def test_the_sentence_reads_the_table_it_stands_beside_and_the_table_reads_down() -> None:
+    """Issue 52 (03, cell 41): "inference +84" beside a table whose inference column fell from 95.8 to
+    49.5 ms: the sentence summed batch_wait and inference under the name of one of them. It now names each
+    stage it sums, with the same numbers the table shows; the table holds the stages as rows (it was 14
+    columns wide), one column per measurement."""
+    df = pd.DataFrame([row("onnx", "sequential", inference=95.8, batch_wait=0.5),
+                       row("onnx", "concurrent", inference=49.5, batch_wait=130.8)])
+    said = stages.read_stages(df)
+    assert "inference +84 ms (batch_wait +130, inference -46)" in said, said
+    table = stages.stage_table(df)
+    assert len(table.columns) + 1 <= 9  # the row names, then one column per measurement
+    assert list(table.columns) == ["onnx · 1 client", "onnx · 16 clients"]
+    assert table.loc["inference (ms)"].tolist() == [95.8, 49.5]
+    assert table.loc["batch_wait (ms)"].tolist() == [0.5, 130.8]
+    many = pd.DataFrame([row("pt", "concurrent", workers=w) for w in range(1, 13)])
+    assert len(stages.stage_table(many).columns) == stages.MEASUREMENTS
