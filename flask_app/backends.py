@@ -1,4 +1,4 @@
-"""Clients for the three serving backends GourmetGram can call.
+"""Clients for the serving backends GourmetGram can call.
 
 Each backend turns the bytes of an image file into (label, probability); the
 app does not care which one answers. Any way the remote service can fail —
@@ -26,7 +26,8 @@ import numpy as np
 from flask_app.settings import Settings
 from servelab.core.preprocess import preprocess_bytes, top1
 
-TITLES = {"fastapi": "FastAPI", "triton": "Triton (Python backend)", "triton_onnx": "Triton (ONNX)"}
+TITLES = {"fastapi": "FastAPI", "triton": "Triton (Python backend)", "triton_onnx": "Triton (ONNX)",
+          "triton_ensemble": "Triton (ensemble)"}
 HEALTH_BUDGET = 1.5  # seconds for all health probes of one GET /health
 
 
@@ -230,8 +231,29 @@ class TritonOnnxBackend(_TritonBackend):
         return top1(result.as_numpy("output")[0])
 
 
+class TritonEnsembleBackend(TritonBackend):
+    """The ensemble: the image file's bytes as they came in, label and probability out (the server
+    decodes, normalises and applies softmax: ``models_staging/food_classifier_ensemble``)."""
+
+    name = "triton_ensemble"
+
+    def _infer(self, client: Any, image: bytes) -> tuple[str, float]:
+        import tritonclient.http as httpclient
+
+        data = np.frombuffer(image, dtype=np.uint8)[np.newaxis]  # one file per request: [1, bytes]
+        request = httpclient.InferInput("IMAGE", list(data.shape), "UINT8")
+        request.set_data_from_numpy(data, binary_data=True)
+        outputs = [httpclient.InferRequestedOutput("FOOD_LABEL", binary_data=True),
+                   httpclient.InferRequestedOutput("PROBABILITY", binary_data=True)]
+        result = client.infer(self.settings.model_name, [request], outputs=outputs)
+        label = np.asarray(result.as_numpy("FOOD_LABEL")).reshape(-1)[0]
+        probability = np.asarray(result.as_numpy("PROBABILITY")).reshape(-1)[0]
+        return (label.decode("utf-8") if isinstance(label, bytes) else str(label)), float(probability)
+
+
 BACKEND_CLASSES: dict[str, type[Backend]] = {
     "fastapi": FastAPIBackend, "triton": TritonBackend, "triton_onnx": TritonOnnxBackend,
+    "triton_ensemble": TritonEnsembleBackend,
 }
 
 

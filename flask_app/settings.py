@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-BACKENDS = ("fastapi", "triton", "triton_onnx")
-DEFAULT_MODELS = {"triton": "food_classifier", "triton_onnx": "food_classifier_onnx"}
+BACKENDS = ("fastapi", "triton", "triton_onnx", "triton_ensemble")
+DEFAULT_MODELS = {"triton": "food_classifier", "triton_onnx": "food_classifier_onnx",
+                  "triton_ensemble": "food_classifier_ensemble"}
 DEFAULT_MAX_UPLOAD_BYTES = 10 * 1024 * 1024
 DEFAULT_UPLOADS_MAX_MB = 1024.0  # the folder's bound in bytes (MiB)...
 DEFAULT_UPLOADS_MAX_FILES = 20_000  # ...and in files: whichever is reached first

@@ -40,15 +40,6 @@ from provisioning.checks import run_preflight, select_context, start_chi
 from provisioning.chi_api import ChiApi
 from provisioning.config import ChameleonConfig, ProvisioningError, from_env
 from provisioning.errors import SignalGuard, describe, step
-from provisioning.fetch import (
-    FETCH_LIMIT_S,
-    FETCH_LINE,
-    Fetched,
-    ShellFor,
-    default_folder,
-    fetch_line,
-    fetch_node_work,
-)
 from provisioning.floating_ip import (
     ensure_floating_ip,
     for_server,
@@ -59,6 +50,15 @@ from provisioning.floating_ip import (
 )
 from provisioning.lease import LeaseNotStarted, ensure_lease
 from provisioning.node import JupyterAccess, run_node_setup
+from provisioning.node_work import (
+    FETCH_LIMIT_S,
+    FETCH_LINE,
+    Fetched,
+    ShellFor,
+    default_folder,
+    fetch_line,
+    fetch_node_work,
+)
 from provisioning.plan import Step, format_plan, provision_plan, teardown_plan
 from provisioning.server import ensure_server, find_server, wait_for_ssh
 from provisioning.state import LIVE, STATE_NAME, State, default_state_path
@@ -264,7 +264,7 @@ def fetch_work(config: ChameleonConfig | None = None, plan_only: bool = False, c
                folder: Path | None = None, limit_s: float = FETCH_LIMIT_S, shell_for: ShellFor | None = None,
                state: StatePath = None, skip: bool = False) -> Fetched | None:
     """Copy the node's ``results/`` and what is saved under ``notebooks/`` to ``results/from-node/`` here,
-    within ``limit_s`` (see ``provisioning.fetch``); deletes nothing. 08 runs it before the teardown (plan
+    within ``limit_s`` (see ``provisioning.node_work``); deletes nothing. 08 runs it before the teardown (plan
     mode refused while ``state`` records a live lease or server: ``live_records_refusal``; ``skip``: 08's
     ``fetch_first = False``, for a node that cannot be reached); any of the lab's notebooks here can run
     ``FETCH_LINE`` while the lease runs. ``config`` defaults to ``configure()``'s (the state file's

@@ -23,10 +23,10 @@ Derived here: ``numbers`` (by where, core, measuring), ``ranges`` ("03–07 and 
 ``core_on_the_node``, ``optional_on_the_node``, ``in_the_hub``, ``measuring``, ``written_by`` (table →
 numbers), ``run_order``.
 Derived elsewhere: the report's notebooks (``servelab.lab.run_report``), the reference's coverage
-(``servelab.results.reference``), where the node's notebooks run (``servelab.targets.compose``), the
-site's links (``servelab.site.links``), the results overview (``servelab.lab.common``), the headless
+(``servelab.results.reference``), where the node's notebooks run (``servelab.targets.docker``), the
+site's links (``servelab.site.links``), the results overview (``servelab.lab.tables``), the headless
 run's order (``servelab.lab.runner``), the lease plan (``servelab.lab.lease_plan``) and the tests' lists.
-Adding a step: ``docs/guides/contributing.md``.
+Adding a step: the checklist in ``docs/guides/architecture.md`` ("Adding a lab step").
 """
 
 from __future__ import annotations
@@ -82,11 +82,13 @@ LAB_STEPS: tuple[LabStep, ...] = (
     LabStep("03", "03_fastapi", "A FastAPI inference service", "node", "FastAPI", "core",
             measures="FastAPI with PyTorch, then ONNX Runtime: sequential and concurrent requests, the "
                      "stages of one request, worker processes; GourmetGram's uploads",
-            tables=("fastapi", "flask"), report=("step03_fastapi",)),
+            tables=("fastapi", "flask"), rows={"flask": ("fastapi_pt", "fastapi_onnx")},
+            report=("step03_fastapi",)),
     LabStep("04", "04_triton_python", "Triton Inference Server with the Python backend", "node",
             "Triton's Python backend", "core",
             measures="perf_analyzer at rising concurrency: queue vs compute; one client batch",
-            tables=("triton", "flask"), rows={"triton": ("python_concurrency", "python_client_batch")},
+            tables=("triton", "flask"),
+            rows={"triton": ("python_concurrency", "python_client_batch"), "flask": ("triton_python",)},
             report=("step04_triton_python",)),
     LabStep("05", "05_instance_scaling", "Model instances: how many, and where", "node", "instances",
             "core", measures="throughput and latency as model instances are added; threads per instance",
@@ -94,7 +96,8 @@ LAB_STEPS: tuple[LabStep, ...] = (
             report=("step05_instance_scaling",)),
     LabStep("06", "06_onnx_backend", "An optimised backend: ONNX Runtime", "node", "ONNX Runtime backend",
             "core", measures="the ONNX Runtime backend against the Python backend, and its scaling",
-            tables=("triton", "flask"), rows={"triton": ("onnx_backend", "python_vs_onnx", "onnx_scaling")},
+            tables=("triton", "flask"),
+            rows={"triton": ("onnx_backend", "python_vs_onnx", "onnx_scaling"), "flask": ("triton_onnx",)},
             report=("step06_onnx_backend",)),
     LabStep("07", "07_dynamic_batching", "Bursty traffic and dynamic batching", "node", "dynamic batching",
             "core", measures="one instance's capacity; constant vs Poisson arrivals; dynamic batching",
@@ -118,6 +121,15 @@ LAB_STEPS: tuple[LabStep, ...] = (
             tables=("triton", "model_analyzer"),
             rows={"triton": ("your_configuration", "model_analyzer_pick")},
             report=("step11_report",)),
+    LabStep("12", "12_triton_ensemble", "Preprocessing in the server: a Triton ensemble", "node",
+            "Triton ensemble", "optional",
+            measures="an ensemble (preprocess → ONNX classifier → postprocess) against the Python backend "
+                     "and client-side preprocessing: throughput, p50/p99, bytes per request, the client's "
+                     "CPU, each member's queue and compute; GourmetGram on it",
+            tables=("triton", "flask"),
+            rows={"triton": ("ensemble_answers", "ensemble_perf", "pipelines"),
+                  "flask": ("triton_ensemble",)},
+            report=("step12_triton_ensemble",)),
 )
 
 

@@ -18,9 +18,3 @@ CLASSES: tuple[str, ...] = (
 
 NUM_CLASSES: int = len(CLASSES)
 
-
-def label_for(index: int) -> str:
-    """Name of class ``index``; raises a clear error for an out-of-range index."""
-    if not 0 <= index < NUM_CLASSES:
-        raise IndexError(f"class index {index} outside 0..{NUM_CLASSES - 1}")
-    return CLASSES[index]

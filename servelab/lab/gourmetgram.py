@@ -13,8 +13,9 @@ from typing import Any
 import pandas as pd
 
 from servelab.core.progress import bar as tqdm  # text on stdout: plain output in executed notebooks
-from servelab.lab.common import Endpoint, record, show_columns
 from servelab.lab.params import LabParams
+from servelab.lab.stack import Endpoint
+from servelab.lab.tables import record, show_columns
 from servelab.results.schema import FLASK, load
 from servelab.results.store import results_dir
 from servelab.targets.base import Stack
@@ -23,11 +24,9 @@ MIN_FOR_P95 = 20  # warm uploads before a p95 is shown; why: docs/decisions/2026
 
 
 def flask_up(stack: Stack, backend: str) -> Endpoint:
-    """GourmetGram pointed at the stack's server through ``backend`` (fastapi | triton | triton_onnx).
-
-    ``fastapi`` runs it in the FastAPI stack; ``triton`` and ``triton_onnx`` in the Triton stack, calling
-    ``food_classifier`` or ``food_classifier_onnx`` (it then preprocesses and applies softmax itself).
-    """
+    """GourmetGram pointed at the stack's server through ``backend``: ``fastapi`` runs it in the FastAPI
+    stack, the others (``servelab.targets.base.FLASK_TRITON_BACKENDS``: ``flask_app.backends`` holds what
+    each sends and which model it calls) in the Triton stack."""
     if backend == "fastapi":
         stack.up("fastapi", services=["flask"])
     else:

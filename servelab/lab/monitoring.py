@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from servelab.lab.common import Endpoint, hostport
 from servelab.lab.params import LabParams
+from servelab.lab.stack import Endpoint, hostport
 from servelab.report.figures import figure, plot_html, save_figure
 from servelab.results.schema import num
 

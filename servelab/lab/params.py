@@ -159,6 +159,11 @@ SPECS: dict[str, Spec] = {
                                   "dynamic batching: preferred batch sizes"),
     "max_queue_delay_us": Spec(MAX_QUEUE_DELAY_US, MAX_QUEUE_DELAY_US, _int(0, 10_000_000),
                                "dynamic batching: max queue delay (µs)"),
+    # 12 the ensemble against the Python backend and client-side preprocessing
+    "ensemble_concurrency_levels": Spec([1, 4], [1, 8], _list_of(_int(1, 256), increasing=True),
+                                        "clients sending back to back, per pipeline (1: one request alone)"),
+    "ensemble_requests": Spec(24, 200, _int(3, 1_000_000),
+                              "requests per pipeline and level, over the distinct sample photos"),
     # 11 Model Analyzer: your configuration from 05, 06 and 07, the constraint, the search's space and time
     "constraint_concurrency": Spec(8, 8, _int(1, 256), "the constraint's load: clients sending back to back"),
     "p99_budget_ms": Spec(None, None, _optional(_int(1, 3_600_000)),
@@ -361,6 +366,10 @@ def _check_together(values: Mapping[str, Any]) -> None:
     if small is not None and big is not None and small >= big:
         raise ParameterError(f"llm_small_kv_blocks={small} must be smaller than llm_kv_blocks={big}: "
                              "the cache experiment shrinks the cache")
+    pipelines, levels = values.get("ensemble_requests"), values.get("ensemble_concurrency_levels")
+    if pipelines is not None and levels and pipelines < 3 * max(levels):
+        raise ParameterError(f"ensemble_requests={pipelines} gives fewer than 3 requests to each of "
+                             f"{max(levels)} clients: raise it to {3 * max(levels)} or more")
     requests, clients = values.get("conc_requests"), values.get("concurrency")
     if requests is not None and clients is not None and requests < clients:
         raise ParameterError(

@@ -10,7 +10,7 @@ from typing import cast
 from servelab.core.lab_steps import LAB_STEPS, LabStep
 from servelab.report import html
 from servelab.report.effects import Check
-from servelab.report.html import Notebook, ReportStep
+from servelab.report.html import Notebook, ReportModule
 from servelab.results.schema import RunData
 
 
@@ -18,12 +18,12 @@ def notebook(step: LabStep) -> Notebook:
     """A lab step as the report sees it: its modules draw its report sections and check its expected effects
     (``sections``, ``rules``); its rows are the names of the Triton rows it measures (the verdict counts
     their warnings, recoveries)."""
-    modules = tuple(cast(ReportStep, import_module(f"servelab.lab.{name}")) for name in step.report)
+    modules = tuple(cast(ReportModule, import_module(f"servelab.lab.{name}")) for name in step.report)
     return Notebook(step.name, modules, step.triton_rows)
 
 
 NOTEBOOKS = tuple(notebook(step) for step in LAB_STEPS if step.report)
-STEPS = tuple(step for notebook in NOTEBOOKS for step in notebook.steps)
+MODULES = tuple(module for notebook in NOTEBOOKS for module in notebook.modules)
 
 
 def write_report(run_dir: Path, compare: Path | None = None) -> Path:
@@ -40,4 +40,4 @@ def write_report(run_dir: Path, compare: Path | None = None) -> Path:
 
 def expected_effects(data: RunData) -> list[Check]:
     """The lab's expected effects, checked on ``data``."""
-    return html.expected_effects(STEPS, data)
+    return html.expected_effects(MODULES, data)

@@ -48,10 +48,6 @@ DEFAULT_CELL_TIMEOUT = {"quick": 420, "full": 1800}
 DEFAULT_NOTEBOOK_TIMEOUT = {"quick": 600, "full": 3600}
 
 
-class NotebookFailed(RuntimeError):
-    """A notebook stopped; the message names it and the failing cell."""
-
-
 @dataclass
 class NotebookOutcome:
     """How one notebook went: its output, time, and where it failed if it did."""

@@ -16,15 +16,10 @@ from matplotlib.figure import Figure
 
 from servelab.core.browser import in_browser
 from servelab.lab import step03_stages as stages
-from servelab.lab.common import (
-    Endpoint,
-    measure_with_utilisation,
-    record,
-    show_columns,
-    util_columns,
-)
 from servelab.lab.gourmetgram import FLASK_COLUMNS
 from servelab.lab.params import LabParams
+from servelab.lab.stack import Endpoint
+from servelab.lab.tables import measure_with_utilisation, record, show_columns, util_columns
 from servelab.report.effects import Check, Quantity, Rerun, check, device_gap, row, spread
 from servelab.report.figures import Section, as_image, figure, plot_html, table_html
 from servelab.report.readings import first

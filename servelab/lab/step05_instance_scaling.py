@@ -8,8 +8,8 @@ from typing import Any
 import pandas as pd
 
 from servelab.core.cpu import cpu_cores
-from servelab.lab.common import show_columns
 from servelab.lab.params import LabParams
+from servelab.lab.tables import show_columns
 from servelab.lab.triton_steps import Triton, live_config, measure, set_instances
 from servelab.lab.triton_views import live_instances, server_view
 from servelab.report.effects import (
@@ -38,10 +38,10 @@ SPREAD_OVER = ("perf_analyzer's last three windows of each level, and for the co
 
 def instance_plan(stack: Stack, p: LabParams) -> pd.DataFrame:
     """The instance steps the notebook's cells apply, one row each, fitted to the stack's GPUs
-    (``servelab.triton.gpu_configs.instance_steps``): the node's 1 on GPU 0 → 2 on each of GPUs 0 and 1
+    (``servelab.triton.gpu_plans.instance_steps``): the node's 1 on GPU 0 → 2 on each of GPUs 0 and 1
     → 4 on each; one GPU: 1 → 2 → 4 on GPU 0; on a CPU 1 → the cores → twice the cores (at least 2
     and 4). ``count`` is per listed GPU, as in config.pbtxt's instance_group."""
-    from servelab.triton.gpu_configs import describe, instance_steps
+    from servelab.triton.gpu_plans import describe, instance_steps
 
     if p.instance_counts:
         counts = list(p.instance_counts)

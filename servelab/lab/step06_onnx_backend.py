@@ -9,8 +9,8 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from servelab.lab.common import concat
 from servelab.lab.params import LabParams
+from servelab.lab.tables import concat
 from servelab.lab.triton_steps import Triton, measure_all, not_loaded
 from servelab.lab.triton_views import live_instances
 from servelab.report.effects import Check, check, computed_on, device_gap, perf_rerun, row, spread, unusable
@@ -36,8 +36,8 @@ def sweep_live(triton: Triton, name: str, p: LabParams, step: str, levels: Seque
 def scaled_step(stack: Stack, p: LabParams) -> dict[str, Any]:
     """The scaled step's ``instance_group`` for this stack's GPUs (``set_instances``' keywords): the
     node's ``count: 2, gpus: [0, 1]``; one GPU: 2 on GPU 0; a CPU: ``onnx_instances`` instances
-    (``servelab.triton.gpu_configs.onnx_step``)."""
-    from servelab.triton.gpu_configs import onnx_step
+    (``servelab.triton.gpu_plans.onnx_step``)."""
+    from servelab.triton.gpu_plans import onnx_step
 
     count, gpus = onnx_step(stack.gpu_count, p.onnx_instances)
     return {"count": count, "kind": "KIND_GPU" if gpus else "KIND_CPU", "gpus": list(gpus)}

@@ -19,7 +19,6 @@ from typing import Any
 import pandas as pd
 
 from servelab.core.paths import ON_THE_NODE, REPO_ROOT
-from servelab.lab.common import record
 from servelab.lab.params import LabParams
 from servelab.lab.step09_views import (
     fig_batching,
@@ -31,6 +30,7 @@ from servelab.lab.step09_views import (
     read_kv,
     read_single,
 )
+from servelab.lab.tables import record
 from servelab.llm.client import STATS_PATH, Record, make_prompt, percentile, split_half_spread, stream_sync
 from servelab.llm.server import Engine, EngineOptions, short_command, start_engine, start_engine_compose
 from servelab.llm.server import refused as refused  # re-exported: the notebook calls them as step.…

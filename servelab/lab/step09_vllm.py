@@ -11,9 +11,10 @@ import sys
 
 import pandas as pd
 
-from servelab.lab.common import record, what_this_run_shows
 from servelab.lab.params import LabParams
 from servelab.lab.step09_llm_serving import LLM_SHOWN, after_continuous, load_run, short_command
+from servelab.lab.tables import record
+from servelab.lab.this_run import what_this_run_shows
 from servelab.llm.vllm import (
     capability_argv,
     gpu_capabilities,

@@ -11,12 +11,12 @@ import pandas as pd
 
 from servelab.core.labels import CLASSES
 from servelab.core.paths import REPO_ROOT
-from servelab.lab.common import record, show_columns
 from servelab.lab.params import LabParams
 from servelab.lab.step10_views import describe_replicas as describe_replicas  # re-exported: the notebook
 from servelab.lab.step10_views import fig_timeline as fig_timeline  # and the report call them as step.…
 from servelab.lab.step10_views import high_load_said
 from servelab.lab.step10_views import plot_timeline as plot_timeline
+from servelab.lab.tables import record, show_columns
 from servelab.results.schema import SCALING, SCALING_SERIES, device_label, relative_spread
 from servelab.scaling.cluster import Cluster, cluster_gpus, ray_processes
 from servelab.scaling.config import Scaling, field_map, hpa_manifest, keda_manifest

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from servelab.lab.common import record
 from servelab.lab.params import LabParams
+from servelab.lab.tables import record
 from servelab.results.schema import SCALING
 
 MODEL = "food_classifier_onnx"
@@ -67,7 +67,7 @@ def measure(p: LabParams, requests: int = 32, max_queue_size: int = 4,
     the run's scaling rows, kind "triton_queue"). The model's config is put back and Triton stopped."""
     from servelab.core.preprocess import preprocess_bytes
     from servelab.core.samples import sample_paths
-    from servelab.lab.common import open_stack
+    from servelab.lab.stack import open_stack
     from servelab.lab.triton_steps import apply_config, live_config, triton_down, triton_up
 
     image = preprocess_bytes(Path(sample_paths()[0]).read_bytes())

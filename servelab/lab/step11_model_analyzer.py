@@ -21,8 +21,8 @@ import pandas as pd
 
 from servelab.core.cpu import cpu_cores
 from servelab.core.paths import shown
-from servelab.lab.common import Measured, record
 from servelab.lab.params import LabParams
+from servelab.lab.tables import Measured, record
 from servelab.lab.triton_steps import Triton, apply_config, live_config, measure
 from servelab.report.effects import row
 from servelab.results.schema import TRITON_COLUMNS

@@ -9,8 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from servelab.lab.common import Measured
 from servelab.lab.step11_model_analyzer import MODEL, PICK, SEARCH_COLUMNS, YOURS
+from servelab.lab.tables import Measured
 from servelab.report.effects import Check, cannot_show, check, chosen, row, spread, unusable, usable
 from servelab.report.figures import Section, as_image, figure, finish, plot_html, table_html
 from servelab.results.schema import TRITON_COLUMNS, RunData, num, relative_spread, step_rows

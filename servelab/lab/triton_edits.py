@@ -303,7 +303,7 @@ def perf_analyzer(triton: Triton, command: str, step: str, timeout: float = 300.
     frame["stability_pct"] = float(_flag(argv, "--stability-percentage") or 10)  # perf_analyzer's default
     append_rows("triton", records(frame))
     exercise._record("command", "", step, command=shown, levels=[float(v) for v in frame["load_value"]])
-    from servelab.lab.common import show_columns
+    from servelab.lab.tables import show_columns
 
     return show_columns(normalise_triton(frame), TRITON_COLUMNS)
 

@@ -15,9 +15,11 @@ from typing import Any
 
 import pandas as pd
 
-from servelab.lab.common import concat, hostport, show_code, show_columns
 from servelab.lab.exercise import StudentError
 from servelab.lab.params import LabParams
+from servelab.lab.show import show_code
+from servelab.lab.stack import hostport
+from servelab.lab.tables import concat, show_columns
 from servelab.lab.triton_stats import stats_change, stats_json  # noqa: F401  (the notebooks call them here)
 from servelab.report.figures import as_image, fig_breakdown
 from servelab.report.readings import read_breakdown
@@ -172,12 +174,6 @@ def live_config(triton: Triton, name: str) -> Any:
     return parse_config(triton.stack.read_file(f"{MODEL_REPOSITORY}/{name}/config.pbtxt").decode())
 
 
-def show_config(triton: Triton, name: str) -> None:
-    """The deployed config.pbtxt, as the server reads it (the deploy's adapted copy, without comments)."""
-    print(f"# {MODEL_REPOSITORY}/{name}/config.pbtxt on the {triton.stack.target} target")
-    print(triton.stack.read_file(f"{MODEL_REPOSITORY}/{name}/config.pbtxt").decode())
-
-
 def show_staged_config(name: str) -> None:
     """The staged config.pbtxt as committed, every field explained in its comments."""
     show_code(f"models_staging/{name}/config.pbtxt")
@@ -324,9 +320,11 @@ def triton_try(triton: Triton, name: str, sample: int = 0) -> pd.DataFrame:
 def measure(triton: Triton, name: str, p: LabParams, step: str, label: str = "", *,
             concurrency: int | None = None, rate: float | None = None, distribution: str = "constant",
             batch: int = 1, extra: dict[str, Any] | None = None,
-            stability_pct: float | None = None) -> pd.DataFrame:
+            stability_pct: float | None = None, images: int = 1) -> pd.DataFrame:
     """One perf_analyzer run with the server's statistics and utilisation, recorded under ``triton``
-    (``stability_pct``: another band than the preset's for this level's windows).
+    (``stability_pct``: another band than the preset's for this level's windows). ``images``: how many
+    distinct sample photos perf_analyzer sends in turn (1: every request the same image; the row's
+    ``images`` says which).
 
     The measuring itself is ``servelab.triton.experiments.measure``; this adds the
     lab step, the notebook's window sizes and the target's perf_analyzer runner.
@@ -348,10 +346,11 @@ def measure(triton: Triton, name: str, p: LabParams, step: str, label: str = "",
                   "max_trials": p.max_trials}
     load: dict[str, Any] = ({"concurrency": concurrency} if concurrency is not None
                             else {"request_rate": round(float(rate or 0), 1), "distribution": distribution})
-    columns = {"step": step, "threads": instance_threads(triton, name),
+    photos = _photos(images)
+    columns = {"step": step, "images": len(photos), "threads": instance_threads(triton, name),
                "device": where_it_computes(triton, name)[0],  # the window criterion: effects.any_spread
                "stability_pct": settle.get("stability_percentage"), **(extra or {})}
-    inputs = experiments.input_data_for(triton, name, workdir=results_dir() / "perf-inputs")
+    inputs = experiments.input_data_for(triton, name, photos, workdir=results_dir() / "perf-inputs")
     where = triton.stack.perf_options(inputs)
     def once(retried: str) -> pd.DataFrame:
         return normalise_triton(experiments.measure(
@@ -365,6 +364,17 @@ def measure(triton: Triton, name: str, p: LabParams, step: str, label: str = "",
         reason = str(exc).splitlines()[0][:200]
         print(f"perf_analyzer failed ({reason}); trying once more")
         return once(reason)  # the row's "retried" names the first failure (the report lists these)
+
+
+def _photos(images: int) -> list[Path]:
+    """The first ``images`` sample photos: one (every request the same) or many distinct ones."""
+    from servelab.core.samples import sample_paths
+
+    found = sample_paths()
+    if not isinstance(images, int) or not 1 <= images <= len(found):
+        raise ValueError(f"images={images!r}: choose how many distinct sample photos perf_analyzer sends, "
+                         f"1 to {len(found)}")
+    return list(found[:images])
 
 
 # perf_analyzer is killed after this long (one level, warm-up included): a hung run must not eat the budget

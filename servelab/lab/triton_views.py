@@ -39,10 +39,10 @@ def _stubs(triton: Triton, name: str) -> tuple[set[str], list[list[str]]]:
 
 
 def live_instances(triton: Triton, name: str) -> str:
-    """The live instance_group in the plan's words (``gpu_configs.describe``): "2 + 2 instances on GPUs
+    """The live instance_group in the plan's words (``gpu_plans.describe``): "2 + 2 instances on GPUs
     0 and 1", "4 instances on the CPU"; a GPU group listing no GPUs runs ``count`` on each GPU."""
     from servelab.triton.config import mc
-    from servelab.triton.gpu_configs import describe
+    from servelab.triton.gpu_plans import describe
 
     parts = []
     for group in live_config(triton, name).instance_group:

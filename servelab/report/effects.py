@@ -314,10 +314,14 @@ SPREAD_OF = {"throughput": "throughput_spread", "median_ms": "median_spread"}
 
 
 def spread(df: pd.DataFrame, column: str, pick: str = "last", **where: Any) -> float | None:
-    """The relative spread recorded with the row ``row`` reads ``column`` from, for ``check(noise=)``."""
-    name = SPREAD_OF.get(column, "latency_spread" if column.endswith("_ms") else f"{column}_spread")
+    """The relative spread recorded with the row ``row`` reads ``column`` from, for ``check(noise=)``: its
+    own ``<column>_spread`` where the row has one, else ``SPREAD_OF``'s."""
     picked = chosen(df, column, pick, **where)
-    if picked is None or name not in picked.index:
+    if picked is None:
+        return None
+    name = f"{column}_spread" if f"{column}_spread" in picked.index else \
+        SPREAD_OF.get(column, "latency_spread" if column.endswith("_ms") else f"{column}_spread")
+    if name not in picked.index:
         return None
     value = pd.to_numeric(picked[name], errors="coerce")
     return None if pd.isna(value) else float(value)

@@ -214,7 +214,9 @@ HEADINGS = {"server_cpu_pct": "server CPU %",
             "queue_ms": "queue (ms)", "compute_infer_ms": "compute (ms)", "cpu_util_pct": "CPU %",
             "gpu_util_pct": "GPU %", "threads": "threads", "batch": "client batch",
             "mean_batch_size": "mean batch", "max_batch": "max batch", "cold_ms": "first (ms)",
-            "max_ms": "max (ms)", "goodput_rps": "goodput (requests/s)", "shed_p99_ms": "refused p99 (ms)"}
+            "max_ms": "max (ms)", "goodput_rps": "goodput (requests/s)", "shed_p99_ms": "refused p99 (ms)",
+            "request_kb": "request (KB)", "client_cpu_ms": "client CPU (ms/request)",
+            "compute_ms": "compute, all stages (ms)", "inference_count": "requests"}
 DECIMALS = 1  # every measured figure a table shows: rounded once, here, from the row's full value
 # why: docs/decisions/2026-11-28-numbers-printed-once.md
 LESSONS = ("threads", "batch", "mean_batch_size", "max_batch")  # the first that varies is the table's lesson

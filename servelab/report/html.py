@@ -29,8 +29,8 @@ from servelab.results.code import describe_code
 from servelab.results.schema import RunData, device_of
 
 
-class ReportStep(Protocol):
-    """A lab step as the report sees it (``servelab.lab.stepNN_*``): its sections and its rules."""
+class ReportModule(Protocol):
+    """A lab step's module as the report sees it (``servelab.lab.stepNN_*``): its sections and its rules."""
 
     def sections(self, data: RunData) -> list[Section]: ...
     def rules(self, data: RunData) -> list[Check]: ...
@@ -38,27 +38,27 @@ class ReportStep(Protocol):
 
 @dataclass(frozen=True)
 class Notebook:
-    """A notebook as the report sees it: the lab steps that draw its sections and check its effects, and
-    the ``step`` values of the Triton rows it measured (its warnings and recoveries are counted)."""
+    """A notebook as the report sees it: the modules of its lab step that draw its sections and check its
+    effects, and the names of the Triton rows it measured (its warnings and recoveries are counted)."""
 
     name: str
-    steps: tuple[ReportStep, ...] = ()
+    modules: tuple[ReportModule, ...] = ()
     rows: tuple[str, ...] = ()
 
 
-def expected_effects(steps: Sequence[ReportStep], data: RunData) -> list[Check]:
-    """Every step's expected effects, checked on ``data``, in the steps' order."""
-    return [c for step in steps for c in step.rules(data)]
+def expected_effects(modules: Sequence[ReportModule], data: RunData) -> list[Check]:
+    """Every module's expected effects, checked on ``data``, in the modules' order."""
+    return [c for module in modules for c in module.rules(data)]
 
 
 def sections(run_dir: Path, notebooks: Sequence[Notebook], compare: Path | None = None) -> list[Section]:
-    """Every section of the report: the verdict first, then the machine, the steps' in order, the details."""
+    """Every section of the report: the verdict, the machine, the lab steps' in order, the details."""
     data = RunData.load(run_dir)
-    steps = [step for notebook in notebooks for step in notebook.steps]
+    modules = [module for notebook in notebooks for module in notebook.modules]
     out: list[Section] = [verdict_section(run_dir, notebooks, data),
                           _machine_section(run_dir, data.fastapi, data.triton)]
-    for step in steps:
-        out += step.sections(data)
+    for module in modules:
+        out += module.sections(data)
     fastapi = data.fastapi
     util = pd.concat([fastapi.assign(step=fastapi.get("step", "fastapi")) if not fastapi.empty else fastapi,
                       data.triton], ignore_index=True)
@@ -120,16 +120,17 @@ def _machine_section(run_dir: Path, *frames: pd.DataFrame) -> Section:
                       "1-min load average before / after the run (contention)":
                           f"{run.get('load_average_before')} / {run.get('load_average_after')} "
                           f"on {run.get('cpu_count')} cores"})
-        steps = pd.DataFrame(run.get("steps", []))  # a chameleon run: provisioning, the node's run, teardown
+        # a chameleon run's phases: provisioning, the node's run, teardown (``steps`` before 2026-12-01)
+        phases = pd.DataFrame(run.get("phases", run.get("steps", []))).rename(columns={"step": "phase"})
         # a chameleon run: what it created or adopted on the testbed, and whether teardown deleted it
         resources = pd.DataFrame(run.get("chameleon", {}).get("resources", []))
     else:
-        steps = resources = pd.DataFrame()
+        phases = resources = pd.DataFrame()
     parts = [pd.DataFrame({"fact": list(facts), "value": [str(v) for v in facts.values()]})
              .to_html(index=False, border=0, classes="data"),
              '<p><small>What the figures mean: <a href="#glossary">at the end</a>.</small></p>']
-    if not steps.empty:
-        parts.append(table_html(steps, ["step", "seconds", "ok", "detail"]))
+    if not phases.empty:
+        parts.append(table_html(phases, ["phase", "seconds", "ok", "detail"]))
     if not resources.empty:
         parts.append(table_html(resources, ["kind", "name", "origin", "fate", "detail"]))
     return Section("Machine and run", parts)
@@ -148,8 +149,8 @@ def headline(notebook: Notebook, data: RunData) -> str:
     """One sentence for the notebook, computed from its data: the line of the verdict its first step names
     as its lesson (``HEADLINE``: words of that effect), else of its first verdict that the run settled one
     way; "" when it has none."""
-    checks = expected_effects(notebook.steps, data)
-    words = next((getattr(step, "HEADLINE", "") for step in notebook.steps if getattr(step, "HEADLINE", "")),
+    checks = expected_effects(notebook.modules, data)
+    words = next((getattr(m, "HEADLINE", "") for m in notebook.modules if getattr(m, "HEADLINE", "")),
                  "")
     named = [c for c in checks if words and words in c.effect and c.measured]
     settled = [c for c in checks if c.status in (OBSERVED, NOT_OBSERVED)]
@@ -181,7 +182,7 @@ def verdict_section(run_dir: Path, notebooks: Sequence[Notebook], data: RunData)
     rows, every = [], []
     for name in names:
         notebook, timing = lab.get(name, Notebook(name)), ran.get(name, {})
-        checks = expected_effects(notebook.steps, data)
+        checks = expected_effects(notebook.modules, data)
         every += checks
         status = ("ok" if timing.get("ok") else "FAILED") if timing else ("not run" if run else "")
         notes = [html.escape(str(timing["error"]))] if timing.get("error") else []
@@ -190,7 +191,7 @@ def verdict_section(run_dir: Path, notebooks: Sequence[Notebook], data: RunData)
             n = int(rows_of["step"].isin(notebook.rows).sum()) if notebook.rows and "step" in rows_of else 0
             if n:
                 notes.append(f'<a href="#{anchor}">{n} measurement(s) {what}</a>')
-        rows.append(_verdict_row(name, status, timing.get("seconds"), checks if notebook.steps else None,
+        rows.append(_verdict_row(name, status, timing.get("seconds"), checks if notebook.modules else None,
                                  "; ".join(notes) or ("none" if status == "ok" else "")))
     total = "ok" if run.get("ok") else ("FAILED" if run else "")
     rows.append(_verdict_row("the whole run", total, run.get("seconds"), every, "", "total"))
@@ -199,7 +200,7 @@ def verdict_section(run_dir: Path, notebooks: Sequence[Notebook], data: RunData)
               else "The run FAILED." if run else "")
     if run.get("error"):  # a chameleon run's own failure (provisioning, the node, teardown)
         passed += f" {run['error']}"
-    lines = [(name, headline(lab[name], data)) for name in names if name in lab and lab[name].steps]
+    lines = [(name, headline(lab[name], data)) for name in names if name in lab and lab[name].modules]
     said = "".join(f"<li><b>{html.escape(name)}</b>: {html.escape(line)}</li>"
                    for name, line in lines if line)
     heads = f'<ul class="headlines">{said}</ul>' if said else ""
@@ -247,18 +248,18 @@ def _devices(data: RunData) -> list[Any]:
 def _effects_section(notebooks: Sequence[Notebook], data: RunData, compare: Path | None = None) -> Section:
     """Every verdict, one line each under its notebook's name, what backs it folded; with ``compare``,
     the compared run's outcome and figures at the end of each line."""
-    steps = [step for notebook in notebooks for step in notebook.steps]
-    checks = expected_effects(steps, data)
+    modules = [module for notebook in notebooks for module in notebook.modules]
+    checks = expected_effects(modules, data)
     parts = [f"<p>{html.escape(effects_summary(checks))}. {html.escape(noise_note(_devices(data)))}</p>"]
     compared = RunData.load(compare) if compare is not None else None
     if compared is not None:
         parts.append(f"<p>Beside each line: the compared run {html.escape(Path(str(compare)).name)} "
                      f"({html.escape(run_devices(compared))}).</p>")
     for notebook in notebooks:
-        mine = expected_effects(notebook.steps, data)
+        mine = expected_effects(notebook.modules, data)
         if not mine:
             continue
-        theirs: list[Check | None] = list(expected_effects(notebook.steps, compared)) if compared else []
+        theirs: list[Check | None] = list(expected_effects(notebook.modules, compared)) if compared else []
         parts.append(f"<h3>{html.escape(notebook.name)}</h3>{report_html(mine, theirs)}")
     return Section("The lab's expected effects: observed in this run?", parts, "effects")
 

@@ -1,6 +1,6 @@
 """Verdicts as a student reads them: one line each, what backs it folded under it, legends once.
 
-``block(checks)`` is what a notebook cell shows (``servelab.lab.common.what_this_run_shows``): per verdict
+``block(checks)`` is what a notebook cell shows (``servelab.lab.this_run.what_this_run_shows``): per verdict
 its line (``Check.line``: the mark, the claim, the figures compared with their units), and under it its
 details (``Check.details``) folded — a collapsed ``<details>`` in Jupyter and on the site, indented plain
 text in the executed notebook's text. A detail this notebook has shown already (a reason shared by

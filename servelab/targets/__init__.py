@@ -13,9 +13,9 @@ def get_stack(target: str, **options: Any) -> Stack:
     """The ``Stack`` for ``target``; ``options`` go to its constructor.
 
     "chameleon" has no stack here: the experiments run on the node as "docker"
-    (``targets.compose.NODE_NOTEBOOKS``); asking for one raises a TargetError that says so.
+    (``targets.docker.NODE_NOTEBOOKS``); asking for one raises a TargetError that says so.
     """
-    from servelab.targets.compose import NODE_NOTEBOOKS, ComposeStack
+    from servelab.targets.docker import NODE_NOTEBOOKS, ComposeStack
     from servelab.targets.local import LocalStack
 
     if target == "chameleon":

@@ -2,7 +2,7 @@
 
 A notebook asks for ``servelab.targets.get_stack(target)`` and then only calls
 these methods; what "bring up the Triton stack" means — local processes
-(``targets.local``) or ``docker compose`` on the GPU host (``targets.compose``)
+(``targets.local``) or ``docker compose`` on the GPU host (``targets.docker``)
 — lives in the implementations, never in ``if target`` branches elsewhere.
 
 Service names are the Compose service names: ``fastapi_server``,
@@ -56,7 +56,7 @@ def check_stack(stack: str) -> str:
     return stack
 
 
-FLASK_TRITON_BACKENDS = ("triton", "triton_onnx")
+FLASK_TRITON_BACKENDS = ("triton", "triton_onnx", "triton_ensemble")
 
 
 def check_flask_backend(backend: str) -> str:

@@ -14,14 +14,14 @@ One command covers the node's whole life, in this order:
    failed node run, and after Ctrl-C, SIGTERM or SIGHUP for up to ``STOPPED_FETCH_S`` (its SSH connect
    included, on a connection of its own; a later signal cuts it short) before the teardown.
 5. ``teardown``: what this run created (recorded in ``chameleon-state.json`` in the run's folder),
-   even when a step failed or the run was stopped, unless ``keep_node``; what it adopted (found and
+   even when a phase failed or the run was stopped, unless ``keep_node``; what it adopted (found and
    reused) is kept unless ``delete_adopted``.
 
 Everything printed goes to the terminal and always to ``controller.log`` in the run's folder: a
 closed terminal (SIGHUP, then EIO on every write) cannot stop the teardown, and a stop reaches it
-within seconds at every step but the node run and the fetch, where the stop's fetch comes first (docs/
+within seconds at every phase but the node run and the fetch, where the stop's fetch comes first (docs/
 decisions/2026-11-28-class-day-third-pass.md, 2026-12-01-class-day-fourth-pass.md). ``run.json``
-lists the steps and the node's notebooks; the exit code and the report say which step failed. The
+lists the phases and the node's notebooks; the exit code and the report say which phase failed. The
 SSH side is a ``NodeShell``: Fabric on a real run, a recording stand-in in the tests.
 """
 
@@ -41,7 +41,7 @@ from servelab.remote.shell import FabricShell, NodeShell
 from servelab.targets.detached import NodeUnreachable, RemoteRun, follow
 from servelab.targets.run_fetch import FETCH_LIMIT_S, STOPPED_FETCH_S, fetch_run
 
-STEPS = ("preflight", "reserve", "launch", "node run", "fetch", "teardown")
+PHASES = ("preflight", "reserve", "launch", "node run", "fetch", "teardown")
 # kept from the lease for packing, fetching and tearing down
 # why: docs/decisions/2026-11-23-chameleon-lifecycle.md
 FETCH_MARGIN_S = 15 * 60.0
@@ -57,10 +57,10 @@ CONTROLLER_LOG = "controller.log"  # everything the controller printed, in the r
 
 
 @dataclass
-class StepOutcome:
-    """One step of the node's life: whether it went well, how long it took, what happened."""
+class PhaseOutcome:
+    """One phase of the node's life: whether it went well, how long it took, what happened."""
 
-    step: str
+    phase: str
     ok: bool
     seconds: float
     detail: str = ""
@@ -68,26 +68,26 @@ class StepOutcome:
 
 @dataclass
 class NodeRun:
-    """What the chameleon run did: its steps, and the node's notebooks (from its run.json)."""
+    """What the chameleon run did: its phases, and the node's notebooks (from its run.json)."""
 
     run_dir: Path
-    steps: list[StepOutcome] = field(default_factory=list)
+    phases: list[PhaseOutcome] = field(default_factory=list)
     notebooks: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
 
     @property
     def ok(self) -> bool:
-        return all(s.ok for s in self.steps) and all(n.get("ok") for n in self.notebooks)
+        return all(s.ok for s in self.phases) and all(n.get("ok") for n in self.notebooks)
 
     @property
     def error(self) -> str:
-        """The first thing that failed, in a line: a step, else one of the node's notebooks."""
-        step = next((s for s in self.steps if not s.ok), None)
+        """The first thing that failed, in a line: a phase, else one of the node's notebooks."""
+        phase = next((s for s in self.phases if not s.ok), None)
         notebook = next((n for n in self.notebooks if not n.get("ok")), None)
         failed_notebook = (notebook.get("error") or notebook.get("name")) if notebook else ""
-        if step is not None:
-            also = f" — {failed_notebook}" if step.step == "node run" and failed_notebook else ""
-            return f"{step.step}: {step.detail}{also}"
+        if phase is not None:
+            also = f" — {failed_notebook}" if phase.phase == "node run" and failed_notebook else ""
+            return f"{phase.phase}: {phase.detail}{also}"
         return f"node run: {failed_notebook}" if failed_notebook else ""
 
 
@@ -107,9 +107,9 @@ def remote_lab_command(remote_dir: str, run_name: str, preset: str, only: Sequen
     return f"cd {shlex.quote(remote_dir)} && sg docker -c {shlex.quote(shlex.join(lab))}"
 
 
-class _Steps:
-    """Runs the steps in order, timing and recording each; a failed step raises ``_Stop``, a stop (Ctrl-C,
-    SIGTERM's ``Terminated``) passes through, ``current`` naming the step it cut."""
+class _Phases:
+    """Runs the phases in order, timing and recording each; a failed phase raises ``_Stop``, a stop (Ctrl-C,
+    SIGTERM's ``Terminated``) passes through, ``current`` naming the phase it cut."""
 
     def __init__(self, outcome: NodeRun) -> None:
         self.outcome = outcome
@@ -121,21 +121,21 @@ class _Steps:
         self.current = name
         try:
             value = action()
-        except Exception as exc:  # every failure becomes the step's one-line reason
+        except Exception as exc:  # every failure becomes the phase's one-line reason
             text = str(exc).splitlines()[0] if str(exc) else ""
             # our own errors say what happened; anything else also names its type
             detail = text if isinstance(exc, RuntimeError) and text else f"{type(exc).__name__}: {text}"
-            self.outcome.steps.append(StepOutcome(name, False, time.monotonic() - started, detail))
+            self.outcome.phases.append(PhaseOutcome(name, False, time.monotonic() - started, detail))
             self.current = ""
             raise _Stop from exc
         detail = value if isinstance(value, str) else ""
-        self.outcome.steps.append(StepOutcome(name, True, time.monotonic() - started, detail))
+        self.outcome.phases.append(PhaseOutcome(name, True, time.monotonic() - started, detail))
         self.current = ""
         return value
 
 
 class _Stop(Exception):
-    """A step failed; its outcome is recorded already."""
+    """A phase failed; its outcome is recorded already."""
 
 
 def run_on_node(run_dir: Path, preset: str = "quick", only: Sequence[str] | None = None,
@@ -150,7 +150,7 @@ def run_on_node(run_dir: Path, preset: str = "quick", only: Sequence[str] | None
     ``shell_for(node)`` the SSH shell (the tests' recording stand-ins). ``node_timeout`` defaults
     to the time until the lease's end less ``FETCH_MARGIN_S``. What the run creates or adopts is
     recorded in ``<run_dir>/chameleon-state.json``; teardown deletes what it created, adopted
-    resources too only with ``delete_adopted``. SIGTERM/SIGHUP fail the running step like an
+    resources too only with ``delete_adopted``. SIGTERM/SIGHUP fail the running phase like an
     exception, Ctrl-C too (the teardown still runs; a signal during the teardown waits for it).
     Output goes to ``<run_dir>/controller.log`` as well; a terminal that is gone is no error.
     """
@@ -168,19 +168,19 @@ def _run_on_node(run_dir: Path, preset: str, only: Sequence[str] | None, keep_no
 
     state = run_dir / provisioning.STATE_NAME
     outcome = NodeRun(run_dir)
-    step = _Steps(outcome)
+    phase = _Phases(outcome)
     started = time.monotonic()
     checked = stopped = False
     fetch_now: list[Callable[..., str]] = []  # the fetch, once the node run has started and not fetched
     signals_installed = contextlib.ExitStack()
     signals = signals_installed.enter_context(signals_raise())  # until the teardown is done
     try:
-        config = step("preflight", lambda: _preflight(provisioning, config, chi, settings))
+        config = phase("preflight", lambda: _preflight(provisioning, config, chi, settings))
         checked = True  # from here on the state file records what exists because of this run
         leases: list[Any] = []
-        step("reserve", lambda: _reserve(provisioning, config, chi, state, leases))
+        phase("reserve", lambda: _reserve(provisioning, config, chi, state, leases))
         # no Jupyter server on the node's public address: the node's ./lab run starts one on loopback
-        node = step("launch", lambda: provisioning.launch(config, chi=chi, state=state, jupyter=False))
+        node = phase("launch", lambda: provisioning.launch(config, chi=chi, state=state, jupyter=False))
         connect = partial(shell_for or _fabric_shell, node)
         remote = RemoteRun(config.remote_dir, run_dir.name)
         from provisioning.node import weights_env
@@ -189,7 +189,7 @@ def _run_on_node(run_dir: Path, preset: str, only: Sequence[str] | None, keep_no
         node_failed = False
         fetch_now.append(partial(_fetch, connect, config.remote_dir, run_dir, outcome))  # its own connection
         try:
-            step("node run", lambda: _node_run(connect, remote, command,
+            phase("node run", lambda: _node_run(connect, remote, command,
                                                _deadline(leases[0], config, node_timeout), config.site))
         except _Stop:
             node_failed = True  # what the node measured before it failed is still fetched
@@ -199,7 +199,7 @@ def _run_on_node(run_dir: Path, preset: str, only: Sequence[str] | None, keep_no
             raise _Stop  # stopped from outside: what the node has is fetched in a time limit, then teardown
         fetch_in = fetch_now[-1]  # kept until it succeeds: a stop during it fetches once more, time-limited
         try:
-            step("fetch", lambda: fetch_in(FETCH_LIMIT_S))
+            phase("fetch", lambda: fetch_in(FETCH_LIMIT_S))
         except _Stop:
             stopped = bool(signals.received)  # SIGTERM/SIGHUP cut the copy: the stop's fetch tries again
             if stopped:
@@ -209,25 +209,26 @@ def _run_on_node(run_dir: Path, preset: str, only: Sequence[str] | None, keep_no
         if node_failed:
             raise _Stop
     except _Stop:
-        pass  # the failed step is recorded in outcome.steps
-    except (Terminated, KeyboardInterrupt) as exc:  # SIGTERM/SIGHUP or Ctrl-C, in any step or between
+        pass  # the failed phase is recorded in outcome.phases
+    except (Terminated, KeyboardInterrupt) as exc:  # SIGTERM/SIGHUP or Ctrl-C, in any phase or between
         signals.begin_stop()  # from here on a signal only prints: the way to the teardown is taken
         stopped = True
-        during = f" during {step.current}" if step.current else ""
-        outcome.steps.append(StepOutcome("stopped", False, 0.0, f"{str(exc) or 'stopped by Ctrl-C'}{during}"))
+        during = f" during {phase.current}" if phase.current else ""
+        said = f"{str(exc) or 'stopped by Ctrl-C'}{during}"
+        outcome.phases.append(PhaseOutcome("stopped", False, 0.0, said))
     finally:
         signals.begin_stop()  # stopped or done: from here on every signal (Ctrl-C too) only prints
         try:
             if stopped and fetch_now:
-                _fetch_when_stopped(step, fetch_now.pop(), outcome, signals)
+                _fetch_when_stopped(phase, fetch_now.pop(), outcome, signals)
         finally:
             with signals_installed, signals.deferred("the teardown"):
-                _teardown(provisioning, step, config, chi, state, checked, keep_node, delete_adopted)
+                _teardown(provisioning, phase, config, chi, state, checked, keep_node, delete_adopted)
             outcome.seconds = time.monotonic() - started
     return outcome
 
 
-def _teardown(provisioning: Any, step: _Steps, config: Any, chi: Any, state: Path, checked: bool,
+def _teardown(provisioning: Any, phase: _Phases, config: Any, chi: Any, state: Path, checked: bool,
               keep_node: bool, delete_adopted: bool) -> None:
     """Delete what the state file records as created (adopted too with ``delete_adopted``)."""
     if not checked or not state.exists():
@@ -247,7 +248,7 @@ def _teardown(provisioning: Any, step: _Steps, config: Any, chi: Any, state: Pat
         return str(result.line())
 
     with contextlib.suppress(_Stop):
-        step("teardown", teardown)
+        phase("teardown", teardown)
 
 
 def _resources(state: Path) -> list[dict[str, Any]]:
@@ -347,7 +348,7 @@ def _node_run(connect: Callable[[], NodeShell], remote: RemoteRun, command: str,
     return f"./lab run --target docker passed on the node{again}"
 
 
-def _fetch_when_stopped(step: _Steps, fetch_in: Callable[..., str], outcome: NodeRun, signals: Any) -> None:
+def _fetch_when_stopped(phase: _Phases, fetch_in: Callable[..., str], outcome: NodeRun, signals: Any) -> None:
     """After Ctrl-C, SIGTERM or SIGHUP: fetch what the node has (the run goes on there until the teardown
     ends it) within ``STOPPED_FETCH_S``, its SSH connect included, then the teardown. A later signal (Ctrl-C,
     SIGTERM, SIGHUP: a supervisor's second SIGTERM before its SIGKILL) cuts it short; anywhere else during
@@ -358,11 +359,11 @@ def _fetch_when_stopped(step: _Steps, fetch_in: Callable[..., str], outcome: Nod
         f"{STOPPED_FETCH_S / 60:.0f} min, connecting included; Ctrl-C again skips it), then the teardown")
     try:
         with signals.cuttable("the stop's fetch"):
-            step("fetch", lambda: f"after the stop: {fetch_in(STOPPED_FETCH_S, 'stopped')}")
+            phase("fetch", lambda: f"after the stop: {fetch_in(STOPPED_FETCH_S, 'stopped')}")
     except _Stop:
         pass  # recorded: the teardown goes on
     except (Terminated, KeyboardInterrupt) as exc:
-        outcome.steps.append(StepOutcome("fetch", False, 0.0, f"skipped ({str(exc) or 'Ctrl-C'} again)"))
+        outcome.phases.append(PhaseOutcome("fetch", False, 0.0, f"skipped ({str(exc) or 'Ctrl-C'} again)"))
 
 
 def _fetch(connect: Callable[[], NodeShell], remote_dir: str, run_dir: Path, outcome: NodeRun,
@@ -384,8 +385,8 @@ def summary(outcome: NodeRun, preset: str) -> dict[str, Any]:
 
     return {"preset": preset, "target": "chameleon", "seconds": round(outcome.seconds, 1), "ok": outcome.ok,
             "error": outcome.error,
-            "steps": [{"step": s.step, "ok": s.ok, "seconds": round(s.seconds, 1), "detail": s.detail}
-                      for s in outcome.steps],
+            "phases": [{"phase": s.phase, "ok": s.ok, "seconds": round(s.seconds, 1), "detail": s.detail}
+                      for s in outcome.phases],
             "notebooks": outcome.notebooks,
             "chameleon": {"created": names(origin="created"), "adopted": names(origin="adopted"),
                           "deleted": names(fate="deleted"), "already_gone": names(fate="gone"),

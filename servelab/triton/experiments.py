@@ -40,7 +40,7 @@ from servelab.triton.perf import (
     perf,
 )
 from servelab.triton.perf_csv import perf_gpu_columns, records
-from servelab.triton.perf_inputs import make_input_data, make_tensor_input_data
+from servelab.triton.perf_inputs import make_file_input_data, make_input_data, make_tensor_input_data
 from servelab.triton.server import cache_dir
 from servelab.triton.stats import run_stats
 
@@ -59,8 +59,9 @@ class TritonEndpoint(Protocol):
 
 def input_data_for(server: TritonEndpoint, model: str, images: Sequence[Path] | None = None,
                    workdir: Path | None = None) -> Path:
-    """perf_analyzer input data fitting ``model``'s input: base64 image text for a BYTES input,
-    the preprocessed tensor for an FP32 one (as the lab's two models take them)."""
+    """perf_analyzer input data fitting ``model``'s input, one entry per image of ``images`` (default: the
+    first sample photo): base64 image text for a BYTES input, the preprocessed tensor for an FP32 one,
+    the file's bytes for a UINT8 one (as the lab's models take them)."""
     from servelab.core.samples import sample_paths
 
     metadata = server.client().get_model_metadata(model)
@@ -74,6 +75,8 @@ def input_data_for(server: TritonEndpoint, model: str, images: Sequence[Path] | 
         return make_input_data(images, out, first["name"])
     if first["datatype"] == "FP32":
         return make_tensor_input_data(images, out, first["name"])
+    if first["datatype"] == "UINT8":
+        return make_file_input_data(images, out, first["name"])
     raise ValueError(f"no input-data recipe for {model}'s input {first['name']} ({first['datatype']})")
 
 

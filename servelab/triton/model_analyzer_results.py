@@ -84,12 +84,6 @@ def knobs(cfg: ModelConfig) -> dict[str, Any]:
             "max_queue_delay_us": int(cfg.dynamic_batching.max_queue_delay_microseconds) if on else None}
 
 
-def same_knobs(a: ModelConfig, b: ModelConfig) -> bool:
-    """Whether two configs agree on what the search varies: instances, max batch size, batching on/off."""
-    keys = ("instances", "max_batch_size", "dynamic_batching")
-    return all(knobs(a)[k] == knobs(b)[k] for k in keys)
-
-
 def rows(work: Workspace, search: Search) -> list[dict[str, Any]]:
     """One row per configuration measured, in Model Analyzer's order, with the variant's knobs, the
     constraint, and ``picked`` on the one it ranks first when that one meets the constraint."""

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from servelab.core.paths import REPO_ROOT
-from servelab.targets.compose import ComposeStack
+from servelab.targets.docker import ComposeStack
 from tests.docker.engine import Engine, build_standins, say
 
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "docker"

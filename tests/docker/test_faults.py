@@ -7,7 +7,7 @@ import socket
 import pytest
 
 from servelab.core.paths import REPO_ROOT
-from servelab.targets.compose import ComposeStack
+from servelab.targets.docker import ComposeStack
 from tests.docker.engine import Engine
 from tests.docker.test_stacks import not_owned
 

@@ -13,6 +13,7 @@ import pytest
 
 from servelab.core.lab_steps import numbers
 from servelab.core.paths import REPO_ROOT
+from servelab.lab import step12_triton_ensemble as ensemble
 from servelab.triton import model_analyzer as ma
 from servelab.triton import model_analyzer_docker as mad
 from tests.docker.conftest import ARTIFACTS, lab
@@ -62,6 +63,17 @@ def test_the_lab_runs_in_the_jupyter_container(engine: Engine, images: dict[str,
     stderr = [o.text[:120] for c in notebook.cells if c.cell_type == "code" for o in c.outputs
               if o.get("name") == "stderr"]
     assert not stderr, f"notebook 10 printed on stderr in the container: {stderr[:3]}"
+    # notebook 12: the ensemble on the lab's Triton image answered as its Python backend does, photo for
+    # photo, and GourmetGram sent it the uploads' bytes
+    triton = [json.loads(line) for line in (run / "triton.jsonl").read_text().splitlines()]
+    [answers] = [r for r in triton if r.get("step") == ensemble.ANSWERS]
+    assert answers["top1_agree"] == answers["photos"] >= 10, answers
+    assert answers["max_probability_difference"] <= ensemble.TOLERANCE, answers
+    pipelines = [r for r in triton if r.get("step") == ensemble.ROWS]
+    assert {r["pipeline"] for r in pipelines} == set(ensemble.ORDER)
+    assert all(r["errors"] == 0 for r in pipelines)
+    uploads = [json.loads(line) for line in (run / "flask.jsonl").read_text().splitlines()]
+    assert [r["errors"] for r in uploads if r["step"] == "triton_ensemble"] == [0]
     # notebook 11: Model Analyzer in a container of its own (the Jupyter image here, NVIDIA's SDK image on
     # a GPU host: the same docker run) started the lab's Triton image and measured it
     searched = [json.loads(line) for line in (run / "model_analyzer.jsonl").read_text().splitlines()]

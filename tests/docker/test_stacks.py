@@ -13,7 +13,7 @@ import pytest
 
 from servelab.core.labels import CLASSES
 from servelab.core.paths import REPO_ROOT
-from servelab.targets.compose import ComposeStack
+from servelab.targets.docker import ComposeStack
 from tests.docker.conftest import ARTIFACTS, lab
 from tests.docker.engine import Engine, checkout_owner
 
@@ -48,7 +48,7 @@ def test_fastapi_answers_and_gourmetgram_uploads_through_it(stack: ComposeStack,
 
 
 def test_triton_serves_both_models_and_gourmetgram_calls_each(stack: ComposeStack) -> None:
-    from tests.integration.flask.conftest import _triton_direct
+    from tests.integration.flask_app.conftest import _triton_direct
 
     stack.up("triton", timeout=300)
     address = stack.url("triton_server").split("://", 1)[1]
@@ -152,7 +152,7 @@ def test_a_stack_switch_never_stops_the_kernel(engine: Engine, jupyter_url: str)
     client = tls_client()
     kernel = client.post(api, params={"token": token}, json={"name": "servelab"}, timeout=60).json()["id"]
     started = engine.docker("inspect", "--format", "{{.State.StartedAt}}", "servelab-jupyter").stdout
-    up = "from servelab.targets.compose import ComposeStack; s = ComposeStack(); s.up('{}', timeout=300)"
+    up = "from servelab.targets.docker import ComposeStack; s = ComposeStack(); s.up('{}', timeout=300)"
     try:
         jupyter(engine, "python", "-c", up.format("fastapi"))
         # the browser reaches FastAPI's Swagger page (loopback only) through this Jupyter, behind its token

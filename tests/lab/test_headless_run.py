@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from servelab.core.lab_steps import LAB_STEPS
 from servelab.lab import runner as lab
 from servelab.results import schema
 from tests.lab.notebook_noise import noise, untidy
@@ -35,6 +36,7 @@ REPORT_SECTIONS = [
     "CPU / GPU utilisation during each run", "Scaling out: the step load over time (Ray Serve)",
     "Load past capacity: shedding with max_queued_requests",
     "Model Analyzer: the configurations it measured", "Model Analyzer: its pick beside your configuration",
+    "Triton ensemble: preprocessing in the server",
     "expected effects",
 ]
 
@@ -63,7 +65,7 @@ def test_fastapi_rows(run_dir: Path) -> None:
 
 def test_flask_rows(run_dir: Path) -> None:
     rows = schema.load(run_dir, schema.FLASK)
-    assert set(rows["step"]) == {"fastapi_pt", "fastapi_onnx", "triton_python", "triton_onnx"}
+    assert set(rows["step"]) == {name for s in LAB_STEPS for name in s.rows.get("flask", ())}
     assert (rows["errors"] == 0).all()
 
 
@@ -116,6 +118,8 @@ CPU_SHOWS = [
     "compute time stays flat", "queue time exceeds compute time", "one thread each beats",
     "The ONNX backend's inference time is lower", "some executions carry more than one request",
     "continuous batching's TTFT p99 is lower than static's", "a smaller KV cache holds fewer sequences",
+    "The ensemble answers as the Python backend does", "A request to the ensemble carries the image file",
+    "the client spends less CPU per request", "Triton counts the preprocessing as its own work",
 ]
 
 
@@ -157,8 +161,7 @@ def test_llm_rows(run_dir: Path) -> None:
     assert (equal["output_lengths"] == f"{n}-{n}").all()
 
 
-@pytest.mark.parametrize("notebook", ["03_fastapi", *sorted(TRITON_STEPS), "09_llm_serving",
-                                      "10_scaling_out", "11_model_analyzer"])
+@pytest.mark.parametrize("notebook", [s.name for s in LAB_STEPS if s.report])
 def test_experiment_notebooks_predict_observe_and_ask(run_dir: Path, notebook: str) -> None:
     """Each experiment notebook asks for a prediction first, shows what this run observed (computed
     from its data by the step's rules), and ends with questions; Triton's show their commands."""
@@ -312,6 +315,11 @@ SHOWN = {
         "--concurrency 8 --latency-budget ", "No GPU metrics: this machine has no GPU",
         "No ONNX Runtime backend in this Triton", "Model Analyzer's summary says: In ",
     ],
+    "12_triton_ensemble": [
+        'platform: "ensemble"', "def execute(self, requests", "TritonEnsembleBackend._infer",
+        "food_classifier_ensemble loaded: food_preprocess → food_classifier_onnx → food_postprocess",
+        "photos: the same top-1 class; the largest probability difference",
+    ],
 }
 
 
@@ -325,6 +333,26 @@ def test_notebooks_show_the_code_commands_configs_and_stats(run_dir: Path, noteb
     assert not missing, f"{notebook} does not show {missing}"
     if notebook not in ("03_fastapi", "10_scaling_out"):
         assert re.search(r"^\$ perf_analyzer -m \S+ -u \S+ ", printed, re.M), "the perf_analyzer command"
+
+
+def test_ensemble_rows(run_dir: Path) -> None:
+    """Notebook 12: the ensemble answered as the Python backend for every sample photo (top-1, probability
+    within 1e-4); each pipeline measured at each level, the ensemble's members counted by Triton."""
+    from servelab.lab import step12_triton_ensemble as step
+    from servelab.lab.params import SPECS
+
+    rows = schema.RunData.load(run_dir).triton
+    [answers] = rows[rows["step"] == step.ANSWERS].to_dict("records")
+    assert answers["top1_agree"] == answers["photos"] >= 10, answers
+    assert answers["max_probability_difference"] <= step.TOLERANCE
+    pipelines = rows[rows["step"] == step.ROWS]
+    levels = SPECS["ensemble_concurrency_levels"].quick
+    assert sorted(zip(pipelines["pipeline"], pipelines["concurrency"], strict=True)) == sorted(
+        (p, c) for p in step.ORDER for c in levels)
+    assert (pipelines["errors"] == 0).all() and (pd.to_numeric(pipelines["throughput"]) > 0).all()
+    for members in pipelines[pipelines["pipeline"] == "ensemble"]["members"]:
+        assert list(members) == list(step.MEMBERS)
+    assert not rows[rows["step"] == step.PERF].empty
 
 
 def test_model_analyzer_rows(run_dir: Path) -> None:

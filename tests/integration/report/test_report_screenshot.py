@@ -4,7 +4,7 @@ utilisation chart is drawn at its own size (never shrunk, names level).
 
 The report is drawn from a trimmed real quick run (``quick-run/``) with what a full run adds: more
 dynamic-batching rates (some forty measurements in the utilisation chart), a perf_analyzer warning
-and a recovered measurement. Chromium is driven as in ``tests/integration/flask/test_browser.py``:
+and a recovered measurement. Chromium is driven as in ``tests/integration/flask_app/test_browser.py``:
 Debian's chromium through Playwright for Python, nothing downloaded. Screenshots go to test-artifacts/.
 """
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 from servelab.lab import monitoring
-from servelab.lab.common import Endpoint
 from servelab.lab.params import resolve
+from servelab.lab.stack import Endpoint
 from servelab.targets.services import Service
 
 

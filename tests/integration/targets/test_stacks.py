@@ -14,7 +14,7 @@ from servelab.core.paths import REPO_ROOT
 from servelab.core.procs import http_ok
 from servelab.targets import get_stack
 from servelab.targets.base import CommandResult, TargetError
-from servelab.targets.compose import ComposeStack
+from servelab.targets.docker import ComposeStack
 from servelab.targets.local import LocalStack
 
 OWNER = os.stat(REPO_ROOT)  # the checkout owner: every container writing into it runs as them

@@ -11,7 +11,7 @@ import pytest
 
 from servelab.core import image_builds
 from servelab.core.paths import REPO_ROOT
-from servelab.targets.compose import ComposeStack, LocalTransport
+from servelab.targets.docker import ComposeStack, LocalTransport
 
 
 class Builds:

@@ -86,7 +86,7 @@ from servelab.lab.lease_plan import Notebook
 from servelab.report.terms import glossary
 from servelab.results import reference
 from servelab.site import links
-from servelab.targets import compose
+from servelab.targets import docker
 from tests.docker import test_lab_run
 from tests.integration.lab import test_chameleon_jupyter
 
@@ -95,7 +95,7 @@ with contextlib.redirect_stdout(said):
     common.node_jupyter(None)
 print(json.dumps({
     "on_the_node": paths.ON_THE_NODE, "core": paths.CORE_ON_THE_NODE, "measuring": reference.MEASURING,
-    "node_notebooks": compose.NODE_NOTEBOOKS, "in_the_hub": links.IN_THE_HUB,
+    "node_notebooks": docker.NODE_NOTEBOOKS, "in_the_hub": links.IN_THE_HUB,
     "written_by": common.WRITTEN_BY, "report": [n.name for n in run_report.NOTEBOOKS],
     "runner": [p.stem for p in runner.run_order(runner.notebook_paths())],
     "table": repr(step00_introduction.lab_steps()), "glossary": " ".join(glossary(2)),

@@ -11,7 +11,13 @@ import pytest
 
 from servelab.core.lab_steps import LAB_STEPS
 from servelab.core.paths import REPO_ROOT
-from servelab.lab import gourmetgram, params, run_report
+from servelab.lab import (
+    gourmetgram,
+    params,
+    run_report,
+)
+from servelab.results.schema import RunData
+from tests.unit.lab.made_up_runs import data
 
 QUICK_RUN = REPO_ROOT / "tests" / "integration" / "report" / "quick-run"  # a whole run's rows, recorded
 
@@ -20,7 +26,6 @@ def test_each_notebook_reads_only_the_rows_the_registry_names(monkeypatch: pytes
     """The verdict counts a notebook's warnings and recoveries by the rows the registry names for it: its
     report modules, run on a whole run's data (sections and rules), ask ``step_rows`` for those alone."""
     import servelab.lab
-    from servelab.results.schema import RunData
 
     asked: dict[str, set[str]] = {}
     current = [""]
@@ -36,7 +41,7 @@ def test_each_notebook_reads_only_the_rows_the_registry_names(monkeypatch: pytes
     data = RunData.load(QUICK_RUN)
     for notebook in run_report.NOTEBOOKS:
         current[0] = notebook.name
-        for module in notebook.steps:
+        for module in notebook.modules:
             module.rules(data)
             module.sections(data)
     assert servelab.lab is not None
@@ -45,9 +50,10 @@ def test_each_notebook_reads_only_the_rows_the_registry_names(monkeypatch: pytes
             continue
         read, named = asked.get(step.name, set()), {n for names in step.rows.values() for n in names}
         assert read <= named, f"{step.name}: its report also reads {sorted(read - named)}: register them"
-        assert bool(read) == bool(named), f"{step.name}: rows named but none read, or the reverse"
+        assert bool(read & set(step.triton_rows)) == bool(step.triton_rows), \
+            f"{step.name}: Triton rows named but none read"
     assert [n.name for n in run_report.NOTEBOOKS] == [s.name for s in LAB_STEPS if s.report]
-    assert tuple(s for n in run_report.NOTEBOOKS for s in n.steps) == run_report.STEPS
+    assert tuple(s for n in run_report.NOTEBOOKS for s in n.modules) == run_report.MODULES
 
 
 def test_a_handful_of_uploads_gives_the_cold_one_apart_and_no_p95() -> None:
@@ -78,3 +84,9 @@ def test_unset_parameters_read_not_set() -> None:
     assert ("project", "not set") in cells and ("lease_id", "not set") in cells
     assert "NaN" not in table and "<td>None</td>" not in table
     assert ("delete_adopted", "False") in cells
+
+
+@pytest.mark.parametrize("step", run_report.MODULES)
+def test_every_step_draws_nothing_from_an_empty_run(step) -> None:
+    assert step.sections(data()) == []
+    assert all(c.status == "cannot show here" for c in step.rules(data()))

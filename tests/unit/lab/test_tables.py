@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from servelab.lab.common import Measured, concat, show_columns
+from servelab.lab.tables import Measured, concat, show_columns
 from servelab.results.schema import FASTAPI_COLUMNS, TRITON_COLUMNS
 from servelab.triton.instances import instance_threads
 

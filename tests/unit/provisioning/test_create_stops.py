@@ -78,8 +78,8 @@ def test_a_stop_at_the_worst_instant_of_a_create_leaves_nothing_after_the_teardo
         run_dir, outcome, _ = run_chameleon("quick", results_base=tmp_path, config=config(), chi=fake_chi.api,
                                             report=False)
     assert stopper.sent_at is not None, f"the run never reached the {what}'s create"
-    steps = [(s.step, s.ok) for s in outcome.steps]
-    assert steps[-1] == ("teardown", True), [(s.step, s.ok, s.detail) for s in outcome.steps]
+    steps = [(s.phase, s.ok) for s in outcome.phases]
+    assert steps[-1] == ("teardown", True), [(s.phase, s.ok, s.detail) for s in outcome.phases]
     nothing_left(fake_chi, blazar)
     records = provisioning.State(run_dir / provisioning.STATE_NAME).resources
     assert all(r.fate in ("deleted", "gone") and not r.pending for r in records), records

@@ -185,7 +185,7 @@ def test_a_chameleon_run_with_an_application_credential_goes_past_its_checks(fak
 
     _, outcome, _ = run_chameleon("quick", results_base=tmp_path, config=config(), chi=fake_chi.api,
                                   shell_for=lambda node: Node(), report=False)
-    steps = {s.step: s.ok for s in outcome.steps}
+    steps = {s.phase: s.ok for s in outcome.phases}
     assert steps["preflight"] and steps["reserve"] and steps["launch"] and steps["node run"]
     assert "context.use_project" not in names(fake_chi) and names(fake_chi)[-1] == "Lease.delete"
 

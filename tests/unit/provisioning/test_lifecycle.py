@@ -547,14 +547,14 @@ def run(tmp_path: Path, fake_chi, shell: Shell, cfg=None, **options: object):
 def test_a_run_keeps_the_lease_made_ahead_and_deletes_what_it_made(fake_chi, student, tmp_path: Path) -> None:
     fake_chi.lease.add_existing(LEASE, "PENDING", starts_in=timedelta(minutes=3))
     run_dir, outcome, summary = run(tmp_path, fake_chi, Shell())
-    assert [s.step for s in outcome.steps] == ["preflight", "reserve", "launch", "node run", "fetch",
+    assert [s.phase for s in outcome.phases] == ["preflight", "reserve", "launch", "node run", "fetch",
                                                "teardown"]
     assert "Lease.delete" not in names(fake_chi) and "Server.delete" in names(fake_chi)
     assert summary["chameleon"] | {"resources": []} == {
         "created": [f"server {SERVER}", f"floating ip {FLOATING_IP}"], "adopted": [f"lease {LEASE}"],
         "deleted": [f"server {SERVER}", f"floating ip {FLOATING_IP}"], "already_gone": [],
         "left": [f"lease {LEASE}"], "resources": []}
-    assert summary["steps"][-1]["detail"] == (
+    assert summary["phases"][-1]["detail"] == (
         f"deleted server {SERVER}, floating IP {FLOATING_IP}; kept lease {LEASE} (adopted: found, not "
         "created, by this lab)")
     assert (run_dir / "chameleon-state.json").is_file()
@@ -564,7 +564,7 @@ def test_a_run_failing_before_the_lease_is_active_leaves_it(fake_chi, student, t
     fake_chi.lease.add_existing(LEASE, "PENDING", starts_in=timedelta(minutes=3))
     fake_chi.lease.activation_lag = timedelta(hours=1)  # it never becomes ACTIVE in time
     _, outcome, summary = run(tmp_path, fake_chi, Shell())
-    assert [(s.step, s.ok) for s in outcome.steps] == [("preflight", True), ("reserve", False),
+    assert [(s.phase, s.ok) for s in outcome.phases] == [("preflight", True), ("reserve", False),
                                                        ("teardown", True)]
     assert "Lease.delete" not in names(fake_chi) and "server.Server" not in names(fake_chi)
     assert summary["chameleon"]["left"] == [f"lease {LEASE}"] and summary["chameleon"]["deleted"] == []
@@ -572,8 +572,8 @@ def test_a_run_failing_before_the_lease_is_active_leaves_it(fake_chi, student, t
 
 def test_a_run_with_a_far_start_reserves_and_stops(fake_chi, student, tmp_path: Path) -> None:
     _, outcome, summary = run(tmp_path, fake_chi, Shell(), cfg=config(lease_start="+3h"))
-    reserve = outcome.steps[1]
-    assert (reserve.step, reserve.ok) == ("reserve", False)
+    reserve = outcome.phases[1]
+    assert (reserve.phase, reserve.ok) == ("reserve", False)
     assert reserve.detail.startswith(f"Lease {LEASE} starts 2026-11-23 12:00 CST at CHI@TACC (19:00 CET "
                                      "here), in 3 h 00 min: more than the 30 min this step waits")
     assert "Lease.delete" not in names(fake_chi)
@@ -588,7 +588,7 @@ def test_the_run_after_a_far_start_deletes_the_lease_the_lab_reserved(fake_chi, 
     fake_chi.clock.at += timedelta(hours=3, minutes=1)
     time.sleep(1.1)  # the run folder's name has a one-second resolution
     second, outcome, summary = run(tmp_path, fake_chi, Shell())
-    assert second != first and [s.step for s in outcome.steps][-1] == "teardown"
+    assert second != first and [s.phase for s in outcome.phases][-1] == "teardown"
     assert f"lease {LEASE}" in summary["chameleon"]["created"] and summary["chameleon"]["adopted"] == []
     assert f"lease {LEASE}" in summary["chameleon"]["deleted"] and names(fake_chi)[-1] == "Lease.delete"
     handed = [r for r in json.loads((first / "chameleon-state.json").read_text())["resources"]]
@@ -598,7 +598,7 @@ def test_the_run_after_a_far_start_deletes_the_lease_the_lab_reserved(fake_chi, 
 def test_delete_adopted_deletes_the_lease_made_ahead(fake_chi, student, tmp_path: Path) -> None:
     fake_chi.lease.add_existing(LEASE, "ACTIVE")
     _, outcome, summary = run(tmp_path, fake_chi, Shell(), delete_adopted=True)
-    assert outcome.steps[-1].ok and names(fake_chi)[-1] == "Lease.delete"
+    assert outcome.phases[-1].ok and names(fake_chi)[-1] == "Lease.delete"
     assert summary["chameleon"]["deleted"] == [f"lease {LEASE}", f"server {SERVER}",
                                                f"floating ip {FLOATING_IP}"]
 
@@ -616,9 +616,9 @@ def test_sigterm_fails_the_step_and_tears_down(fake_chi, student, tmp_path: Path
     before = signal.getsignal(signal.SIGTERM)
     shell = Shell(on_run=lambda: os.kill(os.getpid(), signal.SIGTERM))
     _, outcome, summary = run(tmp_path, fake_chi, shell)
-    assert [(s.step, s.ok) for s in outcome.steps][-3:] == [("stopped", False), ("fetch", False),
+    assert [(s.phase, s.ok) for s in outcome.phases][-3:] == [("stopped", False), ("fetch", False),
                                                             ("teardown", True)]
-    assert outcome.steps[-3].detail == "stopped by SIGTERM during node run"
+    assert outcome.phases[-3].detail == "stopped by SIGTERM during node run"
     # after a signal, one time-limited try at what the node has (its pack fails here), then the teardown
     assert len(shell.calls) == 2 and "tar -czf" in shell.calls[1]
     assert "Server.delete" in names(fake_chi) and names(fake_chi)[-1] == "Lease.delete"
@@ -660,7 +660,7 @@ def test_sighup_during_the_teardown_waits_for_it(fake_chi, student, tmp_path: Pa
 
     monkeypatch.setattr(fake_server, "delete", delete_and_hang_up)
     _, outcome, _ = run(tmp_path, fake_chi, Shell())
-    assert outcome.steps[-1].step == "teardown" and outcome.steps[-1].ok
+    assert outcome.phases[-1].phase == "teardown" and outcome.phases[-1].ok
     assert names(fake_chi)[-1] == "Lease.delete"
     assert "SIGHUP received during the teardown: finishing it first" in capsys.readouterr().out
 

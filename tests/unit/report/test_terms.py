@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from servelab.lab.common import Measured
+from servelab.lab.tables import Measured
 from servelab.report import terms
 from servelab.results.schema import TRITON_COLUMNS
 

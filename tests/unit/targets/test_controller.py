@@ -47,7 +47,7 @@ def test_the_chameleon_run_needs_only_the_controller_packages(controller_python:
     assert "Traceback" not in done.stderr
     [run_dir] = (tmp_path / "runs").iterdir()
     summary = json.loads((run_dir / "run.json").read_text())
-    assert [s["step"] for s in summary["steps"]] == ["preflight"] and summary["ok"] is False
+    assert [s["phase"] for s in summary["phases"]] == ["preflight"] and summary["ok"] is False
     assert "preflight" in (run_dir / "report.html").read_text()  # the report is drawn here, without torch
 
 

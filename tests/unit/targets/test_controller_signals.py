@@ -90,7 +90,7 @@ result = {}
 try:
     run_dir, outcome, _ = run_chameleon("quick", results_base=work / "runs", config=config, chi=api,
                                         shell_for=lambda node: Node(), report=False)
-    result = {"run_dir": str(run_dir), "steps": [[s.step, s.ok, s.detail] for s in outcome.steps]}
+    result = {"run_dir": str(run_dir), "phases": [[s.phase, s.ok, s.detail] for s in outcome.phases]}
 finally:
     try:
         os.write(1, b"still here?\n")
@@ -117,7 +117,7 @@ def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120.0) -> None
 
 def check_all_deleted(tmp_path: Path, signal_name: str) -> dict:
     result = json.loads((tmp_path / "result.json").read_text())
-    steps = {step: (ok, detail) for step, ok, detail in result["steps"]}
+    steps = {step: (ok, detail) for step, ok, detail in result["phases"]}
     stopped = steps.get("node run") or steps.get("stopped")
     assert stopped is not None and not stopped[0]
     assert steps["teardown"][0], steps["teardown"]
@@ -212,7 +212,7 @@ def test_a_closed_terminal_still_tears_everything_down(tmp_path: Path) -> None:
     assert b"== node run" in b"".join(seen)  # it was the terminal until then
     result = check_all_deleted(tmp_path, "SIGHUP")
     assert result["terminal"] == errno.errorcode[errno.EIO]  # writes to it failed all through the teardown
-    steps = {step: detail for step, _, detail in result["steps"]}
+    steps = {step: detail for step, _, detail in result["phases"]}
     assert steps["stopped"] == "stopped by SIGHUP during node run"
 
 
@@ -227,7 +227,7 @@ def test_under_nohup_a_closed_terminal_does_not_stop_the_run(tmp_path: Path) -> 
     (tmp_path / "release").write_text("the node's run ends\n")
     assert proc.wait(timeout=120) is not None
     result = json.loads((tmp_path / "result.json").read_text())
-    steps = {step: (ok, detail) for step, ok, detail in result["steps"]}
+    steps = {step: (ok, detail) for step, ok, detail in result["phases"]}
     assert steps["node run"] == (True, "./lab run --target docker passed on the node")
     assert "stopped" not in steps and steps["teardown"][0]
     log = (Path(result["run_dir"]) / "controller.log").read_text()
@@ -251,7 +251,7 @@ def test_sigterm_and_ctrl_c_tear_everything_down(tmp_path: Path, sig: signal.Sig
         proc.send_signal(sig)
         proc.wait(timeout=120)
     result = check_all_deleted(tmp_path, sig.name)
-    said = " ".join(detail for _, _, detail in result["steps"])
+    said = " ".join(detail for _, _, detail in result["phases"])
     assert ("stopped by SIGTERM" if sig == signal.SIGTERM else "stopped by Ctrl-C") in said
     assert "== teardown" in (tmp_path / "terminal.txt").read_text()  # a working terminal sees it too
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from servelab.targets import services as local_services
-from servelab.targets.compose import ComposeStack
+from servelab.targets.docker import ComposeStack
 from servelab.targets.local import LocalStack
-from tests.unit.targets.test_compose import services
+from tests.unit.targets.test_docker import services
 
 
 def test_the_compose_file_passes_workers_and_leaves_the_default_to_the_service() -> None:

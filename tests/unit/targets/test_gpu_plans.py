@@ -9,7 +9,7 @@ import pytest
 from servelab.core import gpu
 from servelab.lab import params, step05_instance_scaling, step06_onnx_backend, step10_scaling_out
 from servelab.targets.local import LocalStack
-from servelab.triton.gpu_configs import ONNX_SCALING, PYTHON_SCALING, onnx_scaling, python_scaling
+from servelab.triton.gpu_plans import NODE_GPUS, describe, instance_steps, onnx_step
 
 GPU_COUNTS = (0, 1, 2, 4)
 
@@ -85,14 +85,19 @@ def test_06s_scaled_step_fits_the_gpus_present(driver, count: int) -> None:  # t
     assert (step["count"], step["kind"], step["gpus"]) == (2, *expected[count])
 
 
-@pytest.mark.parametrize("count", (1, 2, 4))
-def test_the_experiment_plans_list_only_gpus_present(count: int) -> None:
-    for experiment in (*python_scaling(count), *onnx_scaling(count)):
-        listed = {g for _, kind, gpus in experiment.instance_groups for g in gpus}
-        assert listed <= set(range(count)), (count, experiment.label)
-    assert [e.label for e in python_scaling(1)] == ["1 instance on GPU 0", "2 instances on GPU 0",
-                                                    "4 instances on GPU 0"]
-    assert python_scaling(2) == PYTHON_SCALING and onnx_scaling(2) == ONNX_SCALING  # the node's plans
+@pytest.mark.parametrize("count", (0, 1, 2, 4))
+def test_the_plans_list_only_gpus_present(count: int) -> None:
+    listed = {g for _, gpus in [*instance_steps(count), onnx_step(count)] for g in gpus}
+    assert listed <= set(range(count)), count
+    assert [describe(n, gpus) for n, gpus in instance_steps(1)] == [
+        "1 instance on GPU 0", "2 instances on GPU 0", "4 instances on GPU 0"]
+
+
+def test_the_nodes_plans_are_the_original_labs() -> None:
+    """1 on GPU 0 → 2 + 2 → 4 + 4 on GPUs 0 and 1 (05); count 2 over both GPUs (06)."""
+    assert instance_steps(NODE_GPUS) == [(1, (0,)), (2, (0, 1)), (4, (0, 1))]
+    assert describe(*instance_steps(NODE_GPUS)[1]) == "2 + 2 instances on GPUs 0 and 1"
+    assert onnx_step(NODE_GPUS) == (2, (0, 1))
 
 
 @pytest.mark.parametrize(("gpus", "replicas", "share"), [(0, 2, 0.0), (1, 2, 0.5), (1, 4, 0.25),

@@ -123,7 +123,7 @@ def test_the_whole_node_lifecycle_in_order(tmp_path: Path, fake_chi, student) ->
     run_dir, outcome, report, shells = chameleon(tmp_path, fake_chi, shell)
     name = run_dir.name
     assert outcome.ok, outcome.error
-    assert [s.step for s in outcome.steps] == ["preflight", "reserve", "launch", "node run", "fetch",
+    assert [s.phase for s in outcome.phases] == ["preflight", "reserve", "launch", "node run", "fetch",
                                                "teardown"]
     # provisioning: lease and server made, the node set up and its Jupyter started, then all deleted
     calls = names(fake_chi)
@@ -158,7 +158,7 @@ def test_a_failing_node_run_is_fetched_reported_and_torn_down(tmp_path: Path, fa
     run_dir, outcome, report, _ = chameleon(tmp_path, fake_chi, shell)
     assert not outcome.ok
     assert outcome.error.startswith("node run: ./lab run --target docker exited 1 on the node")
-    steps = {s.step: s.ok for s in outcome.steps}
+    steps = {s.phase: s.ok for s in outcome.phases}
     assert steps == {"preflight": True, "reserve": True, "launch": True, "node run": False, "fetch": True,
                      "teardown": True}
     assert [c for c, _ in shell.calls] == ["start", "poll", "run", "get"]  # measured data is still fetched
@@ -172,7 +172,7 @@ def test_a_failing_launch_still_tears_down_and_sends_no_ssh(tmp_path: Path, fake
     fake_chi.server.exit_codes["node_setup.sh"] = 1
     shell = RecordingShell()
     _, outcome, _, shells = chameleon(tmp_path, fake_chi, shell)
-    assert [(s.step, s.ok) for s in outcome.steps] == [
+    assert [(s.phase, s.ok) for s in outcome.phases] == [
         ("preflight", True), ("reserve", True), ("launch", False), ("teardown", True)]
     assert "node_setup.sh" in outcome.error
     assert shells == [] and shell.calls == []
@@ -183,7 +183,7 @@ def test_a_failed_preflight_creates_nothing_and_sends_no_ssh(tmp_path: Path, fak
     fake_chi.image.images.clear()  # the image does not exist at the site
     shell = RecordingShell()
     _, outcome, report, shells = chameleon(tmp_path, fake_chi, shell)
-    assert [(s.step, s.ok) for s in outcome.steps] == [("preflight", False)]
+    assert [(s.phase, s.ok) for s in outcome.phases] == [("preflight", False)]
     assert "image" in outcome.error.lower()
     creating = ("lease.Lease", "Lease.", "server.Server", "Server.")
     assert not any(n.startswith(creating) for n in names(fake_chi))
@@ -194,14 +194,14 @@ def test_a_failed_preflight_creates_nothing_and_sends_no_ssh(tmp_path: Path, fak
 
 def test_keep_node_leaves_the_server_and_lease(tmp_path: Path, fake_chi, student, capsys) -> None:
     _, outcome, _, _ = chameleon(tmp_path, fake_chi, RecordingShell(), keep_node=True)
-    assert outcome.ok and [s.step for s in outcome.steps][-1] == "fetch"
+    assert outcome.ok and [s.phase for s in outcome.phases][-1] == "fetch"
     assert "Server.delete" not in names(fake_chi) and "Lease.delete" not in names(fake_chi)
     assert "--keep-node" in capsys.readouterr().out
 
 
 def test_no_results_on_the_node_is_a_clear_fetch_failure(tmp_path: Path, fake_chi, student) -> None:
     _, outcome, _, _ = chameleon(tmp_path, fake_chi, RecordingShell(lab_exit=2, made_results=False))
-    steps = {s.step: (s.ok, s.detail) for s in outcome.steps}
+    steps = {s.phase: (s.ok, s.detail) for s in outcome.phases}
     assert steps["fetch"][0] is False and "no results/" in steps["fetch"][1]
     assert steps["teardown"][0] is True
 
@@ -239,7 +239,7 @@ def test_a_suspended_controller_still_stops_the_node_run_at_the_lease_end(
     monkeypatch.setattr(time, "monotonic", lambda: 1000.0)  # stands still while the laptop sleeps
     shell = SleepingLaptop(fake_chi, node_stops)
     _, outcome, _, _ = chameleon(tmp_path, fake_chi, shell)
-    steps = {s.step: (s.ok, s.detail) for s in outcome.steps}
+    steps = {s.phase: (s.ok, s.detail) for s in outcome.phases}
     by = "the node" if node_stops else "the controller"
     assert steps["node run"] == (False, "the node's lab run was stopped at the lease's end less 15 min kept "
                                         f"for the fetch (by {by}): what it finished is in this run's folder")
@@ -275,7 +275,7 @@ def test_ctrl_c_during_the_node_run_fetches_what_the_node_has_then_tears_down(tm
                                                                              student, capsys) -> None:
     shell = InterruptedShell()
     run_dir, outcome, _, _ = chameleon(tmp_path, fake_chi, shell)
-    steps = [(s.step, s.ok, s.detail) for s in outcome.steps]
+    steps = [(s.phase, s.ok, s.detail) for s in outcome.phases]
     assert [(name, ok) for name, ok, _ in steps] == [("preflight", True), ("reserve", True), ("launch", True),
                                                      ("stopped", False), ("fetch", True), ("teardown", True)]
     assert steps[4][2] == f"after the stop: 3 files from the node's results/{run_dir.name}"
@@ -301,7 +301,7 @@ def test_a_stop_during_the_fetch_fetches_once_more_then_tears_down(tmp_path: Pat
     nothing copied. The stop's own fetch (time-limited) copies them."""
     shell = CutCopyShell()
     run_dir, outcome, _, _ = chameleon(tmp_path, fake_chi, shell)
-    steps = [(s.step, s.ok) for s in outcome.steps]
+    steps = [(s.phase, s.ok) for s in outcome.phases]
     assert steps[-3:] == [("stopped", False), ("fetch", True), ("teardown", True)], steps
     gets = [path for c, path in shell.calls if c == "get"]
     assert len(gets) == 2 and gets[1].endswith("-stopped.tar.gz")  # never the tarball the cut try wrote
@@ -318,7 +318,7 @@ def test_the_fetch_after_a_stop_is_time_limited(tmp_path: Path, fake_chi, studen
         _, outcome, _, _ = chameleon(tmp_path, fake_chi, InterruptedShell(stuck))
     finally:
         stuck.set()
-    steps = {s.step: (s.ok, s.detail) for s in outcome.steps}
+    steps = {s.phase: (s.ok, s.detail) for s in outcome.phases}
     assert steps["fetch"][0] is False
     detail = steps["fetch"][1]
     assert detail.startswith("copying results/") and "did not finish within 0.5 s" in detail
@@ -331,7 +331,7 @@ def test_a_lease_ending_too_soon_for_the_lab_is_a_clear_node_run_failure(tmp_pat
     lease.end_date = (fake_chi.clock.now() + timedelta(minutes=20)).replace(tzinfo=None)  # Blazar's naive UTC
     shell = RecordingShell()
     _, outcome, _, _ = chameleon(tmp_path, fake_chi, shell)
-    steps = {s.step: (s.ok, s.detail) for s in outcome.steps}
+    steps = {s.phase: (s.ok, s.detail) for s in outcome.phases}
     assert steps["node run"] == (False, "the lease ends in 20 min, too soon for the lab and the fetch "
                                         "(15 min kept for it): extend the lease (GUI: Reservations → "
                                         "Leases → Update) or reserve a longer one")

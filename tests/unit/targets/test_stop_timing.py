@@ -89,11 +89,11 @@ def test_a_stop_reaches_the_teardown_within_seconds(step: str, signal_name: str,
         run_dir, outcome, _ = run_chameleon("quick", results_base=tmp_path, config=config(), chi=fake_chi.api,
                                             report=False)
     assert stopper.sent_at is not None, f"the run never reached the {step}"
-    assert teardown_from, [s.step for s in outcome.steps]
+    assert teardown_from, [s.phase for s in outcome.phases]
     first_call = fake_chi.rec.at[teardown_from[0]]
     took = first_call - stopper.sent_at
     assert took < LIMIT_S, f"{signal_name} during the {step}: the teardown's first call {took:.1f} s later"
-    steps = [(s.step, s.ok, s.detail) for s in outcome.steps]
+    steps = [(s.phase, s.ok, s.detail) for s in outcome.phases]
     stopped = next(detail for name, ok, detail in steps if name == "stopped")
     assert stopped.startswith("stopped by SIGTERM" if signal_name == "SIGTERM" else
                               "stopped by SIGHUP" if signal_name == "SIGHUP" else "stopped by Ctrl-C"), steps
@@ -121,7 +121,7 @@ def test_the_stops_fetch_opens_a_connection_of_its_own(fake_chi, student, tmp_pa
     (cut, cut_path), (again, again_path) = node.gets
     assert again != cut, "the stop's fetch copied on the connection the cut copy was reading on"
     assert again_path.endswith("-stopped.tar.gz") and not cut_path.endswith("-stopped.tar.gz")
-    steps = [(s.step, s.ok) for s in outcome.steps]
+    steps = [(s.phase, s.ok) for s in outcome.phases]
     assert steps[-3:] == [("stopped", False), ("fetch", True), ("teardown", True)], steps
     assert node.connections[cut].closed
     assert (run_dir / "partial.csv").read_text() == "measured before the stop\n"
@@ -172,7 +172,7 @@ def test_a_second_ctrl_c_during_the_stop_only_prints(instant: str, fake_chi, stu
             run_dir, outcome = run_with_created(fake_chi, tmp_path)
         except KeyboardInterrupt:
             pytest.fail(f"a second Ctrl-C {instant} left the run before its teardown")
-    steps = [(s.step, s.ok) for s in outcome.steps]
+    steps = [(s.phase, s.ok) for s in outcome.phases]
     assert steps[-1] == ("teardown", True), steps
     assert all_deleted(run_dir) == {"lease": "deleted", "server": "deleted", "floating_ip": "deleted"}
     assert "SIGINT received during the stop: finishing it first" in (run_dir / "controller.log").read_text()
@@ -207,7 +207,7 @@ def test_the_stops_fetch_counts_its_connect_within_its_limit(fake_chi, student, 
         run_dir, outcome = run_with_created(fake_chi, tmp_path)
     took = teardown_at[0] - (stopper.sent_at or 0.0)
     assert fetching.is_set() and took < 1.0 + LIMIT_S / 2, f"the teardown began {took:.1f} s after the stop"
-    fetch = next(s for s in outcome.steps if s.step == "fetch")
+    fetch = next(s for s in outcome.phases if s.phase == "fetch")
     assert not fetch.ok and "did not finish within 1 s" in fetch.detail
     assert all_deleted(run_dir) == {"lease": "deleted", "server": "deleted", "floating_ip": "deleted"}
 
@@ -243,6 +243,6 @@ def test_a_later_sigterm_or_sighup_cuts_the_stops_fetch_short(second: str, fake_
     assert again.sent_at is not None and teardown_at
     took = teardown_at[0] - again.sent_at
     assert took < 2.0, f"the teardown began {took:.1f} s after the second {second}"
-    fetch = next(s for s in outcome.steps if s.step == "fetch")
+    fetch = next(s for s in outcome.phases if s.phase == "fetch")
     assert (fetch.ok, fetch.detail) == (False, f"skipped (stopped by {second} again)")
     assert all_deleted(run_dir) == {"lease": "deleted", "server": "deleted", "floating_ip": "deleted"}

@@ -17,7 +17,7 @@ import yaml
 
 from servelab.core.paths import REPO_ROOT
 from servelab.targets.base import LAB_MODELS
-from servelab.targets.compose import ComposeStack
+from servelab.targets.docker import ComposeStack
 from servelab.triton import command
 from servelab.triton.command import FLAGS, Flag, Launch
 

@@ -112,16 +112,19 @@ def triton_direct() -> Callable[[str, str, Path], tuple[str, float]]:
 
 @pytest.fixture(scope="module")
 def triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """A real local Triton serving both lab models (CPU-adapted, as the notebooks deploy them)."""
+    """A real local Triton serving both lab models and notebook 12's ensemble (CPU-adapted, as the notebooks
+    deploy them)."""
     from servelab.triton.repository import deploy_all
     from servelab.triton.server import TritonServer
 
+    models = ("food_classifier", "food_classifier_onnx", "food_preprocess", "food_postprocess",
+              "food_classifier_ensemble")
     repository = tmp_path_factory.mktemp("triton-models")
-    deploy_all(repository, gpu=False, quiet=True)
+    deploy_all(repository, gpu=False, names=models, quiet=True)
     server = TritonServer(repository, log_path=tmp_path_factory.mktemp("triton-logs") / "triton.log")
     server.start(timeout=180)
     try:
-        for model in ("food_classifier", "food_classifier_onnx"):
+        for model in models:
             server.load(model, timeout=180)
         yield server
     finally:

@@ -30,7 +30,7 @@ from servelab.targets.base import (
     SERVICE_PORTS,
     STACK_SERVICES,
 )
-from servelab.targets.compose import ComposeStack
+from servelab.targets.docker import ComposeStack
 
 SCHEMA = json.loads(Path(__file__).with_name("compose_spec.json").read_text())
 DOCKER_DIR = REPO_ROOT / "docker"

@@ -66,6 +66,19 @@ def test_app_label_matches_backend(case: dict, samples: list[Path]) -> None:
         assert body["elapsed_ms"] > 0
 
 
+def test_the_app_on_the_ensemble_answers_as_the_python_backend(make_client: Callable[..., FlaskClient],
+                                                               triton: object, triton_direct: Callable,
+                                                               samples: list[Path]) -> None:
+    """GourmetGram sends the uploaded file's bytes to notebook 12's ensemble: for every sample photo the
+    Python backend's class, and its probability within 1e-4."""
+    client = make_client(backend="triton_ensemble", triton_url=triton.url, request_timeout=60)  # type: ignore[attr-defined]
+    for path in samples:
+        expected_label, expected_prob = triton_direct(triton.url, "food_classifier", path)  # type: ignore[attr-defined]
+        body = client.post("/api/predict", data={"file": (path.open("rb"), path.name)}).get_json()
+        assert (body["prediction"], body["backend"]) == (expected_label, "triton_ensemble"), path.name
+        assert body["probability"] == pytest.approx(expected_prob, abs=TOLERANCE), path.name
+
+
 def test_page_fragment_names_label_backend_and_time(case: dict, samples: list[Path]) -> None:
     path = samples[0]
     expected_label, expected_prob = case["direct"](path)
