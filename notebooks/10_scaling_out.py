@@ -144,8 +144,8 @@ step.plot_timeline(fixed_one, fixed_n, title="one fixed replica against two")
 # One change: the autoscaling config above instead of fixed replicas.
 #
 # The lesson needs two things of the run. The high phase must outrun one replica (the line printed
-# above says what share of it one replica answered). And a second replica must serve more on this
-# machine at all: the fixed runs above say whether it did. Where either is missing, the verdicts below
+# above says what share of it one replica answered). And the fixed runs above must show that a second
+# replica adds capacity on this machine at all (does it?). Where either is missing, the verdicts below
 # read "cannot show here" and say why; otherwise they read observed or NOT observed from the numbers.
 # Under each verdict (click it open) are the numbers in full, its preconditions ("needs:") and what the
 # added replica cost while it started: starting one (a process, its imports, the model) takes cores,
@@ -285,11 +285,6 @@ step.multi_node_plan(nodes=2)
 # on the GPU node"): each replica then has its own GPU share instead of a share of two CPU cores,
 # so replicas stop competing for the same cores, and the autoscaler's added replica adds capacity
 # up to the GPUs' limit.
-#
-# Below it, the evidence from a GPU the lab has for this step: its reference run's rows
-# (`results/reference/README.md`), under lines naming that run's host, where each row computed (its GPU,
-# or its CPU) and the notebooks it ran, and what today's code reads from them; or one line saying the
-# reference holds none.
 
 # %%
 common.reference("scaling", step.SUMMARY_COLUMNS, rules=step10_report, kind="step")

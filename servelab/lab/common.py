@@ -206,8 +206,9 @@ def reference(table: str, columns: Sequence[str], rules: Any = None, effects: Se
               "No GPU reference rows: no reference run is set beside this lab (results/reference/ holds "
               "none, or SERVELAB_REFERENCE=none).")
         return None
-    print(f"Evidence beside the expectation above (which is for your {STUDENT_NODE} node): measured by "
-          f"{describe(run)}.\nWhere these rows computed: {computed_on(rows, run)}.")
+    print(f"Evidence from a GPU beside the expectation above (which is for your {STUDENT_NODE} node), the "
+          f"lab's reference rows (results/reference/README.md): measured by {describe(run)}.\nWhere these "
+          f"rows computed: {computed_on(rows, run)}.")
     if gpu_polled(rows).any():  # RunData.load left their GPU % blank, not 0
         print("GPU % left blank: that run's monitor polled NVML, which reads 0 for runs this short "
               "(docs/decisions/2026-11-26-gpu-utilisation.md).")
@@ -308,6 +309,37 @@ class Measured(pd.DataFrame):
             return repr(pd.DataFrame(self))
         said = self._defines(short)
         return short.to_string(index=False, na_rep="") + (f"\n{said}" if said else "")
+
+
+class Amount(float):
+    """A measured figure that a notebook cell shows with its unit ("45.7 inferences/s"), and computes with
+    as the float it is."""
+
+    unit: str = ""
+
+    def __new__(cls, value: float, unit: str) -> Amount:
+        made = super().__new__(cls, value)
+        made.unit = unit
+        return made
+
+    def __repr__(self) -> str:
+        from servelab.report.verdict import amount
+
+        return f"{amount(float(self))} {self.unit}"
+
+
+class Amounts(list[float]):
+    """Figures a cell shows with their unit and what they were made of ("27.4, 54.9 requests/s (0.6, 1.2 ×
+    the capacity)"); a list of floats to compute with."""
+
+    def __init__(self, values: Sequence[float], unit: str, said: str = "") -> None:
+        super().__init__(values)
+        self.unit, self.said = unit, said
+
+    def __repr__(self) -> str:
+        from servelab.report.verdict import amount
+
+        return f"{', '.join(amount(v) for v in self)} {self.unit}" + (f" ({self.said})" if self.said else "")
 
 
 @dataclass

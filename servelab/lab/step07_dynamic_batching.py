@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
+from servelab.lab.common import Amount, Amounts
 from servelab.lab.params import LabParams
 from servelab.lab.triton_steps import Triton, measure_all
 from servelab.report.effects import (
@@ -38,7 +39,7 @@ def measure_capacity(triton: Triton, name: str, p: LabParams) -> float:
     if not capacity > 0:
         raise RuntimeError(f"measured capacity of {name} is {capacity}: cannot derive arrival rates")
     print(f"one instance of {name} serves at most ≈{capacity:.1f} inferences/s on this target")
-    return capacity
+    return Amount(capacity, "inferences/s")
 
 
 def arrival_patterns(triton: Triton, name: str, capacity: float, p: LabParams) -> pd.DataFrame:
@@ -50,8 +51,11 @@ def arrival_patterns(triton: Triton, name: str, capacity: float, p: LabParams) -
 
 
 def rates_for(capacity: float, p: LabParams) -> list[float]:
-    """The Poisson rates of the batching runs: each ``rate_fractions`` × capacity."""
-    return [round(f * capacity, 1) for f in p.rate_fractions]
+    """The Poisson rates of the batching runs: each ``rate_fractions`` × capacity (a cell shows them with
+    their unit and where they come from)."""
+    fractions = ", ".join(f"{f:g}" for f in p.rate_fractions)
+    return Amounts([round(f * capacity, 1) for f in p.rate_fractions], "requests/s",
+                   f"{fractions} × the capacity of {float(capacity):.1f} inferences/s")
 
 
 def batching_runs(triton: Triton, name: str, capacity: float, p: LabParams, enabled: bool) -> pd.DataFrame:

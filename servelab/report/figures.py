@@ -163,16 +163,24 @@ def as_image(fig: Figure, name: str | None = None) -> Any:
     return Image(data=save_figure(fig, name), format="png")
 
 
+_SAVED_SAID: list[bool] = []  # this kernel (one notebook) said where its plots are saved
+
+
 def save_figure(fig: Figure, name: str | None = None) -> bytes:
     """The figure as PNG, saved as ``plots/<name>.png`` in the run's results folder (``name``: the
-    figure's title by default; an existing file is never overwritten: ``-2``, ``-3`` … are added)."""
+    figure's title by default; an existing file is never overwritten: ``-2``, ``-3`` … are added). Where
+    they go is said once per notebook, under its first plot."""
     import io
 
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
     from servelab.core.paths import shown
 
-    print(f"plot saved: {shown(str(save_png(buffer.getvalue(), name or _title(fig))))}")
+    path = save_png(buffer.getvalue(), name or _title(fig))
+    if not _SAVED_SAID:
+        _SAVED_SAID.append(True)
+        print(f"plot saved: {shown(str(path))} (every plot of this notebook is saved as a PNG in "
+              f"{shown(str(path.parent))}/, named after its title)")
     return buffer.getvalue()
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from servelab.core.cpu import cpu_cores
 
 TERMS = {
+    "p99": "p50, p95, p99 (ms): the latency that half, 95 % and 99 % of the requests answered within (the "
+           "median and the tail)",
     "CPU %": "CPU %: the whole machine's mean busy share during the measurement, 100 % = all {cores} cores "
              "busy; everything on the machine counts, the load generator (perf_analyzer, the benchmark's "
              "clients) included",
@@ -20,6 +22,9 @@ TERMS = {
     "queue": "queue (ms), compute (ms): the server's own mean time per request waiting in its queue and "
              "running the model (compute infer), from Triton's statistics over the measured windows; p50 and "
              "p99 are the client's latency percentiles over the same windows",
+    "results": "$SERVELAB_RESULTS: this run's results folder ({where}), in the commands and paths the "
+               "notebook prints: every measurement (CSV and JSON lines), plot and server log of the run "
+               "is kept there",
     "spread": "noise band: how far a comparison's figures could move by their own noise, in their unit. "
               "Each level's relative spread is (max − min) / mean over {over}; the band is each compared "
               "figure times its own level's relative spread (a latency percentile takes its windows' mean "
@@ -43,10 +48,20 @@ def _cores() -> int:
     return cpu_cores()
 
 
+def _results() -> str:
+    """Where $SERVELAB_RESULTS points, as the notebooks say paths: relative to the checkout, or ~/…."""
+    from servelab.core.paths import REPO_ROOT
+    from servelab.results.store import results_dir
+
+    folder = results_dir()
+    return str(folder.relative_to(REPO_ROOT)) if folder.is_relative_to(REPO_ROOT) else "a folder of its own"
+
+
 def define(*names: str, over: str = DEFAULT_OVER) -> str:
     """The definitions of ``names`` this process has not given yet, one line each ("" when all were);
     from now on they count as given. ``over``: what a spread spans in this notebook."""
-    lines = [TERMS[n].format(cores=_cores(), over=over) for n in names if n in TERMS and n not in _defined]
+    lines = [TERMS[n].format(cores=_cores(), over=over, where=_results()) for n in names
+             if n in TERMS and n not in _defined]
     _defined.update(names)
     return "\n".join(lines)
 
@@ -60,12 +75,13 @@ def glossary(cores: int | None = None) -> list[str]:
     """Every definition, for the report (``cores``: the run's machine's)."""
     over = ("perf_analyzer's last three windows of a level (04-07), a FastAPI run's three thirds (03), an "
             "LLM measurement's repeats (09), one sampling interval or the last three samples (10)")
-    return [text.format(cores=cores or _cores(), over=over) for text in TERMS.values()]
+    return [text.format(cores=cores or _cores(), over=over, where="results/<run> of the checkout")
+            for text in TERMS.values()]
 
 
 def used_in(headings: list[str]) -> list[str]:
     """The terms a table with these column headings shows."""
-    found = []
+    found = ["p99"] if any(h in headings for h in ("p50 (ms)", "p95 (ms)", "p99 (ms)")) else []
     for name, heading in (("CPU %", "CPU %"), ("server CPU %", "server CPU %"), ("queue", "queue (ms)")):
         if heading in headings:
             found.append(name)

@@ -62,7 +62,7 @@ def test_a_cpu_computed_reference_row_is_never_captioned_as_a_gpu_expectation(
     assert "on its GPU" not in said  # none of these rows computed on it
     assert f"one {H100} host with a 16-core CPU" in said
     assert "it ran notebooks 03 and 09 only, not 04, 05, 06, 07 or 10" in said
-    assert said.startswith("Evidence beside the expectation above (which is for your 2×P100 node)")
+    assert said.startswith("Evidence from a GPU beside the expectation above (which is for your 2×P100 node)")
 
 
 def test_each_rows_device_is_named_and_gpu_percent_unsampled_is_blank(
