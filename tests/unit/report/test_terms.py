@@ -15,7 +15,10 @@ from servelab.results.schema import TRITON_COLUMNS
 
 @pytest.fixture(autouse=True)
 def fresh() -> None:
+    from servelab.report import verdicts
+
     terms.forget()
+    verdicts.forget()
 
 
 def table() -> Measured:
