@@ -39,7 +39,13 @@ def data(triton: list[dict], searched: list[dict]) -> RunData:
 
 
 def verdicts(run: RunData) -> list[tuple[str, str]]:
-    return [(c.status, c.evidence) for c in report.rules(run)]
+    """The search's, the pick's within the budget, the pick against yours (the budget's own: ``binds``)."""
+    return [(c.status, c.evidence) for c in report.rules(run) if "budget binds" not in c.effect]
+
+
+def binds(run: RunData) -> tuple[str, str]:
+    [verdict] = [c for c in report.rules(run) if "budget binds" in c.effect]
+    return verdict.status, verdict.evidence
 
 
 def search_rows(picked: dict = PICKED, within: bool = True) -> list[dict]:
@@ -56,6 +62,8 @@ def test_a_pick_that_serves_beyond_the_noise_is_observed() -> None:
     assert (found_status, within, serves) == ("observed", "observed", "observed")
     assert "2 of 2 configurations" in found_said
     assert said.startswith("yours 62.0 images/s, its pick 90.0 (+45%)")  # the reading right after the pick
+    # issue 52: a budget every configuration meets shapes nothing, and the verdict says so
+    assert binds(run) == ("not observed", "0 of 2 configurations over p99 ≤ 200 ms (their p99s 150, 180 ms)")
 
 
 def test_the_two_readings_of_yours_widen_the_noise_band() -> None:
@@ -99,6 +107,7 @@ def test_none_within_the_budget() -> None:
     (found_status, _), (within, why), (serves, _) = verdicts(run)
     assert (found_status, within, serves) == ("not observed", "cannot show here", "cannot show here")
     assert "no configuration met the p99 budget" in why
+    assert binds(run)[0] == "observed"
 
 
 def test_no_search_reads_not_measured_and_says_why() -> None:
@@ -197,3 +206,23 @@ def test_a_kind_gpu_pick_is_put_on_the_gpu_yours_is_on(monkeypatch: pytest.Monke
         (2, mc.ModelInstanceGroup.KIND_GPU, [1])]
     assert cfg.max_batch_size == 4 and cfg.HasField("dynamic_batching")
     assert "2 GPU instances, max batch 4, dynamic batching on" in capsys.readouterr().out
+
+
+def test_the_budget_that_binds_is_the_median_p99_the_search_measured(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 52 (11): the p99 budget was 1.5 × your configuration's p99 and all 5 configurations met it, so
+    it never shaped the pick. Unless the student sets one, the ranking's budget is the median of the p99s
+    the search measured on this machine: the slower ones miss it."""
+    from servelab.lab import params
+
+    measured = pd.DataFrame({"p99_ms": [150.4, 180.9, 120.2, 310.0, 95.5]})
+    p = params.resolve("local", "quick", p99_budget_ms=None, constraint_concurrency=None)
+    assert step.binding_budget(measured, p) == 150
+    said = capsys.readouterr().out
+    assert said.startswith("The budget that binds: p99 ≤ 150 ms at concurrency 8 (the median of the 5 p99s "
+                           "the search measured here (95.5–310.0 ms)")
+    assert "3 of 5 configurations miss it" in said  # rounded down: the median one misses it too
+    own = params.resolve("local", "quick", p99_budget_ms=400, constraint_concurrency=None)
+    assert step.binding_budget(measured, own) == 400
+    assert "0 of 5 configurations miss it" in capsys.readouterr().out
+    assert step.binding_budget(pd.DataFrame(), p) is None
