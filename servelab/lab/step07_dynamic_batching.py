@@ -28,6 +28,8 @@ from servelab.report.readings import first
 from servelab.results.schema import QUEUE, TRITON_COLUMNS, RunData, batch_size_counts, num, step_rows
 
 # what a verdict's "(spread …)" spans here (servelab.report.terms)
+# the verdict the report's first screen gives as this step's one line (servelab.report.html.headline)
+HEADLINE = "Poisson arrivals queue more"
 SPREAD_OVER = ("perf_analyzer's last three windows of each level (the ones its stability check judges)")
 
 

@@ -43,6 +43,8 @@ from servelab.results.schema import LLM, RunData, num, robust_spread, step_rows
 from servelab.results.store import results_dir
 
 # what a verdict's "(spread …)" spans here (servelab.report.terms)
+# the verdict the report's first screen gives as this step's one line (servelab.report.html.headline)
+HEADLINE = "continuous batching gives more output tokens"
 SPREAD_OVER = ("the timed repeats of each prompt length (one request at a time), a load run's two "
                "interleaved halves (Poisson load)")
 LLM_COLUMNS = ["step", "batching", "label", "rate", "output_lengths", "requests", "errors", "ttft_p50_ms",

@@ -26,6 +26,8 @@ from servelab.report.figures import Section, plot_html, table_html
 from servelab.results.schema import RunData, num
 
 # what a verdict's "(spread …)" spans here (servelab.report.terms)
+# the verdict the report's first screen gives as this step's one line (servelab.report.html.headline)
+HEADLINE = "Autoscaled on queue depth"
 SPREAD_OVER = ("one sampling interval (1 s) for times and replica-seconds, the last three samples for the "
                "backlog, the sampling intervals' p99 for shedding")
 

@@ -17,6 +17,8 @@ from servelab.results.schema import TRITON_COLUMNS, RunData, num, relative_sprea
 from servelab.results.store import results_dir
 
 # what a verdict's "(spread …)" spans here (servelab.report.terms)
+# the verdict the report's first screen gives as this step's one line (servelab.report.html.headline)
+HEADLINE = "pick serves more than your configuration"
 SPREAD_OVER = ("perf_analyzer's last three windows of each level, and for your configuration, measured "
                "twice, the two readings")
 
