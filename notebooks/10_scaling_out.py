@@ -220,7 +220,7 @@ step.plot_timeline(fixed_one, fixed_n, queue_run, title="fixed vs autoscaled")
 step.summaries("step")
 
 # %%
-common.what_this_run_shows(step10_report, "replica-seconds", "than on one fixed replica")
+common.what_this_run_shows(step10_report, "replica-seconds")
 
 # %% [markdown]
 # ## Load past capacity: shed instead of queueing

@@ -231,10 +231,12 @@ def rules(data: RunData) -> list[Check]:
                             "the backlog unanswered)") + queue_cost,
                     noise=(None, row(queue, "backlog_end_high_spread")), unit="in flight", needs=needs,
                     names=("when it started serving", "as the high load ended"))
-    if backlog.evidence == NO_NUMBERS and row(queue, "backlog_end_high") is not None:
-        backlog = cannot_show(backlog.effect, "no replica was added after the step" if up_q is None
-                              else f"the added replica served only {up_q:.1f} s after the step, once the "
-                                   "high load had ended", needs=needs)
+    if backlog.evidence == NO_NUMBERS and row(queue, "backlog_end_high") is not None:  # measured: too late
+        late = ("no replica was added after the step" if up_q is None else
+                f"the added replica served only {up_q:.1f} s after the step, once the high load had ended")
+        ended = Quantity("in flight as the high load ended", row(queue, "backlog_end_high") or 0.0)
+        backlog = Check(backlog.effect, NOT_OBSERVED, f"{late}: the backlog could not shrink during it"
+                        + queue_cost, needs=needs, figures=(ended,))
     earlier = check("Autoscaling on queue depth has its added replica serving no later than autoscaling on "
                     "CPU utilisation",
                     (up_u, up_q), lambda u, q: q <= u,
@@ -261,29 +263,28 @@ def versus_fixed(auto: pd.DataFrame, name: str, fixed_one: pd.DataFrame, fixed_n
     """The autoscaled run ``auto`` against one fixed replica under the same step load, from the same time
     origin (the step): a smaller backlog as the high load ended and a lower p99 over the run (noise: each
     backlog's last three samples); the N fixed replicas' figures and what the added replica cost while it
-    started (``cost``) named beside them. Needs an added replica that served during the high load: an
-    autoscaled run without one ran as one fixed replica."""
+    started (``cost``) named beside them. Observed only where its added replica served during the high
+    load: without one it ran as one fixed replica, and whatever it did was not autoscaling's."""
     up, high = row(auto, "scale_up_after_s"), row(auto, "high_seconds")
-    served = Need("its added replica served during the high load", None if auto.empty else (
-        up is not None and (high is None or up < high)),
-        "it added no replica after the step: it ran as one fixed replica" if up is None else
-        f"its added replica served {up:.1f} s after the step" + ("" if high is None or up < high else
-                                                                  f", after the {high:g} s high load"))
+    served = up is not None and (high is None or up < high)
+    when = ("; it added no replica after the step: it ran as one fixed replica" if up is None else
+            f"; its added replica served {up:.1f} s after the step" + ("" if served else
+                                                                       f", after the {high:g} s high load"))
     n = int(row(fixed_n, "replicas_max") or 2)
     return check(f"Autoscaled on {name}, the high phase ends with less in flight and a lower p99 than on one "
                  "fixed replica",
                  (row(fixed_one, "backlog_end_high"), row(auto, "backlog_end_high"), row(fixed_one, "p99_ms"),
                   row(auto, "p99_ms")),
-                 lambda fb, ab, fp, ap: ab < fb and ap < fp,
+                 lambda fb, ab, fp, ap: ab < fb and ap < fp and served,
                  lambda fb, ab, fp, ap: f"in flight as the high load ended (from the step: the same moment "
                  f"in every run): autoscaled {ab:.0f}, one fixed replica {fb:.0f}"
                  + _text(row(fixed_n, "backlog_end_high"), f", {n} fixed {{:.0f}}") + f"; p99 over the run "
                  f"{ap:.0f} ms, one fixed replica {fp:.0f} ms" + _text(row(fixed_n, "p99_ms"),
                                                                       f", {n} fixed {{:.0f}} ms")
-                 + (f"; {cost}" if cost else ""),
+                 + when + (f"; {cost}" if cost else ""),
                  figures=lambda fb, ab, fp, ap: _versus_figures(fb, ab, fp, ap),
                  noise=(row(fixed_one, "backlog_end_high_spread"), row(auto, "backlog_end_high_spread")),
-                 unit="in flight", needs=(*needs, served))
+                 unit="in flight", needs=needs)
 
 
 def _shedding_rules(shed: pd.DataFrame, bounded: pd.DataFrame) -> list[Check]:

@@ -35,11 +35,13 @@ class Need:
 
     def said(self, short: bool = False) -> str:
         """"what — met: what it reached", "what — NOT met" (the verdict's evidence says why), or
-        "what — not known"; ``short``: without what it reached (said once already)."""
+        "what — not known"; ``short``: said once already, so only what comes before a colon in ``what``,
+        and not what it reached."""
+        what = self.what.split(": ", 1)[0] if short else self.what
         if self.met is False:
-            return f"{self.what} — NOT met"
+            return f"{what} — NOT met"
         mark = "met" if self.met else "not known"
-        return f"{self.what} — {mark}{': ' + self.reached if self.reached and not short else ''}"
+        return f"{what} — {mark}{': ' + self.reached if self.reached and not short else ''}"
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,8 @@ class Food11:
         self.worker = ThreadPoolExecutor(1, thread_name_prefix="food11")
         # the device stand-in (``device_ms``): the forward pass is a wait of that many ms off the CPU, as on
         # a GPU, with the model's own answer for each photo, computed once (the load sends a few photos)
-        self.device_ms, self.answers = device_ms, {}
+        self.device_ms = device_ms
+        self.answers: dict[int, np.ndarray] = {}
         if device_ms is not None:
             self.device = f"stand-in ({device_ms:g} ms)"
 

@@ -86,26 +86,27 @@ def test_the_backlog_rule_says_what_one_fixed_replica_did_and_what_p99_did() -> 
     assert "after it 5019 ms" in backlog.evidence
 
 
-def test_a_replica_serving_only_after_the_high_load_cannot_show_the_backlog_draining() -> None:
+def test_a_replica_serving_only_after_the_high_load_is_a_backlog_that_did_not_shrink() -> None:
     """A step load that ran, whose added replica served only once the high load had ended (seen on a
-    slow 2-core run: 20 s after the step), and a utilisation run that added none: the backlog rule's
-    precondition (the replica served during the high load) failed, so it is not measured, and says why;
-    queue depth still added its replica before utilisation did."""
+    slow 2-core run: 20 s after the step), and a utilisation run that added none: the backlog did not
+    shrink during the high load, and the verdict says why (issue 52: a measured result is judged; it was
+    "not measured" before); queue depth still added its replica before utilisation did."""
     run = data(
         step_row("queue depth", decided_after_s=11.6, scale_up_after_s=20.1, upscale_delay_s=1.0,
                  look_back_period_s=1.0, backlog_at_up=None, backlog_end_high=380),
         step_row("utilisation", scale_up_after_s=None, backlog_end_high=400),
     )
     checks = step.rules(run)
-    assert [checks[1].status, checks[3].status] == ["cannot show here", "observed"]
-    assert checks[1].evidence == ("this run cannot show it, because the added replica served only 20.1 s "
-                                  "after the step, once the high load had ended")
+    assert [checks[1].status, checks[3].status] == ["not observed", "observed"]
+    assert checks[1].evidence == ("the added replica served only 20.1 s after the step, once the high load "
+                                  "had ended: the backlog could not shrink during it")
     assert checks[3].evidence == "queue depth serving 20.1 s after the step; utilisation added no replica"
     neither = step.rules(data(step_row("queue depth", backlog_end_high=380), step_row("utilisation")))
-    assert [c.status for c in (neither[0], neither[1], neither[3])] == ["not observed", "cannot show here",
+    assert [c.status for c in (neither[0], neither[1], neither[3])] == ["not observed", "not observed",
                                                                         "cannot show here"]
     assert neither[0].evidence == "no replica started after the step"
-    assert neither[1].evidence == "this run cannot show it, because no replica was added after the step"
+    assert neither[1].evidence == ("no replica was added after the step: the backlog could not shrink during "
+                                   "it")
     assert neither[3].evidence == "this run cannot show it, because neither policy added a replica"
 
 

@@ -83,8 +83,9 @@ def test_an_autoscaled_run_worse_than_fixed_1_is_not_observed() -> None:
     assert queue_depth.evidence == (
         "in flight as the high load ended (from the step: the same moment in every run): autoscaled 241, one "
         "fixed replica 102, 2 fixed 20; p99 over the run 4775 ms, one fixed replica 1460 ms, 2 fixed 700 ms; "
-        "while its second replica started (4.0–7.0 s after the step) the machine's CPU of 2 cores read "
-        "100 %; the serving replica answered 40/s meanwhile (one fixed replica: 55/s over the high load)")
+        "its added replica served 8.0 s after the step; while its second replica started (4.0–7.0 s after "
+        "the step) the machine's CPU of 2 cores read 100 %; the serving replica answered 40/s meanwhile (one "
+        "fixed replica: 55/s over the high load)")
     assert [str(q) for q in queue_depth.figures] == ["in flight 241", "one fixed 102", "p99 4775 ms",
                                                      "one fixed 1460 ms"]
     assert ("needs: a second replica serves more on this machine: N fixed replicas ended the high load with "
