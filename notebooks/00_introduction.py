@@ -17,24 +17,8 @@
 # much is the model? That is what this lab measures.
 #
 # You serve a Food-11 image classifier (MobileNetV2, 11 classes) and measure what several
-# *system-level* changes do to that waiting time:
-#
-# | step | notebook | what you change |
-# |---|---|---|
-# | 1–2 | `01_reserve_node`, `02_launch_server` | get a GPU node and prepare it |
-# | 3 | `03_fastapi` | a FastAPI service (PyTorch, then ONNX Runtime) and a web app that calls it |
-# | 4 | `04_triton_python` | Triton Inference Server with the Python backend, under load |
-# | 5 | `05_instance_scaling` | the number of model instances, across two GPUs |
-# | 6 | `06_onnx_backend` | an optimised backend (ONNX Runtime) and its scaling |
-# | 7 | `07_dynamic_batching` | bursty arrivals and dynamic batching |
-# | 8 | `08_teardown` | release everything: run it last, after 09, 10 and 11 |
-# | 9 | `09_llm_serving` | a language model: prefill vs decode, static vs continuous batching |
-# | 10 | `10_scaling_out` | replicas behind a router (Ray Serve): autoscaling on queue depth, load shedding |
-# | 11 | `11_model_analyzer` | Model Analyzer searches what 05–07 tuned by hand; its pick beside yours |
-#
-# Notebooks 09, 10 and 11 start and stop their own engines on the node, so they come before 08 gives
-# the node back; the headless run (`./lab run`) runs them in that order too, 08 last, so that 08's
-# summary lists everything the run measured.
+# *system-level* changes do to that waiting time, one notebook per step: the table after the
+# parameters lists them.
 
 # %% [markdown]
 # ## What you need
@@ -44,11 +28,11 @@
 #   three hours: the lease is 2 h 50 min.
 # - Read the whole lab before the lease starts — the reservation is short.
 #
-# **Where each notebook runs.** 01, 02 and 08 run here, in Chameleon's Jupyter, with
+# **Where each notebook runs.** The steps the table below puts in Chameleon's Jupyter run here, with
 # `target="chameleon"`: they reserve, launch and release the node. Notebook 02 ends by starting
-# a second Jupyter server *on the node*; 03–07 and 09–11 run there with `target="docker"`, so every
-# client and every measurement of CPU and GPU use is taken on the machine that runs the
-# servers, not across the network.
+# a second Jupyter server *on the node*; the steps the table puts there run there with
+# `target="docker"`, so every client and every measurement of CPU and GPU use is taken on the machine
+# that runs the servers, not across the network.
 #
 # The same notebooks also run without Chameleon: `target="docker"` on any machine with Docker
 # and an NVIDIA GPU (`./lab jupyter` starts the same Jupyter server there), and
@@ -65,6 +49,17 @@ from servelab.lab import step00_introduction as step
 
 P = params.resolve(target, preset)
 P
+
+# %% [markdown]
+# ## The steps
+# Every step of the lab, from its registry (`servelab/core/lab_steps.py`): where it runs, when in the
+# lease, what it is about. A lease must hold the *core*; the steps *if there is time* start and stop
+# their own engines on the node, so they come before 08 gives the node back. The headless run
+# (`./lab run`) runs them in that order too, 08 last, so that 08's summary lists everything the run
+# measured.
+
+# %%
+step.lab_steps()
 
 # %% [markdown]
 # ## The machine these notebooks run on

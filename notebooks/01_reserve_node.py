@@ -103,11 +103,13 @@ common.plan_mode(P)
 # reserved and nothing is deleted. Run this cell again after it starts, then go on to notebook 02.
 #
 # What the lab creates or reuses is written to `results/chameleon-state.json`: notebook 08 reads
-# it to delete only what the lab created.
+# it to delete only what the lab created. The lease is written there before Blazar is asked for it: if
+# you interrupt this cell while the lease is being made, the file still says so, and running the cell
+# again goes on with that lease (notebook 08 deletes it).
 
 # %%
 lease = provisioning.reserve(config, plan_only=P.plan)
 
 # %% [markdown]
-# While you wait for the lease to become active, read notebooks 02–08: the reserved
+# While you wait for the lease to become active, read the notebooks that follow: the reserved
 # time is short, and every minute spent reading on the node is a minute not measuring.

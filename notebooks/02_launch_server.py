@@ -118,9 +118,9 @@ print(time_budget(config, started) if node is not None else
 # %% [markdown]
 # ## Next: the node's own Jupyter server
 # The set-up ended by starting a Jupyter server **on the node** (`./lab jupyter`: its own
-# compose project, running as your user, with the GPUs and the Docker socket). Notebooks
-# 03–07 and 09–11 run there, with `target = "docker"` (their default there): the benchmarks, perf_analyzer
-# and the utilisation sampler then run on the same machine as the servers. Measured from here,
+# compose project, running as your user, with the GPUs and the Docker socket). The node's
+# notebooks (00's table) run there, with `target = "docker"` (their default there): the benchmarks,
+# perf_analyzer and the utilisation sampler then run on the same machine as the servers. Measured from here,
 # every request would also cross the network, and the GPU figures would be this machine's.
 # Come back here for notebook 08.
 #

@@ -25,8 +25,8 @@ preset = "quick"
 capacity_concurrency = None  # concurrency used to measure capacity
 base_rate_fraction = None  # constant vs Poisson at this fraction of capacity
 rate_fractions = None  # Poisson rates for the dynamic-batching runs
-preferred_batch_sizes = None  # None: [4, 6, 8]
-max_queue_delay_us = None  # None: 100
+preferred_batch_sizes = None  # None: preset (the lab's default, in the table below)
+max_queue_delay_us = None  # None: preset (the same)
 # perf_analyzer's settling, explained in 04 ("How perf_analyzer measures"):
 window_requests = None  # requests per measurement window (None: preset)
 settle = None  # "fixed" (one window per level) or "stable" (None: preset)
@@ -121,7 +121,7 @@ off
 # `max_queue_delay_us` in the parameters cell) to try others.
 
 # %%
-sizes, delay_us = P.preferred_batch_sizes, P.max_queue_delay_us  # [4, 6, 8] and 100 unless set: change me
+sizes, delay_us = P.preferred_batch_sizes, P.max_queue_delay_us  # the preset's unless set: change me
 triton_steps.set_dynamic_batching(triton, "food_classifier_onnx", preferred_batch_size=sizes,
                                   max_queue_delay_microseconds=delay_us)
 

@@ -24,14 +24,16 @@
 # lab alone). Whatever stays is printed with until when it holds its node and the one command
 # that deletes it.
 #
-# A stop during the set-up (notebook 02's interrupt button, or a `kill` of the instructor's run) acts at
-# once: the SSH session of the command on the node is closed, and the lease, the server and its floating
-# IP stay, recorded in the state file, until this notebook deletes them (or 02, run again, goes on with
-# them).
+# A stop during the set-up (notebook 01's or 02's interrupt button, or a `kill` of the instructor's run)
+# acts at once: the SSH session of the command on the node is closed, and the lease, the server and its
+# floating IP stay, recorded in the state file (even one Chameleon was still making at that instant),
+# until this notebook deletes them (or 01 and 02, run again, go on with them).
 #
-# With `target` left unset (or `local`, `docker`) this notebook only shows what it would do. While the
-# state file records a live lease or server, it refuses that in one line at its first Chameleon cell,
-# naming them: set `target = "chameleon"` and run it again, or they keep their node until the lease ends.
+# This notebook runs in Chameleon's Jupyter (the hub), never in the node's: there it stops in one line
+# after its parameters. With `target` left unset (or `local`, `docker`) it only shows what it would do.
+# While the state file records a live lease or server, it refuses that in one line at its first
+# Chameleon cell, naming them: set `target = "chameleon"` and run it again, or they keep their node
+# until the lease ends.
 
 # %% [markdown]
 # ## The lab's code in this kernel
@@ -70,8 +72,18 @@ P = params.resolve(target, preset, project=project, site=site, lease_name=lease_
 P
 
 # %% [markdown]
+# ## Where this notebook runs
+# The teardown runs in Chameleon's Jupyter (the hub), where notebooks 01 and 02 ran and recorded what they
+# made. The node's Jupyter has no such record, and `target` left unset there means `docker`: this notebook
+# would stop the node's stacks, delete nothing and pass, while the node stays reserved. There, the next
+# cell stops it in one line that says where to run it instead.
+
+# %%
+provisioning.not_in_the_nodes_jupyter(P.target, P.target_from)
+
+# %% [markdown]
 # ## Your work from the node, first
-# Notebooks 03–07 and 09–11 ran on the node: their measurements are in `results/` there, and the
+# The node's notebooks ran on the node: their measurements are in `results/` there, and the
 # notebooks you saved are in `notebooks/` there. Deleting the server deletes both, so this cell copies
 # them here first, into `results/from-node/` (`results/`, and everything saved under `notebooks/` at any
 # depth, as on the node; never Jupyter's checkpoints), in at most five minutes, and says what it copied.

@@ -34,7 +34,7 @@
 # the lab generates, saved in the Hugging Face layout (`artifacts/llm/`). With internet,
 # `SERVELAB_LLM=<hub id or path>` serves a real small model instead. The engine is
 # `transformers serve`: Hugging Face's OpenAI-compatible server. This notebook starts and stops
-# its own engine; it does not need notebooks 03–08.
+# its own engine; it does not need the notebooks before it.
 
 # %% tags=["parameters"]
 target = None  # local (a process here) | docker (docker-compose-llm.yaml); None: $SERVELAB_TARGET or local

@@ -27,7 +27,7 @@
 # notebook first measures what a second replica buys here at all (one fixed replica, then two), and
 # judges the autoscaled runs against both. Every rate below is a fraction of the capacity of one replica
 # measured here, as in notebook 07, and the load generator runs in a process of its own. Ray is started
-# by this notebook and stopped at its end; it does not need notebooks 03–09.
+# by this notebook and stopped at its end; it does not need the notebooks before it.
 
 # %% tags=["parameters"]
 target = None  # local; None: $SERVELAB_TARGET or local
@@ -240,7 +240,7 @@ step.shedding(cluster, rate, P, photos)
 common.what_this_run_shows(step10_report, "max_queued_requests")
 
 # %% [markdown]
-# Triton, which notebooks 04–07 use, has the same idea in its model config: a queue policy on the
+# Triton, which the Triton notebooks use, has the same idea in its model config: a queue policy on the
 # dynamic batcher with two limits. A request that finds `max_queue_size` requests waiting is refused
 # on arrival; one that has waited `default_timeout_microseconds` in the queue is refused then, so its
 # answer comes only after that wait. The output names which limit refused each. The cell below brings up

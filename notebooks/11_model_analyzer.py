@@ -11,7 +11,7 @@
 # %% [markdown]
 # # 11. Let Triton's Model Analyzer search the configuration
 #
-# In 05–07 you tuned the ONNX model's `config.pbtxt` by hand: how many instances (05, 06) and whether
+# In 05, 06 and 07 you tuned the ONNX model's `config.pbtxt` by hand: how many instances (05, 06) and whether
 # Triton combines waiting requests (07's `dynamic_batching`). NVIDIA's own next step, Part 3 of
 # Triton's [Conceptual Guide](https://github.com/triton-inference-server/tutorials/tree/main/Conceptual_Guide/Part_3-optimizing_triton_configuration),
 # hands that job to **Model Analyzer**: it writes variants of the config (instance count, max batch
@@ -19,16 +19,16 @@
 # ranks them by an objective (inferences/s) under a constraint (a p99 latency budget).
 #
 # Here you state the constraint, let it search the same knobs, read what it found, and measure its
-# pick beside your own configuration on the lab's Triton, the way 05–07 measured.
+# pick beside your own configuration on the lab's Triton, the way 05, 06 and 07 measured.
 
 # %% tags=["parameters"]
 target = None  # local | docker; None: $SERVELAB_TARGET (docker in the node's Jupyter, see 02) or local
 preset = "quick"
-# your configuration from 05-07 (06's scaled step, 07's dynamic batching block):
+# your configuration from 05, 06 and 07 (06's scaled step, 07's dynamic batching block):
 your_instances = None  # None: 2
 your_dynamic_batching = None  # None: True (07's block, with the two values below)
-preferred_batch_sizes = None  # None: [4, 6, 8]
-max_queue_delay_us = None  # None: 100
+preferred_batch_sizes = None  # None: preset (the lab's default, in the table below)
+max_queue_delay_us = None  # None: preset (the same)
 # the constraint:
 constraint_concurrency = None  # None: 8 clients, each sending its next request when an answer comes
 p99_budget_ms = None  # None: first 1.5 × your configuration's p99, then the median p99 the search measured
@@ -69,7 +69,7 @@ on = step.ready(P)
 
 # %% [markdown]
 # ## Your configuration, measured
-# The lab's Triton with the ONNX model, set as you left it in 05–07: `your_instances` instances,
+# The lab's Triton with the ONNX model, set as you left it in 05, 06 and 07: `your_instances` instances,
 # then 07's `dynamic_batching` block. One change per cell.
 
 # %%

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from provisioning import messages as msg
 from provisioning.checks import run_preflight, select_context, start_chi
 from provisioning.chi_api import ChiApi
 from provisioning.config import ChameleonConfig, ProvisioningError, from_env
@@ -47,19 +48,18 @@ from provisioning.fetch import (
     fetch_line,
     fetch_node_work,
 )
+from provisioning.floating_ip import (
+    ensure_floating_ip,
+    for_server,
+    releasable,
+    release_by_id,
+    unbound_floating_ips,
+    unbound_text,
+)
 from provisioning.lease import LeaseNotStarted, ensure_lease
 from provisioning.node import run_node_setup
 from provisioning.plan import Step, format_plan, provision_plan, teardown_plan
-from provisioning.server import (
-    ensure_floating_ip,
-    ensure_server,
-    find_server,
-    for_server,
-    releasable,
-    unbound_floating_ips,
-    unbound_text,
-    wait_for_ssh,
-)
+from provisioning.server import ensure_server, find_server, wait_for_ssh
 from provisioning.state import LIVE, STATE_NAME, State, default_state_path
 from provisioning.teardown import TeardownError, TeardownResult, delete_command, run_teardown
 from servelab.core.paths import REPO_ROOT, shown
@@ -67,7 +67,8 @@ from servelab.core.paths import REPO_ROOT, shown
 __all__ = [
     "FETCH_LINE", "STATE_NAME", "ChameleonConfig", "Fetched", "LeaseNotStarted", "Node", "ProvisioningError",
     "Step", "TeardownError", "TeardownResult", "configure", "connect", "default_state_path", "fetch_line",
-    "fetch_work", "from_env", "launch", "live_records_refusal", "preflight", "provision", "provision_plan",
+    "fetch_work", "from_env", "launch", "live_records_refusal", "not_in_the_nodes_jupyter", "preflight",
+    "provision", "provision_plan",
     "release_ip", "reserve",
     "teardown", "teardown_plan", "unbound_ips",
 ]
@@ -159,7 +160,8 @@ def reserve(config: ChameleonConfig, plan_only: bool = False, chi: ChiApi | None
     records = State(state)
     with step(f"creating or reusing lease {config.lease_id or config.lease_name}"):
         lease = ensure_lease(config, chi, records, require_active)
-    if lease.status != "ACTIVE":  # reserved for a later start, e.g. a class slot a student will adopt
+    entry = records.find("lease", config, str(lease.id))
+    if entry is not None and entry.keep:  # reserved for a later start, e.g. a class slot a student will adopt
         print(f"To delete it (after the class, or to cancel it), from the lab's folder: "
               f"{delete_command(config, records.path, str(lease.id), lease_only=True)}", flush=True)
     return lease
@@ -210,14 +212,25 @@ def connect(config: ChameleonConfig, chi: ChiApi | None = None) -> Node:
     with step(f"looking up server {config.server_name}"):
         server = find_server(config, chi)
         if server is None:
-            raise ProvisioningError(
-                f"no server named {config.server_name}: run the server set-up step (provisioning.launch) "
-                "first")
+            raise ProvisioningError(msg.NO_SERVER_TO_CONNECT(server=config.server_name))
         address = server.get_floating_ip()
     if not address:
-        raise ProvisioningError(
-            f"server {config.server_name} has no floating IP: run provisioning.launch again")
+        raise ProvisioningError(msg.NO_IP_TO_CONNECT(server=config.server_name))
     return Node(server=server, address=str(address), user=config.ssh_user)
+
+
+# servelab.lab.params' target_from for a None target in the node's Jupyter (its container sets the variable)
+NODE_TARGET_FROM = "$SERVELAB_TARGET"
+
+
+def not_in_the_nodes_jupyter(target: str, target_from: str) -> None:
+    """08 in the node's Jupyter, ``target`` left unset (the container's ``$SERVELAB_TARGET``: docker): the
+    hub's state file is not there, so 08 would copy and delete nothing, stop the node's stacks and pass while
+    the node stays reserved. Raises ProvisioningError in one line naming the hub's notebook, before anything
+    is done (docs/decisions/2026-12-01-class-day-fourth-pass.md). A target given (a headless run, a Docker
+    host of one's own) passes."""
+    if target == "docker" and target_from == NODE_TARGET_FROM:
+        raise ProvisioningError(msg.IN_THE_NODES_JUPYTER())
 
 
 def live_records_refusal(state: StatePath = None) -> None:
@@ -228,10 +241,7 @@ def live_records_refusal(state: StatePath = None) -> None:
     live = [e for e in records.resources if e.fate == LIVE and e.kind in ("lease", "server")]
     if live:
         named = ", ".join(f"{e.label} (project {e.project}, {e.origin} by this lab)" for e in live)
-        raise ProvisioningError(
-            f"plan mode copies and deletes nothing, but {shown(str(records.path))} records live {named}: "
-            "they hold their reservation (a started lease its node, charged to the project) until the lease "
-            "ends; set target = \"chameleon\" in the parameters cell and run this notebook again")
+        raise ProvisioningError(msg.PLAN_MODE_WITH_LIVE_NODE(path=shown(str(records.path)), named=named))
 
 
 def fetch_work(config: ChameleonConfig | None = None, plan_only: bool = False, chi: ChiApi | None = None, *,
@@ -263,20 +273,19 @@ def release_ip(config: ChameleonConfig, address: str, chi: ChiApi | None = None,
     """Release the project's floating IP ``address`` (``python -m provisioning release-ip --floating-ip
     ADDRESS``, the line 08 prints), at the config's site and project as every other action selects them.
     Refused while it is bound to a server; refused without ``force`` when a reservation holds it or this
-    lab did not allocate it for the config's server (``provisioning.server.releasable``). False (said)
+    lab did not allocate it for the config's server (``provisioning.floating_ip.releasable``). False (said)
     when the project has no such IP."""
     chi = _select(config, chi)
     with step(f"looking up floating IP {address} in project {config.project}"):
         match = [ip for ip in chi.network.list_floating_ips() if ip.get("floating_ip_address") == address]
     if match and match[0].get("port_id"):
-        raise ProvisioningError(f"floating IP {address} is bound to a server (port {match[0]['port_id']}): "
-                                "delete that server's run first (its teardown releases the IP it allocated)")
+        raise ProvisioningError(msg.RELEASE_IP_BOUND(address=address, port=match[0]["port_id"]))
     refusal = releasable(match[0], config) if match else ""
     if refusal and not force:
-        raise ProvisioningError(f"{refusal}: not released; add --force (force=True) to release it anyway")
+        raise ProvisioningError(msg.RELEASE_IP_REFUSED(why=refusal))
     if match:
         with step(f"releasing floating IP {address}"):
-            chi.network.deallocate_floating_ip(address)
+            release_by_id(chi, match[0])  # the IP looked at above, by its id
     print(f"Released floating IP {address}" if match
           else f"Project {config.project} at {config.site} has no floating IP {address}: nothing to release")
     return bool(match)
@@ -296,7 +305,7 @@ def unbound_ips(config: ChameleonConfig, plan_only: bool = False, chi: ChiApi | 
     except ProvisioningError:
         raise
     except Exception as exc:  # only information: whatever had to be deleted is deleted
-        print(f"Could not list project {config.project}'s floating IPs ({describe(exc)})")
+        print(msg.UNBOUND_NOT_LISTED(project=config.project, error=describe(exc)))
         return []
     print(unbound_text(ips, config))
     return [str(ip.get("floating_ip_address")) for ip in ips if for_server(ip, config.server_name)]

@@ -16,6 +16,7 @@ import os
 import sys
 
 from provisioning import configure, fetch_work, launch, preflight, release_ip, reserve, teardown
+from provisioning import messages as msg
 from provisioning.config import CODE_SOURCES, ProvisioningError
 from provisioning.errors import SignalGuard, Terminated, describe, one_line, signals_raise
 from provisioning.plan import format_plan, provision_plan
@@ -45,7 +46,7 @@ def _run(args: argparse.Namespace, signals: SignalGuard) -> None:
         fetch_work(config)
     elif args.action == "release-ip":
         if not args.floating_ip:
-            raise ProvisioningError("release-ip needs --floating-ip ADDRESS (08 lists the unbound ones)")
+            raise ProvisioningError(msg.RELEASE_IP_NEEDS_ADDRESS())
         release_ip(config, args.floating_ip, force=args.force)
     else:
         with signals.deferred("the teardown"):  # a teardown cut short leaves things held

@@ -15,6 +15,7 @@ from provisioning.checks import select_context, start_chi
 from provisioning.chi_api import ChiApi
 from provisioning.config import ChameleonConfig
 from provisioning.lease import find_lease
+from servelab.core.lab_steps import LAB_STEPS, core_on_the_node, optional_on_the_node, ranges
 
 LOW_LEFT_S = 3600  # below this, say what to do before the lease ends
 
@@ -38,12 +39,13 @@ def time_budget(config: ChameleonConfig, started: datetime, chi: ChiApi | None =
     else:
         left = (end - now).total_seconds()
         lines.append(f"The lease ends {times.show_time(end, config.site)}: {times.show_span(left)} left for "
-                     "notebooks 03-07 (09 and 10 if there is time) and 08's teardown.")
+                     f"notebooks {core_on_the_node()} ({optional_on_the_node()} if there is time) and "
+                     f"{ranges(s.number for s in LAB_STEPS if s.last)}'s teardown.")
         if left < LOW_LEFT_S:
             lines.append("Less than an hour left: extend the lease now if Chameleon allows it (GUI: "
                          "Reservations → Leases → Update Lease), or plan to run notebook 08 before it ends; "
                          "at its end Chameleon deletes the server and everything on it.")
     lines.append("Meanwhile the node builds Triton's and the LLM engines' images in the background: notebook "
-                 "03 needs neither, and 04-07, 09 and 10 wait for theirs when they start (on the node, "
+                 "03 needs neither, and the later ones wait for theirs when they start (on the node, "
                  "`./lab images --status` shows each build).")
     return "\n".join(lines)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from provisioning import messages as msg
 from provisioning.chi_api import (
     ChiApi,
     TokenFacts,
@@ -52,16 +53,11 @@ def check_code_source(config: ChameleonConfig, root: Path = REPO_ROOT) -> None:
     see ``provisioning.node.checkout_files``)."""
     if config.code_source == "git":
         if not config.repo_url:
-            raise ProvisioningError(
-                "code_source='git' needs the lab's repository URL: pass repo_url=... or set "
-                "SERVELAB_REPO_URL (or use code_source='upload', the default, to send this folder)")
+            raise ProvisioningError(msg.GIT_NEEDS_REPO_URL(what="folder"))
         return
     missing = [name for name in ("lab", "provisioning/node_setup.sh") if not (root / name).is_file()]
     if missing:
-        raise ProvisioningError(
-            f"code_source='upload' sends the lab's folder, but {root} has no {' or '.join(missing)}: run "
-            "from the lab's folder (a clone, a Trovi import or an unpacked zip), or use code_source='git' "
-            "with repo_url / SERVELAB_REPO_URL")
+        raise ProvisioningError(msg.NOT_THE_LABS_FOLDER(root=root, missing=" or ".join(missing)))
     checkout_files(root)  # a clone or the lab's file list: what belongs to the lab is known
 
 
@@ -86,9 +82,7 @@ def select_context(config: ChameleonConfig, chi: ChiApi) -> None:
     with step(f"looking up Chameleon's sites ({api})", "check this machine's network connection"):
         sites = list(chi.context.list_sites())
     if config.site not in sites:
-        raise ProvisioningError(
-            f"site {config.site!r} is not a Chameleon site (known: {', '.join(sites)}): set site=... or "
-            "CHI_SITE; the lab's P100 nodes are at CHI@TACC")
+        raise ProvisioningError(msg.UNKNOWN_SITE(site=config.site, known=", ".join(sites)))
     what = (f"selecting site {config.site} (the project is the application credential's)"
             if uses_application_credential(chi)
             else f"selecting project {config.project} and site {config.site}")
@@ -118,9 +112,8 @@ def check_project(config: ChameleonConfig, chi: ChiApi) -> None:
     token = check_application_credential(config, chi) if uses_application_credential(chi) else None
     # a project given by id is the credential's own when its token says so (list_projects gives names)
     if config.project not in projects and (token is None or config.project != token.project_id):
-        raise ProvisioningError(
-            f"project {config.project} is not one of yours (yours: {', '.join(projects) or 'none'}): set "
-            "project=... or CHI_PROJECT to one of them")
+        yours = ", ".join(projects) or "none"
+        raise ProvisioningError(msg.NOT_YOUR_PROJECT(project=config.project, yours=yours))
     if len(projects) > 1:  # the hub's OS_PROJECT_NAME is only the first of them
         print(f"You are in {len(projects)} projects ({', '.join(projects)}); this lab charges "
               f"{config.project}: to charge another, set project=... (CHI_PROJECT)", flush=True)
@@ -137,17 +130,12 @@ def check_application_credential(config: ChameleonConfig, chi: ChiApi) -> TokenF
         token = token_facts(chi)
     name, project_id = token.project_name, token.project_id
     if config.project not in (name, project_id):
-        raise ProvisioningError(
-            f"the application credential is for project {name or project_id}, not {config.project}: set "
-            f"project={name or project_id} (CHI_PROJECT), or create an application credential in "
-            f"{config.project} ({CREDENTIALS_GUI} at {config.site}, tick {UNRESTRICTED}) and source its "
-            "openrc")
+        raise ProvisioningError(msg.CREDENTIAL_OTHER_PROJECT(
+            theirs=name or project_id, project=config.project, gui=CREDENTIALS_GUI, site=config.site,
+            unrestricted=UNRESTRICTED))
     if token.restricted:
-        raise ProvisioningError(
-            f"the application credential is restricted (the GUI's default), and Chameleon can make no lease "
-            "with it: Blazar asks Keystone for a trust for every lease, which Keystone refuses to restricted "
-            f"application credentials; create one in {config.site}'s GUI ({CREDENTIALS_GUI}) with "
-            f"{UNRESTRICTED} ticked, in project {config.project}, and source its openrc")
+        raise ProvisioningError(msg.CREDENTIAL_RESTRICTED(site=config.site, gui=CREDENTIALS_GUI,
+                                                          unrestricted=UNRESTRICTED, project=config.project))
     return token
 
 
@@ -158,9 +146,7 @@ def check_image(config: ChameleonConfig, chi: ChiApi) -> None:
             chi.image.get_image(config.image)
     except ProvisioningError as exc:
         if isinstance(exc.__cause__, ValueError):  # python-chi's CHIValueError: no image by that name
-            raise ProvisioningError(
-                f"image {config.image!r} does not exist at {config.site}: use CC-Ubuntu24.04-CUDA (the "
-                "lab's default, with the NVIDIA driver) or a name from the GUI (Compute → Images)") from exc
+            raise ProvisioningError(msg.NO_SUCH_IMAGE(image=config.image, site=config.site)) from exc
         raise
 
 
@@ -184,26 +170,19 @@ def check_key_pair(config: ChameleonConfig, chi: ChiApi) -> None:
         with step(f"looking up key pair {config.key_name} at {config.site}"):
             keypair = chi.server.get_keypair(config.key_name)
         if getattr(keypair, "public_key", None) is None:
-            raise ProvisioningError(
-                f"key pair {config.key_name!r} does not exist at {config.site} (there: "
-                f"{_key_pair_names(chi)}): create or import it ({KEY_PAIRS_GUI}), or set key_name=... / "
-                "CHI_KEY_NAME to one of those")
+            raise ProvisioningError(msg.NO_SUCH_KEY_PAIR(key=config.key_name, site=config.site,
+                                                         there=_key_pair_names(chi), gui=KEY_PAIRS_GUI))
     else:
         with step("reading python-chi's default key pair"):
             name = chi.context.get("keypair_name")
             public = chi.context.get("keypair_public_key")
         if not (name and public and os.path.isfile(os.path.expanduser(str(public)))):
             found = f" (its public key file {public} is missing)" if public else ""
-            raise ProvisioningError(
-                f"no key pair for the server{found}: set key_name=... or CHI_KEY_NAME to the name of your "
-                f"key pair at {config.site} ({KEY_PAIRS_GUI}); only on Chameleon's Jupyter does python-chi "
-                "have a default one")
+            raise ProvisioningError(msg.NO_KEY_PAIR(found=found, site=config.site, gui=KEY_PAIRS_GUI))
     with step("reading python-chi's SSH key setting"):
         private = chi.context.get("keypair_private_key")
     if private and not os.path.isfile(os.path.expanduser(str(private))):
-        raise ProvisioningError(
-            f"the SSH private key {private} (OS_KEYPAIR_PRIVATE_KEY) does not exist: point it at the "
-            "private key of the server's key pair, or unset it to use ~/.ssh and the SSH agent")
+        raise ProvisioningError(msg.NO_PRIVATE_KEY(path=private))
 
 
 def run_preflight(config: ChameleonConfig, chi: ChiApi | None = None, root: Path = REPO_ROOT) -> ChiApi:

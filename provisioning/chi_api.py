@@ -13,12 +13,12 @@ What is called, per module (python-chi 1.2.x):
   lease    Lease(name, start_date/end_date or duration) (add_node_reservation, submit, delete, and the
            attributes id, name, status — a Blazar read each time —, start_date, node_reservations),
            list_leases
-  server   Server (submit, wait, status, id, get_floating_ip, associate_floating_ip(address),
-           check_connectivity, upload, execute, ssh_connection, delete(delete_ips=False)),
-           get_server, get_server_id, get_keypair, list_keypair
+  server   Server (submit, wait, status, id, get_floating_ip, check_connectivity, upload, execute,
+           ssh_connection, delete(delete_ips=False)), get_server, get_server_id, get_keypair, list_keypair
   image    get_image
-  network  get_network_id(PUBLIC_NETWORK), neutron().create_floatingip (allocation), get_floating_ip,
-           list_floating_ips, deallocate_floating_ip
+  network  get_network_id(PUBLIC_NETWORK), get_floating_ip, list_floating_ips, and its neutronclient
+           (``neutron()``): create_floatingip (allocation), list_ports and update_floatingip (association),
+           delete_floatingip (release, by id): provisioning.floating_ip says why not python-chi's own
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from provisioning import messages as msg
 from provisioning.config import ProvisioningError
 
 
@@ -49,9 +50,7 @@ def real_chi() -> ChiApi:
         import chi.network
         import chi.server
     except ImportError as exc:  # e.g. blazarclient missing
-        raise ProvisioningError(
-            f"python-chi could not be imported ({exc}): pip install python-chi python-blazarclient"
-        ) from exc
+        raise ProvisioningError(msg.PYTHON_CHI_MISSING(error=exc)) from exc
     return ChiApi(context=chi.context, lease=chi.lease, server=chi.server, image=chi.image,
                   network=chi.network)
 

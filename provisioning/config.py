@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from provisioning import messages as msg
 from provisioning.errors import ProvisioningError
 from provisioning.times import parse_start
 
@@ -101,16 +102,16 @@ class ChameleonConfig:
     def validate(self) -> None:
         """Refuse settings that would only fail later, on the testbed, with a vaguer message."""
         if self.code_source not in CODE_SOURCES:
-            raise ProvisioningError(
-                f"code_source={self.code_source!r}: choose one of {', '.join(CODE_SOURCES)}")
+            choices = ", ".join(CODE_SOURCES)
+            raise ProvisioningError(msg.CODE_SOURCE_UNKNOWN(value=self.code_source, choices=choices))
         if self.node_count < 1:
-            raise ProvisioningError(f"node_count={self.node_count}: reserve at least one node")
+            raise ProvisioningError(msg.NODE_COUNT(value=self.node_count))
         if self.duration <= timedelta(0):
-            raise ProvisioningError(f"duration={self.duration}: a lease needs a positive duration")
+            raise ProvisioningError(msg.DURATION_NOT_POSITIVE(value=self.duration))
         if self.duration > timedelta(days=7):
-            raise ProvisioningError(f"duration={self.duration}: Chameleon leases last at most 7 days")
+            raise ProvisioningError(msg.DURATION_TOO_LONG(value=self.duration))
         if self.lease_wait_minutes < 0:
-            raise ProvisioningError(f"lease_wait_minutes={self.lease_wait_minutes}: give 0 or more minutes")
+            raise ProvisioningError(msg.LEASE_WAIT_NEGATIVE(value=self.lease_wait_minutes))
 
     @property
     def start_at(self) -> datetime | None:
@@ -124,9 +125,7 @@ class ChameleonConfig:
 
     def require_project(self) -> str:
         if not self.project:
-            raise ProvisioningError(
-                "no Chameleon project given: pass project=... (--project) or set CHI_PROJECT "
-                "(e.g. CHI_PROJECT=CHI-123456); it is never asked for interactively")
+            raise ProvisioningError(msg.NO_PROJECT())
         return self.project
 
 
@@ -134,7 +133,7 @@ def _whole_number(name: str, text: str) -> int:
     try:
         return int(text)
     except ValueError:
-        raise ProvisioningError(f"{name}={text!r} is not a whole number") from None
+        raise ProvisioningError(msg.NOT_A_WHOLE_NUMBER(name=name, text=text)) from None
 
 
 def _coerce(name: str, text: str) -> object:
@@ -169,7 +168,7 @@ def from_env(env: dict[str, str] | None = None, **params: object) -> ChameleonCo
         values[name] = value
     unknown = sorted(set(values) - {f.name for f in fields(ChameleonConfig)})
     if unknown:
-        raise ProvisioningError(f"unknown provisioning setting(s): {', '.join(unknown)}")
+        raise ProvisioningError(msg.UNKNOWN_SETTINGS(names=", ".join(unknown)))
     return ChameleonConfig(**values)
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from provisioning import messages as msg
 from provisioning.config import ProvisioningError
 
 HOW_TO_GET_THEM = (
@@ -54,32 +55,23 @@ def check_credentials(env: Mapping[str, str] | None = None) -> str:
     env = os.environ if env is None else env
     present = [var for var in CREDENTIAL_VARS if env.get(var)]
     if not present:
-        raise ProvisioningError(
-            "no Chameleon credentials in the environment (no OS_AUTH_TYPE, OS_APPLICATION_CREDENTIAL_ID"
-            f"/_SECRET or OS_USERNAME/OS_PASSWORD): {HOW_TO_GET_THEM}")
+        raise ProvisioningError(msg.NO_CREDENTIALS(how=HOW_TO_GET_THEM))
     auth_type = env.get("OS_AUTH_TYPE") or env.get("OS_AUTH_METHOD") or ""
     if not auth_type:
-        raise ProvisioningError(
-            f"OS_AUTH_TYPE is not set although {', '.join(present)} is (python-chi would then try "
-            f"{DEFAULT_AUTH_TYPE}): source the whole openrc file, not single variables, or {HOW_TO_GET_THEM}")
+        raise ProvisioningError(msg.NO_AUTH_TYPE(present=", ".join(present), default=DEFAULT_AUTH_TYPE,
+                                                 how=HOW_TO_GET_THEM))
     if not auth_type.startswith("v3"):
-        raise ProvisioningError(
-            f"OS_AUTH_TYPE={auth_type}: python-chi reads credentials only for v3 auth plugins; set "
-            f"OS_AUTH_TYPE=v3{auth_type.replace('_', '')} (an application credential's openrc uses "
-            "v3applicationcredential)")
+        suggested = auth_type.replace("_", "")
+        raise ProvisioningError(msg.AUTH_TYPE_NOT_V3(auth_type=auth_type, suggested=suggested))
     needs = list(NEEDS.get(auth_type, ()))
     if auth_type == "v3password" and env.get("OS_USERNAME"):
         needs.append(("OS_USER_DOMAIN_NAME", "OS_USER_DOMAIN_ID"))  # keystone v3: a name is per domain
     missing = [" or ".join(group) for group in needs if not any(env.get(var) for var in group)]
     if missing:
-        raise ProvisioningError(
-            f"OS_AUTH_TYPE={auth_type} needs {' and '.join(missing)}, which the environment lacks: "
-            f"source the whole openrc file again, or {HOW_TO_GET_THEM}")
+        raise ProvisioningError(msg.CREDENTIALS_INCOMPLETE(auth_type=auth_type, missing=" and ".join(missing),
+                                                           how=HOW_TO_GET_THEM))
     scoped = [var for var in SCOPE_VARS if env.get(var)]
     if auth_type == "v3applicationcredential" and scoped:
-        raise ProvisioningError(
-            f"{' and '.join(scoped)} {'is' if len(scoped) == 1 else 'are'} set with application credentials: "
-            "Keystone refuses any project scope with them (their project is fixed when they are made): "
-            f"unset {' '.join(scoped)} (the openrc of an application credential sets neither) and give the "
-            "lab the project as CHI_PROJECT=...")
+        raise ProvisioningError(msg.SCOPED_APPLICATION_CREDENTIAL(
+            scoped=" and ".join(scoped), verb="is" if len(scoped) == 1 else "are", names=" ".join(scoped)))
     return auth_type

@@ -9,8 +9,9 @@ a ``ProvisioningError`` passes through untouched, anything else becomes a
 
 ``signals_raise()`` turns SIGTERM and SIGHUP into a ``Terminated`` exception while a
 provisioning sequence runs, so a killed controller takes the same path as Ctrl-C
-(teardown of what it created) instead of dying with the lease still held; a signal the
-process inherited as ignored (``nohup``) stays ignored. ``Terminated`` is a BaseException,
+(teardown of what it created) instead of dying with the lease still held, and holds all three
+(Ctrl-C too) once the caller's stop has begun; a signal the process inherited as ignored
+(``nohup``) stays ignored. ``Terminated`` is a BaseException,
 as KeyboardInterrupt is: no library's ``except Exception`` turns a stop into an error to retry.
 """
 
@@ -23,6 +24,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from types import FrameType
 
+from provisioning import messages as msg
 from servelab.core.console import say
 
 MAX_DETAIL = 300
@@ -31,9 +33,9 @@ MAX_DETAIL = 300
 class ProvisioningError(RuntimeError):
     """A provisioning step cannot go on; the message says what to do about it.
 
-    Defined here, the bottom of the package (this module imports nothing of it), so that
-    ``config`` and ``times`` both use it without importing each other both ways;
-    ``provisioning.config.ProvisioningError`` is the same class."""
+    Defined here, near the bottom of the package (this module imports only ``messages``, which imports
+    nothing of it), so that ``config`` and ``times`` both use it without importing each other both ways;
+    ``provisioning.config.ProvisioningError`` is the same class. Its messages: ``provisioning.messages``."""
 
 # what to try, by the exception's class name (the classes live in libraries not imported here)
 HINTS = {
@@ -81,12 +83,14 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 
 
 def http_status(exc: BaseException) -> int | None:
-    """The HTTP status of the failure ``exc`` is or wraps (keystoneauth's ``http_status``, novaclient's
-    ``code``, blazarclient's ``kwargs["code"]``, requests' ``response.status_code``), else None."""
+    """The HTTP status of the failure ``exc`` is or wraps, read the way each library raises it: blazarclient's
+    ``kwargs["code"]`` (its ``code`` attribute is the class default, 500, whatever the answer was),
+    neutronclient's ``status_code``, keystoneauth's ``http_status``, novaclient's ``code``, requests' and
+    openstacksdk's ``response.status_code``; else None."""
     for item in _chain(exc):
         kwargs = getattr(item, "kwargs", None)
-        found = [getattr(item, "http_status", None), getattr(item, "code", None),
-                 kwargs.get("code") if isinstance(kwargs, dict) else None,
+        found = [kwargs.get("code") if isinstance(kwargs, dict) else None, getattr(item, "status_code", None),
+                 getattr(item, "http_status", None), getattr(item, "code", None),
                  getattr(getattr(item, "response", None), "status_code", None)]
         for status in found:
             if isinstance(status, int) and not isinstance(status, bool) and 400 <= status < 600:
@@ -99,7 +103,7 @@ PERMANENT_CLASSES = ("Unauthorized", "Forbidden", "NotFound", "EndpointNotFound"
 TRANSIENT_STATUS = (408, 429, 500, 502, 503, 504)
 TRANSIENT_CLASSES = ("ConnectionError", "ConnectFailure", "ConnectTimeout", "RetriableConnectionFailure",
                      "SSLError", "Timeout", "ReadTimeout", "ServiceUnavailable", "GatewayTimeout",
-                     "BadGateway", "InternalServerError")
+                     "BadGateway", "InternalServerError", "ConnectionFailed")  # the last: neutronclient's
 
 
 def _class_names(exc: BaseException) -> set[str]:
@@ -135,7 +139,8 @@ def hint_for(exc: BaseException, hints: Mapping[str, str] | None = None) -> str:
     for cls in type(exc).__mro__:
         if cls.__name__ in table:
             return table[cls.__name__]
-    return ""
+    by_status = {401: "Unauthorized", 403: "Forbidden"}.get(http_status(exc) or 0)  # blazarclient's one class
+    return table[by_status] if by_status else ""
 
 
 @contextmanager
@@ -148,8 +153,8 @@ def step(what: str, hint: str = "", hints: Mapping[str, str] | None = None) -> I
         raise
     except Exception as exc:  # python-chi, keystoneauth, novaclient, requests, Fabric, ...
         advice = hint_for(exc, hints) or hint
-        detail = f"{what} failed ({describe(exc)})" + (f": {advice}" if advice else "")
-        raise ProvisioningError(detail) from exc
+        raise ProvisioningError(msg.STEP_FAILED(what=what, error=describe(exc),
+                                                advice=f": {advice}" if advice else "")) from exc
 
 
 class Terminated(BaseException):
@@ -168,13 +173,15 @@ def stop_in(exc: BaseException) -> BaseException | None:
 
 
 class SignalGuard:
-    """Installed by ``signals_raise``: every SIGTERM/SIGHUP raises ``Terminated`` until the caller says
-    the stop has begun (``begin_stop``); from then on, inside ``deferred()`` (a teardown), and for
-    ``UNWINDING_S`` after a raise, a signal only prints. A closed SSH session sends SIGHUP and SIGTERM in
-    quick succession: the second must not land in the clean-up the first is unwinding through (the SSH
-    channel's close, which ends invoke's reader threads) and cut the way to the teardown. A signal whose
-    ``Terminated`` never reached the caller (a library caught it) is no stop under way: the next one,
-    later than that, raises again."""
+    """Installed by ``signals_raise``: every SIGTERM/SIGHUP raises ``Terminated`` (SIGINT
+    ``KeyboardInterrupt``) until the caller says the stop has begun (``begin_stop``); from then on, inside
+    ``deferred()`` (a teardown), and for ``UNWINDING_S`` after a raise, a signal only prints, at every
+    instant until the teardown ends: a second Ctrl-C must not skip it. The one exception is a ``cuttable``
+    section (the stop's fetch, which a later signal may cut short to reach the teardown sooner). A closed
+    SSH session sends SIGHUP and SIGTERM in quick succession: the second must not land in the clean-up the
+    first is unwinding through (the SSH channel's close, which ends invoke's reader threads). A signal whose
+    exception never reached the caller (a library caught it) is no stop under way: the next one, later than
+    that, raises again (docs/decisions/2026-12-01-class-day-fourth-pass.md)."""
 
     UNWINDING_S = 5.0  # a raised stop reaches the caller's handler in far less than this
 
@@ -182,6 +189,7 @@ class SignalGuard:
         self.received: list[str] = []
         self._defer = ""
         self._stopping = ""
+        self._cuttable = ""
         self._raised_at: float | None = None
 
     @property
@@ -197,12 +205,25 @@ class SignalGuard:
         name = signal.Signals(signum).name
         self.received.append(name)
         unwinding = self._raised_at is not None and time.monotonic() - self._raised_at < self.UNWINDING_S
-        during = self._defer or self._stopping or ("the stop" if unwinding else "")
+        stopping = "" if self._cuttable else self._stopping
+        during = self._defer or stopping or ("the stop" if unwinding else "")
         if during:
-            say(f"{name} received during {during}: finishing it first")  # the terminal may be gone
+            say(msg.SIGNAL_DURING(signal=name, during=during))  # the terminal may be gone
             return
         self._raised_at = time.monotonic()
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
         raise Terminated(f"stopped by {name}")
+
+    @contextmanager
+    def cuttable(self, what: str) -> Iterator[None]:
+        """Inside, during a stop, a later signal (past ``UNWINDING_S``) raises again, so that the caller's
+        ``except`` around this block can cut ``what`` short; elsewhere during the stop it only prints."""
+        self._cuttable = what
+        try:
+            yield
+        finally:
+            self._cuttable = ""
 
     @contextmanager
     def deferred(self, what: str) -> Iterator[None]:
@@ -228,15 +249,16 @@ def _ignored(sig: int) -> bool:
 
 @contextmanager
 def signals_raise() -> Iterator[SignalGuard]:
-    """SIGTERM and SIGHUP raise ``Terminated`` inside; the previous handlers come back after.
+    """SIGTERM and SIGHUP raise ``Terminated`` inside, SIGINT ``KeyboardInterrupt`` (as Python's own handler
+    does), until the caller's ``begin_stop``; the previous handlers come back after.
 
     A signal inherited as ignored stays ignored: ``nohup ./lab run --target chameleon &`` must outlive
     its terminal (docs/decisions/2026-11-25-chameleon-robustness.md). Only the main thread can install
     handlers; elsewhere nothing changes (the guard records nothing).
     """
     guard = SignalGuard()
-    wanted = [sig for sig in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None))
-              if sig and not _ignored(sig)]
+    stops = (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None), signal.SIGINT)
+    wanted = [sig for sig in stops if sig and not _ignored(sig)]
     previous: dict[int, object] = {}
     try:
         if threading.current_thread() is threading.main_thread():

@@ -1,13 +1,14 @@
 """A student's work on the node, brought to the hub: the node's ``results/`` and the notebooks saved there.
 
-Notebooks 03-10 run in the node's Jupyter: their measurements go to ``results/`` in the lab's folder
-on the node, and the student saves the notebooks there. Both go with the server, at 08's teardown or
-when the lease ends mid-lab, unless copied here first. ``fetch_node_work`` packs them on the node,
-copies the tarball and unpacks it into ``results/from-node/`` here (``results/`` and ``notebooks/``
-as on the node; a later fetch overwrites the files it brings again, and a file deleted on the node
-stays here), all within a time limit, and prints what it brought. 08 runs it before anything is
-deleted; any of the lab's notebooks here can run ``FETCH_LINE`` while the lease runs (02 prints it).
-The packing and the time limit are the instructor's fetch's (``servelab.remote.fetch``).
+The node's notebooks (``servelab.core.lab_steps``) run in its Jupyter: their measurements go to
+``results/`` in the lab's folder on the node, and the student saves the notebooks there. Both go with
+the server, at 08's teardown or when the lease ends mid-lab, unless copied here first.
+``fetch_node_work`` packs them on the node, copies the tarball and unpacks it into
+``results/from-node/`` here (``results/`` and ``notebooks/`` as on the node; a later fetch overwrites
+the files it brings again, and a file deleted on the node stays here), all within a time limit, and
+prints what it brought. 08 runs it before anything is deleted; any of the lab's notebooks here can run
+``FETCH_LINE`` while the lease runs (02 prints it). The packing and the time limit are the instructor's
+fetch's (``servelab.remote.fetch``).
 Reasons: docs/decisions/2026-11-25-class-day-provisioning.md.
 """
 
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from provisioning import messages as msg
 from provisioning.chi_api import ChiApi
 from provisioning.config import ChameleonConfig, ProvisioningError
 from provisioning.errors import describe, step
@@ -106,24 +108,24 @@ def fetch_node_work(config: ChameleonConfig, chi: ChiApi, folder: Path | None = 
           f"(up to {limit_s / 60:.0f} min)",
           flush=True)
     started = time.monotonic()
-    shell = None
+    opened: list[NodeShell] = []  # made inside the time limit (the SSH connect counts), closed here
+
+    def connect() -> NodeShell:
+        opened.append((shell_for or _fabric(config))(server))
+        return opened[-1]
+
     try:
-        shell = (shell_for or _fabric(config))(server)
-        files = fetch(shell, pack_work_command(config.remote_dir), WORK_TARBALL,
+        files = fetch(connect, pack_work_command(config.remote_dir), WORK_TARBALL,
                       lambda tarball: unpack_work(tarball, folder), limit_s, what)
     except NothingToFetch:
         print(f"The node has no {what} yet: nothing to fetch", flush=True)
         return Fetched(folder)
     except Exception as exc:  # Fabric, paramiko, tar, the time limit: one line, nothing deleted
-        raise ProvisioningError(
-            f"copying {what} from the node failed ({describe(exc)}): nothing was deleted; run it again (the "
-            "node keeps them until its teardown), or copy them in the node's Jupyter (File → Download); when "
-            f"the node cannot be reached (server in ERROR, SSH refused), {SKIP_FETCH} tears down without "
-            "them") from exc
+        raise ProvisioningError(msg.FETCH_FAILED(what=what, error=describe(exc), skip=SKIP_FETCH)) from exc
     finally:
-        if shell is not None and hasattr(shell, "close"):  # a connection per fetch: a kernel keeps running
+        for shell in opened:  # a connection per fetch: a kernel keeps running
             with contextlib.suppress(Exception):
-                shell.close()
+                getattr(shell, "close", lambda: None)()
     fetched = Fetched(folder, files, time.monotonic() - started)
     print(fetched.line(), flush=True)
     return fetched

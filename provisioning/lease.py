@@ -2,28 +2,33 @@
 
 A lease is adopted (found and reused, kept at teardown) when one with ``lease_name`` is live,
 or when ``lease_id`` names it; otherwise it is created — starting now, or at ``lease_start``
-(an advance reservation) — and recorded as created in the state file before anything else.
-Waiting follows the lease's start time, not a fixed timeout: a lease starting within
-``lease_wait_minutes`` is waited for until its start plus ``lease_timeout_s``, with the time
-left printed; one starting later is left reserved (nothing deleted) with one line saying when.
-Reasons: docs/decisions/2026-11-23-chameleon-lifecycle.md.
+(an advance reservation) — and recorded as created in the state file *before* Blazar is asked
+(``State.begin``: a stop while the request is in flight leaves a record the teardown resolves by the
+lease's name), with its ``keep`` when it starts beyond the wait. Waiting follows the lease's start
+time, not a fixed timeout: a lease starting within ``lease_wait_minutes`` is waited for until its
+start plus ``lease_timeout_s``, with the time left printed; one starting later is left reserved
+(nothing deleted) after one status read, with one line saying when.
+Reasons: docs/decisions/2026-11-23-chameleon-lifecycle.md, 2026-12-01-class-day-fourth-pass.md.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from provisioning import messages as msg
 from provisioning import times
 from provisioning.chi_api import ChiApi
 from provisioning.config import ChameleonConfig, ProvisioningError
-from provisioning.errors import describe, hint_for, permanent, stop_in
-from provisioning.state import ADOPTED, CREATED, State
+from provisioning.errors import describe, gone, hint_for, permanent, stop_in, transient
+from provisioning.state import ADOPTED, CREATED, GONE, State
 
 # a lease in one of these states is gone: a new one with the same name is needed
 ENDED = ("TERMINATED", "DELETED")
 POLL_S = 30.0  # between status reads (each is one Blazar call in python-chi)
 START_NOW_WITHIN = timedelta(minutes=1)  # a start closer than this is sent as "now"
+READ_ATTEMPTS, READ_RETRY_S = 3, 10.0  # one status read outside a wait: tries on a transient failure, apart
 
 
 class LeaseNotStarted(ProvisioningError):
@@ -34,27 +39,43 @@ def lease_label(lease: Any) -> str:
     return f"lease {lease.name}"
 
 
-def find_lease(config: ChameleonConfig, chi: ChiApi, leases: list[Any] | None = None) -> Any | None:
+def read_status(lease: Any, attempts: int = READ_ATTEMPTS) -> str | None:
+    """``lease.status`` (a Blazar read in python-chi), tried again ``READ_RETRY_S`` apart up to ``attempts``
+    times when it fails in a way that may pass (``errors.transient``: a 503 when a class's 40 teardowns come
+    at once); the last failure is raised, a stop at once."""
+    for attempt in range(1, attempts + 1):
+        try:
+            status: str | None = lease.status
+            return status
+        except Exception as exc:
+            stop = stop_in(exc)
+            if stop is not None:
+                raise stop from None
+            if attempt == attempts or not transient(exc):
+                raise
+            times.sleep(READ_RETRY_S)
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def find_lease(config: ChameleonConfig, chi: ChiApi, leases: list[Any] | None = None,
+               status: Callable[[Any], str | None] = read_status) -> Any | None:
     """The live lease ``lease_id`` names, else the project's live lease named ``lease_name``; or None.
 
     Ended leases are skipped (Blazar keeps them listed); two live leases with one name are
-    refused because every later look-up by name would be ambiguous. Status is read only for
-    the matching leases (each read is a Blazar call).
+    refused because every later look-up by name would be ambiguous. Status is read (``status``) only
+    for the matching leases (each read is a Blazar call).
     """
     leases = list(chi.lease.list_leases()) if leases is None else leases
     if config.lease_id:
         by_id = [lease for lease in leases if str(lease.id) == config.lease_id]
-        if by_id and by_id[0].status in ENDED:
-            raise ProvisioningError(
-                f"lease {config.lease_id} ({by_id[0].name}) has ended ({by_id[0].status}): give the id of a "
-                "live lease (GUI: Reservations → Leases) or leave lease_id / CHI_LEASE_ID empty")
+        ended = status(by_id[0]) if by_id else None
+        if ended in ENDED:
+            raise ProvisioningError(msg.LEASE_ENDED_BY_ID(lease_id=config.lease_id, name=by_id[0].name,
+                                                          status=ended))
         return by_id[0] if by_id else None
-    matches = [lease for lease in leases
-               if lease.name == config.lease_name and lease.status not in ENDED]
+    matches = [lease for lease in leases if lease.name == config.lease_name and status(lease) not in ENDED]
     if len(matches) > 1:
-        raise ProvisioningError(
-            f"{len(matches)} live leases are named {config.lease_name!r}: delete the extra ones "
-            "in the GUI (Reservations → Leases) or choose another lease_name / CHI_LEASE_NAME")
+        raise ProvisioningError(msg.TWO_LEASES_ONE_NAME(count=len(matches), name=config.lease_name))
     return matches[0] if matches else None
 
 
@@ -66,18 +87,27 @@ def start_and_end(config: ChameleonConfig) -> tuple[Any, Any]:
     now = times.utcnow()
     if start <= now + START_NOW_WITHIN:
         if now - start > timedelta(seconds=config.lease_timeout_s):
-            raise ProvisioningError(
-                f"lease_start {times.show_time(start, config.site)} is in the past: give a later time "
-                "(CHI_LEASE_START) or leave it empty to start now")
+            raise ProvisioningError(msg.LEASE_START_PAST(start=times.show_time(start, config.site)))
         return None, None
     return start, start + config.duration
+
+
+def later_than_the_wait(start: Any, config: ChameleonConfig) -> str:
+    """The ``keep`` of a lease starting beyond ``lease_wait_minutes`` (reserved for a later run: teardown
+    keeps it until it starts), else ""."""
+    if start is None or start - times.utcnow() <= timedelta(minutes=config.lease_wait_minutes):
+        return ""
+    return f"starts {start:%Y-%m-%d %H:%M} UTC"
 
 
 def create_lease(config: ChameleonConfig, chi: ChiApi, state: State) -> Any:
     """Submit a new lease for ``node_count`` nodes of ``node_type``, now or at ``lease_start``; record it.
 
-    python-chi 1.2.10's ``Lease(duration=...)`` ends ``duration`` after *now* even with a
-    ``start_date``, so an advance reservation passes ``end_date`` instead.
+    Recorded before Blazar is asked (``State.begin``), with its ``keep`` when it starts beyond the wait,
+    and completed with the id after. A request that failed may still have made the lease (an answer lost
+    on the way back): one look-up by name finds it, and it is used. python-chi 1.2.10's
+    ``Lease(duration=...)`` ends ``duration`` after *now* even with a ``start_date``, so an advance
+    reservation passes ``end_date`` instead.
     """
     start, end = start_and_end(config)
     when = (f"from {times.show_time(start, config.site)} to {times.show_time(end, config.site)}"
@@ -89,17 +119,26 @@ def create_lease(config: ChameleonConfig, chi: ChiApi, state: State) -> Any:
     else:
         lease = chi.lease.Lease(config.lease_name, start_date=start, end_date=end)
     lease.add_node_reservation(amount=config.node_count, node_type=config.node_type)
+    entry = state.begin("lease", config.lease_name, config, keep=later_than_the_wait(start, config))
     # wait ourselves (progress with the time left, a deadline from the start time, a status check)
     try:
         lease.submit(wait_for_active=False, show=None, idempotent=False)
     except Exception as exc:  # python-chi raises ResourceError("Unable to make lease") and logs why
-        raise ProvisioningError(
-            f"could not create lease {config.lease_name} ({describe(exc)}): most often no "
-            f"{config.node_type} node is free at {config.site} {when}; check the host "
-            "calendar in the GUI (Reservations → Leases → Host Calendar), then try a shorter duration, "
-            "another start time (lease_start / CHI_LEASE_START), or another site"
-        ) from exc
-    state.record("lease", lease.name, lease.id, CREATED, config)
+        try:
+            made = find_lease(config, chi)
+        except Exception:  # not known: the record stays pending, and the teardown looks again
+            made = None
+        else:
+            if made is None:
+                state.set_fate(entry, GONE, f"not created ({describe(exc)})")
+        if made is not None:
+            print(msg.LEASE_MADE_ANYWAY(name=config.lease_name, error=describe(exc)), flush=True)
+            state.settle(entry, made.name, str(made.id))
+            return made
+        raise ProvisioningError(msg.LEASE_NOT_MADE(name=config.lease_name, error=describe(exc),
+                                                   node_type=config.node_type, site=config.site,
+                                                   when=when)) from exc
+    state.settle(entry, lease.name, lease.id)
     return lease
 
 
@@ -114,8 +153,9 @@ def _status_line(lease: Any, status: str, start: Any, deadline: Any, config: Cha
 
 def _read_status(lease: Any, config: ChameleonConfig, deadline: Any, seen: set[str]) -> Any:
     """``lease.status`` (a Blazar read in python-chi). A failure that may pass (a connection reset, a 503)
-    is printed once and tried again every ``POLL_S`` until ``deadline``; a stop is raised as it is, and a
-    failure no retry mends (``errors.permanent``: 401/403/404) ends the wait at once, in one line."""
+    is printed once and tried again every ``POLL_S`` until ``deadline`` (``None``: it is not tried again,
+    and None is returned); a stop is raised as it is, and a failure no retry mends (``errors.permanent``:
+    401/403/404) ends the wait at once, in one line."""
     while True:
         try:
             return lease.status
@@ -123,46 +163,53 @@ def _read_status(lease: Any, config: ChameleonConfig, deadline: Any, seen: set[s
             stop = stop_in(exc)
             if stop is not None:
                 raise stop from None
+            if gone(exc):
+                raise ProvisioningError(msg.LEASE_GONE(name=lease.name, error=describe(exc))) from exc
             if permanent(exc):
-                raise ProvisioningError(
-                    f"reading {lease_label(lease)}'s status failed ({describe(exc)}): "
-                    f"{hint_for(exc) or 'check it in the GUI (Reservations → Leases)'}; then run this step "
-                    "again (the lease is reused)") from exc
+                advice = hint_for(exc) or "check it in the GUI (Reservations → Leases)"
+                raise ProvisioningError(msg.LEASE_STATUS_REFUSED(name=lease.name, error=describe(exc),
+                                                                 advice=advice)) from exc
+            if deadline is None:
+                print(msg.LEASE_STATUS_NOT_READ_AHEAD(name=lease.name, error=describe(exc)), flush=True)
+                return None
             if times.utcnow() >= deadline:
-                raise ProvisioningError(
-                    f"{lease_label(lease)}'s status could not be read until the wait's end (the last error: "
-                    f"{describe(exc)}): check it in the GUI (Reservations → Leases; it is kept) and run this "
-                    "step again") from exc
+                raise ProvisioningError(msg.LEASE_STATUS_UNREADABLE(name=lease.name,
+                                                                    error=describe(exc))) from exc
             text = describe(exc)
             if text not in seen:
                 seen.add(text)
-                print(f"Reading {lease_label(lease)}'s status failed ({text}); trying again every "
-                      f"{POLL_S:.0f} s until the wait's end: the lease is kept meanwhile", flush=True)
+                print(msg.LEASE_STATUS_RETRY(name=lease.name, error=text, every=f"{POLL_S:.0f}"), flush=True)
             times.sleep(POLL_S)
+
+
+def _not_active(lease: Any, status: str) -> ProvisioningError:
+    return ProvisioningError(msg.LEASE_NOT_ACTIVE(name=lease.name, status=status))
 
 
 def wait_lease_active(lease: Any, config: ChameleonConfig, state: State, require_active: bool = True) -> Any:
     """Wait until ACTIVE, up to ``lease_timeout_s`` after its start; return it ACTIVE.
 
     A lease starting more than ``lease_wait_minutes`` from now is marked kept in the state file
-    (reserved for a later run) and returned as it is, or — ``require_active`` — stops with a
-    ``LeaseNotStarted`` that says when to run again. ERROR is an error (python-chi's own ``wait``
-    returns on ERROR too, so it is never relied on). A status read that fails is tried again
+    (reserved for a later run) *before* its status is read once, and returned as it is, or —
+    ``require_active`` — stops with a ``LeaseNotStarted`` that says when to run again: a read that fails
+    is not tried again until its start. ERROR is an error (python-chi's own ``wait`` returns on ERROR
+    too, so it is never relied on). Within the wait a status read that fails is tried again
     (``_read_status``) until the wait's end.
     """
     start = times.to_utc(getattr(lease, "start_date", None))
     now = times.utcnow()
     deadline = max(start or now, now) + timedelta(seconds=config.lease_timeout_s)
     seen: set[str] = set()
-    status = _read_status(lease, config, deadline, seen)
-    if status not in ("ACTIVE", "ERROR") and start is not None and \
-            start - now > timedelta(minutes=config.lease_wait_minutes):
+    later = later_than_the_wait(start, config)
+    if later:  # recorded kept before anything can fail: a stop in the read below leaves it kept
+        state.record("lease", lease.name, lease.id, ADOPTED, config, keep=later)
+    status = _read_status(lease, config, None if later else deadline, seen)
+    if later and start is not None and status != "ACTIVE":
+        if status == "ERROR" or status in ENDED:
+            raise _not_active(lease, str(status))
         left = times.show_span((start - now).total_seconds())
-        line = (f"Lease {lease.name} starts {times.show_time(start, config.site)}, in {left}: more than "
-                f"the {config.lease_wait_minutes} min this step waits, so it is kept reserved; run this step "
-                "again after it starts")
-        state.record("lease", lease.name, lease.id, ADOPTED, config,
-                     keep=f"starts {start:%Y-%m-%d %H:%M} UTC")
+        line = msg.LEASE_LATER(name=lease.name, start=times.show_time(start, config.site), left=left,
+                               minutes=config.lease_wait_minutes)
         if require_active:
             raise LeaseNotStarted(line)
         print(line, flush=True)
@@ -170,15 +217,11 @@ def wait_lease_active(lease: Any, config: ChameleonConfig, state: State, require
     last_print = None
     while status != "ACTIVE":
         if status == "ERROR" or status in ENDED:
-            raise ProvisioningError(
-                f"lease {lease.name} is {status}, not ACTIVE: if it is ERROR, delete it (teardown, or the "
-                "GUI) and create it again, possibly at another time or site")
+            raise _not_active(lease, str(status))
         now = times.utcnow()
         if now >= deadline:
-            raise ProvisioningError(
-                f"{lease_label(lease)} is still {status} after waiting up to "
-                f"{times.show_span(config.lease_timeout_s)} past its start time: check it in the GUI "
-                "(Reservations → Leases; it is kept) and run this step again")
+            raise ProvisioningError(msg.LEASE_STILL_PENDING(name=lease.name, status=status,
+                                                            wait=times.show_span(config.lease_timeout_s)))
         remaining = ((start - now) if start is not None and start > now else (deadline - now)).total_seconds()
         every = 60.0 if remaining <= 600 else 300.0  # the time left: each minute in the last ten
         if last_print is None or (now - last_print).total_seconds() >= every:
@@ -199,21 +242,17 @@ def ensure_lease(config: ChameleonConfig, chi: ChiApi, state: State, require_act
     lease = find_lease(config, chi)
     if lease is None:
         if config.lease_id:
-            raise ProvisioningError(
-                f"no lease with id {config.lease_id} in project {config.project} at {config.site}: check the "
-                "id (GUI: Reservations → Leases) or leave lease_id / CHI_LEASE_ID empty to create one")
+            raise ProvisioningError(msg.NO_LEASE_WITH_ID(lease_id=config.lease_id, project=config.project,
+                                                         site=config.site))
         print(f"No live lease named {config.lease_name!r} (lease_name) in project {config.project} at "
               f"{config.site}: creating it. If you meant a lease made another way (the original lab names it "
               "serve_system_<netID> in the GUI), set lease_name or lease_id to that one and delete this one "
               "(notebook 08)", flush=True)
         lease = create_lease(config, chi, state)
     else:
-        status = lease.status
+        status = read_status(lease)
         if status == "ERROR":
-            raise ProvisioningError(
-                f"{lease_label(lease)} exists and is in ERROR: delete it (provisioning teardown "
-                "with delete_adopted, or the GUI) and run this step again, or choose another lease_name / "
-                "CHI_LEASE_NAME")
+            raise ProvisioningError(msg.LEASE_IN_ERROR(name=lease.name))
         earlier = state.reserved_earlier("lease", config, lease.id)
         if earlier is not None:
             print(f"{lease_label(lease)} was created by the lab for a later run ({earlier}): this run's "
@@ -229,6 +268,5 @@ def node_reservation_id(lease: Any, config: ChameleonConfig) -> str:
     """The id of the lease's node reservation, which the server launch needs."""
     reservations = list(lease.node_reservations)
     if not reservations:
-        raise ProvisioningError(
-            f"{lease_label(lease)} has no node reservation: delete it and create it again")
+        raise ProvisioningError(msg.NO_NODE_RESERVATION(name=lease.name))
     return str(reservations[0]["id"])

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from provisioning import messages as msg
 from provisioning import times  # times.sleep is looked up at call time (the tests' fake clock)
 from provisioning.config import ChameleonConfig, ProvisioningError
 from provisioning.errors import describe
@@ -32,11 +33,13 @@ from servelab.core.paths import REPO_ROOT
 NODE_SETUP_SCRIPT = Path(__file__).with_name("node_setup.sh")
 REMOTE_SCRIPT = "node_setup.sh"
 REMOTE_TARBALL = "serve-system-lab.tar.gz"
-# built, gitignored files the images and the model repository need; and the class's image registry
-# (docker/.env: README's registry step), sent whenever present, listed or not
+# built, gitignored files the images and the model repository need: sent whenever present, listed or not
 ARTIFACT_GLOBS = ("artifacts/food11.*", "fastapi_pt/food11.pth", "fastapi_onnx/food11.onnx",
                   "models_staging/*/1/food11.pth", "models_staging/*/1/model.onnx",
-                  "models_staging/*/1/*.json", "docker/.env")
+                  "models_staging/*/1/*.json")
+# compose's settings file: the class's registry when the instructor commits it, else this machine's own
+# (MAX_BATCH, FLASK_PORT, SERVELAB_LLM...), which must not change the node's measurements
+LOCAL_SETTINGS = "docker/.env"
 # the lab's files in a copy without git (a Trovi import, a zip): `git ls-files > provisioning/lab-files.txt`
 MANIFEST = "provisioning/lab-files.txt"
 # run in the code directory after node_setup.sh; its last stdout line is "jupyter: <url>"
@@ -57,9 +60,7 @@ def node_setup_env(config: ChameleonConfig) -> dict[str, str]:
         env["CODE_TARBALL"] = REMOTE_TARBALL
     else:
         if not config.repo_url:
-            raise ProvisioningError(
-                "code_source='git' needs the lab's repository URL: pass repo_url=... or set "
-                "SERVELAB_REPO_URL (or use code_source='upload', the default, to send this checkout)")
+            raise ProvisioningError(msg.GIT_NEEDS_REPO_URL(what="checkout"))
         env["REPO_URL"] = config.repo_url
     return env
 
@@ -84,9 +85,7 @@ def jupyter_url(stdout: str, address: str) -> str:
     """The URL from ``./lab jupyter``'s ``jupyter: <url>`` line, with the node's address for localhost."""
     urls = [match.group(1) for line in stdout.splitlines() if (match := JUPYTER_LINE.match(line.strip()))]
     if not urls:
-        raise ProvisioningError(
-            "`./lab jupyter` finished without printing its 'jupyter: <url>' line: run "
-            f"`{JUPYTER_COMMAND}` in the code directory on the node (ssh cc@{address}) to see why")
+        raise ProvisioningError(msg.NO_JUPYTER_LINE(command=JUPYTER_COMMAND, address=address))
     parts = urlsplit(urls[-1])
     if parts.hostname in LOCAL_HOSTS:
         netloc = address + (f":{parts.port}" if parts.port else "")
@@ -122,8 +121,7 @@ def manifest_files(root: Path) -> list[Path] | None:
             continue
         rel = Path(line)
         if rel.is_absolute() or ".." in rel.parts:
-            raise ProvisioningError(f"{manifest} lists {line!r}, which is outside the lab's folder: restore "
-                                    "the file from the lab's repository")
+            raise ProvisioningError(msg.MANIFEST_LEAVES_FOLDER(manifest=manifest, line=line))
         files.append(rel)
     return files
 
@@ -135,22 +133,27 @@ def checkout_files(root: Path = REPO_ROOT) -> list[Path]:
     Trovi import lands at the top of the hub's work folder, beside ``.ssh`` and everything else; an
     unpacked zip; a copy): the files ``MANIFEST`` lists, which ships with the lab and is
     ``git ls-files`` written out (a test fails when the two differ). Nothing else in the folder is
-    ever sent but ``ARTIFACT_GLOBS``: the built artefacts and ``docker/.env`` (the class's image registry,
-    committed by the instructor: a copy whose file list predates it must not build instead of pulling).
-    Reasons: docs/decisions/2026-11-25-class-day-provisioning.md, 2026-11-28-class-day-third-pass.md.
+    ever sent but ``ARTIFACT_GLOBS``, the built artefacts. ``docker/.env`` goes only tracked or listed (the
+    class's registry, committed by the instructor); one that is neither is this machine's and stays, said in
+    one line. Reasons: docs/decisions/2026-11-25-class-day-provisioning.md,
+    2026-12-01-class-day-fourth-pass.md.
     """
     listed = _git_files(root)
     if listed is None:
         listed = manifest_files(root)
     if listed is None:
-        raise ProvisioningError(
-            f"{root} is neither a git clone of the lab nor a copy with its file list ({MANIFEST}), so what "
-            "belongs to the lab is not known and nothing is uploaded: clone the lab, or use "
-            "code_source='git' with repo_url / SERVELAB_REPO_URL")
+        raise ProvisioningError(msg.NOT_A_CLONE_NOR_A_COPY(root=root, manifest=MANIFEST))
     files = set(listed)
     for pattern in ARTIFACT_GLOBS:
         files.update(path.relative_to(root) for path in root.glob(pattern))
     return sorted(path for path in files if (root / path).is_file() and not (root / path).is_symlink())
+
+
+def local_settings_note(root: Path = REPO_ROOT) -> str:
+    """The line saying that ``docker/.env`` stays here (neither tracked nor listed), else ""."""
+    if not (root / LOCAL_SETTINGS).is_file() or Path(LOCAL_SETTINGS) in checkout_files(root):
+        return ""
+    return msg.LOCAL_SETTINGS_STAY(settings=LOCAL_SETTINGS, manifest=MANIFEST)
 
 
 def _executable(root: Path, rel: Path) -> bool:
@@ -203,10 +206,10 @@ def _upload(server: Any, config: ChameleonConfig, local: str, remote: str) -> No
         except Exception as exc:
             if attempt == UPLOAD_ATTEMPTS or not _transient(exc):
                 tries = f" after {attempt} attempts" if attempt > 1 else ""
-                raise ProvisioningError(
-                    f"uploading {name} to the node failed{tries} ({describe(exc)})") from exc
-            print(f"[upload] {name}: attempt {attempt} of {UPLOAD_ATTEMPTS} failed ({describe(exc)}); trying "
-                  f"again in {UPLOAD_RETRY_S:.0f} s (the node may still be setting up SSH)", flush=True)
+                raise ProvisioningError(msg.UPLOAD_FAILED(name=name, tries=tries,
+                                                          error=describe(exc))) from exc
+            print(msg.UPLOAD_RETRY(name=name, attempt=attempt, attempts=UPLOAD_ATTEMPTS, error=describe(exc),
+                                   every=f"{UPLOAD_RETRY_S:.0f}"), flush=True)
             times.sleep(UPLOAD_RETRY_S)
 
 
@@ -222,15 +225,12 @@ def run_on_node(server: Any, config: ChameleonConfig, command: str) -> str:
                                 config=stoppable_config(timeouts={"command": limit}))
     except Exception as exc:
         if type(exc).__name__ == "CommandTimedOut":  # invoke's, raised by run() at the command timeout
-            raise ProvisioningError(
-                f"`{command}` did not finish on the node within {limit} s: log in (ssh "
-                f"{config.ssh_user}@<floating IP>) to see what it waits for, then run launch again") from exc
+            raise ProvisioningError(msg.NODE_COMMAND_HUNG(command=command, limit=limit,
+                                                          user=config.ssh_user)) from exc
         result = getattr(exc, "result", None)
         if result is not None and hasattr(result, "exited"):  # Fabric/invoke UnexpectedExit
-            raise ProvisioningError(
-                f"`{command}` failed on the node with exit code {result.exited}: its output above says "
-                "why; fix that and run launch again (the lease and the server are reused)") from exc
-        raise ProvisioningError(f"running `{command}` on the node failed ({describe(exc)})") from exc
+            raise ProvisioningError(msg.NODE_COMMAND_FAILED(command=command, code=result.exited)) from exc
+        raise ProvisioningError(msg.NODE_COMMAND_UNREACHABLE(command=command, error=describe(exc))) from exc
     return str(getattr(result, "stdout", "") or "")
 
 
@@ -243,6 +243,9 @@ def run_node_setup(server: Any, config: ChameleonConfig, workdir: Path,
     """
     _upload(server, config, str(NODE_SETUP_SCRIPT), REMOTE_SCRIPT)
     if config.code_source == "upload":
+        note = local_settings_note(root)
+        if note:
+            print(note, flush=True)
         tarball = checkout_tarball(workdir / REMOTE_TARBALL, root)
         print(f"Uploading the checkout ({tarball.stat().st_size / 1e6:.1f} MB)")
         _upload(server, config, str(tarball), REMOTE_TARBALL)

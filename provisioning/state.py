@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from provisioning import messages as msg
+from provisioning import times
 from provisioning.config import ChameleonConfig, ProvisioningError
 from servelab.core.paths import shown
 
@@ -47,6 +49,7 @@ class Resource:
     fate: str = LIVE
     keep: str = ""  # why teardown keeps a resource this lab created (a lease reserved for a later run)
     detail: str = ""  # the last thing teardown did or could not do
+    pending: str = ""  # the create call was sent then (UTC, ISO) and its answer not recorded: no id yet
 
     @property
     def label(self) -> str:
@@ -66,9 +69,8 @@ class State:
                 self.resources = [Resource(**{k: v for k, v in item.items() if k in known})
                                   for item in data.get("resources", [])]
             except (ValueError, TypeError, AttributeError) as exc:
-                raise ProvisioningError(
-                    f"{shown(str(self.path))} is not a provisioning state file ({exc}): move it away and "
-                    "check the GUI for leftover leases, servers and floating IPs") from exc
+                raise ProvisioningError(msg.STATE_FILE_UNREADABLE(path=shown(str(self.path)),
+                                                                  error=exc)) from exc
 
     def _matches(self, entry: Resource, kind: str, config: ChameleonConfig) -> bool:
         return entry.kind == kind and entry.site == config.site and entry.project == config.project
@@ -99,10 +101,32 @@ class State:
             self.resources.append(entry)
         else:
             entry.name, entry.id = name, rid or entry.id
+            if entry.id:
+                entry.pending = ""  # found again by name: the answer a cut create call never gave
             if entry.origin != CREATED:
                 entry.origin = origin
         if keep is not None:
             entry.keep = keep
+        self.save()
+        return entry
+
+    def begin(self, kind: str, name: str, config: ChameleonConfig, keep: str = "") -> Resource:
+        """Record a resource as created *before* the call that creates it (no id yet, ``pending`` now): a
+        stop while the call is in flight, or before its answer is recorded, leaves a record that teardown
+        resolves by ``name`` (a lease's or a server's unique name; for a floating IP, ``pending_ip_name``).
+        A pending record a cut run left for the same resource is taken up again, not doubled."""
+        cut = [e for e in self.live(kind, config) if e.pending and e.id is None and e.name == name]
+        entry = cut[0] if cut else None
+        if entry is None:
+            entry = Resource(kind, name, None, CREATED, config.site, config.project)
+            self.resources.append(entry)
+        entry.pending, entry.keep = times.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"), keep
+        self.save()
+        return entry
+
+    def settle(self, entry: Resource, name: str, rid: str | None) -> Resource:
+        """The create call's answer: ``entry`` (from ``begin``) gets the resource's name and id."""
+        entry.name, entry.id, entry.pending = name, rid, ""
         self.save()
         return entry
 

@@ -12,6 +12,7 @@ import re
 import time
 from datetime import datetime, timedelta, timezone, tzinfo
 
+from provisioning import messages as msg
 from provisioning.errors import ProvisioningError
 
 # a site's wall clock (its time zone database name); an unknown site shows UTC
@@ -81,10 +82,8 @@ def parse_start(text: str, site: str, now: datetime | None = None) -> datetime |
     try:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise ProvisioningError(
-            f"lease_start={text!r} is not a time: use ISO 8601 (e.g. 2026-11-24 09:00 in {site}'s time "
-            f"zone, {SITE_TIME_ZONES.get(site, 'UTC')}, or 2026-11-24T15:00Z), +2h from now, or leave it "
-            "empty to start now") from None
+        raise ProvisioningError(msg.LEASE_START_NOT_A_TIME(text=text, site=site,
+                                                           zone=SITE_TIME_ZONES.get(site, "UTC"))) from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=site_zone(site))
     return ceil_minute(parsed.astimezone(timezone.utc))

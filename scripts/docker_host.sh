@@ -215,7 +215,7 @@ build_step() {  # build_step KEY: build it (or pull it prebuilt), its output in 
 }
 
 # The images in the order the notebooks need them: 03's first (Jupyter, FastAPI, GourmetGram), then
-# Triton (04-07, 10), then the LLM engines (09); vLLM's only where a GPU can run it; last, 11's Model
+# Triton (04 on), then the LLM engines (09); vLLM's only where a GPU can run it; last, 11's Model
 # Analyzer image where the stacks get the GPUs (on a CPU host 11 runs it from the Jupyter image).
 FIRST_KEYS=(jupyter fastapi_pt fastapi_onnx)
 rest_keys() {

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from servelab.core.lab_steps import core_on_the_node, on_the_node
+
 REPO_ROOT: Path = Path(os.environ.get("SERVELAB_ROOT", Path(__file__).resolve().parents[2]))
 ARTIFACTS_DIR: Path = Path(os.environ.get("SERVELAB_ARTIFACTS", REPO_ROOT / "artifacts"))
 RESULTS_DIR: Path = REPO_ROOT / "results"  # runs go here unless $SERVELAB_RESULTS (results.store) says
@@ -17,9 +19,21 @@ MANIFEST_NAME = "food11.json"
 
 BUILD_COMMAND = "python -m servelab.core.model build"
 
-# Where each notebook runs on Chameleon, said the same way everywhere: 01, 02 and 08 in the hub's Jupyter,
-# these in the node's (docs/decisions/2026-11-22-gpu-node-where-things-run.md)
-ON_THE_NODE = "03–07 and 09–11"
+# Where each notebook runs on Chameleon, said the same way everywhere, from the registry of the lab's steps
+# (servelab.core.lab_steps): these in the node's Jupyter, the rest in the hub's
+# (docs/decisions/2026-11-22-gpu-node-where-things-run.md); the core a lease must hold, the rest optional
+ON_THE_NODE = on_the_node()
+CORE_ON_THE_NODE = core_on_the_node()
+
+
+def notebook_numbers(text: str) -> list[str]:
+    """The notebook numbers a range text names, in order (``lab_steps.ranges`` reversed)."""
+    import re
+
+    numbers: list[str] = []
+    for first, last in re.findall(r"(\d{2})(?:\s*[–-]\s*(\d{2}))?", text):
+        numbers += [f"{n:02d}" for n in range(int(first), int(last or first) + 1)]
+    return numbers
 
 
 def shown(text: str) -> str:

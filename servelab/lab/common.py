@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
+from servelab.core.lab_steps import LAB_STEPS, written_by
 from servelab.core.paths import ON_THE_NODE, REPO_ROOT
 from servelab.lab.params import LabParams
 from servelab.results.store import append_rows, read_rows, results_dir, run_folder
@@ -66,9 +67,9 @@ def concat(*frames: pd.DataFrame) -> pd.DataFrame:
     return joined if kind is None else Measured.of(joined, kind)
 
 
-# which notebooks store rows under each experiment's name
-WRITTEN_BY = {"fastapi": "03", "flask": "03, 04, 06", "triton": "04, 05, 06, 07, 11", "llm": "09",
-              "scaling": "10 (and Triton's queue policy)", "scaling_series": "10", "model_analyzer": "11"}
+# which notebooks store rows under each experiment's name (the registry of the lab's steps)
+WRITTEN_BY = {table: ", ".join(written_by(table))
+              for table in dict.fromkeys(t for s in LAB_STEPS for t in s.tables)}
 
 
 def settings(config: Any) -> pd.DataFrame:
@@ -98,12 +99,13 @@ def results_overview(directory: Path | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["experiment", "notebooks", "rows", "file"])
 
 
-def open_stack(p: LabParams) -> Stack:
-    """The target's stack: local processes, or compose on this host (the node's Jupyter on Chameleon).
+def open_stack(p: LabParams, **options: Any) -> Stack:
+    """The target's stack: local processes, or compose on this host (the node's Jupyter on Chameleon);
+    ``options`` go to it as to ``get_stack`` (``triton_flags=[...]``: server flags after the lab's).
 
     ``target="chameleon"`` raises a TargetError that says where notebooks ``ON_THE_NODE`` run instead.
     """
-    return get_stack(p.target, **_local_options(p.target))
+    return get_stack(p.target, **_local_options(p.target), **options)
 
 
 def stop_stacks(p: LabParams) -> None:

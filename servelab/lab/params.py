@@ -23,6 +23,7 @@ from typing import Any
 
 from servelab.llm.validation import CB_BLOCK_SIZE, CB_NUM_BLOCKS
 from servelab.targets.base import TARGETS
+from servelab.triton.defaults import MAX_QUEUE_DELAY_US, PREFERRED_BATCH_SIZES
 
 PRESETS = ("quick", "full")
 TARGET_VARIABLE = "SERVELAB_TARGET"  # the target a notebook's `target = None` means, where it is set
@@ -124,7 +125,7 @@ SPECS: dict[str, Spec] = {
     "fastapi_workers": Spec(None, None, _optional(_int(2, 64)),
                             "worker processes in 03's 'one process vs N' step (None: one per core on a CPU, "
                             "half the cores on a GPU, 2 to 8)"),
-    # 04-07 Triton / perf_analyzer
+    # Triton / perf_analyzer (04 on)
     "concurrency_levels": Spec([1, 8, 16], [1, 8, 16], _list_of(_int(1, 256), increasing=True),
                                "perf_analyzer concurrency sweep (Python backend)"),
     "client_batch": Spec(16, 16, _int(1, 16),
@@ -153,10 +154,12 @@ SPECS: dict[str, Spec] = {
                                "constant vs Poisson rate, as a fraction of the measured capacity"),
     "rate_fractions": Spec([0.6, 1.2], [0.5, 0.75, 1.0, 1.25], _list_of(_number(0.0, 2.0), increasing=True),
                            "Poisson rates for dynamic batching, as fractions of the measured capacity"),
-    "preferred_batch_sizes": Spec([4, 6, 8], [4, 6, 8], _list_of(_int(1, 16), increasing=True),
+    "preferred_batch_sizes": Spec(PREFERRED_BATCH_SIZES, PREFERRED_BATCH_SIZES,
+                                  _list_of(_int(1, 16), increasing=True),
                                   "dynamic batching: preferred batch sizes"),
-    "max_queue_delay_us": Spec(100, 100, _int(0, 10_000_000), "dynamic batching: max queue delay (µs)"),
-    # 11 Model Analyzer: your configuration from 05-07, the constraint, the search's space and time
+    "max_queue_delay_us": Spec(MAX_QUEUE_DELAY_US, MAX_QUEUE_DELAY_US, _int(0, 10_000_000),
+                               "dynamic batching: max queue delay (µs)"),
+    # 11 Model Analyzer: your configuration from 05, 06 and 07, the constraint, the search's space and time
     "constraint_concurrency": Spec(8, 8, _int(1, 256), "the constraint's load: clients sending back to back"),
     "p99_budget_ms": Spec(None, None, _optional(_int(1, 3_600_000)),
                           "the constraint: p99 at most this many ms (not set: 1.5 × your "

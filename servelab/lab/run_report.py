@@ -1,37 +1,28 @@
-"""The lab's report: its notebooks in order, each with the steps that report on it (``servelab.report``)."""
+"""The lab's report: its notebooks in order, each with the modules that report on it (``servelab.report``),
+as the registry of the lab's steps (``servelab.core.lab_steps``) names them."""
 
 from __future__ import annotations
 
+from importlib import import_module
 from pathlib import Path
+from typing import cast
 
-from servelab.lab import (
-    step03_fastapi,
-    step04_triton_python,
-    step05_instance_scaling,
-    step06_onnx_backend,
-    step07_dynamic_batching,
-    step09_llm_serving,
-    step09_vllm,
-    step10_report,
-    step11_report,
-)
+from servelab.core.lab_steps import LAB_STEPS, LabStep
 from servelab.report import html
 from servelab.report.effects import Check
-from servelab.report.html import Notebook
+from servelab.report.html import Notebook, ReportStep
 from servelab.results.schema import RunData
 
-# each notebook's steps draw its report sections and check its expected effects (sections, rules); its
-# rows are the `step` values of the Triton rows it measures (the verdict counts their warnings, recoveries)
-NOTEBOOKS = (
-    Notebook("03_fastapi", (step03_fastapi,)),
-    Notebook("04_triton_python", (step04_triton_python,), ("python_concurrency", "python_client_batch")),
-    Notebook("05_instance_scaling", (step05_instance_scaling,), ("instance_scaling", "threads_lesson")),
-    Notebook("06_onnx_backend", (step06_onnx_backend,), ("onnx_backend", "python_vs_onnx", "onnx_scaling")),
-    Notebook("07_dynamic_batching", (step07_dynamic_batching,), ("capacity", "arrivals", "dynamic_batching")),
-    Notebook("09_llm_serving", (step09_llm_serving, step09_vllm)),
-    Notebook("10_scaling_out", (step10_report,)),
-    Notebook("11_model_analyzer", (step11_report,), ("your_configuration", "model_analyzer_pick")),
-)
+
+def notebook(step: LabStep) -> Notebook:
+    """A lab step as the report sees it: its modules draw its report sections and check its expected effects
+    (``sections``, ``rules``); its rows are the names of the Triton rows it measures (the verdict counts
+    their warnings, recoveries)."""
+    modules = tuple(cast(ReportStep, import_module(f"servelab.lab.{name}")) for name in step.report)
+    return Notebook(step.name, modules, step.triton_rows)
+
+
+NOTEBOOKS = tuple(notebook(step) for step in LAB_STEPS if step.report)
 STEPS = tuple(step for notebook in NOTEBOOKS for step in notebook.steps)
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servelab.core import procs
+from servelab.core import lab_steps, procs
 from servelab.core.console import say
 from servelab.core.cpu import cpu_cores, cpu_model
 from servelab.core.paths import REPO_ROOT
@@ -85,27 +85,27 @@ class RunOutcome:
 
 
 def notebook_paths(only: Sequence[str] | None = None) -> list[Path]:
-    """The lab's notebooks in order (``NN_name.ipynb``); ``only`` keeps those whose prefix matches."""
-    paths = sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
+    """The lab's notebooks in order (``NN_name.ipynb``, as the registry of the lab's steps names them);
+    ``only`` keeps those whose prefix matches."""
+    paths = [NOTEBOOK_DIR / f"{step.name}.ipynb" for step in lab_steps.LAB_STEPS]
+    missing = [p.name for p in paths if not p.is_file()]
+    if missing:
+        raise ParameterError(f"{', '.join(missing)} missing in {NOTEBOOK_DIR}: generate them with "
+                             "`.venv/bin/jupytext --sync notebooks/*.py`")
     if only:
         wanted = {o.zfill(2) if o.isdigit() else o for o in only}
         paths = [p for p in paths if p.name[:2] in wanted or p.stem in wanted]
         if not paths:
             raise ParameterError(f"--only {' '.join(only)} matches no notebook in {NOTEBOOK_DIR}: "
                                  "give notebook numbers such as --only 03 04")
-    if not paths:
-        raise ParameterError(f"no notebooks in {NOTEBOOK_DIR}: generate them with "
-                         "`.venv/bin/jupytext --sync notebooks/*.py`")
     return paths
 
 
-TEARDOWN = "08_teardown"  # gives the node back: after 09–11, which start and stop their own engines
-
-
 def run_order(paths: Sequence[Path]) -> list[Path]:
-    """The order a headless run executes ``paths`` in: the lab's, with the teardown last, so that its
-    summary of the run's measurements includes 09's and 10's."""
-    return sorted(paths, key=lambda path: path.stem == TEARDOWN)
+    """The order a headless run executes ``paths`` in: the lab's, the teardown last (``lab_steps.run_order``),
+    so that its summary of the run's measurements includes the optional steps'."""
+    by_name = {path.stem: path for path in paths}
+    return [by_name[name] for name in lab_steps.run_order(by_name)]
 
 
 def new_run_dir(preset: str, base: Path | None = None, path: Path | None = None) -> Path:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from servelab.core.lab_steps import LAB_STEPS, LabStep
 from servelab.core.paths import ARTIFACTS_DIR, REPO_ROOT, STAGING_DIR
 from servelab.results.store import host_facts
 
@@ -59,7 +60,7 @@ LESSONS = [
            "executions carry several requests although each client sends one image; at 8 clients "
            "52 → 79 infer/s", "batcher",
            MEASURED + "; the arrival rates are fractions of this machine's measured capacity"),
-    Lesson("GPU utilisation while the load runs: nvtop (04-07)", "a GPU",
+    Lesson("GPU utilisation while the load runs: nvtop (04, 05, 06 and 07)", "a GPU",
            "low while requests queue for the Python backend; full with the ONNX backend on both GPUs",
            "lab", "not available: CPU utilisation per core instead"),
     Lesson("Triton's onnxruntime backend (06)", "the GPU image (its Triton has the backend)",
@@ -104,6 +105,37 @@ class LessonTable:
         blocks = [f"{r.lesson}\n  needs: {r.needs}\n  {self.expected_header.split(' (')[0]}: {r.expected} "
                   f"[{r.source}]\n  on a CPU-only run: {r.cpu_run}" for r in self.rows]
         return "\n".join([*blocks, "", *(f"[{key}] {text}" for key, text in self.sources.items())])
+
+
+WHERE_WORDS = {"hub": "Chameleon's Jupyter (target chameleon)", "node": "the node's Jupyter (target docker)",
+               "any": "anywhere: read it"}
+LEASE_WORDS = {"before": "before the lease", "start": "at the lease's start", "core": "in the lease: core",
+               "optional": "in the lease, if there is time", "end": "at the lease's end, after the rest"}
+
+
+@dataclass
+class StepTable:
+    """The lab's steps as a table: Markdown in Jupyter, the same text as plain output (no cell cut short)."""
+
+    steps: tuple[LabStep, ...]
+
+    def _repr_markdown_(self) -> str:
+        header = ["step", "notebook", "runs in", "when", "what it measures"]
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += [f"| {s.number} | `{s.name}`: {s.title} | {WHERE_WORDS[s.where]} | {LEASE_WORDS[s.lease]} | "
+                  f"{s.measures} |" for s in self.steps]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return "\n".join(f"{s.number} {s.name}: {s.title}\n  runs in {WHERE_WORDS[s.where]}, "
+                         f"{LEASE_WORDS[s.lease]}" + f"\n  measures {s.measures}" * bool(s.measures)
+                         for s in self.steps)
+
+
+def lab_steps() -> StepTable:
+    """The lab's steps as its registry lists them (``servelab.core.lab_steps``): the notebook, where it runs
+    on Chameleon, when in the lease, and what it measures."""
+    return StepTable(LAB_STEPS)
 
 
 def lessons() -> LessonTable:

@@ -22,7 +22,7 @@ from servelab.scaling.cluster import Cluster, cluster_gpus, ray_processes
 from servelab.scaling.config import Scaling, field_map, hpa_manifest, keda_manifest
 from servelab.scaling.load import LoadRun, Phase, closed_loop, run_schedule, scale_events
 
-# Triton's answer to the same question (notebooks 04-07's engine): a queue policy with two limits
+# Triton's answer to the same question (the engine of the Triton notebooks): a queue policy with two limits
 TRITON_QUEUE_POLICY = """# config.pbtxt: a request that finds 4 waiting is refused on arrival; one that has
 # waited 100 ms in the queue is refused then: two limits, and two different waits
 dynamic_batching {

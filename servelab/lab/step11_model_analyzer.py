@@ -1,4 +1,4 @@
-"""Notebook 11: Triton Model Analyzer searches the knobs 05-07 turned by hand; its pick beside yours.
+"""Notebook 11: Triton Model Analyzer searches the knobs 05, 06 and 07 turned by hand; its pick beside yours.
 
 The student's configuration (instances, dynamic batching) is measured at the constraint's concurrency;
 the constraint (a p99 budget there) is stated from it; Model Analyzer searches instance counts, max batch
@@ -78,7 +78,7 @@ def ready(p: LabParams) -> bool:
 
 
 def measure_configuration(triton: Triton, p: LabParams, step: str, label: str) -> pd.DataFrame:
-    """The live configuration at ``constraint_concurrency`` clients, as 05-07 measure (the lab's
+    """The live configuration at ``constraint_concurrency`` clients, as 05, 06 and 07 measure (the lab's
     perf_analyzer windows), labelled with its knobs. The windows settle as the preset's rate levels do
     (``band``: quick takes any spread between them, and the verdicts weigh it as noise): at this load on a
     shared CPU they disagree too far for the concurrency band, and an unsettled level is never counted."""

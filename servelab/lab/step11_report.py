@@ -168,7 +168,8 @@ def usable_rows(triton: pd.DataFrame, step: str) -> pd.DataFrame:
 
 def _knob(value: object) -> str:
     """A configuration's setting as one text whatever pandas made of it: a whole number stored as a
-    float (a column the 04-07 rows leave empty: 2.0) reads "2", a flag "True"/"False"."""
+    float (a column the rows of the other Triton notebooks leave empty: 2.0) reads "2", a flag
+    "True"/"False"."""
     if value is None or str(value) in ("True", "False"):  # a bool, numpy's too
         return str(value)
     try:

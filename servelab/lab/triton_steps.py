@@ -1,4 +1,4 @@
-"""The Triton plumbing notebooks 04-07 share: bring the server up, deploy and reconfigure a model,
+"""The Triton plumbing the Triton notebooks share: bring the server up, deploy and reconfigure a model,
 try it once, and measure it with perf_analyzer (with the server's statistics and utilisation).
 """
 
@@ -23,6 +23,7 @@ from servelab.report.readings import read_breakdown
 from servelab.results.schema import TRITON_COLUMNS, normalise_triton
 from servelab.results.store import results_dir
 from servelab.targets.base import MODEL_REPOSITORY, Stack
+from servelab.triton.defaults import MAX_QUEUE_DELAY_US, PREFERRED_BATCH_SIZES
 
 
 @dataclass
@@ -247,8 +248,9 @@ def instance_threads(triton: Triton, name: str) -> int | None:
     return threads_of(cfg.backend, parameters, cpu, on_gpu, cpu_cores())
 
 
-def set_dynamic_batching(triton: Triton, name: str, preferred_batch_size: Sequence[int] = (4, 6, 8),
-                         max_queue_delay_microseconds: int = 100, enabled: bool = True,
+def set_dynamic_batching(triton: Triton, name: str,
+                         preferred_batch_size: Sequence[int] = PREFERRED_BATCH_SIZES,
+                         max_queue_delay_microseconds: int = MAX_QUEUE_DELAY_US, enabled: bool = True,
                          quiet: bool = False) -> None:
     """The model's ``dynamic_batching`` block, its fields named as in config.pbtxt (``enabled=False``
     removes the block); the diff is shown and the model reloaded."""

@@ -25,12 +25,14 @@ STUB_WAIT_S = 60.0
 
 def _stubs(triton: Triton, name: str) -> tuple[set[str], list[list[str]]]:
     """tritonserver's pid(s) on this port, and its Python-backend stub processes serving ``name``."""
+    from servelab.triton.command import listens_on
+
     argv = ["python3", "-c", PROCESS_LIST]
     out = triton.stack.run(argv, service="triton_server", timeout=60).check().stdout
     rows = [line.split(" ", 3) for line in out.splitlines() if line.count(" ") >= 3]
     servers = [r for r in rows if r[3].split()[0].endswith("tritonserver")]
     port = triton.url.rsplit(":", 1)[-1]
-    ours = [r for r in servers if f"--http-port={port}" in r[3].split()]
+    ours = [r for r in servers if listens_on(r[3].split(), port)]
     parents = {r[0] for r in ours or (servers if len(servers) == 1 else [])}
     return parents, [r for r in rows if r[1] in parents and "triton_python_backend_stub" in r[3]
                      and f"/{name}/1/" in r[3]]

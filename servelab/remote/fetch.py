@@ -17,7 +17,6 @@ import shlex
 import tarfile
 import tempfile
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -110,7 +109,8 @@ def _extract(tar: tarfile.TarFile, members: list[tarfile.TarInfo], dest: Path, t
 
 def within(seconds: float, what: str, action: Callable[[], T]) -> T:
     """``action()``, or ``FetchTimeout`` naming ``what`` once ``seconds`` have passed (it goes on in a
-    daemon thread, which the end of the connection or of the process ends). Its exception is re-raised."""
+    daemon thread, which the end of the connection or of the process ends). Its exception is re-raised.
+    The caller's thread only waits: a signal there (a stop) acts at once."""
     result: list[T] = []
     failed: list[BaseException] = []
 
@@ -124,31 +124,34 @@ def within(seconds: float, what: str, action: Callable[[], T]) -> T:
     worker.start()
     worker.join(max(0.0, seconds))
     if worker.is_alive():
-        raise FetchTimeout(f"{what} did not finish within {seconds:.0f} s")
+        raise FetchTimeout(f"{what} did not finish within {seconds:g} s")
     if failed:
         raise failed[0]
     return result[0]
 
 
-def fetch(shell: NodeShell, pack: str, remote_tarball: str, unpack_into: Callable[[Path], list[str]],
-          limit_s: float, what: str) -> list[str]:
-    """Run ``pack`` on the node, copy ``remote_tarball`` here and unpack it with ``unpack_into``, all
-    within ``limit_s`` seconds; the names unpacked. ``NothingToFetch`` when the pack found nothing,
-    ``FetchTimeout`` past the limit, a RuntimeError naming the exit code when the pack failed."""
-    started = time.monotonic()
-    packed = shell.run(pack, timeout=limit_s)
-    if packed == NO_RUN_FOLDER:
-        raise NothingToFetch(f"the node has no {what}")
-    if packed != 0:
-        raise RuntimeError(f"packing {what} on the node failed (exit {packed}; its output is above)")
-    left = limit_s - (time.monotonic() - started)
-    with tempfile.TemporaryDirectory() as tmp:
-        local = Path(tmp) / Path(remote_tarball).name
-        try:
-            within(left, f"copying {what} from the node", lambda: shell.get(remote_tarball, local))
-        except FetchTimeout:  # say the limit the caller set, not what the pack left of it
-            raise FetchTimeout(f"copying {what} from the node did not finish within {limit_s:g} s") from None
-        return unpack_into(local)
+def fetch(connect: Callable[[], NodeShell], pack: str, remote_tarball: str,
+          unpack_into: Callable[[Path], list[str]], limit_s: float, what: str) -> list[str]:
+    """Connect (``connect()``: the node's shell, whose first command opens the SSH connection), run ``pack``
+    on the node, copy ``remote_tarball`` here and unpack it with ``unpack_into``, all within one deadline of
+    ``limit_s`` seconds, the connection included (an SSH connect to a dead node can hang for minutes on its
+    own); the names unpacked. ``NothingToFetch`` when the pack found nothing, ``FetchTimeout`` past the
+    limit, a RuntimeError naming the exit code when the pack failed. The caller closes the shell
+    ``connect`` made (a copy cut by the limit may still be running on it)."""
+
+    def whole() -> list[str]:
+        shell = connect()
+        packed = shell.run(pack, timeout=limit_s)
+        if packed == NO_RUN_FOLDER:
+            raise NothingToFetch(f"the node has no {what}")
+        if packed != 0:
+            raise RuntimeError(f"packing {what} on the node failed (exit {packed}; its output is above)")
+        with tempfile.TemporaryDirectory() as tmp:
+            local = Path(tmp) / Path(remote_tarball).name
+            shell.get(remote_tarball, local)
+            return unpack_into(local)
+
+    return within(limit_s, f"copying {what} from the node", whole)
 
 
 def _check_members(members: list[tarfile.TarInfo], tarball: Path) -> list[tarfile.TarInfo]:

@@ -9,6 +9,7 @@ Why: docs/decisions/2026-11-26-verdicts-with-preconditions.md.
 from __future__ import annotations
 
 from servelab.core.cpu import cpu_cores
+from servelab.core.lab_steps import ranges, written_by
 
 TERMS = {
     "p99": "p50, p95, p99 (ms): the latency that half, 95 % and 99 % of the requests answered within (the "
@@ -73,8 +74,12 @@ def forget() -> None:
 
 def glossary(cores: int | None = None) -> list[str]:
     """Every definition, for the report (``cores``: the run's machine's)."""
-    over = ("perf_analyzer's last three windows of a level (04-07), a FastAPI run's three thirds (03), an "
-            "LLM measurement's repeats (09), one sampling interval or the last three samples (10)")
+    def by(table: str) -> str:
+        return ranges(written_by(table))
+
+    over = (f"perf_analyzer's last three windows of a level ({by('triton')}), a FastAPI run's three "
+            f"thirds ({by('fastapi')}), an LLM measurement's repeats ({by('llm')}), one sampling interval or "
+            f"the last three samples ({by('scaling')})")
     return [text.format(cores=cores or _cores(), over=over, where="results/<run> of the checkout")
             for text in TERMS.values()]
 

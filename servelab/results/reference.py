@@ -8,10 +8,10 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from servelab.core.lab_steps import and_list, measuring, ranges
 from servelab.core.paths import RESULTS_DIR
 
 if TYPE_CHECKING:  # pandas stays out of the import: the site's small venv reads reference_run too
@@ -68,8 +68,8 @@ def newest(base: Path) -> Path | None:
 # the node a student reserves (provisioning.config.DEFAULT_NODE_TYPE, gpu_p100): what the expectations are for
 STUDENT_NODE = "2×P100"
 STUDENT_NODE_LONG = "a gpu_p100 node at CHI@TACC: two NVIDIA P100 GPUs"
-# the notebooks that measure, on the node (servelab.lab.run_report.NOTEBOOKS): what a reference can cover
-MEASURING = ("03", "04", "05", "06", "07", "09", "10")
+# the notebooks that measure, on the node (the registry of the lab's steps): what a reference can cover
+MEASURING = tuple(measuring())
 
 
 def run_facts(run: Path) -> dict[str, Any]:
@@ -86,21 +86,15 @@ def notebooks_ran(run: Path) -> list[str]:
     return [str(n.get("name", ""))[:2] for n in run_facts(run).get("notebooks", []) if isinstance(n, dict)]
 
 
-def and_list(items: Sequence[str], last: str = "and") -> str:
-    """"03", "03 and 09", "03, 04 and 09" (``last``: "or")."""
-    items = list(items)
-    return f" {last} ".join(items) if len(items) < 3 else ", ".join(items[:-1]) + f" {last} {items[-1]}"
-
-
 def coverage(run: Path) -> str:
     """Which of the lab's measuring notebooks the run ran: "notebooks 03 and 09 only, not 04, 05, 06, 07
-    or 10", or "every measuring notebook (03–07, 09, 10)"."""
+    or 10", or "every measuring notebook (" the registry's range ")"."""
     ran = [n for n in notebooks_ran(run) if n in MEASURING]
     missing = [n for n in MEASURING if n not in ran]
     if not ran:
-        return "none of the measuring notebooks (03–07, 09, 10)"
+        return f"none of the measuring notebooks ({ranges(MEASURING)})"
     if not missing:
-        return "every measuring notebook (03–07, 09, 10)"
+        return f"every measuring notebook ({ranges(MEASURING)})"
     return f"notebook{'s' * (len(ran) > 1)} {and_list(ran)} only, not {and_list(missing, 'or')}"
 
 

@@ -26,9 +26,12 @@ from pathlib import Path
 
 import nbformat
 
+from servelab.core.lab_steps import numbers, ranges
+from servelab.core.paths import ON_THE_NODE
 from servelab.lab.runner import notebook_paths
 from servelab.results.reference import STUDENT_NODE, STUDENT_NODE_LONG, newest
 from servelab.results.store import results_dir
+from servelab.site import guides as guide_pages
 from servelab.site import pages
 from servelab.site.compare import COMPARE
 from servelab.site.docs import DocPages
@@ -52,6 +55,7 @@ nb_execution_mode = "off"  # the run's outputs, never re-executed
 nb_merge_streams = True
 nb_render_markdown_format = "myst"  # a markdown output's tables and code render (commonmark has neither)
 myst_enable_extensions = ["colon_fence"]
+myst_heading_anchors = 3  # a guide's links to its own sections (#two-commands) work as on GitHub
 html_theme = "furo"
 html_theme_options = {"announcement": settings["announcement"]}
 html_static_path = ["_static"]
@@ -107,7 +111,7 @@ def default_compare(base: Path | None = None) -> Path | None:
 
 def covers(compare: Run, short: bool = False) -> str:
     """What a second run is and covers, for the index: "the lab's GPU reference run h100 (one NVIDIA H100 80GB
-    HBM3 host; notebooks 03 and 09 only, not 04, 05, 06, 07 or 10)"; ``short``, for the banner: "the lab's
+    HBM3 host; notebooks 03 and 09 only, not 04, 05, 06, 07, 10 or 11)"; ``short``, for the banner: "the lab's
     GPU reference run h100 (NVIDIA H100 80GB HBM3; notebooks 03 and 09 only)"."""
     from servelab.results.reference import REFERENCE_DIR, coverage
 
@@ -138,7 +142,7 @@ def _announcement(run: Provenance, compare: Run | None, has_report: bool, beside
 
 
 def _index(run: Run, compare: Run | None, sources: Sequence[Path], links: Links,
-           data: Sequence[str]) -> str:
+           data: Sequence[str], guides: tuple[list[str], list[str]] = ([], [])) -> str:
     rows = "\n".join(f"| {k} | {v} |" for k, v in run.provenance.facts().items())
 
     def row(path: Path) -> str:
@@ -163,11 +167,13 @@ def _index(run: Run, compare: Run | None, sources: Sequence[Path], links: Links,
         "Read the lab before your lease: every notebook in order, with its code, configs and commands, "
         "and the outputs of one real run of the whole lab. Outputs come from the run named below and "
         "from nowhere else; your own run, on your own node, measures its own numbers.",
-        f"**Your node**: {STUDENT_NODE_LONG} ({STUDENT_NODE}), reserved in 01. Notebooks 01, 02 and 08 run "
-        "in Chameleon's Jupyter; 03–07 and 09–11 in the Jupyter server that 02 starts on your node. Each "
+        f"**Your node**: {STUDENT_NODE_LONG} ({STUDENT_NODE}), reserved in 01. Notebooks "
+        f"{ranges(numbers('hub'))} run in Chameleon's Jupyter; {ON_THE_NODE} in the Jupyter server that 02 "
+        "starts on your node. Each "
         "page links where to open its notebook. The notebooks' **Expected on the GPU node** paragraphs are "
         "for your node, from the original lab's recorded runs on it.",
         repo,
+        *guides[0],
         "## Where these outputs come from", "| fact | value |\n|---|---|\n" + rows,
         f"In the outputs, `{LAB}` stands for the lab's folder on the machine that ran it, `results/<run>` "
         "for the run's folder, and `serve_system_<netID>` for a lease named after whoever ran it.",
@@ -192,8 +198,9 @@ def _index(run: Run, compare: Run | None, sources: Sequence[Path], links: Links,
     if data:
         joined = ", ".join(f'<a href="data/{name}">{name}</a>' for name in data)
         parts.append(f"The run's measurements: {joined}.")
-    parts.append("```{toctree}\n:hidden:\n:maxdepth: 1\n\n" + "\n".join(p.stem for p in sources) + "\n```")
-    return "\n\n".join(parts) + "\n"
+    parts.append("```{toctree}\n:hidden:\n:maxdepth: 1\n:caption: Notebooks\n\n"
+                 + "\n".join(p.stem for p in sources) + "\n```")
+    return "\n\n".join([*parts, *guides[1]]) + "\n"
 
 
 def _check_out(out: Path) -> None:
@@ -271,12 +278,13 @@ def link_full_size(markup: str) -> str:
 
 def build(run_dir: Path, out: Path | None = None, compare: Path | None = None,
           sources: Sequence[Path] | None = None, log: io.TextIOBase | None = None,
-          links: Links | None = None) -> Path:
+          links: Links | None = None, guides: Sequence[Path] | None = None) -> Path:
     """Build the site for the run in ``run_dir`` into ``out`` (default ``run_dir/site``); returns ``out``.
 
     ``compare``: a second run's folder, or a folder of runs (its newest). ``sources``: the notebooks to
     render, in order (default: the lab's, ``lab_sources()``). ``links``: where pages link out (default:
-    found, ``Links.find``).
+    found, ``Links.find``). ``guides``: the guides to add as pages (default: the lab's,
+    ``servelab.site.guides.guide_paths()``).
     """
     from sphinx.application import Sphinx
     from sphinx.util.console import nocolor
@@ -307,6 +315,8 @@ def build(run_dir: Path, out: Path | None = None, compare: Path | None = None,
             other_report, _ = _copy_run_files(compare, extra, f"{COMPARE}/", "../index.html")
             other = _run(compare, other_report)
         docs = DocPages(links, src)
+        guides = list(guides) if guides is not None else guide_pages.guide_paths()
+        names = [docs.add_guide(path, guide_pages.fills(run_dir)) for path in guides]
         (extra / pages.DOWNLOADS).mkdir()
         banners = {}
         for path in sources:
@@ -316,7 +326,9 @@ def build(run_dir: Path, out: Path | None = None, compare: Path | None = None,
             banners[path.stem] = _announcement(run.provenance, other, bool(report),
                                                page.metadata["servelab"]["beside"] > 0)
         docs.write()
-        (src / "index.md").write_text(_index(run, other, sources, links, data))
+        guide_pages.copy_diagram(guides, src)
+        (src / "index.md").write_text(_index(run, other, sources, links, data,
+                                             guide_pages.index_section(guides, names)))
         for asset in STATIC.iterdir():
             shutil.copy2(asset, src / "_static" / asset.name)
         settings = {"title": "serve-system lab", "announcements": banners,

@@ -21,13 +21,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from servelab.core.lab_steps import in_the_hub
 from servelab.core.paths import REPO_ROOT
 
 JUPYTERHUB = "https://jupyter.chameleoncloud.org/"
 # the notebook in the student's own clone of the lab, in their JupyterHub server (JupyterHub's user-redirect)
 HUB_NOTEBOOK = JUPYTERHUB + "hub/user-redirect/lab/tree/{clone}/{notebook}"
 PLACEHOLDER = "{notebook}"
-IN_THE_HUB = ("00", "01", "02", "08")  # the rest run in the Jupyter server on the node (02 starts it)
+IN_THE_HUB = tuple(in_the_hub())  # the rest run in the Jupyter server on the node (02 starts it)
 # a repository file named in prose: docs/decisions/…md, `docs/ci/gitlab-ci.yml`, (docs/…md); never part of
 # an address, nor a markdown link's target ("](docs/…)")
 DOC_REFERENCE = re.compile(

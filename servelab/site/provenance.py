@@ -19,8 +19,9 @@ from typing import Any
 
 import nbformat
 
+from servelab.core.lab_steps import and_list, ranges
 from servelab.results.code import describe_code
-from servelab.results.reference import and_list, device_kind
+from servelab.results.reference import device_kind
 
 UNRECORDED = "not recorded"
 _RUN_ID = re.compile(r"^(\d{4})(\d{2})(\d{2})-(\d{2})(\d{2})(\d{2})")
@@ -81,7 +82,8 @@ class Provenance:
         return f"{gpu} and {machine_cpu}: {parts}"
 
     def ran(self) -> str:
-        """The notebooks it ran and how they went: "03 and 09, both passed", "00–10 … 10 stopped"."""
+        """The notebooks it ran and how they went: "03 and 09, both passed", or their ``spans`` and which
+        stopped."""
         if not self.notebooks:
             return UNRECORDED
         gone = (f"{and_list(self.stopped)} stopped" if self.stopped else "all passed" if self.ok is not False
@@ -95,14 +97,8 @@ class Provenance:
 
 
 def spans(numbers: tuple[str, ...]) -> str:
-    """Notebook numbers, three or more in a row joined: ("00", …, "07", "09", "10") → "00–07, 09 and 10"."""
-    groups: list[list[str]] = []
-    for n in numbers:
-        if groups and n.isdigit() and groups[-1][-1].isdigit() and int(n) == int(groups[-1][-1]) + 1:
-            groups[-1].append(n)
-        else:
-            groups.append([n])
-    return and_list([x for g in groups for x in (g if len(g) < 3 else [f"{g[0]}–{g[-1]}"])])
+    """Notebook numbers, three or more in a row joined (``servelab.core.lab_steps.ranges``)."""
+    return ranges(numbers)
 
 
 def _stamp(text: Any) -> datetime | None:

@@ -124,11 +124,12 @@ class Stack(ABC):
 
     target: str = ""
     has_gpu: bool = False
-    gpu_count: int = 0  # GPUs the stack's engines may use (the plans of 05-07 and 10 follow it)
+    gpu_count: int = 0  # GPUs the stack's engines may use (the GPU plans of the notebooks follow it)
     root: Path  # the project root on the services' host
     fastapi_app: str  # which FastAPI service the fastapi stack runs: fastapi_pt | fastapi_onnx
     flask_backend: str  # what GourmetGram calls on the triton stack: triton | triton_onnx
     fastapi_workers: int | None = None  # its worker processes (WORKERS); None: the service's default
+    triton_flags: tuple[str, ...] = ()  # server flags after the lab's own (servelab.triton.command)
 
     def choose(self, fastapi_app: str | None = None, flask_backend: str | None = None,
                fastapi_workers: int | None = None) -> None:

@@ -10,15 +10,16 @@ One command covers the node's whole life, in this order:
    every client and utilisation sample is taken next to the servers. It is started with its deadline
    (the lease's end less the fetch margin, on the wall clock) and stops itself there on the node.
 4. ``fetch``: the node's run folder, packed there and unpacked into this run's folder, also after a
-   failed node run, and after Ctrl-C, SIGTERM or SIGHUP for up to ``STOPPED_FETCH_S`` (on a
-   connection of its own) before the teardown.
+   failed node run, and after Ctrl-C, SIGTERM or SIGHUP for up to ``STOPPED_FETCH_S`` (its SSH connect
+   included, on a connection of its own; a later signal cuts it short) before the teardown.
 5. ``teardown``: what this run created (recorded in ``chameleon-state.json`` in the run's folder),
    even when a step failed or the run was stopped, unless ``keep_node``; what it adopted (found and
    reused) is kept unless ``delete_adopted``.
 
 Everything printed goes to the terminal and always to ``controller.log`` in the run's folder: a
 closed terminal (SIGHUP, then EIO on every write) cannot stop the teardown, and a stop reaches it
-within seconds at every step (docs/decisions/2026-11-28-class-day-third-pass.md). ``run.json``
+within seconds at every step but the node run and the fetch, where the stop's fetch comes first (docs/
+decisions/2026-11-28-class-day-third-pass.md, 2026-12-01-class-day-fourth-pass.md). ``run.json``
 lists the steps and the node's notebooks; the exit code and the report say which step failed. The
 SSH side is a ``NodeShell``: Fabric on a real run, a recording stand-in in the tests.
 """
@@ -35,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from servelab.core.console import logged_output, say
-from servelab.remote.fetch import NothingToFetch, fetch, pack_command, unpack
 from servelab.remote.shell import FabricShell, NodeShell
 from servelab.targets.detached import NodeUnreachable, RemoteRun, follow
+from servelab.targets.run_fetch import FETCH_LIMIT_S, STOPPED_FETCH_S, fetch_run
 
 STEPS = ("preflight", "reserve", "launch", "node run", "fetch", "teardown")
 # kept from the lease for packing, fetching and tearing down
@@ -52,8 +53,6 @@ INNER_STOP_WAIT_S = 120.0  # how long `python -m servelab.lab stop` waits for th
 # every few seconds, then the inner stop and the process group's end) before it stops it from here
 NODE_STOP_GRACE_S = 4 * 60.0
 CONTROLLER_LOG = "controller.log"  # everything the controller printed, in the run's folder
-FETCH_LIMIT_S = 10 * 60.0  # the fetch after the node run: pack, copy, unpack (a few MB: seconds)
-STOPPED_FETCH_S = 3 * 60.0  # the fetch after Ctrl-C/SIGTERM/SIGHUP, before the teardown
 
 
 @dataclass
@@ -209,12 +208,14 @@ def _run_on_node(run_dir: Path, preset: str, only: Sequence[str] | None, keep_no
         during = f" during {step.current}" if step.current else ""
         outcome.steps.append(StepOutcome("stopped", False, 0.0, f"{str(exc) or 'stopped by Ctrl-C'}{during}"))
     finally:
-        signals.begin_stop()  # stopped or done: what follows is the (fetch and) teardown
-        if stopped and fetch_now:
-            _fetch_when_stopped(step, fetch_now.pop(), outcome)
-        with signals_installed, signals.deferred("the teardown"):
-            _teardown(provisioning, step, config, chi, state, checked, keep_node, delete_adopted)
-        outcome.seconds = time.monotonic() - started
+        signals.begin_stop()  # stopped or done: from here on every signal (Ctrl-C too) only prints
+        try:
+            if stopped and fetch_now:
+                _fetch_when_stopped(step, fetch_now.pop(), outcome, signals)
+        finally:
+            with signals_installed, signals.deferred("the teardown"):
+                _teardown(provisioning, step, config, chi, state, checked, keep_node, delete_adopted)
+            outcome.seconds = time.monotonic() - started
     return outcome
 
 
@@ -338,15 +339,18 @@ def _node_run(connect: Callable[[], NodeShell], remote: RemoteRun, command: str,
     return f"./lab run --target docker passed on the node{again}"
 
 
-def _fetch_when_stopped(step: _Steps, fetch_in: Callable[..., str], outcome: NodeRun) -> None:
-    """After Ctrl-C, SIGTERM or SIGHUP: fetch what the node has (the run goes on there until the
-    teardown ends it) for up to ``STOPPED_FETCH_S``, then the teardown; Ctrl-C again skips it."""
+def _fetch_when_stopped(step: _Steps, fetch_in: Callable[..., str], outcome: NodeRun, signals: Any) -> None:
+    """After Ctrl-C, SIGTERM or SIGHUP: fetch what the node has (the run goes on there until the teardown
+    ends it) within ``STOPPED_FETCH_S``, its SSH connect included, then the teardown. A later signal (Ctrl-C,
+    SIGTERM, SIGHUP: a supervisor's second SIGTERM before its SIGKILL) cuts it short; anywhere else during
+    the stop a signal only prints (docs/decisions/2026-12-01-class-day-fourth-pass.md)."""
     from provisioning.errors import Terminated
 
     say(f"[fetch] the run was stopped: fetching what the node has measured so far (up to "
-        f"{STOPPED_FETCH_S / 60:.0f} min; Ctrl-C again skips it), then the teardown")
+        f"{STOPPED_FETCH_S / 60:.0f} min, connecting included; Ctrl-C again skips it), then the teardown")
     try:
-        step("fetch", lambda: f"after the stop: {fetch_in(STOPPED_FETCH_S, 'stopped')}")
+        with signals.cuttable("the stop's fetch"):
+            step("fetch", lambda: f"after the stop: {fetch_in(STOPPED_FETCH_S, 'stopped')}")
     except _Stop:
         pass  # recorded: the teardown goes on
     except (Terminated, KeyboardInterrupt) as exc:
@@ -355,28 +359,9 @@ def _fetch_when_stopped(step: _Steps, fetch_in: Callable[..., str], outcome: Nod
 
 def _fetch(connect: Callable[[], NodeShell], remote_dir: str, run_dir: Path, outcome: NodeRun,
            limit_s: float = FETCH_LIMIT_S, tag: str = "") -> str:
-    """Pack the node's run folder, copy and unpack it into ``run_dir``, on a connection of its own (closed
-    after: a cut copy may still be reading on the last one, and paramiko's SFTP is not thread-safe);
-    ``tag`` names a later try's tarball apart (the cut first try's pack may still be writing its own)."""
-    import json
-
-    name = run_dir.name
-    tarball = f"{name}-{tag}.tar.gz" if tag else f"{name}.tar.gz"
-    shell = connect()
-    try:
-        names = fetch(shell, pack_command(remote_dir, name, tarball), f"{remote_dir}/results/{tarball}",
-                      lambda local: unpack(local, name, run_dir), limit_s, f"results/{name}")
-    except NothingToFetch as exc:
-        raise RuntimeError(f"{exc} to fetch (the node's run did not start)") from None
-    finally:
-        with contextlib.suppress(Exception):  # ends a copy still running past its limit, or cut by a stop
-            getattr(shell, "close", lambda: None)()
-    node_summary = run_dir / "run.json"
-    if node_summary.exists():
-        node = json.loads(node_summary.read_text())
-        outcome.notebooks = list(node.get("notebooks", []))
-        node_summary.rename(run_dir / "node-run.json")  # kept as the node wrote it
-    return f"{len(names)} files from the node's results/{name}"
+    """``fetch_run`` into ``run_dir``; the node's notebooks (its run.json) go into ``outcome``."""
+    names, outcome.notebooks = fetch_run(connect, remote_dir, run_dir, limit_s, tag)
+    return f"{len(names)} files from the node's results/{run_dir.name}"
 
 
 def summary(outcome: NodeRun, preset: str) -> dict[str, Any]:

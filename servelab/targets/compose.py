@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from servelab.core import image_builds
 from servelab.core.compose import explain_up_failure, file_args, gpu_runtime, up_args
+from servelab.core.lab_steps import LAB_STEPS, and_list
 from servelab.core.paths import ON_THE_NODE, REPO_ROOT, shown
 from servelab.targets.base import (
     COMPOSE_FILES,
@@ -35,6 +36,7 @@ from servelab.targets.base import (
     run_local,
     safe_relpath,
 )
+from servelab.triton.command import FLAGS_VARIABLE
 
 
 def engine_gpus(gpu: bool) -> int:
@@ -108,7 +110,8 @@ class ComposeStack(Stack):
     brings the other down. The Jupyter server is a third project that neither
     touches. ``--wait`` makes ``up`` return only when every healthcheck passes;
     ``up`` never builds (``servelab.core.compose``: images are built before the
-    notebooks run). ``gpu``: whether containers get GPUs (default: ask the engine).
+    notebooks run). ``gpu``: whether containers get GPUs (default: ask the engine). ``triton_flags``:
+    tritonserver flags after the lab's own, passed as ``TRITON_SERVER_FLAGS`` (``servelab.triton.command``).
     """
 
     target = "docker"
@@ -116,7 +119,7 @@ class ComposeStack(Stack):
     def __init__(self, transport: Transport | None = None, root: Path = REPO_ROOT,
                  fastapi_app: str | None = None, stack: str | None = None,
                  env: Mapping[str, str] | None = None, flask_backend: str = "triton",
-                 gpu: bool | None = None) -> None:
+                 gpu: bool | None = None, triton_flags: Sequence[str] = ()) -> None:
         self.root = Path(root)
         self.transport: Transport = transport or LocalTransport(self.root)
         if gpu is None:
@@ -127,6 +130,7 @@ class ComposeStack(Stack):
         self.choose(flask_backend=flask_backend)  # FLASK_BACKEND in the triton stack
         self.choose(fastapi_app or os.environ.get("FASTAPI_APP", "fastapi_pt"))
         self.env = dict(env or {})
+        self.triton_flags = tuple(triton_flags)
         self.current = check_stack(stack) if stack else None  # set by up(); pass it in a new kernel
 
     # -- the commands
@@ -135,6 +139,7 @@ class ComposeStack(Stack):
         variables = {"FASTAPI_APP": self.fastapi_app,
                      **({"WORKERS": str(self.fastapi_workers)} if self.fastapi_workers else {}),
                      "FLASK_BACKEND": check_flask_backend(self.flask_backend),
+                     **({FLAGS_VARIABLE: shlex.join(self.triton_flags)} if self.triton_flags else {}),
                      **owner_ids(self.root), **self.env}
         prefix = ["env", *(f"{key}={value}" for key, value in sorted(variables.items()))]
         return [*prefix, "docker", "compose", "-p", f"servelab-{check_stack(stack)}",
@@ -285,7 +290,8 @@ class ComposeStack(Stack):
         return dest
 
 
-NODE_NOTEBOOKS = ("notebook 01 (reserve), 02 (launch) and 08 (tear down) run with target='chameleon' "
+NODE_NOTEBOOKS = (f"notebooks {and_list([f'{s.number} ({s.short})' for s in LAB_STEPS if s.where == 'hub'])} "
+                  "run with target='chameleon' "
                   f"from Chameleon's Jupyter; notebooks {ON_THE_NODE} run on the node, in the Jupyter server "
                   "that notebook 02 started and printed the URL of, with target='docker', so that every "
                   "client and every utilisation sample runs next to the servers (measuring across the "

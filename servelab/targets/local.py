@@ -40,14 +40,16 @@ def _said_started(argv: Sequence[str], url: str, env: dict[str, str] | None = No
 class LocalStack(Stack):
     """Services as local processes; commands run in the project root on this machine. Triton's models
     go on this host's GPUs when it has any (``servelab.core.gpu.gpu_count``; ``gpus`` overrides,
-    ``SERVELAB_GPUS=0`` keeps them on KIND_CPU), as they do on the node."""
+    ``SERVELAB_GPUS=0`` keeps them on KIND_CPU), as they do on the node. ``triton_flags``: tritonserver
+    flags after the lab's own (``servelab.triton.command``)."""
 
     target = "local"
 
     def __init__(self, root: Path = REPO_ROOT, repository: Path | None = None,
                  fastapi_app: str | None = None, log_dir: Path | None = None,
                  models: Sequence[str] = LAB_MODELS, ready_timeout: float = 180.0,
-                 flask_backend: str = "triton", gpus: int | None = None) -> None:
+                 flask_backend: str = "triton", gpus: int | None = None,
+                 triton_flags: Sequence[str] = ()) -> None:
         from servelab.core.gpu import gpu_count
 
         self.gpu_count = gpu_count() if gpus is None else int(gpus)
@@ -58,6 +60,7 @@ class LocalStack(Stack):
         self.log_dir = log_dir
         self.models = tuple(models)
         self.ready_timeout = ready_timeout
+        self.triton_flags = tuple(triton_flags)
         self.choose(flask_backend=flask_backend)  # on the triton stack: triton | triton_onnx
         self._services: dict[str, Any] = {}  # service name → Service (url, stop) or TritonServer
 
@@ -106,7 +109,8 @@ class LocalStack(Stack):
         deploy_all(self.repository, gpu=self.has_gpu, names=self.models,
                    onnx_backend=self.triton_has_backend("onnxruntime"))  # the wheel's Triton: the runner
         log = Path(self.log_dir) / "tritonserver.log" if self.log_dir else None
-        server = TritonServer(self.repository, log_path=log).start(timeout=min(timeout, self.ready_timeout))
+        server = TritonServer(self.repository, log_path=log, server_flags=self.triton_flags)
+        server.start(timeout=min(timeout, self.ready_timeout))
         _said_started(server.argv(), server.url)
         try:
             for name in self.models:

@@ -29,6 +29,7 @@ from servelab.triton.config import (
     set_dynamic_batching,
     set_instance_groups,
 )
+from servelab.triton.defaults import MAX_QUEUE_DELAY_US, PREFERRED_BATCH_SIZES
 
 GPU = "KIND_GPU"
 # TensorRT 10 (in the tritonserver 24.10 image) is built for compute capability 7.0 and newer:
@@ -42,8 +43,8 @@ InstanceGroups = tuple[tuple[int, str, tuple[int, ...]], ...]
 class DynamicBatching:
     """The lab's dynamic batching settings (step 7)."""
 
-    preferred_batch_sizes: tuple[int, ...] = (4, 6, 8)
-    max_queue_delay_us: int = 100
+    preferred_batch_sizes: tuple[int, ...] = PREFERRED_BATCH_SIZES
+    max_queue_delay_us: int = MAX_QUEUE_DELAY_US
 
 
 @dataclass(frozen=True)
@@ -178,7 +179,8 @@ ONNX_SCALING = onnx_scaling()
 DYNAMIC_BATCHING = (
     GpuExperiment("dynamic_batching", "1 instance, no dynamic batching", "food_classifier_onnx",
                   _groups((1, [0])), concurrency=()),
-    GpuExperiment("dynamic_batching", "1 instance, dynamic batching [4, 6, 8] / 100 µs",
+    GpuExperiment("dynamic_batching", f"1 instance, dynamic batching {list(PREFERRED_BATCH_SIZES)} / "
+                  f"{MAX_QUEUE_DELAY_US} µs",
                   "food_classifier_onnx", _groups((1, [0])), concurrency=(),
                   dynamic_batching=DynamicBatching()),
 )

@@ -192,14 +192,15 @@ def launch_config(search: Search, launch: Launch, work: Workspace) -> dict[str, 
     on 127.0.0.1; ``docker``: the image, its container's user, shared memory, label and ports published on
     this host), perf_analyzer (its binary, count windows as the lab's quick preset), HTTP, and the
     model's variants (``cpu_only`` as the search says; on a GPU host MA gives its Tritons the one GPU its
-    container has). Not ``disable_auto_complete_config`` (MA passes it as ``… True``, which tritonserver
-    refuses)."""
+    container has). Its Triton's flags are the lab's (``servelab.triton.command.model_analyzer_flags``)."""
+    from servelab.triton import command
+
     docker = launch.mode == "docker"  # inside its container Triton listens on every address: ports are mapped
-    flags = {**({} if docker else {"backend_directory": launch.backend_directory}),
-             "backend_config": f"python,shm-region-prefix-name={launch.shm_prefix}",
-             **({} if docker else {"http_address": "127.0.0.1"}), "http_port": str(launch.http_port),
-             **({} if docker else {"grpc_address": "127.0.0.1"}), "grpc_port": str(launch.grpc_port),
-             "metrics_port": str(launch.metrics_port), "exit_timeout_secs": "5"}
+    flags = command.model_analyzer_flags(command.Launch(
+        backend_directory=None if docker else launch.backend_directory,
+        address=None if docker else "127.0.0.1",
+        http_port=launch.http_port, grpc_port=launch.grpc_port, metrics_port=launch.metrics_port,
+        shm_prefix=launch.shm_prefix))
     where: dict[str, Any] = {"triton_launch_mode": "local", "triton_server_path": launch.server_path}
     if docker:
         where = {"triton_launch_mode": "docker", "triton_docker_image": launch.image,

@@ -66,7 +66,8 @@ def variant_config(work: Workspace, variant: str) -> ModelConfig:
 
 
 def describe(cfg: ModelConfig) -> str:
-    """A configuration in the knobs 05-07 turn: '2 CPU instances, max batch 2, dynamic batching on'."""
+    """A configuration in the knobs 05, 06 and 07 turn: '2 CPU instances, max batch 2, dynamic batching
+    on'."""
     groups = ", ".join(f"{g.count} {'GPU' if g.kind == mc.ModelInstanceGroup.KIND_GPU else 'CPU'} "
                        f"instance{'s' * (g.count != 1)}" for g in cfg.instance_group) or "1 instance"
     batching = "on" if cfg.HasField("dynamic_batching") else "off"

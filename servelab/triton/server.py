@@ -144,14 +144,14 @@ class TritonServer:
 
     def __init__(self, repository: Path, http_port: int | None = None, grpc_port: int | None = None,
                  metrics_port: int | None = None, log_path: Path | None = None,
-                 extra_args: Sequence[str] = (), exit_timeout_s: int = DEFAULT_EXIT_TIMEOUT_S,
+                 server_flags: Sequence[str] = (), exit_timeout_s: int = DEFAULT_EXIT_TIMEOUT_S,
                  verbose: bool = False) -> None:
         self.repository = Path(repository).resolve()
         self.http_port = http_port or free_port()
         self.grpc_port = grpc_port or free_port()
         self.metrics_port = metrics_port or free_port()
         self.log_path = Path(log_path) if log_path else cache_dir() / "logs" / f"triton-{self.http_port}.log"
-        self.extra_args = list(extra_args)
+        self.server_flags = list(server_flags)  # after the lab's own flags
         self.exit_timeout_s = exit_timeout_s
         self.verbose = verbose
         self.shm_prefix = f"{SHM_GLOB_PREFIX}_servelab_{uuid.uuid4().hex[:8]}"
@@ -174,24 +174,15 @@ class TritonServer:
 
     # -- lifecycle ---------------------------------------------------------
     def argv(self) -> list[str]:
-        """The full command line (shown by notebooks, so students see what runs)."""
-        dist = pytriton_dist()
-        return [
-            str(dist / "bin" / "tritonserver"),
-            f"--model-repository={self.repository}",
-            "--model-control-mode=explicit",
-            f"--http-port={self.http_port}",
-            f"--grpc-port={self.grpc_port}",
-            f"--metrics-port={self.metrics_port}",
-            "--http-address=127.0.0.1",
-            "--grpc-address=127.0.0.1",
-            f"--backend-directory={prepare_backends()}",
-            f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
-            f"--exit-timeout-secs={self.exit_timeout_s}",
-            "--disable-auto-complete-config",  # configs are complete; saves a stub start per load
-            f"--log-verbose={1 if self.verbose else 0}",
-            *self.extra_args,
-        ]
+        """The full command line (shown by notebooks, so students see what runs): the lab's flags
+        (``servelab.triton.command``) for this process, then ``server_flags``."""
+        from servelab.triton.command import Launch, argv
+
+        return argv(Launch(str(self.repository), str(pytriton_dist() / "bin" / "tritonserver"),
+                           http_port=self.http_port, grpc_port=self.grpc_port, metrics_port=self.metrics_port,
+                           address="127.0.0.1", backend_directory=str(prepare_backends()),
+                           shm_prefix=self.shm_prefix, exit_timeout_s=self.exit_timeout_s,
+                           verbose=self.verbose, server_flags=tuple(self.server_flags), env=os.environ))
 
     def start(self, timeout: float = 120.0) -> TritonServer:
         """Start the server and wait until ``/v2/health/ready`` answers."""

@@ -10,6 +10,7 @@ import shutil
 import nbformat
 import pytest
 
+from servelab.core.lab_steps import numbers
 from servelab.core.paths import REPO_ROOT
 from servelab.triton import model_analyzer as ma
 from servelab.triton import model_analyzer_docker as mad
@@ -17,10 +18,10 @@ from tests.docker.conftest import ARTIFACTS, lab
 from tests.docker.engine import Engine
 from tests.docker.test_stacks import not_owned
 
-NOTEBOOKS = ("03", "04", "05", "06", "07", "09", "10", "11")
+NOTEBOOKS = tuple(numbers("node"))  # the registry's steps that run on the node, every one
 
 
-@pytest.mark.timeout(2700)  # eight notebooks at the quick preset, each under the runner's own limits
+@pytest.mark.timeout(2700)  # the node's notebooks at the quick preset, each under the runner's own limits
 def test_the_lab_runs_in_the_jupyter_container(engine: Engine, images: dict[str, float]) -> None:
     results = REPO_ROOT / "test-artifacts" / "docker-results"  # inside the checkout: all the container sees
     shutil.rmtree(results, ignore_errors=True)

@@ -194,16 +194,60 @@ class FakeLeaseModule:
 
 
 class FakeNeutron:
-    """The neutronclient that ``chi.network.neutron()`` returns: only the allocation provisioning calls."""
+    """The neutronclient ``Client`` that ``chi.network.neutron()`` returns, over the project's floating IPs:
+    the calls provisioning makes itself (allocation, association, release by id) and those python-chi's
+    network functions make (``test_the_neutron_stand_in_keeps_neutronclients_signatures``). Each call is
+    recorded as ``neutron.<method>``; ``network.neutron_failures[method]`` holds exceptions the next calls
+    raise, one each (neutronclient's own classes in the tests)."""
 
     def __init__(self, network: FakeNetworkModule) -> None:
         self._network = network
 
-    def create_floatingip(self, body: dict[str, Any]) -> dict[str, Any]:
-        self._network._rec("neutron.create_floatingip", body)
+    def _call(self, name: str, *args: Any) -> None:
+        self._network._rec(f"neutron.{name}", *args)
+        failures = self._network.neutron_failures.get(name)
+        if failures:
+            raise failures.pop(0)
+
+    def _ip(self, floatingip: str) -> dict[str, Any]:
+        match = next((ip for ip in self._network.floating_ips if ip["id"] == floatingip), None)
+        if match is None:
+            from neutronclient.common.exceptions import NotFound
+
+            raise NotFound(message=f"Floating IP {floatingip} could not be found")
+        return match
+
+    def list_networks(self, retrieve_all: bool = True, **_params: Any) -> dict[str, Any]:
+        self._call("list_networks")
+        return {"networks": [{"id": "net-public", "name": self._network.PUBLIC_NETWORK}]}
+
+    def list_floatingips(self, retrieve_all: bool = True, **_params: Any) -> dict[str, Any]:
+        self._call("list_floatingips")
+        return {"floatingips": [dict(ip) for ip in self._network.floating_ips]}
+
+    def create_floatingip(self, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        self._call("create_floatingip", body)
         fip = self._network.allocate()
-        fip["description"] = body["floatingip"].get("description", "")
-        return {"floatingip": fip}
+        fip["description"] = (body or {})["floatingip"].get("description", "")
+        self._network.after_create(fip)  # a test's hook: Neutron has made it, the answer may not arrive
+        return {"floatingip": dict(fip)}
+
+    def update_floatingip(self, floatingip: str, body: dict[str, Any] | None = None,
+                          revision_number: Any = None) -> dict[str, Any]:
+        self._call("update_floatingip", floatingip, body)
+        ip = self._ip(floatingip)
+        ip.update((body or {}).get("floatingip", {}))
+        return {"floatingip": dict(ip)}
+
+    def delete_floatingip(self, floatingip: str) -> None:
+        self._call("delete_floatingip", floatingip)
+        self._network.floating_ips.remove(self._ip(floatingip))
+
+    def list_ports(self, retrieve_all: bool = True, **_params: Any) -> dict[str, Any]:
+        """A bare-metal server has one port on sharednet1 (``FakeServer._port``)."""
+        self._call("list_ports", _params)
+        device = _params.get("device_id")
+        return {"ports": [{"id": f"port-{device}", "device_id": device}] if device else []}
 
 
 class FakeNetworkModule:
@@ -214,6 +258,8 @@ class FakeNetworkModule:
     def __init__(self, rec: Recorder) -> None:
         self._rec = rec
         self.floating_ips: list[dict[str, Any]] = []
+        self.neutron_failures: dict[str, list[BaseException]] = {}
+        self.after_create: Any = lambda fip: None
         self._next = 7  # the first allocation is FLOATING_IP
 
     def get_network_id(self, name: str) -> str:

@@ -9,6 +9,10 @@ signatures (``test_stand_ins_keep_the_libraries_signatures``):
 * ``StandInNova`` for ``novaclient``'s client (``servers.get``/``servers.list``) and ``StandInOpenStack``
   for openstacksdk's connection (``compute.get_server``), under python-chi's ``Server.wait``/``refresh``/
   ``status`` (``ChiServer``: the conftest's ``FakeServer`` with those methods taken from python-chi);
+* ``StandInLeases`` for blazarclient's ``LeaseClientManager`` (``blazar().lease``: create/get/delete/list),
+  under python-chi's own ``Lease``, ``Lease.submit``/``status``/``delete`` and ``list_leases``
+  (``use_chi_leases``); a failure is blazarclient's own ``BlazarClientException(..., code=<status>)``, as its
+  ``SessionClient.request`` raises it for an HTTP error;
 * ``StandInChannel`` for paramiko's ``Channel`` and ``StandInSFTP`` for its ``SFTPClient``, under Fabric's
   real ``Connection``, ``Remote`` runner and ``Transfer`` and python-chi's real ``Server.execute``/
   ``upload``/``ssh_connection`` (``StandInConnection``: a Fabric ``Connection`` whose ``open`` makes no TCP
@@ -26,11 +30,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import chi.lease as chi_lease
 import chi.server as chi_server
+from blazarclient.exception import BlazarClientException
 from fabric import Connection
 
 from tests.unit.conftest import JUPYTER_OUTPUT, FakeServer
@@ -337,6 +344,115 @@ def use_chi_server(fake_chi: Any, monkeypatch: Any, node: StandInNode,
         return ChiServer(self._rec, self, name)
 
     monkeypatch.setattr(type(module), "Server", make)
+
+
+# --------------------------------------------------------------------------- Blazar under python-chi's Lease
+BLAZAR_DATE = "%Y-%m-%dT%H:%M:%S.%f"  # how Blazar's API gives a lease's dates (python-chi parses them so)
+
+
+class StandInLeases:
+    """blazarclient's ``LeaseClientManager`` over the leases Blazar holds (``leases``: id → its JSON). A lease
+    is PENDING until ``activation_lag`` after its start on ``clock`` (the tests' fake clock), then ACTIVE;
+    ``failures[method]`` holds exceptions the next calls raise, one each; ``after_create(lease)`` runs once
+    Blazar has made a lease and before its answer leaves (the worst instant for a stop)."""
+
+    def __init__(self, clock: Any, rec: Any) -> None:
+        self.clock, self.rec = clock, rec
+        self.leases: dict[str, dict[str, Any]] = {}
+        self.failures: dict[str, list[BaseException]] = {}
+        self.after_create: Callable[[dict[str, Any]], None] = lambda lease: None
+        self.activation_lag = timedelta(seconds=60)
+        self._ids = 0
+
+    def _call(self, name: str, *args: Any) -> None:
+        self.rec(f"blazar.lease.{name}", *args)
+        if self.failures.get(name):
+            raise self.failures[name].pop(0)
+
+    def _now(self) -> datetime:
+        return self.clock.now().astimezone(timezone.utc).replace(tzinfo=None)
+
+    def _current(self, lease: dict[str, Any]) -> dict[str, Any]:
+        start = datetime.strptime(lease["start_date"], BLAZAR_DATE)
+        if lease["status"] == "PENDING" and self._now() >= start + self.activation_lag:
+            lease["status"] = "ACTIVE"
+        return dict(lease)
+
+    def _missing(self, lease_id: str) -> BlazarClientException:
+        return BlazarClientException(f"ERROR: Object with {{'lease_id': '{lease_id}'}} not found", code=404)
+
+    def create(self, name: Any, start: Any, end: Any, reservations: Any, events: Any,
+               before_end: Any = None) -> dict[str, Any]:
+        self._call("create", name)
+        now = self._now()
+        begins = now if start == "now" else datetime.strptime(start, "%Y-%m-%d %H:%M")
+        self._ids += 1
+        lease = {"id": f"lease-{self._ids}", "name": name, "status": "PENDING", "user_id": "u-alice",
+                 "project_id": "p-231095", "created_at": now.strftime("%Y-%m-%d %H:%M:%S"),
+                 "start_date": begins.strftime(BLAZAR_DATE),
+                 "end_date": datetime.strptime(end, "%Y-%m-%d %H:%M").strftime(BLAZAR_DATE),
+                 "reservations": [{**r, "id": f"res-{name}"} for r in reservations]}
+        self.leases[lease["id"]] = lease
+        self.after_create(lease)
+        return dict(lease)
+
+    def get(self, lease_id: Any) -> dict[str, Any]:
+        self._call("get", lease_id)
+        if lease_id not in self.leases:
+            raise self._missing(lease_id)
+        return self._current(self.leases[lease_id])
+
+    def delete(self, lease_id: Any) -> None:
+        self._call("delete", lease_id)
+        if self.leases.pop(lease_id, None) is None:
+            raise self._missing(lease_id)
+
+    def list(self, sort_by: Any = None) -> list[dict[str, Any]]:
+        self._call("list")
+        return [self._current(lease) for lease in self.leases.values()]
+
+    def add_existing(self, name: str, starts_in: timedelta = timedelta(hours=-1),
+                     hours: float = 3.0) -> dict[str, Any]:
+        """A lease made before this run (in the GUI, an instructor's slot)."""
+        self._ids += 1
+        begins = self._now() + starts_in
+        lease = {"id": f"lease-{self._ids}", "name": name, "status": "PENDING", "user_id": "u-alice",
+                 "project_id": "p-231095", "created_at": self._now().strftime("%Y-%m-%d %H:%M:%S"),
+                 "start_date": begins.strftime(BLAZAR_DATE),
+                 "end_date": (begins + timedelta(hours=hours)).strftime(BLAZAR_DATE),
+                 "reservations": [{"id": f"res-{name}", "resource_type": "physical:host"}]}
+        self.leases[lease["id"]] = lease
+        return lease
+
+
+def use_chi_leases(fake_chi: Any, monkeypatch: Any) -> StandInLeases:
+    """python-chi's own lease module (``Lease``, its ``submit``/``status``/``delete``, ``list_leases``) in
+    ``fake_chi.api`` over ``StandInLeases`` (python-chi's ``blazar()`` client), its clock the tests'."""
+    leases = StandInLeases(fake_chi.clock, fake_chi.rec)
+    monkeypatch.setattr(chi_lease, "blazar", lambda *args, **kwargs: SimpleNamespace(lease=leases))
+    monkeypatch.setattr(chi_lease, "utcnow", lambda: fake_chi.clock.now())
+    monkeypatch.setattr(fake_chi.api, "lease", chi_lease)
+    return leases
+
+
+def refresh_failed(cause: BaseException) -> Exception:
+    """What python-chi 1.2.10's ``Server.refresh`` raises when a Nova read fails: ``ResourceError`` raised
+    inside its ``except Exception``, the failure chained as its ``__context__``."""
+    from chi.exception import ResourceError
+
+    try:
+        try:
+            raise cause
+        except Exception as exc:
+            raise ResourceError(f"Could not refresh server: {exc}")  # noqa: B904  # as python-chi does
+    except ResourceError as wrapped:
+        return wrapped
+
+
+def blazar_error(status: int, text: str = "") -> BlazarClientException:
+    """What blazarclient's ``SessionClient.request`` raises for an HTTP error: its one class, the status in
+    ``kwargs["code"]`` (the class's own ``code`` stays 500)."""
+    return BlazarClientException(f"ERROR: {text or status}", code=status)
 
 
 # ------------------------------------------------------------------------------------------------- stopping

@@ -1,9 +1,10 @@
 """The CI workflows an instructor copies: GitHub Actions (``.github/workflows/``) checked by actionlint, and
-every command they and the GitLab template (``docs/ci/gitlab-ci.yml``) run is one the README documents.
+every command they and the GitLab template (``docs/ci/gitlab-ci.yml``) run is one the guides document.
 
 The rule: a command is each line of a workflow's ``run:`` step or a GitLab job's ``script:`` (comments
 and blank lines aside); it must appear, word for word as the shell splits it, as a line of a fenced
-``bash`` block in README.md. So a workflow can never call something a reader of the README cannot.
+``bash`` block in README.md or a guide (``docs/guides/``). So a workflow can never call something a reader
+of the guides cannot.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import yaml
 
 from provisioning.credentials import check_credentials
 from servelab.core.paths import REPO_ROOT
+from tests.readme_commands import documentation
 
 WORKFLOWS = sorted((REPO_ROOT / ".github" / "workflows").glob("*.yml"))
 GITLAB = REPO_ROOT / "docs" / "ci" / "gitlab-ci.yml"
@@ -72,7 +74,7 @@ def _all_commands() -> dict[str, list[str]]:
 
 
 def test_every_workflow_command_is_documented_in_the_readme() -> None:
-    readme = (REPO_ROOT / "README.md").read_text()
+    readme = documentation()
     found = _all_commands()
     assert {"lab.yml", "lab-gpu.yml", "lab-chameleon.yml"} <= set(found)
     missing = {name: undocumented(commands, readme) for name, commands in found.items()}
@@ -127,7 +129,7 @@ def test_the_gpu_job_runs_on_the_documented_label() -> None:
     assert GPU_LABEL in job["runs-on"] and "self-hosted" in job["runs-on"]
     assert GPU_LABEL in yaml.safe_load((REPO_ROOT / ".github" / "actionlint.yaml").read_text())[
         "self-hosted-runner"]["labels"]
-    assert f"labelled {GPU_LABEL}" in (REPO_ROOT / "README.md").read_text()
+    assert f"labelled {GPU_LABEL}" in documentation()
 
 
 def test_the_chameleon_job_gives_the_credentials_the_lab_reads() -> None:
@@ -137,7 +139,7 @@ def test_the_chameleon_job_gives_the_credentials_the_lab_reads() -> None:
     env = {name: "x" if "${{" in str(value) else str(value) for name, value in job["env"].items()}
     assert check_credentials(env) == "v3applicationcredential"
     assert env["CHI_PROJECT"] and env["CHI_SITE"] and env["CHI_KEY_NAME"]
-    readme = (REPO_ROOT / "README.md").read_text()
+    readme = documentation()
     text = (REPO_ROOT / ".github" / "workflows" / "lab-chameleon.yml").read_text()
     secrets = set(re.findall(r"(?:secrets|vars)\.(\w+)", text))
     assert secrets and all(f"`{name}`" in readme for name in secrets), secrets
@@ -274,8 +276,8 @@ def test_plain_settings_are_variables_and_only_credentials_are_secrets() -> None
 
 def test_the_readme_has_the_first_time_checklist() -> None:
     """What no workflow file can set, where an instructor reads before the first class."""
-    readme = (REPO_ROOT / "README.md").read_text()
-    teaching = readme.split("### Teaching with this lab", 1)[1].split("\n## ", 1)[0]
+    readme = documentation()
+    teaching = readme.split("## Teaching with this lab", 1)[1].split("\n## ", 1)[0]
     for fact in ("Source: **GitHub Actions**, before the first deploy",
                  "**private** repository needs a paid plan",
                  "**Scheduled runs stop after 60 days without activity**", "must be in the `docker` group"):

@@ -22,12 +22,13 @@ import nbformat
 import papermill as pm
 import pytest
 
+from servelab.core.lab_steps import LAB_STEPS
 from servelab.core.paths import REPO_ROOT
 from servelab.lab import bootstrap
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # first run about 27 s, later ones 15 s
 
-NOTEBOOKS = ("01_reserve_node", "02_launch_server", "08_teardown")
+NOTEBOOKS = tuple(s.name for s in LAB_STEPS if s.where == "hub")  # the registry's: 01, 02 and 08
 CACHE = REPO_ROOT / "test-artifacts" / "venvs"
 
 

@@ -30,7 +30,7 @@ def test_stop_leaves_no_process_and_no_shared_memory(tmp_path: Path) -> None:
 def test_a_dying_server_fails_fast_with_its_log(tmp_path: Path) -> None:
     (tmp_path / "repo").mkdir()
     server = TritonServer(tmp_path / "repo", log_path=tmp_path / "triton.log",
-                          extra_args=["--no-such-flag=1"])
+                          server_flags=["--no-such-flag=1"])
     with pytest.raises(RuntimeError, match="tritonserver exited"):
         server.start(timeout=60)
     assert not server.running

@@ -3,28 +3,51 @@
 
 from __future__ import annotations
 
-import inspect
 import re
+import sys
+from typing import Any
 
 import pytest
 
+from servelab.core.lab_steps import LAB_STEPS
 from servelab.core.paths import REPO_ROOT
 from servelab.lab import gourmetgram, params, run_report
 
+QUICK_RUN = REPO_ROOT / "tests" / "integration" / "report" / "quick-run"  # a whole run's rows, recorded
 
-def test_each_notebook_names_the_triton_rows_its_steps_read() -> None:
-    """The verdict counts a notebook's warnings and recoveries by the rows its steps read."""
+
+def test_each_notebook_reads_only_the_rows_the_registry_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The verdict counts a notebook's warnings and recoveries by the rows the registry names for it: its
+    report modules, run on a whole run's data (sections and rules), ask ``step_rows`` for those alone."""
+    import servelab.lab
+    from servelab.results.schema import RunData
+
+    asked: dict[str, set[str]] = {}
+    current = [""]
+    for module in [m for name, m in sys.modules.items() if name.startswith("servelab.lab.")]:
+        if getattr(module, "step_rows", None) is not None:
+            original = module.step_rows
+
+            def spy(df: Any, *names: str, _original: Any = original) -> Any:
+                asked.setdefault(current[0], set()).update(names)
+                return _original(df, *names)
+
+            monkeypatch.setattr(module, "step_rows", spy)
+    data = RunData.load(QUICK_RUN)
     for notebook in run_report.NOTEBOOKS:
-        read = {name for step in notebook.steps
-                for call in re.findall(r"step_rows\((?:data\.)?triton, ([^)]*)\)", inspect.getsource(step))
-                for name in re.findall(r'"(\w+)"', call)}
-        missing = sorted(read - set(notebook.rows))
-        assert read <= set(notebook.rows), f"{notebook.name}: its steps also read {missing}"
-        assert bool(read) == bool(notebook.rows), f"{notebook.name}: rows named but none read, or the reverse"
-        assert (REPO_ROOT / "notebooks" / f"{notebook.name}.py").is_file(), f"no notebook {notebook.name}"
+        current[0] = notebook.name
+        for module in notebook.steps:
+            module.rules(data)
+            module.sections(data)
+    assert servelab.lab is not None
+    for step in LAB_STEPS:
+        if not step.report:
+            continue
+        read, named = asked.get(step.name, set()), {n for names in step.rows.values() for n in names}
+        assert read <= named, f"{step.name}: its report also reads {sorted(read - named)}: register them"
+        assert bool(read) == bool(named), f"{step.name}: rows named but none read, or the reverse"
+    assert [n.name for n in run_report.NOTEBOOKS] == [s.name for s in LAB_STEPS if s.report]
     assert tuple(s for n in run_report.NOTEBOOKS for s in n.steps) == run_report.STEPS
-    names = [n.name for n in run_report.NOTEBOOKS]
-    assert names == sorted(names)
 
 
 def test_a_handful_of_uploads_gives_the_cold_one_apart_and_no_p95() -> None:

@@ -12,6 +12,7 @@ import nbformat
 import pandas as pd
 import pytest
 
+from servelab.core.lab_steps import LAB_STEPS
 from servelab.results.schema import RunData
 
 NOTEBOOKS = Path(__file__).resolve().parents[3] / "notebooks"
@@ -19,8 +20,9 @@ SOURCES = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py"))
 
 
 def test_every_step_has_a_notebook() -> None:
+    """The notebooks on disk are the registry's steps, one each, in order, each with its pair."""
     stems = [p.stem for p in SOURCES]
-    assert [s[:2] for s in stems] == [f"{i:02d}" for i in range(12)], stems
+    assert stems == [s.name for s in LAB_STEPS], "register each notebook in servelab/core/lab_steps.py"
     for source in SOURCES:
         assert source.with_suffix(".ipynb").is_file(), f"{source.name} has no paired .ipynb"
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from provisioning import from_env, times
 from provisioning.budget import time_budget
+from servelab.core.lab_steps import core_on_the_node, optional_on_the_node
 
 
 def _config() -> Any:
@@ -21,7 +22,8 @@ def test_the_budget_says_what_set_up_took_and_what_is_left(fake_chi: Any, studen
     assert lines[0] == ("Set-up took 25 min (server, floating IP, SSH, node set-up, the images notebook 03 "
                         "needs, the node's Jupyter server).")
     assert lines[1] == ("The lease ends 2026-11-23 11:00 CST at CHI@TACC (18:00 CET here): 1 h 35 min left "
-                        "for notebooks 03-07 (09 and 10 if there is time) and 08's teardown.")
+                        f"for notebooks {core_on_the_node()} ({optional_on_the_node()} if there is time) and "
+                        "08's teardown.")
     assert len(lines) == 3 and "./lab images --status" in lines[2]
     assert not [c for c in fake_chi.rec.names() if "create" in c.lower() or "submit" in c.lower()]
 

@@ -145,7 +145,7 @@ def test_a_fetch_that_hangs_ends_at_its_limit_and_deletes_nothing(fake_chi, stud
     assert message.endswith("when the node cannot be reached (server in ERROR, SSH refused), fetch_first = "
                             "False in notebook 08's parameters tears down without them")  # issue 42
     assert "\n" not in message
-    deleting = ("Server.delete", "Lease.delete", "network.deallocate_floating_ip")
+    deleting = ("Server.delete", "Lease.delete", "neutron.delete_floatingip")
     assert not [name for name, _, _ in fake_chi.rec.calls if name in deleting]
 
 
@@ -227,6 +227,49 @@ def test_08_left_in_plan_mode_refuses_while_a_node_is_recorded_live(student, mon
                        "the parameters cell and run this notebook again")
     with pytest.raises(ProvisioningError, match='set target = "chameleon"'):
         provisioning.teardown(config(), plan_only=True)  # the teardown cell alone refuses the same way
+
+
+NODE_REFUSAL = (
+    "this is the node's Jupyter (target docker, from $SERVELAB_TARGET): the teardown runs in Chameleon's "
+    "Jupyter (the hub), where notebooks 01 and 02 ran and recorded the lease and the server: open "
+    "notebooks/08_teardown.ipynb there, set target = \"chameleon\" and run it; nothing was copied, stopped "
+    "or deleted here (on a Docker host of your own, set target = \"docker\" to stop its stacks)")
+
+
+def test_08_in_the_nodes_jupyter_refuses_in_one_line_and_does_nothing(student, monkeypatch, capsys) -> None:
+    """Issue 53, finding 2: in the node's Jupyter, ``target = None`` means docker ($SERVELAB_TARGET, set by
+    its container) and the hub's state file is not there: 08 printed its plan, stopped the node's stacks and
+    passed. A student who took that for the teardown lost their work at the lease's end, and the node stayed
+    held. The notebook runs here, as a script (Run All), with the node's environment."""
+    from servelab.lab import common
+
+    monkeypatch.setenv("SERVELAB_TARGET", "docker")
+    stopped: list[object] = []
+    monkeypatch.setattr(common, "stop_stacks", lambda p: stopped.append(p))
+    monkeypatch.chdir(REPO_ROOT / "notebooks")
+    assert not provisioning.State().path.exists()  # the node has no state file
+    source = (REPO_ROOT / "notebooks" / "08_teardown.py").read_text()
+    with pytest.raises(ProvisioningError) as caught:
+        exec(compile(source, "08_teardown.py", "exec"), {"__name__": "__main__"})  # Run All
+    assert str(caught.value) == NODE_REFUSAL and "\n" not in str(caught.value)
+    assert stopped == [] and not provisioning.State().path.exists()
+    assert "Plan mode" not in capsys.readouterr().out  # nothing of the teardown ran
+
+
+@pytest.mark.parametrize(("target", "environment"), [("docker", "docker"), ("docker", None), (None, None)])
+def test_08_with_a_given_target_or_off_the_container_goes_on(student, monkeypatch, target,
+                                                             environment) -> None:
+    """A target given (the headless run passes it; a Docker host of one's own sets docker) or no container
+    setting: the refusal does not apply."""
+    from servelab.lab import params
+
+    if environment:
+        monkeypatch.setenv("SERVELAB_TARGET", environment)
+    else:
+        monkeypatch.delenv("SERVELAB_TARGET", raising=False)
+    p = params.resolve(target)
+    provisioning.not_in_the_nodes_jupyter(p.target, p.target_from)  # no error
+    assert f"${params.TARGET_VARIABLE}" == provisioning.NODE_TARGET_FROM
 
 
 def test_plan_mode_passes_once_nothing_is_recorded_live(student, capsys) -> None:

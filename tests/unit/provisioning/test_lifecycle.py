@@ -56,7 +56,7 @@ def test_launch_records_what_it_created_and_teardown_deletes_exactly_that(fake_c
                               ("floating_ip", FLOATING_IP, "created", "deleted")]
     fake_chi.rec.calls.clear()
     provisioning.teardown(config(), chi=fake_chi.api, state=state)  # again: nothing left to delete
-    assert not [n for n in names(fake_chi) if n.endswith(("delete", "deallocate_floating_ip"))]
+    assert not [n for n in names(fake_chi) if n.endswith(("delete", "delete_floatingip"))]
 
 
 def test_notebooks_01_02_08_share_the_default_state_file(fake_chi, student, tmp_path: Path) -> None:
@@ -96,7 +96,8 @@ def test_a_free_floating_ip_of_the_project_is_left_alone(fake_chi, student, tmp_
     body = {"floatingip": {"floating_network_id": "net-public",
                            "description": "serve-system-lab: node-serve-system-alice"}}
     assert ("neutron.create_floatingip", (body,), {}) in fake_chi.rec.calls
-    assert ("Server.associate_floating_ip", (ours,), {}) in fake_chi.rec.calls
+    assert ("neutron.update_floatingip", (f"fip-{ours}", {"floatingip": {"port_id": "port-server-1"}}), {}) \
+        in fake_chi.rec.calls
     assert "network.get_or_create_floating_ip" not in names(fake_chi)
     assert ("floating_ip", ours, "created", "live") in records(state)
     out = capsys.readouterr().out
@@ -156,9 +157,9 @@ def test_08_lists_only_the_unbound_ips_this_lab_allocated_for_your_server(fake_c
         err = capsys.readouterr().err
         assert why in err and err.rstrip().endswith("not released; add --force (force=True) to release it "
                                                     "anyway"), err
-    assert "network.deallocate_floating_ip" not in names(fake_chi)[-12:]
+    assert "neutron.delete_floatingip" not in names(fake_chi)[-12:]
     assert cli.main([*line, "129.114.108.40"]) == 0
-    assert names(fake_chi)[-1] == "network.deallocate_floating_ip"
+    assert fake_chi.rec.calls[-1] == ("neutron.delete_floatingip", ("fip-129.114.108.40",), {})  # by its id
     assert cli.main([*line, "129.114.108.50", "--force"]) == 0  # the instructor, who knows whose it is
     assert provisioning.unbound_ips(config(), chi=fake_chi.api) == []
     assert cli.main([*line, "129.114.108.9"]) == 0  # already released by the teardown: said, not an error
@@ -178,7 +179,7 @@ def test_a_floating_ip_given_by_address_is_used_and_kept(fake_chi, student, tmp_
     result = provisioning.teardown(config(floating_ip=given), chi=fake_chi.api, state=state)
     assert result is not None
     assert f"floating IP {given} (adopted: found, not created, by this lab)" in result.kept
-    assert "network.deallocate_floating_ip" not in names(fake_chi)
+    assert "neutron.delete_floatingip" not in names(fake_chi)
     assert [ip["floating_ip_address"] for ip in fake_chi.network.floating_ips] == [given]
     assert from_env(env={"CHI_FLOATING_IP": given}).floating_ip == given
 
@@ -195,7 +196,7 @@ def test_a_given_floating_ip_that_cannot_be_used_is_one_line(fake_chi, student, 
     with pytest.raises(ProvisioningError, match=message) as caught:
         provisioning.launch(config(floating_ip=address), chi=fake_chi.api)
     assert "\n" not in str(caught.value)
-    assert "Server.associate_floating_ip" not in names(fake_chi)
+    assert "neutron.update_floatingip" not in names(fake_chi)
     assert "neutron.create_floatingip" not in names(fake_chi)
 
 

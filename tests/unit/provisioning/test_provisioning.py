@@ -54,7 +54,8 @@ CONNECT_AND_SETUP = [
 ]
 # calls that create, change or delete something on Chameleon (or run on the node)
 CREATING = ("lease.Lease", "Lease.", "server.Server", "Server.", "network.get_or_create",
-            "neutron.create_floatingip", "network.deallocate")
+            "neutron.create_floatingip", "neutron.update_floatingip", "neutron.delete_floatingip",
+            "network.deallocate")
 
 
 def creating(calls: list[tuple[str, tuple[object, ...], dict[str, object]]]) -> list[str]:
@@ -81,8 +82,10 @@ def test_fresh_create_makes_exactly_these_calls(fake_chi, student) -> None:
         call("network.get_network_id", "public"),  # a new IP for this run, never a free one of the project
         call("neutron.create_floatingip", {"floatingip": {"floating_network_id": "net-public",
                                                           "description": f"serve-system-lab: {SERVER}"}}),
-        # recorded (with its id) before it is associated
-        call("Server.associate_floating_ip", FLOATING_IP),  # returns the address: not read again
+        # recorded (with its id) before it is associated, by Neutron itself (python-chi's association
+        # swallows Neutron's errors): the server's port, then the IP bound to it
+        call("neutron.list_ports", {"device_id": "server-1"}),
+        call("neutron.update_floatingip", f"fip-{FLOATING_IP}", {"floatingip": {"port_id": "port-server-1"}}),
         *CONNECT_AND_SETUP,
     ]
     assert node is not None and node.address == FLOATING_IP
@@ -193,7 +196,7 @@ def test_teardown_deletes_what_launch_created(fake_chi, student) -> None:
         call("Server.delete", SERVER, delete_ips=False),  # python-chi's own IP release does nothing
         call("server.get_server_id", SERVER),  # waited until gone
         call("network.list_floating_ips"),
-        call("network.deallocate_floating_ip", FLOATING_IP),  # the one it allocated, by its id
+        call("neutron.delete_floatingip", f"fip-{FLOATING_IP}"),  # the one it allocated, by its id
         call("lease.list_leases"),
         call("Lease.delete", LEASE),
     ]
@@ -427,8 +430,8 @@ def test_a_python_chi_failure_while_creating_is_one_line(fake_chi, student) -> N
 @pytest.mark.parametrize(("failing", "message"), [
     ("neutron.create_floatingip", r"allocating a floating IP for this run failed \(RuntimeError: Quota "
                                   r"exceeded.*quota.*floating_ip / CHI_FLOATING_IP"),
-    ("Server.associate_floating_ip", r"associating floating IP 129\.114\.108\.7 with server "
-                                     r".* Quota exceeded.*quota"),
+    ("neutron.update_floatingip", r"associating floating IP 129\.114\.108\.7 with server "
+                                  r".* Quota exceeded.*quota"),
 ])
 def test_floating_ip_failure_names_the_quota(fake_chi, student, failing, message) -> None:
     fake_chi.lease.add_existing(LEASE, "ACTIVE")

@@ -75,14 +75,14 @@ def test_server_delete_with_delete_ips_does_not_release_the_floating_ip() -> Non
     assert inspect.signature(openstack.proxy.Proxy.request).parameters["raise_exc"].default is False
 
 
-def test_associate_floating_ip_returns_the_address_it_attached() -> None:
-    """provisioning uses the return value as the node's address (no second look-up)."""
-    subscripts = [r.value for r in returns(tree(chi_server.associate_floating_ip))
-                  if isinstance(r.value, ast.Subscript)]
-    assert any(isinstance(v.slice, ast.Constant) and v.slice.value == "floating_ip_address"
-               for v in subscripts), "chi.server.associate_floating_ip no longer returns the address"
-    method = flat(chi_server.Server.associate_floating_ip)
-    assert "fip = associate_floating_ip(self.id, fip, port_id)" in method and "return fip" in method
+def test_python_chis_association_hides_neutrons_status() -> None:
+    """Why provisioning binds the IP through neutronclient itself (``floating_ip.associate_floating_ip``):
+    python-chi 1.2.10 catches every ``SDKException`` of ``update_ip`` per port and, after the loop, raises
+    a ``ResourceError`` of its own, chained to nothing, so a 502 or 504 cannot be told from a port that
+    cannot route (issue 53, finding 10; run over the network in ``test_retries``)."""
+    source = flat(chi_server.associate_floating_ip)
+    assert "except SDKException: # Ignore errors and try the next port pass" in source
+    assert source.rindex("raise exception.ResourceError(") > source.rindex("except SDKException")
 
 
 def test_server_submit_returns_none_on_a_fresh_create() -> None:

@@ -5,12 +5,15 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from chi.exception import ResourceError
+from keystoneauth1.exceptions.connection import ConnectFailure
 
 import provisioning
 from provisioning.config import ProvisioningError, from_env
 from provisioning.server import TEARDOWN_MARGIN_S
 from provisioning.times import to_utc
-from tests.unit.conftest import ResourceError, ServiceError
+from tests.unit.conftest import ServiceError
+from tests.unit.network_stand_ins import refresh_failed
 
 LEASE = "serve_system_alice"
 
@@ -70,8 +73,9 @@ def test_a_wait_without_the_lease_end_says_to_wait_again(student) -> None:
     assert message.endswith("run this step again to keep waiting (the server is reused)")
 
 
-RESET = ResourceError("Could not refresh server: ('Connection aborted.', ConnectionResetError(104, "
-                      "'Connection reset by peer'))")
+# python-chi's refresh around a connection reset (keystoneauth's ConnectFailure, as its session raises it)
+RESET = refresh_failed(ConnectFailure("Unable to establish connection: ('Connection aborted.', "
+                                      "ConnectionResetError(104, 'Connection reset by peer'))"))
 
 
 def test_a_flaky_api_while_the_node_boots_is_tried_again_not_torn_down(fake_chi, student, capsys) -> None:

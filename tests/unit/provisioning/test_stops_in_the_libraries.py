@@ -18,10 +18,12 @@ import provisioning
 from provisioning.config import from_env
 from provisioning.errors import Terminated, signals_raise
 from servelab.remote.shell import FabricShell
+from tests.unit.conftest import FakeNeutron
 from tests.unit.network_stand_ins import (
     StandInChannel,
     StandInCompute,
     StandInConnection,
+    StandInLeases,
     StandInNode,
     StandInServerManager,
     StandInSFTP,
@@ -57,6 +59,13 @@ def test_stand_ins_keep_the_libraries_signatures() -> None:
     same(StandInSFTP, paramiko.SFTPClient, ["getcwd", "normalize", "stat", "chmod", "put", "get", "close"])
     same(StandInServerManager, novaclient.v2.servers.ServerManager, ["get", "list"])
     same(StandInCompute, openstack.compute.v2._proxy.Proxy, ["get_server"])
+    import blazarclient.v1.leases
+    import neutronclient.v2_0.client
+
+    same(StandInLeases, blazarclient.v1.leases.LeaseClientManager, ["create", "get", "delete", "list"])
+    same(FakeNeutron, neutronclient.v2_0.client.Client, ["list_networks", "list_floatingips",
+                                                         "create_floatingip", "update_floatingip",
+                                                         "delete_floatingip", "list_ports"])
     import fabric
 
     assert issubclass(StandInConnection, fabric.Connection)  # its run, runner and transfer are Fabric's
@@ -110,7 +119,7 @@ def test_a_signal_inside_python_chis_refresh_stops_the_boot_wait(fake_chi, stude
     assert stopper.sent_at is not None and time.monotonic() - stopper.sent_at < 3.0
     assert str(stop.value) == f"stopped by {sig.name}"
     names = fake_chi.rec.names()
-    assert "Server.associate_floating_ip" not in names and "Server.check_connectivity" not in names
+    assert "neutron.update_floatingip" not in names and "Server.check_connectivity" not in names
 
 
 # ------------------------------------------------------------------------ finding 2: a long remote command

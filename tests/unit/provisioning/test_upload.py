@@ -151,12 +151,41 @@ def test_two_packs_of_the_same_folder_are_the_same_bytes(tmp_path: Path) -> None
     assert digest("c.tar.gz") != first
 
 
-def test_the_class_registry_goes_with_an_upload_whose_file_list_predates_it(fake_chi, student,
-                                                                             tmp_path: Path) -> None:
-    """Issue 42: the README's registry step commits ``docker/.env`` (SERVELAB_IMAGE_REGISTRY); a Trovi or
-    zip copy sends what ``lab-files.txt`` lists, and a list not regenerated after that commit left it out:
-    the node then silently built every image instead of pulling. It goes whenever present."""
+def test_only_the_labs_files_go_not_this_machines_compose_settings(fake_chi, student, tmp_path: Path,
+                                                                   capsys) -> None:
+    """Issue 53, finding 12: ``docker/.env`` went with every upload, listed or not (issue 42's rule, for a
+    class registry committed after the file list was written); an untracked one of the hub's or a laptop's
+    (MAX_BATCH, FLASK_PORT, SERVELAB_LLM, ...) then changed the node's measurements. Only the lab's own
+    files go, and the built artefacts; a ``docker/.env`` that is not one of them stays, said in one line."""
+    root = trovi_hub(tmp_path)
+    write(root, {"docker/.env": "MAX_BATCH=4\nFLASK_PORT=5001\n"})
+    assert "docker/.env" not in (root / MANIFEST).read_text()
+    sent = sent_from(root, fake_chi, tmp_path)
+    assert "docker/.env" not in sent and sent == sorted([*SENT, MANIFEST])
+    assert ("docker/.env is not sent to the node: it is not one of the lab's files (git ls-files, or "
+            "provisioning/lab-files.txt without git), so it is this machine's, and its settings would change "
+            "the node's measurements; if it holds the class's image registry, commit it and run "
+            "`git ls-files > provisioning/lab-files.txt`") in capsys.readouterr().out
+
+
+def test_the_class_registry_goes_once_the_lab_lists_it(fake_chi, student, tmp_path: Path, capsys) -> None:
+    """The instructor's registry step commits ``docker/.env`` and writes the list again: then it goes."""
     root = trovi_hub(tmp_path)
     write(root, {"docker/.env": "SERVELAB_IMAGE_REGISTRY=registry.example.org/course\n"})
-    assert "docker/.env" not in (root / MANIFEST).read_text()
+    write(root, {MANIFEST: (root / MANIFEST).read_text() + "docker/.env\n"})
     assert "docker/.env" in sent_from(root, fake_chi, tmp_path)
+    assert "is not sent to the node" not in capsys.readouterr().out
+
+
+def test_an_untracked_compose_settings_file_of_a_clone_stays(tmp_path: Path) -> None:
+    """In a git clone, what git tracks goes: an untracked ``docker/.env`` (gitignored or not) stays."""
+    from provisioning.node import local_settings_note
+
+    root = tmp_path / "clone"
+    write(root, {**LAB_FILES, "docker/.env": "MAX_BATCH=4\n"})
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(["git", "-C", str(root), "add", *LAB_FILES], check=True)
+    assert Path("docker/.env") not in checkout_files(root)
+    assert local_settings_note(root).startswith("docker/.env is not sent to the node")
+    subprocess.run(["git", "-C", str(root), "add", "docker/.env"], check=True)
+    assert Path("docker/.env") in checkout_files(root) and local_settings_note(root) == ""

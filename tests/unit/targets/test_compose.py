@@ -148,10 +148,8 @@ def test_fastapi_app_is_chosen_by_a_variable() -> None:
 
 def test_triton_service_runs_the_live_repository() -> None:
     triton = services("triton")["triton_server"]
-    command = triton["command"]
-    assert "--model-control-mode=explicit" in command
-    assert [c.split("=", 1)[1] for c in command if c.startswith("--load-model=")] == list(LAB_MODELS)
-    assert "--model-repository=/models" in command
+    command = triton["command"]  # the lab's command line (servelab.triton.command), loading the lab's models
+    assert command == ["python3", "-m", "servelab.triton.command", *LAB_MODELS]
     [volume] = triton["volumes"]
     source, target = volume.split(":")
     assert target == "/models"

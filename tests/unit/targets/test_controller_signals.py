@@ -124,7 +124,7 @@ def check_all_deleted(tmp_path: Path, signal_name: str) -> dict:
     created = {r["kind"]: r["fate"] for r in state if r["origin"] == "created"}
     assert created == {"lease": "deleted", "server": "deleted", "floating_ip": "deleted"}, state
     calls = result["calls"]
-    assert {"Server.delete", "network.deallocate_floating_ip", "Lease.delete"} <= set(calls)
+    assert {"Server.delete", "neutron.delete_floatingip", "Lease.delete"} <= set(calls)
     assert calls[-1] == "Lease.delete"
     log = (run_dir / "controller.log").read_text()
     assert "== node run" in log and "== teardown" in log and "Deleted lease serve_system_alice" in log
@@ -300,3 +300,28 @@ def test_a_signal_while_the_first_unwinds_only_prints(capsys, monkeypatch) -> No
     now[0] += 0.01
     guard.handle(signal.SIGTERM, None)  # no exception: the first is still on its way
     assert "SIGTERM received during the stop: finishing it first" in capsys.readouterr().out
+
+
+def test_once_the_stop_has_begun_ctrl_c_only_prints_but_may_cut_the_stops_fetch(capsys, monkeypatch) -> None:
+    """Issue 53, finding 9: ``signals_raise`` held SIGTERM and SIGHUP only, so Ctrl-C kept Python's own
+    handler and raised anywhere in the stop. It is the guard's now: a KeyboardInterrupt before the stop, a
+    printed line after, except inside a ``cuttable`` section (the stop's fetch), past the unwinding window."""
+    from provisioning import errors
+    from provisioning.errors import signals_raise
+
+    now = [100.0]
+    monkeypatch.setattr(errors.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(signal, "getsignal", lambda sig: signal.default_int_handler)  # as a terminal has it
+    installed: dict[int, object] = {}
+    monkeypatch.setattr(signal, "signal", lambda sig, handler: installed.setdefault(sig, handler))
+    with signals_raise() as guard:
+        assert installed[signal.SIGINT] == guard.handle
+        with pytest.raises(KeyboardInterrupt):
+            guard.handle(signal.SIGINT, None)
+        guard.begin_stop()
+        now[0] += 60.0
+        guard.handle(signal.SIGINT, None)  # no exception
+        assert "SIGINT received during the stop: finishing it first" in capsys.readouterr().out
+        with guard.cuttable("the stop's fetch"), pytest.raises(KeyboardInterrupt):
+            guard.handle(signal.SIGINT, None)
+        guard.handle(signal.SIGTERM, None)  # outside it again: only printed

@@ -154,7 +154,7 @@ def test_a_local_gpu_host_deploys_the_onnx_model_through_the_python_runner(
         def client(self):  # type: ignore[no-untyped-def]
             return type("C", (), {"load_model": lambda _self, name: started.append(name)})()
 
-    monkeypatch.setattr(server, "TritonServer", lambda repository, log_path=None: Started())
+    monkeypatch.setattr(server, "TritonServer", lambda repository, log_path=None, server_flags=(): Started())
     stack = LocalStack(repository=tmp_path)
     stack._start_triton(timeout=5)
     for name in ("food_classifier", "food_classifier_onnx"):

@@ -128,7 +128,7 @@ def test_the_whole_node_lifecycle_in_order(tmp_path: Path, fake_chi, student) ->
     # provisioning: lease and server made, the node set up and its Jupyter started, then all deleted
     calls = names(fake_chi)
     for needed in ("lease.Lease", "Lease.submit", "server.Server", "Server.submit",
-                   "Server.associate_floating_ip", "Server.upload", "Server.execute", "Server.delete",
+                   "neutron.update_floatingip", "Server.upload", "Server.execute", "Server.delete",
                    "Lease.delete"):
         assert needed in calls, needed
     assert calls.index("Server.execute") < calls.index("Server.delete") < calls.index("Lease.delete")
@@ -281,8 +281,8 @@ def test_ctrl_c_during_the_node_run_fetches_what_the_node_has_then_tears_down(tm
     assert steps[4][2] == f"after the stop: 3 files from the node's results/{run_dir.name}"
     assert [c for c, _ in shell.calls] == ["start", "poll", "run", "get"]  # packed and copied, then deleted
     assert (run_dir / "03_fastapi.ipynb").is_file()  # the notebook it had finished
-    assert "[fetch] the run was stopped: fetching what the node has measured so far (up to 3 min; Ctrl-C " \
-           "again skips it), then the teardown" in capsys.readouterr().out
+    assert "[fetch] the run was stopped: fetching what the node has measured so far (up to 3 min, " \
+           "connecting included; Ctrl-C again skips it), then the teardown" in capsys.readouterr().out
     assert names(fake_chi)[-1] == "Lease.delete"
 
 

@@ -123,3 +123,124 @@ def test_the_stops_fetch_opens_a_connection_of_its_own(fake_chi, student, tmp_pa
     assert steps[-3:] == [("stopped", False), ("fetch", True), ("teardown", True)], steps
     assert node.connections[cut].closed
     assert (run_dir / "partial.csv").read_text() == "measured before the stop\n"
+
+
+def run_with_created(fake_chi: Any, tmp_path: Path) -> tuple[Path, Any]:
+    run_dir, outcome, _ = run_chameleon("quick", results_base=tmp_path, config=config(), chi=fake_chi.api,
+                                        report=False)
+    return run_dir, outcome
+
+
+def all_deleted(run_dir: Path) -> dict[str, str]:
+    state = provisioning.State(run_dir / provisioning.STATE_NAME)
+    return {r.kind: r.fate for r in state.resources if r.origin == "created"}
+
+
+@pytest.mark.parametrize("instant", ["as the stop's fetch begins", "after the stop's fetch"])
+def test_a_second_ctrl_c_during_the_stop_only_prints(instant: str, fake_chi, student, tmp_path: Path,
+                                                     monkeypatch) -> None:
+    """Issue 53, finding 9: the stop held SIGTERM and SIGHUP only; a second Ctrl-C between the stop and the
+    teardown's own guard raised KeyboardInterrupt there and skipped the teardown: everything stayed held.
+    Ctrl-C lands here at two such instants (in the main thread, as a terminal's does)."""
+    import os
+
+    from servelab.targets import chameleon
+
+    node = StandInNode()
+    block("node run", node, fake_chi, monkeypatch)
+    if instant == "as the stop's fetch begins":
+        say = chameleon.say
+
+        def pressed_again(text: str) -> None:
+            say(text)
+            if text.startswith("[fetch] the run was stopped"):
+                os.kill(os.getpid(), signal.SIGINT)
+
+        monkeypatch.setattr(chameleon, "say", pressed_again)
+    else:
+        fetched = chameleon._fetch_when_stopped
+
+        def then_pressed(*args: Any) -> None:
+            fetched(*args)
+            os.kill(os.getpid(), signal.SIGINT)
+
+        monkeypatch.setattr(chameleon, "_fetch_when_stopped", then_pressed)
+    with Stopper(signal.SIGTERM, node.blocked):
+        try:
+            run_dir, outcome = run_with_created(fake_chi, tmp_path)
+        except KeyboardInterrupt:
+            pytest.fail(f"a second Ctrl-C {instant} left the run before its teardown")
+    steps = [(s.step, s.ok) for s in outcome.steps]
+    assert steps[-1] == ("teardown", True), steps
+    assert all_deleted(run_dir) == {"lease": "deleted", "server": "deleted", "floating_ip": "deleted"}
+    assert "SIGINT received during the stop: finishing it first" in (run_dir / "controller.log").read_text()
+
+
+def hanging_connects(monkeypatch: pytest.MonkeyPatch, after: threading.Event, started: threading.Event,
+                     hang_s: float) -> None:
+    """Every SSH connect after ``after`` is set hangs ``hang_s`` (a node whose sshd no longer answers)."""
+    from tests.unit.network_stand_ins import StandInConnection
+
+    def open_(self: Any) -> None:
+        if after.is_set():
+            started.set()
+            time.sleep(hang_s)
+
+    monkeypatch.setattr(StandInConnection, "open", open_)
+
+
+def test_the_stops_fetch_counts_its_connect_within_its_limit(fake_chi, student, tmp_path: Path,
+                                                             monkeypatch) -> None:
+    """Issue 53, finding 11: the stop's fetch connected outside its 3-minute limit (Fabric opens the
+    connection before invoke's command timeout starts): a node that no longer answers SSH held the way to
+    the teardown for as long as the connect took. One deadline covers it now."""
+    from servelab.targets import chameleon
+
+    monkeypatch.setattr(chameleon, "STOPPED_FETCH_S", 1.0)
+    node, fetching = StandInNode(), threading.Event()
+    block("node run", node, fake_chi, monkeypatch)
+    hanging_connects(monkeypatch, node.blocked, fetching, BLOCK_S)
+    teardown_at = note_the_teardown(fake_chi, monkeypatch)
+    with Stopper(signal.SIGTERM, node.blocked) as stopper:
+        run_dir, outcome = run_with_created(fake_chi, tmp_path)
+    took = teardown_at[0] - (stopper.sent_at or 0.0)
+    assert fetching.is_set() and took < 1.0 + LIMIT_S / 2, f"the teardown began {took:.1f} s after the stop"
+    fetch = next(s for s in outcome.steps if s.step == "fetch")
+    assert not fetch.ok and "did not finish within 1 s" in fetch.detail
+    assert all_deleted(run_dir) == {"lease": "deleted", "server": "deleted", "floating_ip": "deleted"}
+
+
+def note_the_teardown(fake_chi: Any, monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """When the teardown begins (time.monotonic), filled in as it does."""
+    began: list[float] = []
+    teardown = provisioning.teardown
+
+    def noted(*args: Any, **kwargs: Any) -> Any:
+        began.append(time.monotonic())
+        return teardown(*args, **kwargs)
+
+    monkeypatch.setattr(provisioning, "teardown", noted)
+    return began
+
+
+@pytest.mark.parametrize("second", ["SIGTERM", "SIGHUP"])
+def test_a_later_sigterm_or_sighup_cuts_the_stops_fetch_short(second: str, fake_chi, student, tmp_path: Path,
+                                                               monkeypatch) -> None:
+    """Finding 11: during the stop's fetch a second SIGTERM or SIGHUP only printed, so a supervisor that
+    follows its SIGTERM with SIGKILL after a grace period killed the run before the teardown. A later signal
+    (past the unwinding window) now ends the fetch and goes on to the teardown at once."""
+    from provisioning.errors import SignalGuard
+
+    monkeypatch.setattr(SignalGuard, "UNWINDING_S", 0.5)
+    node, fetching = StandInNode(), threading.Event()
+    block("node run", node, fake_chi, monkeypatch)
+    hanging_connects(monkeypatch, node.blocked, fetching, BLOCK_S)
+    teardown_at = note_the_teardown(fake_chi, monkeypatch)
+    with Stopper(signal.SIGTERM, node.blocked), Stopper(SIGNALS[second], fetching, delay=1.0) as again:
+        run_dir, outcome = run_with_created(fake_chi, tmp_path)
+    assert again.sent_at is not None and teardown_at
+    took = teardown_at[0] - again.sent_at
+    assert took < 2.0, f"the teardown began {took:.1f} s after the second {second}"
+    fetch = next(s for s in outcome.steps if s.step == "fetch")
+    assert (fetch.ok, fetch.detail) == (False, f"skipped (stopped by {second} again)")
+    assert all_deleted(run_dir) == {"lease": "deleted", "server": "deleted", "floating_ip": "deleted"}
