@@ -8,6 +8,8 @@ Why: docs/decisions/2026-11-26-verdicts-with-preconditions.md.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from servelab.core.cpu import cpu_cores
 from servelab.core.lab_steps import ranges, written_by
 
@@ -72,16 +74,52 @@ def forget() -> None:
     _defined.clear()
 
 
-def glossary(cores: int | None = None) -> list[str]:
-    """Every definition, for the report (``cores``: the run's machine's)."""
+def _over() -> str:
+    """What a spread spans, in every notebook at once (the report's and the glossary's words)."""
     def by(table: str) -> str:
         return ranges(written_by(table))
 
-    over = (f"perf_analyzer's last three windows of a level ({by('triton')}), a FastAPI run's three "
+    return (f"perf_analyzer's last three windows of a level ({by('triton')}), a FastAPI run's three "
             f"thirds ({by('fastapi')}), an LLM measurement's repeats ({by('llm')}), one sampling interval or "
             f"the last three samples ({by('scaling')})")
-    return [text.format(cores=cores or _cores(), over=over, where="results/<run> of the checkout")
+
+
+def glossary(cores: int | None = None) -> list[str]:
+    """Every definition, for the report (``cores``: the run's machine's)."""
+    return [text.format(cores=cores or _cores(), over=_over(), where="results/<run> of the checkout")
             for text in TERMS.values()]
+
+
+GLOSSARY_BLOCK = "terms"  # the block of docs/guides/glossary.md that ``glossary_markdown`` fills
+
+
+def glossary_markdown() -> str:
+    """The glossary page's generated block: how to read a verdict and every definition the notebooks print
+    once each (``TERMS``), as the lab's library says them, in alphabetical order; ``write_glossary`` puts
+    it in the page."""
+    from servelab.report.verdicts import LEGEND
+
+    entries = {"verdict": LEGEND.removeprefix("How to read a verdict: ")}
+    for text in TERMS.values():
+        said = text.format(cores="the machine's", over=_over(), where="results/<run> of the checkout")
+        name, _, meaning = said.partition(": ")
+        entries[name] = meaning
+    ordered = sorted(entries, key=lambda name: name.lstrip("$(").lower())
+    return "".join(f"- **{name}**: {entries[name]}\n" for name in ordered)
+
+
+def write_glossary(path: Path) -> None:
+    """Fill ``path``'s ``<!-- begin terms -->`` block with ``glossary_markdown`` (``python -m
+    servelab.report.terms docs/guides/glossary.md``); a test holds the committed page to it."""
+    import re
+
+    text = Path(path).read_text(encoding="utf-8")
+    name = GLOSSARY_BLOCK
+    block = re.compile(rf"(<!-- begin {name} -->\n)(.*?)(<!-- end {name} -->)", re.S)
+    if not block.search(text):
+        raise ValueError(f"{path} has no <!-- begin {name} --> … <!-- end {name} --> block")
+    Path(path).write_text(block.sub(lambda m: m.group(1) + glossary_markdown() + m.group(3), text),
+                          encoding="utf-8")
 
 
 def used_in(headings: list[str]) -> list[str]:
@@ -93,3 +131,9 @@ def used_in(headings: list[str]) -> list[str]:
     if "compute (ms)" in headings and "queue" not in found:
         found.append("queue")
     return found
+
+
+if __name__ == "__main__":  # python -m servelab.report.terms docs/guides/glossary.md
+    import sys
+
+    write_glossary(Path(sys.argv[1]))
