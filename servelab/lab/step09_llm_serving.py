@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from servelab.core.paths import ON_THE_NODE, REPO_ROOT
-from servelab.lab.common import record
+from servelab.lab.common import record, show_columns
 from servelab.lab.params import LabParams
 from servelab.lab.step09_views import (
     fig_batching,
@@ -132,7 +132,7 @@ def one_request(engine: Engine, p: LabParams) -> pd.DataFrame:
           + ("sooner than every new long prompt's (the engine reused the KV blocks it kept for that prompt: "
              "prefix caching)" if again < new.min() else f"not sooner than new long prompts' ({new.min():.0f}"
              f"-{new.max():.0f} ms)"))
-    return df
+    return show_columns(df, SINGLE_COLUMNS)
 
 
 def sized_for(tokens: int, got: int | None) -> int:
@@ -233,7 +233,7 @@ def show(df: pd.DataFrame) -> pd.DataFrame:
     cols = [c for c in LLM_SHOWN if c in df]
     if "itl_p50_ms" in cols and (said := define("ITL")):
         print(said)
-    return df[cols].round(2)
+    return show_columns(df, cols)
 
 
 def plot_single(df: pd.DataFrame) -> Any:

@@ -222,7 +222,22 @@ HEADINGS = {"server_cpu_pct": "server CPU %",
             "queue_ms": "queue (ms)", "compute_infer_ms": "compute (ms)", "cpu_util_pct": "CPU %",
             "gpu_util_pct": "GPU %", "threads": "threads", "batch": "client batch",
             "mean_batch_size": "mean batch", "max_batch": "max batch", "cold_ms": "first (ms)",
-            "max_ms": "max (ms)", "goodput_rps": "goodput (requests/s)", "shed_p99_ms": "refused p99 (ms)"}
+            "max_ms": "max (ms)", "goodput_rps": "goodput (requests/s)", "shed_p99_ms": "refused p99 (ms)",
+            # 09's LLM rows
+            "ttft_ms": "TTFT (ms)", "tpot_ms": "TPOT (ms)", "ttft_p50_ms": "TTFT p50 (ms)",
+            "ttft_p99_ms": "TTFT p99 (ms)", "itl_p50_ms": "ITL p50 (ms)",
+            "output_tokens_s": "output (tokens/s)",
+            "prompt_tokens": "prompt (tokens)", "output_tokens": "output (tokens)",
+            "output_lengths": "output lengths (tokens)", "max_running": "most running (sequences)",
+            "max_waiting": "most waiting (requests)",
+            # 10's step loads, shedding and kill
+            "sent": "sent (requests)", "ok": "answered (requests)", "shed_503": "refused, 503 (requests)",
+            "timeouts": "timed out (requests)", "replicas_max": "most replicas",
+            "replica_seconds": "replica-s",
+            "failed": "failed (requests)", "in_flight_at_kill": "in flight at the kill (requests)",
+            "killed_at_s": "killed at (s)", "replaced_after_s": "replaced after (s)",
+            "fewest_running_after_kill": "fewest running after (replicas)",
+            "max_queued_requests": "max_queued_requests (requests)"}
 DECIMALS = 1  # every measured figure a table shows: rounded once, here, from the row's full value
 # why: docs/decisions/2026-11-28-numbers-printed-once.md
 LESSONS = ("threads", "batch", "mean_batch_size", "max_batch")  # the first that varies is the table's lesson
