@@ -223,6 +223,33 @@ step.summaries("step")
 common.what_this_run_shows(step10_report, "replica-seconds")
 
 # %% [markdown]
+# ## The same control loop where compute leaves the CPU: a device stand-in
+# On this machine a replica computes on the cores that Serve's proxy, the load generator and a starting
+# replica need too, so what an added replica buys depends on what else runs. On the GPU node a replica
+# computes on its GPU share instead. To see the control loop alone, the next two runs use a **device
+# stand-in**: each replica still loads the model and answers its labels, but instead of computing it
+# waits the model's forward pass, measured here first, off the CPU, as a GPU's would be. It is not a
+# measurement of the model: every label, table and verdict says "stand-in". Its own capacity sets its
+# rates, as above.
+#
+# **Predict.** On the stand-in, will the autoscaled run end the high phase with fewer requests in
+# flight than one fixed replica?
+
+# %%
+wait_ms = step.stand_in_ms()
+stand_in_rate = step.capacity(cluster, P, photos, device_ms=wait_ms)
+stand_in_phases = step.step_phases(stand_in_rate, P)
+fixed_one_stand_in = step.step_load(cluster, step.policy(P, fixed=1, device_ms=wait_ms), stand_in_phases,
+                                    photos)
+
+# %%
+queue_stand_in = step.step_load(cluster, step.policy(P, device_ms=wait_ms), stand_in_phases, photos)
+step.plot_timeline(fixed_one_stand_in, queue_stand_in, title="device stand-in: fixed 1 against autoscaled")
+
+# %%
+common.what_this_run_shows(step10_report, "device stand-in")
+
+# %% [markdown]
 # ## Load past capacity: shed instead of queueing
 # One replica, `scaling_overload_fraction` times its capacity for `scaling_overload_seconds`: first
 # with an unbounded queue, then with `max_queued_requests = scaling_queue_limit` (and two requests

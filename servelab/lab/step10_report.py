@@ -4,6 +4,7 @@ expected effects checked on a run's data (``rules``). The measuring is in step10
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -182,6 +183,8 @@ def rules(data: RunData) -> list[Check]:
     Why: docs/decisions/2026-11-26-verdicts-with-preconditions.md, 2026-12-01-verdicts-at-a-glance.md."""
     runs = data.scaling if not data.scaling.empty else pd.DataFrame(columns=["kind", "policy"])
     runs = runs.assign(**{c: None for c in ("kind", "policy") if c not in runs})
+    stand = num(runs, "device_ms").notna() if "device_ms" in runs else pd.Series(False, index=runs.index)
+    runs, stand_in = runs[~stand], runs[stand]  # the model's runs; the device stand-in's beside them
     step = runs[runs["kind"] == "step"]
     shed = runs[runs["kind"] == "shedding"]
     bounded = shed[num(shed, "max_queued_requests") > 0]
@@ -255,7 +258,22 @@ def rules(data: RunData) -> list[Check]:
               for auto, name, policy in ((queue, "queue depth", "queue depth"),
                                          (util, "CPU utilisation", "utilisation"))]
     return [start, backlog, versus[0], earlier, versus[1], *_shedding_rules(shed, bounded),
-            _cost(fixed_n, fixed_one, queue, needs, resolution), *_triton_and_kill(runs)]
+            _cost(fixed_n, fixed_one, queue, needs, resolution), _stand_in(stand_in, data.scaling_series),
+            *_triton_and_kill(runs)]
+
+
+def _stand_in(runs: pd.DataFrame, series: pd.DataFrame) -> Check:
+    """The same control loop on the device stand-in (replicas that wait the model's measured forward pass
+    off the CPU, as on a GPU: ``Scaling.device_ms``): the autoscaled run against one fixed replica, as
+    ``versus_fixed`` judges the model's runs. Needs the high load to outrun one stand-in replica."""
+    step = runs[runs["kind"] == "step"] if "kind" in runs else runs.iloc[0:0]
+    fixed_one = step[(step["policy"] == "fixed") & (num(step, "replicas_max") == 1)]
+    queue = step[step["policy"] == "queue depth"]
+    ms = row(runs, "device_ms")
+    verdict = versus_fixed(queue, "queue depth on the device stand-in", fixed_one, step.iloc[0:0],
+                           (outran(runs, series),))
+    return replace(verdict, evidence=verdict.evidence + (f"; each replica waits {ms:g} ms per request, the "
+                                                          "model's forward pass measured here" if ms else ""))
 
 
 def versus_fixed(auto: pd.DataFrame, name: str, fixed_one: pd.DataFrame, fixed_n: pd.DataFrame,

@@ -26,7 +26,8 @@ def step_row(policy: str, **values: object) -> dict:
 
 
 def statuses(run: RunData) -> list[str]:
-    return [c.status for c in step.rules(run)]
+    """The model's verdicts (the device stand-in's: test_the_device_stand_in_is_judged_on_its_own_runs)."""
+    return [c.status for c in step.rules(run) if "stand-in" not in c.effect]
 
 
 def test_nothing_measured_reads_not_measured() -> None:
@@ -125,7 +126,7 @@ def test_a_run_where_nothing_scaled_because_one_replica_kept_up_shows_no_autosca
         step_row("fixed", label="fixed 1", replicas_max=1, replica_seconds=20.0, backlog_end_high=2),
         step_row("fixed", label="fixed 2", replicas_max=2, replica_seconds=40.0),
         series=[*high_phase("fixed 1", rate=94.0, answered=93.5), *high_phase("queue depth", 94.0, 94.2)])
-    checks = step.rules(run)
+    checks = [c for c in step.rules(run) if "stand-in" not in c.effect]
     scaling = [c for c in checks if "replica-seconds" in c.effect or "queue depth" in c.effect
                or "backlog" in c.effect or "than on one fixed replica" in c.effect]
     assert len(scaling) == 6  # start, backlog, queue depth vs utilisation, cost, and each vs one fixed
@@ -241,3 +242,30 @@ def test_each_run_keeps_one_colour_in_every_panel_and_both_backlogs_are_labelled
     labels = [ax.get_ylabel() for ax in fig.axes]
     assert labels[1].startswith("in flight, total") and labels[2].startswith("in flight per")
     assert run_colour("fixed 1") == run_colour("fixed 1 on the stand-in")  # its kind's colour, dashed
+
+
+def test_the_device_stand_in_is_judged_on_its_own_runs() -> None:
+    """Issue 52: the same control loop on replicas that wait the model's measured forward pass off the CPU
+    (as on a GPU), labelled as the stand-in, judged against its own fixed replica; the model's verdicts
+    never read the stand-in's rows (this session's figures: stand-in fixed 1 ended the high load with 129
+    in flight, autoscaled 46)."""
+    model = [step_row("queue depth", label="autoscaled 1-2 (queue depth)", scale_up_after_s=7.2,
+                      high_seconds=12.0, backlog_end_high=2, p99_ms=800.0),
+             step_row("fixed", label="fixed 1", replicas_max=1, backlog_end_high=14, p99_ms=700.0)]
+    stand_in = [step_row("queue depth", label="autoscaled 1-2 (queue depth) on the stand-in", device_ms=9.1,
+                         scale_up_after_s=7.2, high_seconds=12.0, backlog_end_high=46, p99_ms=1664.0,
+                         backlog_end_high_spread=0.1),
+                step_row("fixed", label="fixed 1 on the stand-in", replicas_max=1, device_ms=9.1,
+                         backlog_end_high=129, p99_ms=1917.0, backlog_end_high_spread=0.05)]
+    series = [*high_phase("fixed 1", rate=46.0, answered=41.8),
+              *high_phase("fixed 1 on the stand-in", rate=65.5, answered=53.8)]
+    checks = step.rules(data(*model, *stand_in, series=series))
+    [on] = [c for c in checks if "stand-in" in c.effect]
+    assert on.status == "observed", on.line()
+    assert [str(q) for q in on.figures] == ["in flight 46", "one fixed 129", "p99 1664 ms",
+                                            "one fixed 1917 ms"]
+    assert on.evidence.endswith("each replica waits 9.1 ms per request, the model's forward pass measured "
+                                "here")
+    [model_versus] = [c for c in checks if c.effect.startswith("Autoscaled on queue depth,")]
+    assert "autoscaled 2, one fixed replica 14" in model_versus.evidence  # its own rows, not the stand-in's
+    assert model_versus.status == "cannot show here"  # the model's high load never outran one replica (91 %)
