@@ -313,37 +313,6 @@ class Measured(pd.DataFrame):
         return short.to_string(index=False, na_rep="") + (f"\n{said}" if said else "")
 
 
-class Amount(float):
-    """A measured figure that a notebook cell shows with its unit ("45.7 inferences/s"), and computes with
-    as the float it is."""
-
-    unit: str = ""
-
-    def __new__(cls, value: float, unit: str) -> Amount:
-        made = super().__new__(cls, value)
-        made.unit = unit
-        return made
-
-    def __repr__(self) -> str:
-        from servelab.report.verdict import amount
-
-        return f"{amount(float(self))} {self.unit}"
-
-
-class Amounts(list[float]):
-    """Figures a cell shows with their unit and what they were made of ("27.4, 54.9 requests/s (0.6, 1.2 ×
-    the capacity)"); a list of floats to compute with."""
-
-    def __init__(self, values: Sequence[float], unit: str, said: str = "") -> None:
-        super().__init__(values)
-        self.unit, self.said = unit, said
-
-    def __repr__(self) -> str:
-        from servelab.report.verdict import amount
-
-        return f"{', '.join(amount(v) for v in self)} {self.unit}" + (f" ({self.said})" if self.said else "")
-
-
 @dataclass
 class Endpoint:
     """A running HTTP service the notebook talks to: its kind and base URL."""

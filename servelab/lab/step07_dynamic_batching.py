@@ -8,7 +8,6 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from servelab.lab.common import Amount, Amounts
 from servelab.lab.params import LabParams
 from servelab.lab.triton_steps import Triton, measure_all
 from servelab.report.effects import (
@@ -23,7 +22,17 @@ from servelab.report.effects import (
     settled_need,
     spread,
 )
-from servelab.report.figures import Section, as_image, fig_breakdown, figure, finish, plot_html, table_html
+from servelab.report.figures import (
+    Amount,
+    Amounts,
+    Section,
+    as_image,
+    fig_breakdown,
+    figure,
+    finish,
+    plot_html,
+    table_html,
+)
 from servelab.report.readings import first
 from servelab.results.schema import QUEUE, TRITON_COLUMNS, RunData, batch_size_counts, num, step_rows
 

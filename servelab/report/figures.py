@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from servelab.report.readings import config_column, level_text
+from servelab.report.verdict import amount
 from servelab.results.schema import COMPUTE_PARTS, FASTAPI_COLUMNS, QUEUE, TRITON_COLUMNS, num
 
 
@@ -319,6 +321,33 @@ def whole_numbers(frame: pd.DataFrame) -> pd.DataFrame:
         elif values.dtype.kind == "O":
             out[column] = ["" if v is None or (isinstance(v, float) and v != v) else v for v in values]
     return out
+
+
+class Amount(float):
+    """A measured figure that a notebook cell shows with its unit ("45.7 inferences/s"), and computes with
+    as the float it is."""
+
+    unit: str = ""
+
+    def __new__(cls, value: float, unit: str) -> Amount:
+        made = super().__new__(cls, value)
+        made.unit = unit
+        return made
+
+    def __repr__(self) -> str:
+        return f"{amount(float(self))} {self.unit}"
+
+
+class Amounts(list[float]):
+    """Figures a cell shows with their unit and what they were made of ("27.4, 54.9 requests/s (0.6, 1.2 ×
+    the capacity)"); a list of floats to compute with."""
+
+    def __init__(self, values: Sequence[float], unit: str, said: str = "") -> None:
+        super().__init__(values)
+        self.unit, self.said = unit, said
+
+    def __repr__(self) -> str:
+        return f"{', '.join(amount(v) for v in self)} {self.unit}" + (f" ({self.said})" if self.said else "")
 
 
 @dataclass
