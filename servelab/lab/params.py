@@ -163,7 +163,8 @@ SPECS: dict[str, Spec] = {
     "constraint_concurrency": Spec(8, 8, _int(1, 256), "the constraint's load: clients sending back to back"),
     "p99_budget_ms": Spec(None, None, _optional(_int(1, 3_600_000)),
                           "the constraint: p99 at most this many ms (not set: 1.5 × your "
-                          "configuration's p99 for the search, then the median p99 it measured)"),
+                          "configuration's p99 for the search, then one between the p99s it measured, "
+                          "below the slower half)"),
     "your_instances": Spec(2, 2, _int(1, 64), "your configuration: ONNX model instances (06's scaled step)"),
     "your_dynamic_batching": Spec(True, True, _flag,
                                   "your configuration: 07's dynamic_batching block (preferred_batch_sizes, "

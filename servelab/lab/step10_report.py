@@ -46,8 +46,8 @@ def sections(data: RunData) -> list[Section]:
     shed = runs[runs["kind"].isin(["shedding", "triton_queue"])]
     if not shed.empty:
         out.append(Section("Load past capacity: shedding with max_queued_requests, Triton's queue policy",
-                           [table_html(shed, [*SUMMARY_COLUMNS, "max_queued_requests", "max_queue_size",
-                                              "rejected"])]))
+                           [table_html(shed, ["label", "max_queued_requests", "max_queue_size", "sent",
+                                              "ok", "shed_503", "rejected", "p99_ms", "shed_p99_ms"])]))
     return out
 
 
@@ -270,8 +270,9 @@ def _stand_in(runs: pd.DataFrame, series: pd.DataFrame) -> Check:
     fixed_one = step[(step["policy"] == "fixed") & (num(step, "replicas_max") == 1)]
     queue = step[step["policy"] == "queue depth"]
     ms = row(runs, "device_ms")
-    verdict = versus_fixed(queue, "queue depth on the device stand-in", fixed_one, step.iloc[0:0],
-                           (outran(runs, series),))
+    verdict = versus_fixed(queue, "queue depth", fixed_one, step.iloc[0:0], (outran(runs, series),))
+    verdict = replace(verdict, effect="On the device stand-in, autoscaled on queue depth: less in flight as "
+                                      "the high phase ends, and a lower p99, than one fixed replica")
     return replace(verdict, evidence=verdict.evidence + (f"; each replica waits {ms:g} ms per request, the "
                                                           "model's forward pass measured here" if ms else ""))
 

@@ -17,7 +17,7 @@ from servelab.lab.step10_views import describe_replicas as describe_replicas  # 
 from servelab.lab.step10_views import fig_timeline as fig_timeline  # and the report call them as step.…
 from servelab.lab.step10_views import high_load_said
 from servelab.lab.step10_views import plot_timeline as plot_timeline
-from servelab.results.schema import SCALING, SCALING_SERIES, device_label, relative_spread
+from servelab.results.schema import SCALING, SCALING_SERIES, device_label, relative_spread, trend_spread
 from servelab.scaling.cluster import Cluster, cluster_gpus, ray_processes
 from servelab.scaling.config import Scaling, field_map, hpa_manifest, keda_manifest
 from servelab.scaling.load import LoadRun, Phase, closed_loop, run_schedule, scale_events
@@ -33,7 +33,7 @@ dynamic_batching {
   }
 }"""
 
-SUMMARY_COLUMNS = ["label", "sent", "ok", "shed_503", "timeouts", "goodput_rps", "p50_ms", "p99_ms",
+SUMMARY_COLUMNS = ["label", "sent", "ok", "timeouts", "goodput_rps", "p50_ms", "p99_ms",
                    "replicas_max", "replica_seconds"]
 
 
@@ -217,7 +217,7 @@ def step_load(cluster: Cluster, s: Scaling, phases: list[Phase], photos: list[tu
                       "p99_before_up_ms": _max(before, "p99_ms"), "p99_after_up_ms": _max(after, "p99_ms"),
                       "p99_after_up_spread": relative_spread([x["p99_ms"] for x in after]),
                       "backlog_at_up": at_up, "backlog_end_high": high[-1]["in_flight"] if high else None,
-                      "backlog_end_high_spread": relative_spread([x["in_flight"] for x in high[-3:]]),
+                      "backlog_end_high_spread": trend_spread([x["in_flight"] for x in high[-5:]]),
                       "sample_interval_s": 1.0}])
     record(SCALING_SERIES, run.series)
     print(high_load_said(run.series, high))

@@ -208,21 +208,39 @@ def test_a_kind_gpu_pick_is_put_on_the_gpu_yours_is_on(monkeypatch: pytest.Monke
     assert "2 GPU instances, max batch 4, dynamic batching on" in capsys.readouterr().out
 
 
-def test_the_budget_that_binds_is_the_median_p99_the_search_measured(
-        capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_budget_that_binds_lies_between_the_p99s_the_search_measured(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 52 (11): the p99 budget was 1.5 × your configuration's p99 and all 5 configurations met it, so
-    it never shaped the pick. Unless the student sets one, the ranking's budget is the median of the p99s
-    the search measured on this machine: the slower ones miss it."""
-    from servelab.lab import params
+    it never shaped the pick. Unless the student sets one, the ranking's budget lies between the p99s the
+    search measured on this machine (halfway between the two either side of the middle: never within a ms
+    of one), and the slower ones miss it; the measurements are ranked under it as Model Analyzer ranks."""
+    from types import SimpleNamespace
 
-    measured = pd.DataFrame({"p99_ms": [150.4, 180.9, 120.2, 310.0, 95.5]})
+    from servelab.lab import params
+    from servelab.triton.model_analyzer import Workspace
+
+    first = pd.DataFrame({"rank": [1, 2, 3, 4, 5], "variant": [f"v{i}" for i in range(5)],
+                          "configuration": [f"config {i}" for i in range(5)],
+                          "throughput": [92.3, 89.3, 83.5, 81.6, 62.9],
+                          "p99_ms": [165.2, 158.6, 154.3, 169.5, 355.1],
+                          "within_budget": [True] * 5, "picked": [True, False, False, False, False]})
     p = params.resolve("local", "quick", p99_budget_ms=None, constraint_concurrency=None)
-    assert step.binding_budget(measured, p) == 150
+    assert step.binding_budget(first, p) == 167  # 165.2 and 169.5 either side of the middle
     said = capsys.readouterr().out
-    assert said.startswith("The budget that binds: p99 ≤ 150 ms at concurrency 8 (the median of the 5 p99s "
-                           "the search measured here (95.5–310.0 ms)")
-    assert "3 of 5 configurations miss it" in said  # rounded down: the median one misses it too
+    assert said.startswith("The budget that binds: p99 ≤ 167 ms at concurrency 8 (between the 5 p99s the "
+                           "search measured here (154.3–355.1 ms)")
+    assert "2 of 5 configurations miss it" in said
     own = params.resolve("local", "quick", p99_budget_ms=400, constraint_concurrency=None)
-    assert step.binding_budget(measured, own) == 400
+    assert step.binding_budget(first, own) == 400
     assert "0 of 5 configurations miss it" in capsys.readouterr().out
     assert step.binding_budget(pd.DataFrame(), p) is None
+    assert step.between([100.0, 100.5, 101.0, 101.5]) == 100 and step.between([5.0, 200.0]) == 102
+    monkeypatch.setenv("SERVELAB_RESULTS", str(tmp_path))
+    work = Workspace(tmp_path / "search-1")
+    planned = SimpleNamespace(search=SimpleNamespace(p99_budget_ms=198), work=work)
+    ranked = step.rank(planned, 160, first)  # type: ignore[arg-type]
+    assert list(ranked["variant"]) == ["v1", "v2", "v0", "v3", "v4"]  # within 160 ms first, by throughput
+    assert list(ranked["picked"]) == [True, False, False, False, False]
+    assert list(ranked["within_budget"]) == [True, True, False, False, False]
+    assert list(ranked["searched_rank"]) == [2, 3, 1, 4, 5] and (ranked["p99_budget_ms"] == 160).all()
+    assert "under the budget that binds (160 ms) the search ranks config 1 first" in capsys.readouterr().out
