@@ -357,11 +357,6 @@ exercise.compare(step, "FastAPI worker processes (pt): with many clients N serve
 # Python process, while the whole 16-core host was about one core busy. So N worker processes
 # should raise throughput several-fold there (the goal: 0.6 of the ceiling). That run predates the
 # stage timings and the processes, so it shows neither yet.
-#
-# Below it, the evidence from a GPU the lab has for this step: its reference run's rows
-# (`results/reference/README.md`), under lines naming that run's host, where each row computed (its GPU,
-# or its CPU) and the notebooks it ran, and what today's code reads from them. Where the reference holds
-# no rows, the notebook's first such cell says so, once.
 
 # %%
 common.reference("fastapi", step.FASTAPI_COLUMNS, rules=step)

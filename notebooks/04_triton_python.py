@@ -186,11 +186,6 @@ exercise.compare(step, "queue time exceeds compute time")
 # figures in docs/decisions/2026-11-24-gpu-expectations.md): compute infer stays near 19 ms at
 # concurrency 1, 8 and 16 while the queue grows to 132 ms at 8 and 283 ms at 16; throughput stays
 # at 52 infer/s, and nvtop shows the GPU mostly idle: the delay is queuing, not a lack of compute.
-#
-# Below it, the evidence from a GPU the lab has for this step: its reference run's rows
-# (`results/reference/README.md`), under lines naming that run's host, where each row computed (its GPU,
-# or its CPU) and the notebooks it ran, and what today's code reads from them. Where the reference holds
-# no rows, the notebook's first such cell says so, once.
 
 # %%
 common.reference("triton", triton_steps.TRITON_COLUMNS, rules=step, effects=["Triton Python backend"],
@@ -229,11 +224,6 @@ exercise.compare(step, "Client batch 16 raises throughput")
 # [snippets/triton.md](https://github.com/teaching-on-testbeds/serve-system-chi/blob/main/snippets/triton.md);
 # figures in docs/decisions/2026-11-24-gpu-expectations.md): a batch of 16 costs little more than
 # one image: one client, 52 images/s sending single images and 657 images/s sending batches of 16.
-#
-# Below it, the evidence from a GPU the lab has for this step: its reference run's rows
-# (`results/reference/README.md`), under lines naming that run's host, where each row computed (its GPU,
-# or its CPU) and the notebooks it ran, and what today's code reads from them. Where the reference holds
-# no rows, the notebook's first such cell says so, once.
 
 # %%
 common.reference("triton", triton_steps.TRITON_COLUMNS, rules=step, effects=["Client batch"],

@@ -183,11 +183,6 @@ exercise.compare(step, "The largest instance count is no better than the middle 
 # GPU the limit can be elsewhere: the notes this lab was rebuilt from report 87 → 148 → 336 infer/s
 # for 1 → 2 → 4 instances on one H100 at concurrency 16, from a run whose rows were not kept: the
 # reference below holds none of it (same note). Whether 4+4 beats 2+2 depends on the GPU at hand.
-#
-# Below it, the evidence from a GPU the lab has for this step: its reference run's rows
-# (`results/reference/README.md`), under lines naming that run's host, where each row computed (its GPU,
-# or its CPU) and the notebooks it ran, and what today's code reads from them. Where the reference holds
-# no rows, the notebook's first such cell says so, once.
 
 # %%
 common.reference("triton", triton_steps.TRITON_COLUMNS, rules=step,

@@ -190,11 +190,6 @@ exercise.compare(step, "The ONNX backend's inference time is lower")
 # figures in docs/decisions/2026-11-24-gpu-expectations.md): one ONNX instance at concurrency 1
 # computes a request in 4.6 ms (the Python backend: 18.6 ms) and serves 138 infer/s (52), with the
 # GPU busier in nvtop.
-#
-# Below it, the evidence from a GPU the lab has for this step: its reference run's rows
-# (`results/reference/README.md`), under lines naming that run's host, where each row computed (its GPU,
-# or its CPU) and the notebooks it ran, and what today's code reads from them. Where the reference holds
-# no rows, the notebook's first such cell says so, once.
 
 # %%
 common.reference("triton", triton_steps.TRITON_COLUMNS, rules=step, effects=["inference time"],
@@ -270,11 +265,6 @@ exercise.compare(step, "ONNX backend: two instances serve more than one")
 # figures in docs/decisions/2026-11-24-gpu-expectations.md): with `count: 2, gpus: [0, 1]` both
 # GPUs are fully used; 1182 infer/s at concurrency 8 and 1257 at 16, where 6.8 ms of queue
 # remains: requests arrive faster than the instances serve them.
-#
-# Below it, the evidence from a GPU the lab has for this step: its reference run's rows
-# (`results/reference/README.md`), under lines naming that run's host, where each row computed (its GPU,
-# or its CPU) and the notebooks it ran, and what today's code reads from them. Where the reference holds
-# no rows, the notebook's first such cell says so, once.
 
 # %%
 common.reference("triton", triton_steps.TRITON_COLUMNS, rules=step, effects=["two instances"],

@@ -270,11 +270,6 @@ exercise.compare(step, "At the lowest rate, dynamic batching costs latency")
 # costs little more than one image on that GPU (657 against 52 images/s from one client). So on the
 # GPU node the requests that queue during one execution are served together in the next, at about
 # the cost of one.
-#
-# Below it, the evidence from a GPU the lab has for this step: its reference run's rows
-# (`results/reference/README.md`), under lines naming that run's host, where each row computed (its GPU,
-# or its CPU) and the notebooks it ran, and what today's code reads from them. Where the reference holds
-# no rows, the notebook's first such cell says so, once.
 
 # %%
 common.reference("triton", triton_steps.TRITON_COLUMNS, rules=step, effects=["dynamic batching"],

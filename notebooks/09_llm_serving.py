@@ -300,11 +300,6 @@ step09_vllm.compare(common.concat(continuous, vllm_rows))
 # and the KV cache in GPU memory limits how many sequences run at once. On a GPU host,
 # `docker/docker-compose-llm.yaml` runs this engine, and vLLM beside it where the GPU has compute
 # capability 7.0 or higher.
-#
-# Below it, the evidence from a GPU the lab has for this step: its reference run's rows
-# (`results/reference/README.md`), under lines naming that run's host, where each row computed (its GPU,
-# or its CPU) and the notebooks it ran, and what today's code reads from them. Where the reference holds
-# no rows, the notebook's first such cell says so, once.
 
 # %%
 common.reference("llm", step.LLM_SHOWN, rules=step, step=["mixed", "equal", "kv_cache"])

@@ -42,8 +42,9 @@ def reference(table: str, columns: Sequence[str], rules: Any = None, effects: Se
               "No GPU reference rows: no reference run is set beside this lab (results/reference/ holds "
               "none, or SERVELAB_REFERENCE=none).")
         return None
-    print(f"Evidence beside the expectation above (which is for your {STUDENT_NODE} node): measured by "
-          f"{describe(run)}.\nWhere these rows computed: {computed_on(rows, run)}.")
+    print(f"Evidence from a GPU beside the expectation above (which is for your {STUDENT_NODE} node), the "
+          f"lab's reference rows (results/reference/README.md): measured by {describe(run)}.\nWhere these "
+          f"rows computed: {computed_on(rows, run)}.")
     if gpu_polled(rows).any():  # RunData.load left their GPU % blank, not 0
         print("GPU % left blank: that run's monitor polled NVML, which reads 0 for runs this short "
               "(docs/decisions/2026-11-26-gpu-utilisation.md).")

@@ -28,6 +28,8 @@ from servelab.results.store import results_dir
 from servelab.targets.base import Stack
 
 # what a verdict's "(spread …)" spans here (servelab.report.terms)
+# the verdict the report's first screen gives as this step's one line (servelab.report.html.headline)
+HEADLINE = "ONNX Runtime answers one client faster"
 SPREAD_OVER = "the medians of each run's first, middle and last third, without the one farthest off"
 SPREAD_SPANS = "each median times its run's spread over its thirds, the larger"
 

@@ -168,13 +168,13 @@ def stage_checks(df: pd.DataFrame) -> list[Check]:
         found = bounding(df, backend)
         expected = EXPECTED_BOUND.get(found["device"]) if found else None
         checks.append(check(
-            f"FastAPI stages ({backend}): with many clients the stage that bounds throughput is inference on "
-            "a CPU, preprocessing on a GPU",
+            f"FastAPI stages ({backend}): with many clients, inference bounds throughput on a CPU, "
+            "preprocessing on a GPU",
             (found["loaded_ms"] if found else None,),
             lambda _, f=found, e=expected: f is not None and f["part"] == e,
             lambda _, f=found, n=engine: f"{n} on the {'GPU' if f['device'] == 'cuda' else 'CPU'}: "
                                          f"{_said(f)}",
-            figures=lambda _, f=found: tuple(Quantity(f"{p} grew", f["growth"][p], "ms")
+            figures=lambda _, f=found: tuple(Quantity(p, f["growth"][p], "ms", signed=True)
                                              for p in sorted(f["growth"], key=lambda p: -f["growth"][p]))))
     return checks
 

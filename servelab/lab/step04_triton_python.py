@@ -13,6 +13,8 @@ from servelab.report.readings import first, read_breakdown
 from servelab.results.schema import QUEUE, TRITON_COLUMNS, RunData, num, step_rows
 
 # what a verdict's "(spread …)" spans here (servelab.report.terms)
+# the verdict the report's first screen gives as this step's one line (servelab.report.html.headline)
+HEADLINE = "Triton Python backend: latency at concurrency"
 SPREAD_OVER = ("perf_analyzer's last three windows of each level (the ones its stability check judges)")
 
 

@@ -32,6 +32,8 @@ from servelab.targets.base import Stack
 
 SETTLED = "the steps it compares settled, each after its warm-up"
 # what a verdict's "(spread …)" spans here (servelab.report.terms)
+# the verdict the report's first screen gives as this step's one line (servelab.report.html.headline)
+HEADLINE = "one thread each beats"
 SPREAD_OVER = ("perf_analyzer's last three windows of each level, and for the configuration measured twice "
                "(two instances, split threads) the two readings")
 

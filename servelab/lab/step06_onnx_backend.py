@@ -20,6 +20,8 @@ from servelab.results.schema import TRITON_COLUMNS, RunData, num, step_rows
 from servelab.targets.base import Stack
 
 # what a verdict's "(spread …)" spans here (servelab.report.terms)
+# the verdict the report's first screen gives as this step's one line (servelab.report.html.headline)
+HEADLINE = "inference time is lower"
 SPREAD_OVER = ("perf_analyzer's last three windows of each level (the ones its stability check judges)")
 
 

@@ -22,11 +22,23 @@ from servelab.report.effects import (
     settled_need,
     spread,
 )
-from servelab.report.figures import Section, as_image, fig_breakdown, figure, finish, plot_html, table_html
+from servelab.report.figures import (
+    Amount,
+    Amounts,
+    Section,
+    as_image,
+    fig_breakdown,
+    figure,
+    finish,
+    plot_html,
+    table_html,
+)
 from servelab.report.readings import first
 from servelab.results.schema import QUEUE, TRITON_COLUMNS, RunData, batch_size_counts, num, step_rows
 
 # what a verdict's "(spread …)" spans here (servelab.report.terms)
+# the verdict the report's first screen gives as this step's one line (servelab.report.html.headline)
+HEADLINE = "Poisson arrivals queue more"
 SPREAD_OVER = ("perf_analyzer's last three windows of each level (the ones its stability check judges)")
 
 
@@ -38,7 +50,7 @@ def measure_capacity(triton: Triton, name: str, p: LabParams) -> float:
     if not capacity > 0:
         raise RuntimeError(f"measured capacity of {name} is {capacity}: cannot derive arrival rates")
     print(f"one instance of {name} serves at most ≈{capacity:.1f} inferences/s on this target")
-    return capacity
+    return Amount(capacity, "inferences/s")
 
 
 def base_rate(capacity: float, p: LabParams) -> float:
@@ -56,8 +68,11 @@ def arrival_patterns(triton: Triton, name: str, capacity: float, p: LabParams,
 
 
 def rates_for(capacity: float, p: LabParams) -> list[float]:
-    """The Poisson rates of the batching runs: each ``rate_fractions`` × capacity."""
-    return [round(f * capacity, 1) for f in p.rate_fractions]
+    """The Poisson rates of the batching runs: each ``rate_fractions`` × capacity (a cell shows them with
+    their unit and where they come from)."""
+    fractions = ", ".join(f"{f:g}" for f in p.rate_fractions)
+    return Amounts([round(f * capacity, 1) for f in p.rate_fractions], "requests/s",
+                   f"{fractions} × the capacity of {float(capacity):.1f} inferences/s")
 
 
 def batching_runs(triton: Triton, name: str, capacity: float, p: LabParams, enabled: bool) -> pd.DataFrame:

@@ -30,7 +30,7 @@ from servelab.lab.step09_views import (
     read_kv,
     read_single,
 )
-from servelab.lab.tables import record
+from servelab.lab.tables import record, show_columns
 from servelab.llm.client import STATS_PATH, Record, make_prompt, percentile, split_half_spread, stream_sync
 from servelab.llm.server import Engine, EngineOptions, short_command, start_engine, start_engine_compose
 from servelab.llm.server import refused as refused  # re-exported: the notebook calls them as step.…
@@ -43,6 +43,8 @@ from servelab.results.schema import LLM, RunData, num, robust_spread, step_rows
 from servelab.results.store import results_dir
 
 # what a verdict's "(spread …)" spans here (servelab.report.terms)
+# the verdict the report's first screen gives as this step's one line (servelab.report.html.headline)
+HEADLINE = "continuous batching gives more output tokens"
 SPREAD_OVER = ("the timed repeats of each prompt length (one request at a time), a load run's two "
                "interleaved halves (Poisson load)")
 LLM_COLUMNS = ["step", "batching", "label", "rate", "output_lengths", "requests", "errors", "ttft_p50_ms",
@@ -130,7 +132,7 @@ def one_request(engine: Engine, p: LabParams) -> pd.DataFrame:
           + ("sooner than every new long prompt's (the engine reused the KV blocks it kept for that prompt: "
              "prefix caching)" if again < new.min() else f"not sooner than new long prompts' ({new.min():.0f}"
              f"-{new.max():.0f} ms)"))
-    return df
+    return show_columns(df, SINGLE_COLUMNS)
 
 
 def sized_for(tokens: int, got: int | None) -> int:
@@ -232,7 +234,7 @@ def show(df: pd.DataFrame) -> pd.DataFrame:
     cols = [c for c in LLM_SHOWN if c in df]
     if "itl_p50_ms" in cols and (said := define("ITL")):
         print(said)
-    return df[cols].round(2)
+    return show_columns(df, cols)
 
 
 def plot_single(df: pd.DataFrame) -> Any:

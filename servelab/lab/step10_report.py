@@ -4,6 +4,7 @@ expected effects checked on a run's data (``rules``). The measuring is in step10
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -26,6 +27,8 @@ from servelab.report.figures import Section, plot_html, table_html
 from servelab.results.schema import RunData, num
 
 # what a verdict's "(spread …)" spans here (servelab.report.terms)
+# the verdict the report's first screen gives as this step's one line (servelab.report.html.headline)
+HEADLINE = "Autoscaled on queue depth"
 SPREAD_OVER = ("one sampling interval (1 s) for times and replica-seconds, the last three samples for the "
                "backlog, the sampling intervals' p99 for shedding")
 
@@ -43,8 +46,8 @@ def sections(data: RunData) -> list[Section]:
     shed = runs[runs["kind"].isin(["shedding", "triton_queue"])]
     if not shed.empty:
         out.append(Section("Load past capacity: shedding with max_queued_requests, Triton's queue policy",
-                           [table_html(shed, [*SUMMARY_COLUMNS, "max_queued_requests", "max_queue_size",
-                                              "rejected"])]))
+                           [table_html(shed, ["label", "max_queued_requests", "max_queue_size", "sent",
+                                              "ok", "shed_503", "rejected", "p99_ms", "shed_p99_ms"])]))
     return out
 
 
@@ -180,6 +183,8 @@ def rules(data: RunData) -> list[Check]:
     Why: docs/decisions/2026-11-26-verdicts-with-preconditions.md, 2026-12-01-verdicts-at-a-glance.md."""
     runs = data.scaling if not data.scaling.empty else pd.DataFrame(columns=["kind", "policy"])
     runs = runs.assign(**{c: None for c in ("kind", "policy") if c not in runs})
+    stand = num(runs, "device_ms").notna() if "device_ms" in runs else pd.Series(False, index=runs.index)
+    runs, stand_in = runs[~stand], runs[stand]  # the model's runs; the device stand-in's beside them
     step = runs[runs["kind"] == "step"]
     shed = runs[runs["kind"] == "shedding"]
     bounded = shed[num(shed, "max_queued_requests") > 0]
@@ -229,10 +234,12 @@ def rules(data: RunData) -> list[Check]:
                             "the backlog unanswered)") + queue_cost,
                     noise=(None, row(queue, "backlog_end_high_spread")), unit="in flight", needs=needs,
                     names=("when it started serving", "as the high load ended"))
-    if backlog.evidence == NO_NUMBERS and row(queue, "backlog_end_high") is not None:
-        backlog = cannot_show(backlog.effect, "no replica was added after the step" if up_q is None
-                              else f"the added replica served only {up_q:.1f} s after the step, once the "
-                                   "high load had ended", needs=needs)
+    if backlog.evidence == NO_NUMBERS and row(queue, "backlog_end_high") is not None:  # measured: too late
+        late = ("no replica was added after the step" if up_q is None else
+                f"the added replica served only {up_q:.1f} s after the step, once the high load had ended")
+        ended = Quantity("in flight as the high load ended", row(queue, "backlog_end_high") or 0.0)
+        backlog = Check(backlog.effect, NOT_OBSERVED, f"{late}: the backlog could not shrink during it"
+                        + queue_cost, needs=needs, figures=(ended,))
     earlier = check("Autoscaling on queue depth has its added replica serving no later than autoscaling on "
                     "CPU utilisation",
                     (up_u, up_q), lambda u, q: q <= u,
@@ -251,7 +258,23 @@ def rules(data: RunData) -> list[Check]:
               for auto, name, policy in ((queue, "queue depth", "queue depth"),
                                          (util, "CPU utilisation", "utilisation"))]
     return [start, backlog, versus[0], earlier, versus[1], *_shedding_rules(shed, bounded),
-            _cost(fixed_n, fixed_one, queue, needs, resolution), *_triton_and_kill(runs)]
+            _cost(fixed_n, fixed_one, queue, needs, resolution), _stand_in(stand_in, data.scaling_series),
+            *_triton_and_kill(runs)]
+
+
+def _stand_in(runs: pd.DataFrame, series: pd.DataFrame) -> Check:
+    """The same control loop on the device stand-in (replicas that wait the model's measured forward pass
+    off the CPU, as on a GPU: ``Scaling.device_ms``): the autoscaled run against one fixed replica, as
+    ``versus_fixed`` judges the model's runs. Needs the high load to outrun one stand-in replica."""
+    step = runs[runs["kind"] == "step"] if "kind" in runs else runs.iloc[0:0]
+    fixed_one = step[(step["policy"] == "fixed") & (num(step, "replicas_max") == 1)]
+    queue = step[step["policy"] == "queue depth"]
+    ms = row(runs, "device_ms")
+    verdict = versus_fixed(queue, "queue depth", fixed_one, step.iloc[0:0], (outran(runs, series),))
+    verdict = replace(verdict, effect="On the device stand-in, autoscaled on queue depth: less in flight as "
+                                      "the high phase ends, and a lower p99, than one fixed replica")
+    return replace(verdict, evidence=verdict.evidence + (f"; each replica waits {ms:g} ms per request, the "
+                                                          "model's forward pass measured here" if ms else ""))
 
 
 def versus_fixed(auto: pd.DataFrame, name: str, fixed_one: pd.DataFrame, fixed_n: pd.DataFrame,
@@ -259,29 +282,28 @@ def versus_fixed(auto: pd.DataFrame, name: str, fixed_one: pd.DataFrame, fixed_n
     """The autoscaled run ``auto`` against one fixed replica under the same step load, from the same time
     origin (the step): a smaller backlog as the high load ended and a lower p99 over the run (noise: each
     backlog's last three samples); the N fixed replicas' figures and what the added replica cost while it
-    started (``cost``) named beside them. Needs an added replica that served during the high load: an
-    autoscaled run without one ran as one fixed replica."""
+    started (``cost``) named beside them. Observed only where its added replica served during the high
+    load: without one it ran as one fixed replica, and whatever it did was not autoscaling's."""
     up, high = row(auto, "scale_up_after_s"), row(auto, "high_seconds")
-    served = Need("its added replica served during the high load", None if auto.empty else (
-        up is not None and (high is None or up < high)),
-        "it added no replica after the step: it ran as one fixed replica" if up is None else
-        f"its added replica served {up:.1f} s after the step" + ("" if high is None or up < high else
-                                                                  f", after the {high:g} s high load"))
+    served = up is not None and (high is None or up < high)
+    when = ("; it added no replica after the step: it ran as one fixed replica" if up is None else
+            f"; its added replica served {up:.1f} s after the step" + ("" if served else
+                                                                       f", after the {high:g} s high load"))
     n = int(row(fixed_n, "replicas_max") or 2)
     return check(f"Autoscaled on {name}, the high phase ends with less in flight and a lower p99 than on one "
                  "fixed replica",
                  (row(fixed_one, "backlog_end_high"), row(auto, "backlog_end_high"), row(fixed_one, "p99_ms"),
                   row(auto, "p99_ms")),
-                 lambda fb, ab, fp, ap: ab < fb and ap < fp,
+                 lambda fb, ab, fp, ap: ab < fb and ap < fp and served,
                  lambda fb, ab, fp, ap: f"in flight as the high load ended (from the step: the same moment "
                  f"in every run): autoscaled {ab:.0f}, one fixed replica {fb:.0f}"
                  + _text(row(fixed_n, "backlog_end_high"), f", {n} fixed {{:.0f}}") + f"; p99 over the run "
                  f"{ap:.0f} ms, one fixed replica {fp:.0f} ms" + _text(row(fixed_n, "p99_ms"),
                                                                       f", {n} fixed {{:.0f}} ms")
-                 + (f"; {cost}" if cost else ""),
+                 + when + (f"; {cost}" if cost else ""),
                  figures=lambda fb, ab, fp, ap: _versus_figures(fb, ab, fp, ap),
                  noise=(row(fixed_one, "backlog_end_high_spread"), row(auto, "backlog_end_high_spread")),
-                 unit="in flight", needs=(*needs, served))
+                 unit="in flight", needs=needs)
 
 
 def _shedding_rules(shed: pd.DataFrame, bounded: pd.DataFrame) -> list[Check]:

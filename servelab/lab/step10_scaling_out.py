@@ -17,7 +17,7 @@ from servelab.lab.step10_views import fig_timeline as fig_timeline  # and the re
 from servelab.lab.step10_views import high_load_said
 from servelab.lab.step10_views import plot_timeline as plot_timeline
 from servelab.lab.tables import record, show_columns
-from servelab.results.schema import SCALING, SCALING_SERIES, device_label, relative_spread
+from servelab.results.schema import SCALING, SCALING_SERIES, device_label, relative_spread, trend_spread
 from servelab.scaling.cluster import Cluster, cluster_gpus, ray_processes
 from servelab.scaling.config import Scaling, field_map, hpa_manifest, keda_manifest
 from servelab.scaling.load import LoadRun, Phase, closed_loop, run_schedule, scale_events
@@ -33,7 +33,7 @@ dynamic_batching {
   }
 }"""
 
-SUMMARY_COLUMNS = ["label", "sent", "ok", "shed_503", "timeouts", "goodput_rps", "p50_ms", "p99_ms",
+SUMMARY_COLUMNS = ["label", "sent", "ok", "timeouts", "goodput_rps", "p50_ms", "p99_ms",
                    "replicas_max", "replica_seconds"]
 
 
@@ -159,21 +159,52 @@ def cluster_up(p: LabParams) -> Cluster:
     return cluster
 
 
-def capacity(cluster: Cluster, p: LabParams, photos: list[tuple[bytes, str]]) -> float:
-    """One replica's answers/s with 4 senders back to back (twice: the spread is the noise)."""
-    took = cluster.deploy(policy(p, fixed=1))
+def capacity(cluster: Cluster, p: LabParams, photos: list[tuple[bytes, str]],
+             device_ms: float | None = None) -> float:
+    """One replica's answers/s with 4 senders back to back (twice: the spread is the noise); on the device
+    stand-in where ``device_ms`` is given (``stand_in_ms``)."""
+    took = cluster.deploy(policy(p, fixed=1, device_ms=device_ms))
     device = replica_device(cluster, photos[0][0])
-    print(f"the replica computes on the {device_label(device) or 'device it did not name'}")
+    print(f"the replica computes on the {device_label(device) or device or 'device it did not name'}")
     closed_loop(cluster.url, photos, 2, 1.0)  # warm-up
     windows = [closed_loop(cluster.url, photos, 4, 2.0) for _ in range(2)]
     rate = sum(w["throughput_rps"] for w in windows) / len(windows)
     spread = relative_spread([w["throughput_rps"] for w in windows])
-    record(SCALING, [{"kind": "capacity", "label": "one replica, 4 senders", "device": device,
+    label = "one replica, 4 senders" + (" on the stand-in" if device_ms is not None else "")
+    record(SCALING, [{"kind": "capacity", "label": label, "device": device, "device_ms": device_ms,
                       "throughput_rps": round(rate, 2),
                       "throughput_spread": spread, "p50_ms": windows[-1]["p50_ms"],
                       "deploy_s": round(took, 1)}])
     print(f"one replica answers ≈{rate:.1f} requests/s here (windows {spread or 0:.0%} apart)")
     return rate
+
+
+def stand_in_ms() -> float:
+    """The device stand-in's wait: the model's own forward pass at batch 1 on one ONNX Runtime thread, as a
+    replica runs it, timed here (the median of 20 after 3 untimed); said in one line."""
+    import statistics
+    import time
+
+    import onnxruntime as ort
+
+    from servelab.core.model import ONNX_INPUT, ONNX_OUTPUT
+    from servelab.core.preprocess import preprocess_bytes
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    session = ort.InferenceSession(str(REPO_ROOT / "artifacts" / "food11.onnx"), options,
+                                   providers=["CPUExecutionProvider"])
+    image = preprocess_bytes(bodies(1)[0][0])[None]
+    times = []
+    for n in range(23):
+        started = time.perf_counter()
+        session.run([ONNX_OUTPUT], {ONNX_INPUT: image})
+        if n >= 3:
+            times.append((time.perf_counter() - started) * 1000)
+    ms = round(statistics.median(times), 2)
+    print(f"the model's forward pass here, batch 1 on one ONNX Runtime thread: {ms:.1f} ms (median of 20): "
+          "each stand-in replica waits that long per request, off the CPU")
+    return ms
 
 
 def replica_device(cluster: Cluster, photo: bytes) -> str:
@@ -215,6 +246,7 @@ def step_load(cluster: Cluster, s: Scaling, phases: list[Phase], photos: list[tu
     # the backlog (requests in flight) when the added replica started serving, and as the high load ends
     at_up = next((x["in_flight"] for x in high[:-1] if up is not None and x["t"] >= up), None)
     record(SCALING, [{"kind": kind, **summary, "policy": s.policy if s.fixed is None else "fixed",
+                      "device_ms": s.device_ms,
                       "config": s.as_data(), "events": events, "high_starts_s": high_start,
                       "scale_up_after_s": None if up is None else round(up - high_start, 2),
                       "decided_after_s": None if decided is None else round(decided - high_start, 2),
@@ -224,7 +256,7 @@ def step_load(cluster: Cluster, s: Scaling, phases: list[Phase], photos: list[tu
                       "p99_before_up_ms": _max(before, "p99_ms"), "p99_after_up_ms": _max(after, "p99_ms"),
                       "p99_after_up_spread": relative_spread([x["p99_ms"] for x in after]),
                       "backlog_at_up": at_up, "backlog_end_high": high[-1]["in_flight"] if high else None,
-                      "backlog_end_high_spread": relative_spread([x["in_flight"] for x in high[-3:]]),
+                      "backlog_end_high_spread": trend_spread([x["in_flight"] for x in high[-5:]]),
                       "sample_interval_s": 1.0}])
     record(SCALING_SERIES, run.series)
     print(high_load_said(run.series, high))

@@ -11,12 +11,14 @@ import pandas as pd
 
 from servelab.lab.step11_model_analyzer import MODEL, PICK, SEARCH_COLUMNS, YOURS
 from servelab.lab.tables import Measured
-from servelab.report.effects import Check, cannot_show, check, chosen, row, spread, unusable, usable
+from servelab.report.effects import Check, Quantity, cannot_show, check, chosen, row, spread, unusable, usable
 from servelab.report.figures import Section, as_image, figure, finish, plot_html, table_html
 from servelab.results.schema import TRITON_COLUMNS, RunData, num, relative_spread, step_rows
 from servelab.results.store import results_dir
 
 # what a verdict's "(spread …)" spans here (servelab.report.terms)
+# the verdict the report's first screen gives as this step's one line (servelab.report.html.headline)
+HEADLINE = "pick serves more than your configuration"
 SPREAD_OVER = ("perf_analyzer's last three windows of each level, and for your configuration, measured "
                "twice, the two readings")
 
@@ -121,7 +123,17 @@ def rules(data: RunData) -> list[Check]:
     met = ("Model Analyzer found a configuration within the p99 budget at the constraint's concurrency")
     found_check = (cannot_show(met, why_not) if why_not else check(
         met, (float((found["within_budget"] == True).sum()),),  # noqa: E712
-        lambda n: n > 0, lambda n: f"{int(n)} of {len(found)} configurations ({read_search(found)})"))
+        lambda n: n > 0, lambda n: f"{int(n)} of {len(found)} configurations ({read_search(found)})",
+        figures=lambda n: (Quantity("within the budget", n, f"of {len(found)} configurations"),)))
+    budget = row(found, "p99_budget_ms")
+    binds = "The p99 budget binds: at least one configuration Model Analyzer measured misses it"
+    over = float((found["within_budget"] != True).sum()) if ran else None  # noqa: E712
+    binds_check = cannot_show(binds, why_not) if why_not else check(
+        binds, (over, budget), lambda n, b: n > 0,
+        lambda n, b: f"{int(n)} of {len(found)} configurations over p99 ≤ {b:.0f} ms (their p99s "
+                     f"{_p99s(found)})",
+        figures=lambda n, b: (Quantity("over the budget", n, f"of {len(found)} configurations"),
+                              Quantity("budget", b, "ms")))
     yours, yours_spread = row(triton, "throughput", step=YOURS), spread(triton, "throughput", step=YOURS)
     readings = num(usable_rows(triton, YOURS), "throughput").dropna()
     repeat = relative_spread(readings.tolist()) if len(readings) >= 2 else None
@@ -137,12 +149,17 @@ def rules(data: RunData) -> list[Check]:
         check(within, (bound, row(triton, "p99_ms", step=PICK)), lambda b, p99: p99 <= b,
               lambda b, p99: f"p99 {p99:.1f} ms, budget {b:.0f} ms", noise=(None, spread(triton, "p99_ms",
                                                                                       step=PICK)),
-              unit="ms", blocked=blocked or unusable(triton, step=PICK)),
+              unit="ms", blocked=blocked or unusable(triton, step=PICK), names=("budget", "the pick's p99")),
         check(serves, (yours, theirs), lambda a, b: b > a,
               lambda a, b: f"yours {a:.1f} images/s, its pick {b:.1f} ({(b - a) / a:+.0%})",
-              noise=(noise_yours, theirs_spread), unit="images/s",
+              noise=(noise_yours, theirs_spread), unit="images/s", names=("yours", "its pick"),
               blocked=blocked or same or unusable(triton, step=YOURS) or unusable(triton, step=PICK)),
+        binds_check,
     ]
+
+
+def _p99s(found: pd.DataFrame) -> str:
+    return ", ".join(f"{v:.0f}" for v in num(found, "p99_ms").dropna()) + " ms"
 
 
 def usable_rows(triton: pd.DataFrame, step: str) -> pd.DataFrame:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from servelab.report.readings import config_column, level_text
+from servelab.report.verdict import amount
 from servelab.results.schema import COMPUTE_PARTS, FASTAPI_COLUMNS, QUEUE, TRITON_COLUMNS, num
 
 
@@ -163,16 +165,24 @@ def as_image(fig: Figure, name: str | None = None) -> Any:
     return Image(data=save_figure(fig, name), format="png")
 
 
+_SAVED_SAID: list[bool] = []  # this kernel (one notebook) said where its plots are saved
+
+
 def save_figure(fig: Figure, name: str | None = None) -> bytes:
     """The figure as PNG, saved as ``plots/<name>.png`` in the run's results folder (``name``: the
-    figure's title by default; an existing file is never overwritten: ``-2``, ``-3`` … are added)."""
+    figure's title by default; an existing file is never overwritten: ``-2``, ``-3`` … are added). Where
+    they go is said once per notebook, under its first plot."""
     import io
 
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
     from servelab.core.paths import shown
 
-    print(f"plot saved: {shown(str(save_png(buffer.getvalue(), name or _title(fig))))}")
+    path = save_png(buffer.getvalue(), name or _title(fig))
+    if not _SAVED_SAID:
+        _SAVED_SAID.append(True)
+        print(f"plot saved: {shown(str(path))} (every plot of this notebook is saved as a PNG in "
+              f"{shown(str(path.parent))}/, named after its title)")
     return buffer.getvalue()
 
 
@@ -216,7 +226,22 @@ HEADINGS = {"server_cpu_pct": "server CPU %",
             "mean_batch_size": "mean batch", "max_batch": "max batch", "cold_ms": "first (ms)",
             "max_ms": "max (ms)", "goodput_rps": "goodput (requests/s)", "shed_p99_ms": "refused p99 (ms)",
             "request_kb": "request (KB)", "client_cpu_ms": "client CPU (ms/request)",
-            "compute_ms": "compute, all stages (ms)", "inference_count": "requests"}
+            "compute_ms": "compute, all stages (ms)", "inference_count": "requests",
+            # 09's LLM rows
+            "ttft_ms": "TTFT (ms)", "tpot_ms": "TPOT (ms)", "ttft_p50_ms": "TTFT p50 (ms)",
+            "ttft_p99_ms": "TTFT p99 (ms)", "itl_p50_ms": "ITL p50 (ms)",
+            "output_tokens_s": "output (tokens/s)",
+            "prompt_tokens": "prompt (tokens)", "output_tokens": "output (tokens)",
+            "output_lengths": "output lengths (tokens)", "max_running": "most running (sequences)",
+            "max_waiting": "most waiting (requests)",
+            # 10's step loads, shedding and kill
+            "sent": "sent (requests)", "ok": "answered (requests)", "shed_503": "refused, 503 (requests)",
+            "timeouts": "timed out (requests)", "replicas_max": "most replicas",
+            "replica_seconds": "replica-s",
+            "failed": "failed (requests)", "in_flight_at_kill": "in flight at the kill (requests)",
+            "killed_at_s": "killed at (s)", "replaced_after_s": "replaced after (s)",
+            "fewest_running_after_kill": "fewest running after (replicas)",
+            "max_queued_requests": "max_queued_requests (requests)"}
 DECIMALS = 1  # every measured figure a table shows: rounded once, here, from the row's full value
 # why: docs/decisions/2026-11-28-numbers-printed-once.md
 LESSONS = ("threads", "batch", "mean_batch_size", "max_batch")  # the first that varies is the table's lesson
@@ -298,6 +323,33 @@ def whole_numbers(frame: pd.DataFrame) -> pd.DataFrame:
         elif values.dtype.kind == "O":
             out[column] = ["" if v is None or (isinstance(v, float) and v != v) else v for v in values]
     return out
+
+
+class Amount(float):
+    """A measured figure that a notebook cell shows with its unit ("45.7 inferences/s"), and computes with
+    as the float it is."""
+
+    unit: str = ""
+
+    def __new__(cls, value: float, unit: str) -> Amount:
+        made = super().__new__(cls, value)
+        made.unit = unit
+        return made
+
+    def __repr__(self) -> str:
+        return f"{amount(float(self))} {self.unit}"
+
+
+class Amounts(list[float]):
+    """Figures a cell shows with their unit and what they were made of ("27.4, 54.9 requests/s (0.6, 1.2 ×
+    the capacity)"); a list of floats to compute with."""
+
+    def __init__(self, values: Sequence[float], unit: str, said: str = "") -> None:
+        super().__init__(values)
+        self.unit, self.said = unit, said
+
+    def __repr__(self) -> str:
+        return f"{', '.join(amount(v) for v in self)} {self.unit}" + (f" ({self.said})" if self.said else "")
 
 
 @dataclass

@@ -148,13 +148,13 @@ def _glossary_section(data: RunData) -> Section:
 def headline(notebook: Notebook, data: RunData) -> str:
     """One sentence for the notebook, computed from its data: the line of the verdict its first step names
     as its lesson (``HEADLINE``: words of that effect), else of its first verdict that the run settled one
-    way; "" when it has none."""
+    way, else its first; "" when it has none."""
     checks = expected_effects(notebook.modules, data)
     words = next((getattr(m, "HEADLINE", "") for m in notebook.modules if getattr(m, "HEADLINE", "")),
                  "")
     named = [c for c in checks if words and words in c.effect and c.measured]
     settled = [c for c in checks if c.status in (OBSERVED, NOT_OBSERVED)]
-    found = named or settled or [c for c in checks if c.status != CANNOT_SHOW or c.measured]
+    found = named or settled or [c for c in checks if c.status != CANNOT_SHOW or c.measured] or checks
     return found[0].line() if found else ""
 
 

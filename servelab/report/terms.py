@@ -8,10 +8,14 @@ Why: docs/decisions/2026-11-26-verdicts-with-preconditions.md.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from servelab.core.cpu import cpu_cores
 from servelab.core.lab_steps import ranges, written_by
 
 TERMS = {
+    "p99": "p50, p95, p99 (ms): the latency that half, 95 % and 99 % of the requests answered within (the "
+           "median and the tail)",
     "CPU %": "CPU %: the whole machine's mean busy share during the measurement, 100 % = all {cores} cores "
              "busy; everything on the machine counts, the load generator (perf_analyzer, the benchmark's "
              "clients) included",
@@ -21,6 +25,9 @@ TERMS = {
     "queue": "queue (ms), compute (ms): the server's own mean time per request waiting in its queue and "
              "running the model (compute infer), from Triton's statistics over the measured windows; p50 and "
              "p99 are the client's latency percentiles over the same windows",
+    "results": "$SERVELAB_RESULTS: this run's results folder ({where}), in the commands and paths the "
+               "notebook prints: every measurement (CSV and JSON lines), plot and server log of the run "
+               "is kept there",
     "spread": "noise band: how far a comparison's figures could move by their own noise, in their unit. "
               "Each level's relative spread is (max − min) / mean over {over}; the band is each compared "
               "figure times its own level's relative spread (a latency percentile takes its windows' mean "
@@ -44,10 +51,20 @@ def _cores() -> int:
     return cpu_cores()
 
 
+def _results() -> str:
+    """Where $SERVELAB_RESULTS points, as the notebooks say paths: relative to the checkout, or ~/…."""
+    from servelab.core.paths import REPO_ROOT
+    from servelab.results.store import results_dir
+
+    folder = results_dir()
+    return str(folder.relative_to(REPO_ROOT)) if folder.is_relative_to(REPO_ROOT) else "a folder of its own"
+
+
 def define(*names: str, over: str = DEFAULT_OVER) -> str:
     """The definitions of ``names`` this process has not given yet, one line each ("" when all were);
     from now on they count as given. ``over``: what a spread spans in this notebook."""
-    lines = [TERMS[n].format(cores=_cores(), over=over) for n in names if n in TERMS and n not in _defined]
+    lines = [TERMS[n].format(cores=_cores(), over=over, where=_results()) for n in names
+             if n in TERMS and n not in _defined]
     _defined.update(names)
     return "\n".join(lines)
 
@@ -57,23 +74,66 @@ def forget() -> None:
     _defined.clear()
 
 
-def glossary(cores: int | None = None) -> list[str]:
-    """Every definition, for the report (``cores``: the run's machine's)."""
+def _over() -> str:
+    """What a spread spans, in every notebook at once (the report's and the glossary's words)."""
     def by(table: str) -> str:
         return ranges(written_by(table))
 
-    over = (f"perf_analyzer's last three windows of a level ({by('triton')}), a FastAPI run's three "
+    return (f"perf_analyzer's last three windows of a level ({by('triton')}), a FastAPI run's three "
             f"thirds ({by('fastapi')}), an LLM measurement's repeats ({by('llm')}), one sampling interval or "
             f"the last three samples ({by('scaling')})")
-    return [text.format(cores=cores or _cores(), over=over) for text in TERMS.values()]
+
+
+def glossary(cores: int | None = None) -> list[str]:
+    """Every definition, for the report (``cores``: the run's machine's)."""
+    return [text.format(cores=cores or _cores(), over=_over(), where="results/<run> of the checkout")
+            for text in TERMS.values()]
+
+
+GLOSSARY_BLOCK = "terms"  # the block of docs/guides/glossary.md that ``glossary_markdown`` fills
+
+
+def glossary_markdown() -> str:
+    """The glossary page's generated block: how to read a verdict and every definition the notebooks print
+    once each (``TERMS``), as the lab's library says them, in alphabetical order; ``write_glossary`` puts
+    it in the page."""
+    from servelab.report.verdicts import LEGEND
+
+    entries = {"verdict": LEGEND.removeprefix("How to read a verdict: ")}
+    for text in TERMS.values():
+        said = text.format(cores="the machine's", over=_over(), where="results/<run> of the checkout")
+        name, _, meaning = said.partition(": ")
+        entries[name] = meaning
+    ordered = sorted(entries, key=lambda name: name.lstrip("$(").lower())
+    return "".join(f"- **{name}**: {entries[name]}\n" for name in ordered)
+
+
+def write_glossary(path: Path) -> None:
+    """Fill ``path``'s ``<!-- begin terms -->`` block with ``glossary_markdown`` (``python -m
+    servelab.report.terms docs/guides/glossary.md``); a test holds the committed page to it."""
+    import re
+
+    text = Path(path).read_text(encoding="utf-8")
+    name = GLOSSARY_BLOCK
+    block = re.compile(rf"(<!-- begin {name} -->\n)(.*?)(<!-- end {name} -->)", re.S)
+    if not block.search(text):
+        raise ValueError(f"{path} has no <!-- begin {name} --> … <!-- end {name} --> block")
+    Path(path).write_text(block.sub(lambda m: m.group(1) + glossary_markdown() + m.group(3), text),
+                          encoding="utf-8")
 
 
 def used_in(headings: list[str]) -> list[str]:
     """The terms a table with these column headings shows."""
-    found = []
+    found = ["p99"] if any(h in headings for h in ("p50 (ms)", "p95 (ms)", "p99 (ms)")) else []
     for name, heading in (("CPU %", "CPU %"), ("server CPU %", "server CPU %"), ("queue", "queue (ms)")):
         if heading in headings:
             found.append(name)
     if "compute (ms)" in headings and "queue" not in found:
         found.append("queue")
     return found
+
+
+if __name__ == "__main__":  # python -m servelab.report.terms docs/guides/glossary.md
+    import sys
+
+    write_glossary(Path(sys.argv[1]))

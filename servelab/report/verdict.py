@@ -35,11 +35,13 @@ class Need:
 
     def said(self, short: bool = False) -> str:
         """"what — met: what it reached", "what — NOT met" (the verdict's evidence says why), or
-        "what — not known"; ``short``: without what it reached (said once already)."""
+        "what — not known"; ``short``: said once already, so only what comes before a colon in ``what``,
+        and not what it reached."""
+        what = self.what.split(": ", 1)[0] if short else self.what
         if self.met is False:
-            return f"{self.what} — NOT met"
+            return f"{what} — NOT met"
         mark = "met" if self.met else "not known"
-        return f"{self.what} — {mark}{': ' + self.reached if self.reached and not short else ''}"
+        return f"{what} — {mark}{': ' + self.reached if self.reached and not short else ''}"
 
 
 @dataclass(frozen=True)
@@ -49,9 +51,11 @@ class Quantity:
     what: str
     value: float
     unit: str = ""
+    signed: bool = False  # a change: printed with its sign, "+48 ms"
 
     def __str__(self) -> str:
-        return f"{self.what} {amount(self.value)}{_spaced(self.unit)}".strip()
+        sign = "+" if self.signed and self.value > 0 else ""
+        return f"{self.what} {sign}{amount(self.value)}{_spaced(self.unit)}".strip()
 
 
 def _spaced(unit: str) -> str:  # "35 ms", "35/s", "4.0×"
@@ -128,10 +132,14 @@ class Check:
         return self.status != CANNOT_SHOW or bool(self.figures)
 
     def said_figures(self) -> str:
-        """The figures compared, "PyTorch 35 ms, ONNX Runtime 9 ms"; the evidence where there are none."""
+        """What the line says after the claim: the figures compared, "PyTorch 35 ms, ONNX Runtime 9 ms"; for a
+        verdict that cannot show its effect here, why, in its first clause (the whole reason and the
+        figures fold under the line); the evidence where there is neither."""
+        if self.status == CANNOT_SHOW and self.reason:
+            return _clause(self.reason)
         if self.figures:
             return ", ".join(str(q) for q in self.figures)
-        return self.reason or self.evidence
+        return self.evidence
 
     def line(self) -> str:
         """The verdict in one line: "observed: <claim> — <the figures compared>"."""
@@ -141,8 +149,10 @@ class Check:
         """What folds under the line: the reason (cannot show), the band and what would settle it (too
         noisy), the numbers in full, the preconditions, a GPU effect's expectation."""
         out = []
-        if self.status == CANNOT_SHOW and self.reason and self.figures:
+        if self.status == CANNOT_SHOW and self.reason and _clause(self.reason) != self.reason:
             out.append(f"why: {self.reason}")
+        if self.status == CANNOT_SHOW and self.figures:
+            out.append("figures: " + ", ".join(str(q) for q in self.figures))
         if self.band is not None:
             out.append(f"noise band: {amount(self.band.value)}{_spaced(self.band.unit)} ({self.band.what})")
         if self.settle:
@@ -156,6 +166,16 @@ class Check:
 
 
 Verdict = Check  # the name the notebooks' exercises use
+
+
+def _clause(text: str) -> str:
+    """A reason's first clause for a verdict's line: up to its first colon, without what it says in
+    parentheses ("'2 instances' never settled (perf_analyzer's windows …): …" → "'2 instances' never
+    settled")."""
+    import re
+
+    head = re.sub(r"\s*\([^()]*\)", "", text).split(": ", 1)[0].strip()
+    return head or text
 
 
 def needs_said(c: Check) -> str:

@@ -32,13 +32,20 @@ def forget() -> None:
     _shown.clear()
 
 
-def _once(text: str) -> str:
-    """``text`` in full the first time this notebook shows it, then its first words and "(as above)"."""
+def _once(text: str, short: str = "") -> str:
+    """``text`` in full the first time this notebook shows it, then ``short`` (its first words) and
+    "(as above)"."""
     if len(text) < SHORT or text not in _shown:
         _shown.add(text)
         return text
-    cut = text[:SHORT // 2].rsplit(" ", 1)[0]
-    return f"{cut} … (as above)"
+    return f"{short or text[:SHORT // 2].rsplit(' ', 1)[0] + ' …'} (as above)"
+
+
+def _details(check: Check) -> list[str]:
+    """``check``'s details as this notebook shows them now: a precondition said before by what it needs
+    and whether it was met, any other repeated detail by its first words."""
+    shorts = {f"needs: {n.said()}": f"needs: {n.said(short=True)}" for n in check.needs}
+    return [_once(d, shorts.get(d, "")) for d in check.details()]
 
 
 @dataclass
@@ -87,7 +94,7 @@ def _item_html(check: Check, details: Sequence[str]) -> str:
 def block(checks: Iterable[Check], legends: Sequence[str] = ()) -> Shown:
     """``checks`` as one cell shows them; ``legends`` (definitions the verdicts use, e.g. the band's) and
     the marks' legend are added the first time this notebook shows them."""
-    items = [(check, [_once(d) for d in check.details()]) for check in checks]
+    items = [(check, _details(check)) for check in checks]
     new = [legend for legend in (LEGEND, *legends) if legend and legend not in _shown]
     _shown.update(new)
     return Shown(items, new)

@@ -134,6 +134,21 @@ def robust_spread(values: Any) -> float | None:
     return relative_spread(figures)
 
 
+def trend_spread(values: Any) -> float | None:
+    """The scatter of samples about their own trend (a least-squares line through them, in sample order),
+    (max − min) / mean of the residuals: the noise of a figure that moves while it is sampled (a backlog
+    growing or draining), which ``relative_spread`` would count whole. None for fewer than three."""
+    figures = [float(v) for v in values if v is not None and v == v]
+    if len(figures) < 3:
+        return None
+    n = len(figures)
+    mean_x, mean_y = (n - 1) / 2, sum(figures) / n
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in enumerate(figures)) / sum((x - mean_x) ** 2
+                                                                                  for x in range(n))
+    residuals = [y - (mean_y + slope * (x - mean_x)) for x, y in enumerate(figures)]
+    return round((max(residuals) - min(residuals)) / mean_y, 4) if mean_y else None
+
+
 def batch_size_counts(df: pd.DataFrame) -> dict[int, int]:
     """Executions per batch size, summed over ``df``'s rows (column ``batch_counts``)."""
     total: dict[int, int] = {}

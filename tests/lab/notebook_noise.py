@@ -90,3 +90,62 @@ def untidy(nb: Any) -> list[str]:
     if no_reference > 1:
         found.append(f"the 'no GPU reference' line {no_reference} times (once per notebook)")
     return found
+
+
+# a verdict's one line as servelab.report.verdicts prints it (its details follow, indented)
+VERDICT = re.compile(r"^(observed|NOT observed|too noisy to call|cannot show here): .+$", re.M)
+LEGEND_CHARS = 100  # an explanatory line at least this long is a legend or a reason: said once per notebook
+MOST_COLUMNS = 9
+
+
+def _plain(nb: Any) -> list[tuple[int, str, bool]]:
+    """(cell index, text, whether it is a table's text) of each stream and plain-text output."""
+    found = []
+    for index, kind, text in _outputs(nb):
+        if kind == "text":
+            found.append((index, text, False))
+        elif kind == "text/plain":
+            cell = nb.cells[index]
+            html = "".join("".join(o.get("data", {}).get("text/html", "")) for o in cell.get("outputs", [])
+                           if isinstance(o.get("data"), dict))
+            found.append((index, text, "<table" in html))
+    return found
+
+
+def verdict_lines(nb: Any) -> list[str]:
+    """Every verdict's one line in ``nb``'s outputs (the line before its folded details)."""
+    return [m.group(0) for _, text, _ in _plain(nb) for m in VERDICT.finditer(text)]
+
+
+def long_verdicts(nb: Any, most: int = 200) -> list[str]:
+    """The verdict lines longer than ``most`` characters: a student reads each at a glance."""
+    return [f"{len(line)} characters: {line[:120]}…" for line in verdict_lines(nb) if len(line) > most]
+
+
+def repeated_legends(nb: Any, least: int = LEGEND_CHARS) -> list[str]:
+    """Explanatory lines (a legend, a definition, a reason under a verdict: ``least`` characters or more,
+    not a code listing, a command or a table's row) that ``nb`` prints more than once."""
+    seen: dict[str, list[int]] = {}
+    for index, text, table in _plain(nb):
+        if table or LISTING.search(text):
+            continue
+        for line in text.splitlines():
+            said = line.strip()
+            if len(said) >= least and not said.startswith(("$ ", "# ")):
+                seen.setdefault(said, []).append(index)
+    return [f"cells {cells}: {said[:120]}…" for said, cells in seen.items() if len(cells) > 1]
+
+
+def wide_tables(nb: Any, most: int = MOST_COLUMNS) -> list[str]:
+    """HTML tables in ``nb``'s outputs with more than ``most`` columns (the widest row, row names
+    included)."""
+    found = []
+    for index, kind, text in _outputs(nb):
+        if kind != "text/html":
+            continue
+        for table in re.findall(r"<table.*?</table>", text, re.S):
+            rows = re.findall(r"<tr.*?</tr>", table, re.S)
+            widest = max((len(re.findall(r"<t[hd][\s>]", row)) for row in rows), default=0)
+            if widest > most:
+                found.append(f"cell {index}: a table {widest} columns wide")
+    return found

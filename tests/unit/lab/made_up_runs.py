@@ -152,4 +152,6 @@ AUTOSCALING = ("starts a replica", "the backlog shrinks", "than on one fixed rep
 
 
 def autoscaling_verdicts(run: RunData) -> list:
-    return [c for c in step10.rules(run) if any(words in c.effect for words in AUTOSCALING)]
+    """The model's autoscaling verdicts (not the device stand-in's)."""
+    return [c for c in step10.rules(run) if any(words in c.effect for words in AUTOSCALING)
+            and "stand-in" not in c.effect]

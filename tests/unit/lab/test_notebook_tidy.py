@@ -60,3 +60,27 @@ def test_a_listing_the_kernel_sent_in_two_outputs_is_still_a_listing() -> None:
     assert untidy(nb) == []
     nb.cells[0].outputs.insert(1, nbformat.from_dict(result("shown between")))
     assert untidy(nb) != []  # an output between them: the second is not part of the listing
+
+
+def test_the_verdict_checks_catch_what_issue_52_saw() -> None:
+    """The headless run's checks of issue 52 (tests/lab/notebook_noise.py): the same reason printed under
+    two cells' verdicts, a verdict line of 400 characters, a table 14 columns wide; and they pass one line
+    per verdict with its details folded under it, a reason said again by its first words."""
+    from tests.lab.notebook_noise import long_verdicts, repeated_legends, verdict_lines, wide_tables
+
+    cores = ("  needs: a core free for the second replica, the machine's CPU under 90 % while it started — "
+             "NOT met: the replicas share fewer cores than they need")
+    head = "".join(f"<th>c{i}</th>" for i in range(14))
+    noisy = notebook(stream(f"cannot show here: A — {'x' * 400}\n{cores}\n"),
+                     stream(f"observed: B — 1 ms\n{cores}\n"),
+                     result("wide", f"<table><tr>{head}</tr></table>"))
+    assert len(repeated_legends(noisy)) == 1 and len(long_verdicts(noisy)) == 1
+    assert wide_tables(noisy) == ["cell 2: a table 14 columns wide"]
+    display = {"output_type": "display_data", "metadata": {},
+               "data": {"text/plain": f"NOT observed: C — 2 ms, 3 ms\n{cores}",
+                        "text/html": "<div class='verdicts'><details>…</details></div>"}}
+    tidy = notebook(display, stream("observed: D — 1 ms\n  needs: a core free for the second replica — met "
+                                    "(as above)\n"),
+                    result("nine", f"<table><tr>{''.join(f'<th>{i}</th>' for i in range(9))}</tr></table>"))
+    assert repeated_legends(tidy) == [] and long_verdicts(tidy) == [] and wide_tables(tidy) == []
+    assert verdict_lines(tidy) == ["NOT observed: C — 2 ms, 3 ms", "observed: D — 1 ms"]

@@ -66,7 +66,7 @@ def test_a_cpu_computed_reference_row_is_never_captioned_as_a_gpu_expectation(
     assert "on its GPU" not in said  # none of these rows computed on it
     assert f"one {H100} host with a 16-core CPU" in said
     assert f"it ran notebooks 03 and 09 only, not {NOT_RAN}" in said
-    assert said.startswith("Evidence beside the expectation above (which is for your 2×P100 node)")
+    assert said.startswith("Evidence from a GPU beside the expectation above (which is for your 2×P100 node)")
 
 
 def test_each_rows_device_is_named_and_gpu_percent_unsampled_is_blank(
@@ -86,9 +86,10 @@ def test_todays_code_reads_the_reference_rows(reference: Path, capsys: pytest.Ca
     common.reference("fastapi", FASTAPI_COLUMNS, rules=step03_fastapi, effects=["faster than PyTorch"])
     said = capsys.readouterr().out
     assert "Today's code reads that run's rows so:" in said
-    assert "cannot show here: FastAPI: ONNX Runtime answers one client faster than PyTorch — " \
-           "PyTorch 7.9 ms" in said
+    assert ("cannot show here: FastAPI: ONNX Runtime answers one client faster than PyTorch — PyTorch ran on "
+            "the GPU, ONNX Runtime on the CPU") in said
     assert f"  why: PyTorch ran on the GPU ({H100}), ONNX Runtime on the CPU" in said
+    assert "  figures: PyTorch 7.9 ms, ONNX Runtime 5.8 ms" in said
     assert "with many clients" not in said  # effects picks the lines
 
 

@@ -57,6 +57,13 @@ def test_parameters_cell_then_validation(source: Path) -> None:
     following = nb.cells[tagged[0] + 1]
     assert following.cell_type == "code" and "params.resolve(" in following.source, \
         f"{source.stem}: the cell after the parameters validates them"
+    # papermill reads every parameter with its help (issue 52: "Unable to parse line 9 'repo_url = None #
+    # for code_source = "git": …'" on every ./lab run: a comment holding " = " is not one it parses)
+    from papermill.translators import PythonTranslator
+
+    assigned = [line.split("=", 1)[0].strip() for line in cell.splitlines() if line and line[0].isalpha()]
+    parsed = [p.name for p in PythonTranslator.inspect(nb.cells[tagged[0]])]
+    assert parsed == assigned, f"{source.stem}: papermill parses {parsed}, the cell assigns {assigned}"
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)

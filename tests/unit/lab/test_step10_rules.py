@@ -30,7 +30,8 @@ def step_row(policy: str, **values: object) -> dict:
 
 
 def statuses(run: RunData) -> list[str]:
-    return [c.status for c in step.rules(run)]
+    """The model's verdicts (the device stand-in's: test_the_device_stand_in_is_judged_on_its_own_runs)."""
+    return [c.status for c in step.rules(run) if "stand-in" not in c.effect]
 
 
 def test_nothing_measured_reads_not_measured() -> None:
@@ -90,26 +91,27 @@ def test_the_backlog_rule_says_what_one_fixed_replica_did_and_what_p99_did() -> 
     assert "after it 5019 ms" in backlog.evidence
 
 
-def test_a_replica_serving_only_after_the_high_load_cannot_show_the_backlog_draining() -> None:
+def test_a_replica_serving_only_after_the_high_load_is_a_backlog_that_did_not_shrink() -> None:
     """A step load that ran, whose added replica served only once the high load had ended (seen on a
-    slow 2-core run: 20 s after the step), and a utilisation run that added none: the backlog rule's
-    precondition (the replica served during the high load) failed, so it is not measured, and says why;
-    queue depth still added its replica before utilisation did."""
+    slow 2-core run: 20 s after the step), and a utilisation run that added none: the backlog did not
+    shrink during the high load, and the verdict says why (issue 52: a measured result is judged; it was
+    "not measured" before); queue depth still added its replica before utilisation did."""
     run = data(
         step_row("queue depth", decided_after_s=11.6, scale_up_after_s=20.1, upscale_delay_s=1.0,
                  look_back_period_s=1.0, backlog_at_up=None, backlog_end_high=380),
         step_row("utilisation", scale_up_after_s=None, backlog_end_high=400),
     )
     checks = step.rules(run)
-    assert [checks[1].status, checks[3].status] == ["cannot show here", "observed"]
-    assert checks[1].evidence == ("this run cannot show it, because the added replica served only 20.1 s "
-                                  "after the step, once the high load had ended")
+    assert [checks[1].status, checks[3].status] == ["not observed", "observed"]
+    assert checks[1].evidence == ("the added replica served only 20.1 s after the step, once the high load "
+                                  "had ended: the backlog could not shrink during it")
     assert checks[3].evidence == "queue depth serving 20.1 s after the step; utilisation added no replica"
     neither = step.rules(data(step_row("queue depth", backlog_end_high=380), step_row("utilisation")))
-    assert [c.status for c in (neither[0], neither[1], neither[3])] == ["not observed", "cannot show here",
+    assert [c.status for c in (neither[0], neither[1], neither[3])] == ["not observed", "not observed",
                                                                         "cannot show here"]
     assert neither[0].evidence == "no replica started after the step"
-    assert neither[1].evidence == "this run cannot show it, because no replica was added after the step"
+    assert neither[1].evidence == ("no replica was added after the step: the backlog could not shrink during "
+                                   "it")
     assert neither[3].evidence == "this run cannot show it, because neither policy added a replica"
 
 
@@ -128,7 +130,7 @@ def test_a_run_where_nothing_scaled_because_one_replica_kept_up_shows_no_autosca
         step_row("fixed", label="fixed 1", replicas_max=1, replica_seconds=20.0, backlog_end_high=2),
         step_row("fixed", label="fixed 2", replicas_max=2, replica_seconds=40.0),
         series=[*high_phase("fixed 1", rate=94.0, answered=93.5), *high_phase("queue depth", 94.0, 94.2)])
-    checks = step.rules(run)
+    checks = [c for c in step.rules(run) if "stand-in" not in c.effect]
     scaling = [c for c in checks if "replica-seconds" in c.effect or "queue depth" in c.effect
                or "backlog" in c.effect or "than on one fixed replica" in c.effect]
     assert len(scaling) == 6  # start, backlog, queue depth vs utilisation, cost, and each vs one fixed
@@ -261,8 +263,9 @@ def test_an_autoscaled_run_worse_than_fixed_1_is_not_observed() -> None:
     assert queue_depth.evidence == (
         "in flight as the high load ended (from the step: the same moment in every run): autoscaled 241, one "
         "fixed replica 102, 2 fixed 20; p99 over the run 4775 ms, one fixed replica 1460 ms, 2 fixed 700 ms; "
-        "while its second replica started (4.0–7.0 s after the step) the machine's CPU of 2 cores read "
-        "100 %; the serving replica answered 40/s meanwhile (one fixed replica: 55/s over the high load)")
+        "its added replica served 8.0 s after the step; while its second replica started (4.0–7.0 s after "
+        "the step) the machine's CPU of 2 cores read 100 %; the serving replica answered 40/s meanwhile (one "
+        "fixed replica: 55/s over the high load)")
     assert [str(q) for q in queue_depth.figures] == ["in flight 241", "one fixed 102", "p99 4775 ms",
                                                      "one fixed 1460 ms"]
     assert ("needs: a second replica serves more on this machine: N fixed replicas ended the high load with "
@@ -329,3 +332,28 @@ def test_every_verdict_prints_what_its_run_had_to_reach(tmp_path, monkeypatch, c
     assert "  needs: the high load outran one replica, under 90 % of it answered — met (as above)" in out
     page = write_report(run).read_text()
     assert "needs: the high load outran one replica" in page and "one fixed replica 102 (band 5)" in page
+def test_the_device_stand_in_is_judged_on_its_own_runs() -> None:
+    """Issue 52: the same control loop on replicas that wait the model's measured forward pass off the CPU
+    (as on a GPU), labelled as the stand-in, judged against its own fixed replica; the model's verdicts
+    never read the stand-in's rows (this session's figures: stand-in fixed 1 ended the high load with 129
+    in flight, autoscaled 46)."""
+    model = [step_row("queue depth", label="autoscaled 1-2 (queue depth)", scale_up_after_s=7.2,
+                      high_seconds=12.0, backlog_end_high=2, p99_ms=800.0),
+             step_row("fixed", label="fixed 1", replicas_max=1, backlog_end_high=14, p99_ms=700.0)]
+    stand_in = [step_row("queue depth", label="autoscaled 1-2 (queue depth) on the stand-in", device_ms=9.1,
+                         scale_up_after_s=7.2, high_seconds=12.0, backlog_end_high=46, p99_ms=1664.0,
+                         backlog_end_high_spread=0.1),
+                step_row("fixed", label="fixed 1 on the stand-in", replicas_max=1, device_ms=9.1,
+                         backlog_end_high=129, p99_ms=1917.0, backlog_end_high_spread=0.05)]
+    series = [*high_phase("fixed 1", rate=46.0, answered=41.8),
+              *high_phase("fixed 1 on the stand-in", rate=65.5, answered=53.8)]
+    checks = step.rules(data(*model, *stand_in, series=series))
+    [on] = [c for c in checks if "stand-in" in c.effect]
+    assert on.status == "observed", on.line()
+    assert [str(q) for q in on.figures] == ["in flight 46", "one fixed 129", "p99 1664 ms",
+                                            "one fixed 1917 ms"]
+    assert on.evidence.endswith("each replica waits 9.1 ms per request, the model's forward pass measured "
+                                "here")
+    [model_versus] = [c for c in checks if c.effect.startswith("Autoscaled on queue depth,")]
+    assert "autoscaled 2, one fixed replica 14" in model_versus.evidence  # its own rows, not the stand-in's
+    assert model_versus.status == "cannot show here"  # the model's high load never outran one replica (91 %)

@@ -39,7 +39,13 @@ def data(triton: list[dict], searched: list[dict]) -> RunData:
 
 
 def verdicts(run: RunData) -> list[tuple[str, str]]:
-    return [(c.status, c.evidence) for c in report.rules(run)]
+    """The search's, the pick's within the budget, the pick against yours (the budget's own: ``binds``)."""
+    return [(c.status, c.evidence) for c in report.rules(run) if "budget binds" not in c.effect]
+
+
+def binds(run: RunData) -> tuple[str, str]:
+    [verdict] = [c for c in report.rules(run) if "budget binds" in c.effect]
+    return verdict.status, verdict.evidence
 
 
 def search_rows(picked: dict = PICKED, within: bool = True) -> list[dict]:
@@ -56,6 +62,8 @@ def test_a_pick_that_serves_beyond_the_noise_is_observed() -> None:
     assert (found_status, within, serves) == ("observed", "observed", "observed")
     assert "2 of 2 configurations" in found_said
     assert said.startswith("yours 62.0 images/s, its pick 90.0 (+45%)")  # the reading right after the pick
+    # issue 52: a budget every configuration meets shapes nothing, and the verdict says so
+    assert binds(run) == ("not observed", "0 of 2 configurations over p99 ≤ 200 ms (their p99s 150, 180 ms)")
 
 
 def test_the_two_readings_of_yours_widen_the_noise_band() -> None:
@@ -99,6 +107,7 @@ def test_none_within_the_budget() -> None:
     (found_status, _), (within, why), (serves, _) = verdicts(run)
     assert (found_status, within, serves) == ("not observed", "cannot show here", "cannot show here")
     assert "no configuration met the p99 budget" in why
+    assert binds(run)[0] == "observed"
 
 
 def test_no_search_reads_not_measured_and_says_why() -> None:
@@ -197,3 +206,41 @@ def test_a_kind_gpu_pick_is_put_on_the_gpu_yours_is_on(monkeypatch: pytest.Monke
         (2, mc.ModelInstanceGroup.KIND_GPU, [1])]
     assert cfg.max_batch_size == 4 and cfg.HasField("dynamic_batching")
     assert "2 GPU instances, max batch 4, dynamic batching on" in capsys.readouterr().out
+
+
+def test_the_budget_that_binds_lies_between_the_p99s_the_search_measured(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 52 (11): the p99 budget was 1.5 × your configuration's p99 and all 5 configurations met it, so
+    it never shaped the pick. Unless the student sets one, the ranking's budget lies between the p99s the
+    search measured on this machine (halfway between the two either side of the middle: never within a ms
+    of one), and the slower ones miss it; the measurements are ranked under it as Model Analyzer ranks."""
+    from types import SimpleNamespace
+
+    from servelab.lab import params
+    from servelab.triton.model_analyzer import Workspace
+
+    first = pd.DataFrame({"rank": [1, 2, 3, 4, 5], "variant": [f"v{i}" for i in range(5)],
+                          "configuration": [f"config {i}" for i in range(5)],
+                          "throughput": [92.3, 89.3, 83.5, 81.6, 62.9],
+                          "p99_ms": [165.2, 158.6, 154.3, 169.5, 355.1],
+                          "within_budget": [True] * 5, "picked": [True, False, False, False, False]})
+    p = params.resolve("local", "quick", p99_budget_ms=None, constraint_concurrency=None)
+    assert step.binding_budget(first, p) == 167  # 165.2 and 169.5 either side of the middle
+    said = capsys.readouterr().out
+    assert said.startswith("The budget that binds: p99 ≤ 167 ms at concurrency 8 (between the 5 p99s the "
+                           "search measured here (154.3–355.1 ms)")
+    assert "2 of 5 configurations miss it" in said
+    own = params.resolve("local", "quick", p99_budget_ms=400, constraint_concurrency=None)
+    assert step.binding_budget(first, own) == 400
+    assert "0 of 5 configurations miss it" in capsys.readouterr().out
+    assert step.binding_budget(pd.DataFrame(), p) is None
+    assert step.between([100.0, 100.5, 101.0, 101.5]) == 100 and step.between([5.0, 200.0]) == 102
+    monkeypatch.setenv("SERVELAB_RESULTS", str(tmp_path))
+    work = Workspace(tmp_path / "search-1")
+    planned = SimpleNamespace(search=SimpleNamespace(p99_budget_ms=198), work=work)
+    ranked = step.rank(planned, 160, first)  # type: ignore[arg-type]
+    assert list(ranked["variant"]) == ["v1", "v2", "v0", "v3", "v4"]  # within 160 ms first, by throughput
+    assert list(ranked["picked"]) == [True, False, False, False, False]
+    assert list(ranked["within_budget"]) == [True, True, False, False, False]
+    assert list(ranked["searched_rank"]) == [2, 3, 1, 4, 5] and (ranked["p99_budget_ms"] == 160).all()
+    assert "under the budget that binds (160 ms) the search ranks config 1 first" in capsys.readouterr().out

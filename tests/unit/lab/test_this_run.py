@@ -17,6 +17,9 @@ def test_what_this_run_shows_reads_this_runs_data(tmp_path: Path, monkeypatch, c
 
     run = write_run(tmp_path / "run", fastapi_rows(pt=(20, 200), onnx=(7, 20)), [])
     monkeypatch.setenv("SERVELAB_RESULTS", str(run))
+    from servelab.report import verdicts
+
+    verdicts.forget()
     lines = common.what_this_run_shows(step03_fastapi, "FastAPI onnx", "ONNX Runtime answers").lines()
     assert lines == [
         "NOT observed: FastAPI onnx: with many clients the median latency is ≥ 4× one client's "

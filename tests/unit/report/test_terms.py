@@ -15,7 +15,10 @@ from servelab.results.schema import TRITON_COLUMNS
 
 @pytest.fixture(autouse=True)
 def fresh() -> None:
+    from servelab.report import verdicts
+
     terms.forget()
+    verdicts.forget()
 
 
 def table() -> Measured:
@@ -61,3 +64,15 @@ def test_the_report_says_what_every_figure_means() -> None:
     for words in ("100 % = all 2 cores", "server CPU %", "noise band:", "queue (ms), compute (ms)",
                   "TPOT (tpot_ms): time per output token"):
         assert words in said
+
+
+def test_the_glossary_page_holds_the_librarys_definitions() -> None:
+    """docs/guides/glossary.md says what the notebooks print once each, in the library's own words (one
+    source: ``python -m servelab.report.terms docs/guides/glossary.md`` writes its block)."""
+    from servelab.core.paths import REPO_ROOT
+    from servelab.site.guides import block
+
+    page = (REPO_ROOT / "docs" / "guides" / "glossary.md").read_text(encoding="utf-8")
+    assert block(page, terms.GLOSSARY_BLOCK) == terms.glossary_markdown()
+    names = [line.split("**")[1] for line in terms.glossary_markdown().splitlines()]
+    assert names == sorted(names, key=lambda n: n.lstrip("$(").lower()) and "verdict" in names

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import getpass
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -432,3 +433,15 @@ def test_on_a_phone_every_printed_line_wraps_inside_its_box(compared: tuple[Path
             assert page.evaluate(COVERED_BY_COPY) == []
         finally:
             browser.close()
+
+
+def test_the_reference_runs_data_files_hold_no_temporary_path() -> None:
+    """Issue 52: the site's compare/data/llm.csv carried the reference run's `--out /tmp/tmp…/run.json` (its
+    load client wrote to a temporary folder then). That run's own folders (/tmp/proj, /tmp/runA) are
+    redacted as every run's are; a temporary folder never was, so the reference's rows no longer name it."""
+    reference = REPO_ROOT / "results" / "reference" / "h100"
+    redactor = build._redactor(reference)
+    data = [p for p in reference.iterdir() if p.suffix in build.DATA_SUFFIXES]
+    assert data
+    left = {p.name: re.findall(r"/tmp/\S*", redactor.text(p.read_text())) for p in data}
+    assert {k: v for k, v in left.items() if v} == {}
