@@ -46,7 +46,7 @@ lease_name = None  # as in notebook 01; None: serve_system_<your user name>
 lease_id = None  # the lease to use, as in notebook 01; None: $CHI_LEASE_ID, else found by lease_name
 floating_ip = None  # a free floating IP of the project to use (kept); None: one allocated for this run
 code_source = None  # "upload" (this folder, from git or not: Trovi, a zip) or "git"; None: upload
-repo_url = None  # for code_source = "git": the lab's repository, cloned on the node
+repo_url = None  # for code_source "git": the lab's repository, cloned on the node
 weights = None  # trained Food-11 weights for the node's model (a URL); None: the lab's stand-in
 weights_sha256 = None  # a weights file that needs unpickling is used only when this is its sha256
 

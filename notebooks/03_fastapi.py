@@ -248,7 +248,7 @@ guess = None  # "yes" or "no"
 ### BEGIN SOLUTION
 guess = "yes"
 ### END SOLUTION
-exercise.predict(step, "FastAPI stages (pt): with many clients the stage that bounds throughput", guess)
+exercise.predict(step, "FastAPI stages (pt): with many clients, inference bounds throughput on a CPU", guess)
 
 # %%
 step.stage_breakdown()
@@ -338,7 +338,7 @@ common.what_this_run_shows(step)
 
 # %%
 exercise.compare(step, "FastAPI pt: with many clients the median latency")
-exercise.compare(step, "FastAPI stages (pt): with many clients the stage that bounds throughput")
+exercise.compare(step, "FastAPI stages (pt): with many clients, inference bounds throughput on a CPU")
 exercise.compare(step, "FastAPI worker processes (pt): with many clients N serve at least 1.2")
 
 # %% [markdown]
@@ -432,7 +432,7 @@ exercise.model_answer(3, "it lets each tier scale on its own (more web workers f
 # <!-- END SOLUTION -->
 
 # %% tags=["answer-key"]
-said = exercise.evidence(step, "FastAPI stages (pt): with many clients the stage that bounds throughput")
+said = exercise.evidence(step, "FastAPI stages (pt): with many clients, inference bounds throughput on a CPU")
 exercise.model_answer(4, f"this run: {said}. On the GPU node preprocessing in one Python process should "
                          "bound it (the H100 reasoning in "
                          "docs/decisions/2026-11-28-fastapi-stages-and-workers.md). "

@@ -317,7 +317,14 @@ common.what_this_run_shows(step10_report, "replica-seconds")
 # rates, as above.
 #
 # **Predict.** On the stand-in, will the autoscaled run end the high phase with fewer requests in
-# flight than one fixed replica?
+# flight, and a lower p99, than one fixed replica? Set your guess to "yes" or "no".
+
+# %% tags=["prediction"]
+guess_stand_in = None  # "yes" or "no"
+### BEGIN SOLUTION
+guess_stand_in = "yes"
+### END SOLUTION
+exercise.predict(step10_report, "On the device stand-in, autoscaled on queue depth: less in flight as", guess_stand_in)
 
 # %%
 wait_ms = step.stand_in_ms()
@@ -332,6 +339,9 @@ step.plot_timeline(fixed_one_stand_in, queue_stand_in, title="device stand-in: f
 
 # %%
 common.what_this_run_shows(step10_report, "device stand-in")
+
+# %%
+exercise.compare(step10_report, "On the device stand-in, autoscaled on queue depth: less in flight as")
 
 # %%
 exercise.compare(step10_report, "Autoscaling costs fewer replica-seconds than")

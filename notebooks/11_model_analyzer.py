@@ -163,7 +163,16 @@ found
 # table, recorded in the run's `model_analyzer.csv`, is that ranking; its pick goes on the lab's Triton
 # below.
 #
-# **Predict.** Under the tighter budget, will it rank the same configuration first?
+# **Predict.** Under the tighter budget, will it rank the same configuration first? Set your guess to
+# "yes" or "no": will at least one configuration Model Analyzer measured miss the budget (so that the
+# budget decides the ranking)?
+
+# %% tags=["prediction"]
+guess_binds = None  # "yes" or "no"
+### BEGIN SOLUTION
+guess_binds = "yes"
+### END SOLUTION
+exercise.predict(step11_report, "The p99 budget binds: at least one configuration Model Analyzer measured misses it", guess_binds)
 
 # %%
 bound = step.binding_budget(found, P)
@@ -190,6 +199,7 @@ common.what_this_run_shows(step11_report, "found a configuration")
 
 # %%
 exercise.compare(step11_report, "Model Analyzer found a configuration within the p99 budget")
+exercise.compare(step11_report, "The p99 budget binds: at least one configuration Model Analyzer measured misses it")
 
 # %% [markdown]
 # ## Its pick on the lab's Triton, beside yours

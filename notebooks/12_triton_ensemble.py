@@ -42,7 +42,7 @@ max_trials = None  # windows tried before giving up on "stable" (None: preset)
 stability_pct = None  # how closely (percent) windows must agree for "stable" (None: preset)
 
 # %%
-from servelab.lab import common, gourmetgram, params, triton_steps
+from servelab.lab import common, exercise, gourmetgram, params, triton_steps
 from servelab.lab import step12_triton_ensemble as step
 
 P = params.resolve(target, preset, ensemble_concurrency_levels=ensemble_concurrency_levels,
@@ -145,8 +145,19 @@ triton_steps.model_table(triton)
 # %% [markdown]
 # **Predict.** For each of the three ways to get an answer (the Python backend with the JPEG as
 # base64 text, the ONNX model with the client preprocessing, the ensemble with the JPEG's bytes),
-# how many bytes does one request carry, and which one costs the client the most CPU?
-#
+# how many bytes does one request carry, and which one costs the client the most CPU? Then set each
+# guess to "yes" or "no": will a request to the ensemble carry a small fraction of the tensor the
+# preprocessing client sends, and will the ensemble's client spend less CPU per request?
+
+# %% tags=["prediction"]
+guess_bytes, guess_cpu = None, None  # "yes" or "no" each
+### BEGIN SOLUTION
+guess_bytes, guess_cpu = "yes", "yes"
+### END SOLUTION
+exercise.predict(step, "A request to the ensemble carries the image file: a small fraction of the tensor", guess_bytes)
+exercise.predict(step, "With the ensemble the client spends less CPU per request than when it preprocesses itself", guess_cpu)
+
+# %% [markdown]
 # One photo each way:
 
 # %%
@@ -177,7 +188,16 @@ step.perf_ensemble(triton, P)
 # `ensemble_concurrency_levels`; it counts the bytes each request carries and its own CPU time,
 # and reads Triton's statistics for every model the request passed through.
 #
-# **Predict.** At one client, which is fastest? With more clients?
+# **Predict.** At one client, which is fastest? With more clients? Set your guess to "yes" or "no":
+# with one client, will the ensemble answer about as fast (a p50 within a quarter) as the client that
+# preprocesses itself?
+
+# %% tags=["prediction"]
+guess = None  # "yes" or "no"
+### BEGIN SOLUTION
+guess = "yes"
+### END SOLUTION
+exercise.predict(step, "One request alone: the ensemble answers about as fast as a client that preprocesses itself", guess)
 
 # %%
 pipelines = step.measure_pipelines(triton, P)
@@ -200,6 +220,11 @@ step.member_times(pipelines)
 
 # %%
 common.what_this_run_shows(step)
+
+# %%
+exercise.compare(step, "A request to the ensemble carries the image file: a small fraction of the tensor")
+exercise.compare(step, "With the ensemble the client spends less CPU per request than when it preprocesses itself")
+exercise.compare(step, "One request alone: the ensemble answers about as fast as a client that preprocesses itself")
 
 # %% [markdown]
 # **Expected on the GPU node** (an expectation from how an ensemble works, not a measurement:
@@ -236,3 +261,51 @@ triton_steps.triton_down(stack)
 #    ensemble take over?
 # 2. Which member of the ensemble held most of its compute, and which one queued with more clients?
 # 3. Between a phone and a data centre, which of the three ways would you choose, and why?
+
+# %% [markdown] tags=["answer"]
+# **Your answer to 1.**
+# <!-- BEGIN SOLUTION -->
+# The model answer, computed from this run, follows in the answer key.
+# <!-- END SOLUTION -->
+
+# %% tags=["answer-key"]
+one = pipelines[pipelines["concurrency"] == pipelines["concurrency"].min()].set_index("pipeline")
+exercise.model_answer(1, f"at one client a request carried {one.loc['python', 'request_kb']:.1f} KB to the "
+                         f"Python backend (the JPEG as base64 text), {one.loc['client', 'request_kb']:.0f} KB "
+                         f"to the ONNX model (the preprocessed tensor) and {one.loc['ensemble', 'request_kb']:.1f} "
+                         f"KB to the ensemble (the file's bytes); the client's CPU per request was "
+                         f"{one.loc['client', 'client_cpu_ms']:.2f} ms preprocessing itself and "
+                         f"{one.loc['ensemble', 'client_cpu_ms']:.2f} ms with the ensemble. The ensemble took "
+                         "over decoding, resizing and normalising the image (food_preprocess) and the "
+                         "softmax and label (food_postprocess).")
+
+# %% [markdown] tags=["answer"]
+# **Your answer to 2.**
+# <!-- BEGIN SOLUTION -->
+# The model answer, computed from this run, follows in the answer key.
+# <!-- END SOLUTION -->
+
+# %% tags=["answer-key"]
+members = step.member_times(pipelines)
+top = members[members["concurrency"] == members["concurrency"].max()].set_index("member")
+exercise.model_answer(2, f"at {top['concurrency'].iloc[0]:g} clients the members computed "
+                         + ", ".join(f"{m} {top.loc[m, 'compute_ms']:.2f} ms" for m in top.index)
+                         + " per request and queued "
+                         + ", ".join(f"{m} {top.loc[m, 'queue_ms']:.2f} ms" for m in top.index)
+                         + f": {top['compute_ms'].idxmax()} held the most compute and {top['queue_ms'].idxmax()} "
+                         "queued the most. Each member has one instance, so requests wait there while it is "
+                         "busy with another.")
+
+# %% [markdown] tags=["answer"]
+# **Your answer to 3.**
+# <!-- BEGIN SOLUTION -->
+# The model answer, computed from this run, follows in the answer key.
+# <!-- END SOLUTION -->
+
+# %% tags=["answer-key"]
+exercise.model_answer(3, f"a phone on a slow uplink gains most from the ensemble: each request carries the "
+                         f"{one.loc['ensemble', 'request_kb']:.1f} KB file instead of a "
+                         f"{one.loc['client', 'request_kb']:.0f} KB tensor, and the phone does no "
+                         "preprocessing. Inside a data centre, bytes are cheap, and a client that "
+                         "preprocesses itself spares the server's CPU (or GPU) that work; the Python backend "
+                         "with base64 pays a third more bytes than the file for no gain.")

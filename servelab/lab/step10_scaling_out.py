@@ -1,6 +1,9 @@
 """Notebook 10: the Food-11 model on Ray Serve: one replica's capacity, a step load autoscaled on queue
 depth and on utilisation, fixed replicas beside it, shedding past capacity, a killed replica.
 Sizes and what was measured: docs/decisions/2026-11-23-ray-serve.md
+Long on purpose: every measurement on the notebook's one Ray Serve cluster (capacity, the step loads, the
+device stand-in, shedding, the kill) shares its deployments and photos; the verdicts are in step10_report,
+the plots in step10_views.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """The Triton plumbing the Triton notebooks share: bring the server up, deploy and reconfigure a model,
 try it once, and measure it with perf_analyzer (with the server's statistics and utilisation).
+Long on purpose: these cells share the ``Triton`` handle and its model-state checks (``not_loaded``); the
+server's statistics are in triton_stats, the student's edits in triton_edits, the views in triton_views.
 """
 
 from __future__ import annotations

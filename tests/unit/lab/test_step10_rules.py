@@ -332,6 +332,8 @@ def test_every_verdict_prints_what_its_run_had_to_reach(tmp_path, monkeypatch, c
     assert "  needs: the high load outran one replica, under 90 % of it answered — met (as above)" in out
     page = write_report(run).read_text()
     assert "needs: the high load outran one replica" in page and "one fixed replica 102 (band 5)" in page
+
+
 def test_the_device_stand_in_is_judged_on_its_own_runs() -> None:
     """Issue 52: the same control loop on replicas that wait the model's measured forward pass off the CPU
     (as on a GPU), labelled as the stand-in, judged against its own fixed replica; the model's verdicts

@@ -64,9 +64,9 @@ def test_a_measured_result_is_never_counted_not_measured() -> None:
 def _issue_run(folder: Path) -> Path:
     """Notebook 10's step loads as issue 52 read them: two fixed replicas beat one (220 against 396 in
     flight), the autoscaled runs did not, the CPU at 100 % while their replicas started."""
-    from tests.unit.lab.test_verdicts_issue41 import issue_run
+    from tests.unit.lab.made_up_runs import step_load_run
 
-    data = issue_run(cpu=100.0)
+    data = step_load_run(cpu=100.0)
     folder.mkdir()
     for name, frame in (("scaling", data.scaling), ("scaling_series", data.scaling_series)):
         (folder / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in frame.to_dict("records")))
