@@ -324,7 +324,7 @@ guess_stand_in = None  # "yes" or "no"
 ### BEGIN SOLUTION
 guess_stand_in = "yes"
 ### END SOLUTION
-exercise.predict(step10_report, "On the device stand-in, autoscaled on queue depth: less in flight as", guess_stand_in)
+exercise.predict(step10_report, "On the device stand-in, autoscaled on queue depth", guess_stand_in)
 
 # %%
 wait_ms = step.stand_in_ms()
@@ -341,7 +341,7 @@ step.plot_timeline(fixed_one_stand_in, queue_stand_in, title="device stand-in: f
 common.what_this_run_shows(step10_report, "device stand-in")
 
 # %%
-exercise.compare(step10_report, "On the device stand-in, autoscaled on queue depth: less in flight as")
+exercise.compare(step10_report, "On the device stand-in, autoscaled on queue depth")
 
 # %%
 exercise.compare(step10_report, "Autoscaling costs fewer replica-seconds than")

@@ -154,8 +154,8 @@ guess_bytes, guess_cpu = None, None  # "yes" or "no" each
 ### BEGIN SOLUTION
 guess_bytes, guess_cpu = "yes", "yes"
 ### END SOLUTION
-exercise.predict(step, "A request to the ensemble carries the image file: a small fraction of the tensor", guess_bytes)
-exercise.predict(step, "With the ensemble the client spends less CPU per request than when it preprocesses itself", guess_cpu)
+exercise.predict(step, "A request to the ensemble carries the image file", guess_bytes)
+exercise.predict(step, "With the ensemble the client spends less CPU per request", guess_cpu)
 
 # %% [markdown]
 # One photo each way:
@@ -197,7 +197,7 @@ guess = None  # "yes" or "no"
 ### BEGIN SOLUTION
 guess = "yes"
 ### END SOLUTION
-exercise.predict(step, "One request alone: the ensemble answers about as fast as a client that preprocesses itself", guess)
+exercise.predict(step, "One request alone: the ensemble answers about as fast", guess)
 
 # %%
 pipelines = step.measure_pipelines(triton, P)
@@ -222,9 +222,9 @@ step.member_times(pipelines)
 common.what_this_run_shows(step)
 
 # %%
-exercise.compare(step, "A request to the ensemble carries the image file: a small fraction of the tensor")
-exercise.compare(step, "With the ensemble the client spends less CPU per request than when it preprocesses itself")
-exercise.compare(step, "One request alone: the ensemble answers about as fast as a client that preprocesses itself")
+exercise.compare(step, "A request to the ensemble carries the image file")
+exercise.compare(step, "With the ensemble the client spends less CPU per request")
+exercise.compare(step, "One request alone: the ensemble answers about as fast")
 
 # %% [markdown]
 # **Expected on the GPU node** (an expectation from how an ensemble works, not a measurement:
@@ -270,14 +270,14 @@ triton_steps.triton_down(stack)
 
 # %% tags=["answer-key"]
 one = pipelines[pipelines["concurrency"] == pipelines["concurrency"].min()].set_index("pipeline")
-exercise.model_answer(1, f"at one client a request carried {one.loc['python', 'request_kb']:.1f} KB to the "
-                         f"Python backend (the JPEG as base64 text), {one.loc['client', 'request_kb']:.0f} KB "
-                         f"to the ONNX model (the preprocessed tensor) and {one.loc['ensemble', 'request_kb']:.1f} "
-                         f"KB to the ensemble (the file's bytes); the client's CPU per request was "
-                         f"{one.loc['client', 'client_cpu_ms']:.2f} ms preprocessing itself and "
-                         f"{one.loc['ensemble', 'client_cpu_ms']:.2f} ms with the ensemble. The ensemble took "
-                         "over decoding, resizing and normalising the image (food_preprocess) and the "
-                         "softmax and label (food_postprocess).")
+kb, cpu = one["request_kb"], one["client_cpu_ms"]
+exercise.model_answer(1, f"at one client a request carried {kb['python']:.1f} KB to the Python backend (the "
+                         f"JPEG as base64 text), {kb['client']:.0f} KB to the ONNX model (the preprocessed "
+                         f"tensor) and {kb['ensemble']:.1f} KB to the ensemble (the file's bytes); the "
+                         f"client's CPU per request was {cpu['client']:.2f} ms preprocessing itself and "
+                         f"{cpu['ensemble']:.2f} ms with the ensemble. The ensemble took over decoding, "
+                         "resizing and normalising the image (food_preprocess) and the softmax and label "
+                         "(food_postprocess).")
 
 # %% [markdown] tags=["answer"]
 # **Your answer to 2.**
@@ -292,9 +292,9 @@ exercise.model_answer(2, f"at {top['concurrency'].iloc[0]:g} clients the members
                          + ", ".join(f"{m} {top.loc[m, 'compute_ms']:.2f} ms" for m in top.index)
                          + " per request and queued "
                          + ", ".join(f"{m} {top.loc[m, 'queue_ms']:.2f} ms" for m in top.index)
-                         + f": {top['compute_ms'].idxmax()} held the most compute and {top['queue_ms'].idxmax()} "
-                         "queued the most. Each member has one instance, so requests wait there while it is "
-                         "busy with another.")
+                         + f": {top['compute_ms'].idxmax()} held the most compute and "
+                         f"{top['queue_ms'].idxmax()} queued the most. Each member has one instance, so "
+                         "requests wait there while it is busy with another.")
 
 # %% [markdown] tags=["answer"]
 # **Your answer to 3.**
@@ -304,8 +304,8 @@ exercise.model_answer(2, f"at {top['concurrency'].iloc[0]:g} clients the members
 
 # %% tags=["answer-key"]
 exercise.model_answer(3, f"a phone on a slow uplink gains most from the ensemble: each request carries the "
-                         f"{one.loc['ensemble', 'request_kb']:.1f} KB file instead of a "
-                         f"{one.loc['client', 'request_kb']:.0f} KB tensor, and the phone does no "
+                         f"{kb['ensemble']:.1f} KB file instead of a "
+                         f"{kb['client']:.0f} KB tensor, and the phone does no "
                          "preprocessing. Inside a data centre, bytes are cheap, and a client that "
                          "preprocesses itself spares the server's CPU (or GPU) that work; the Python backend "
                          "with base64 pays a third more bytes than the file for no gain.")
