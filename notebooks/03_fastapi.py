@@ -104,7 +104,8 @@ guess = None  # "yes" or "no"
 guess = "yes"
 ### END SOLUTION
 exercise.predict(step, "FastAPI pt: with many clients the median latency", guess)
-#
+
+# %% [markdown]
 # ## One client: sequential requests
 # Each request waits for the previous answer, so no request of this client ever waits behind
 # another. The median is the service time; p95/p99 show its spread. (The client's loop is in the
@@ -278,7 +279,8 @@ guess = None  # "yes" or "no"
 guess = "no"
 ### END SOLUTION
 exercise.predict(step, "FastAPI worker processes (pt): with many clients N serve at least 1.2", guess)
-#
+
+# %% [markdown]
 # First the model alone, without a server: the rate that bounds every service on this machine
 # (preprocessing one image per core, and the model at its fastest batch size).
 
@@ -322,10 +324,10 @@ pt_n_conc
 step.one_vs_n()
 
 # %% [markdown]
-# The stages again, the N-process measurements now beside the others:
+# The stages again, the N-process measurements now beside the others (their line is above):
 
 # %%
-step.plot_stages()
+step.plot_stages(say=False)
 
 # %% [markdown]
 # **What to look for.** With one client, is the median close to the time one forward pass takes?

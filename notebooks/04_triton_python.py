@@ -274,7 +274,7 @@ exercise.model_answer(1, f"at concurrency {top['concurrency']:.0f} a request wai
 # <!-- END SOLUTION -->
 
 # %% tags=["answer-key"]
-stats = triton_steps.stats_change(stats_before, stats_after)
+stats = triton_steps.stats_change(stats_before, stats_after, say=False)
 exercise.model_answer(2, f"the server ran {int(stats['executions'].sum())} executions of batch sizes "
                          f"{', '.join(str(int(s)) for s in stats['batch_size'])} in the sweep: without "
                          "dynamic batching Triton hands execute one request at a time. Handed several, "

@@ -148,7 +148,8 @@ guess = None  # "yes" or "no"
 guess = "yes"
 ### END SOLUTION
 exercise.predict(step, "The ONNX backend's inference time is lower", guess)
-#
+
+# %% [markdown]
 # ## One instance at concurrency 1, 8 and 16
 # Concurrency 1 is one request alone (its latency is the service time); then 8 and 16 clients.
 # Each level is measured as in 04: a warm-up, then windows of `window_requests` requests.

@@ -133,7 +133,7 @@ provisioning.unbound_ips(config, plan_only=P.plan)
 # %% [markdown]
 # ## What this run measured
 # Every measurement was stored as data (on Chameleon, the node's, copied above): the table lists each
-# experiment's rows and the notebooks that wrote them. Run this notebook last, after 09, 10 and 11 (the
+# experiment's rows and the notebooks that wrote them. Run this notebook last, after the optional ones (the
 # headless run does), and it lists them all; the headless run then draws one report (`report.html`)
 # from the same files.
 

@@ -79,8 +79,8 @@ triton = triton_steps.triton_up(stack, list(step.MODELS))
 # `ensemble_scheduling` lists the steps. In each step, `input_map` and `output_map` connect the
 # member's own tensor names (the key) to the ensemble's tensors (the value): a tensor that only
 # the steps name (`pixels`, `logits` below) never leaves the server. Read the members' configs
-# above, then check every name below against them: the cell after it loads what you wrote, and
-# Triton refuses a name that does not fit, with its reason.
+# above, then write the three steps (preprocess, classify, postprocess) where the cell says: the cell
+# after it loads what you wrote, and Triton refuses a name that does not fit, with its reason.
 
 # %%
 ensemble_config = """
@@ -115,6 +115,7 @@ output [
 # named only here ("pixels", "logits") lives inside the server: it never crosses the network.
 ensemble_scheduling {
   step [
+    ### BEGIN SOLUTION
     {
       model_name: "food_preprocess"
       model_version: -1
@@ -134,6 +135,7 @@ ensemble_scheduling {
       output_map { key: "FOOD_LABEL" value: "FOOD_LABEL" }
       output_map { key: "PROBABILITY" value: "PROBABILITY" }
     }
+    ### END SOLUTION
   ]
 }
 """

@@ -50,8 +50,17 @@ def student_version(nb: Any) -> Any:
 
 
 # what only the instructor's repository needs: its tests and CI hold the solutions' outcomes (a CI run of
-# the release would stop at its first check, by design)
-INSTRUCTOR_ONLY = ("tests/", ".github/", ".ci/")
+# the release would stop at its first check, by design); 12's ensemble config is its answer, which no
+# step of the lab deploys (the student's text is what 12 loads)
+INSTRUCTOR_ONLY = ("tests/", ".github/", ".ci/", "models_staging/food_classifier_ensemble/config.pbtxt")
+
+
+# the README's paragraph on which version it is, as the release says it instead
+INSTRUCTOR_LINE = ("This repository is the **instructor's version** of the lab: it holds everything, the "
+                   "answer key included.\nStudents get a release built from it (the [instructor's guide]"
+                   "(docs/guides/instructor.md) says how).")
+STUDENT_LINE = ("This is the **student release** of the lab, built from the instructor's version: the "
+                "solutions are\nyours to write, and it holds no answer key.")
 
 
 def lab_files() -> list[str]:
@@ -85,7 +94,8 @@ def make_release(out: Path) -> list[Path]:
     if readme.is_file():
         banner = ("> **This is the student release** of the lab (`STUDENT_RELEASE.md`): the solutions are "
                   "yours to write, and it holds no answer key.\n\n")
-        readme.write_text(banner + readme.read_text())
+        text = readme.read_text().replace(INSTRUCTOR_LINE, STUDENT_LINE)
+        readme.write_text(banner + text)
     (out / RELEASE_NOTE).write_text(
         "# The student release of the serve-system lab\n\nMade by `python -m servelab.lab.classwork release` "
         "from the instructor's repository: every notebook's solutions are prompts here (`# YOUR CODE HERE`, "

@@ -6,7 +6,7 @@ one of the step's expected effects (the claim names it as ``what_this_run_shows`
 sets it beside what this run measured. A check that fails raises ``CheckFailed``: one line in the
 notebook saying what to do, never a traceback (``_render_traceback_``). The notebooks' solutions
 (between ``BEGIN SOLUTION`` and ``END SOLUTION``) and their model answers (cells tagged
-``answer-key``) are the instructor's; ``servelab.lab.release`` takes them out of the student release.
+``answer-key``) are the instructor's; ``servelab.lab.classwork`` takes them out of the student release.
 Why: docs/decisions/2026-12-01-exercise-layer.md
 """
 

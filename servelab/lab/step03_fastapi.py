@@ -144,10 +144,12 @@ def stage_breakdown() -> pd.DataFrame:
     return stages.stage_table(load(results_dir(), FASTAPI))
 
 
-def plot_stages() -> Any:
-    """The stages as one stacked bar per measurement; the line above it names the bound per engine."""
+def plot_stages(say: bool = True) -> Any:
+    """The stages as one stacked bar per measurement; the line above it names the bound per engine
+    (``say=False``: the plot alone, drawn again with later measurements whose lines were said)."""
     df = load(results_dir(), FASTAPI)
-    print(stages.read_stages(df))
+    if say:
+        print(stages.read_stages(df))
     return as_image(stages.fig_stages(df))
 
 

@@ -271,8 +271,8 @@ def _stand_in(runs: pd.DataFrame, series: pd.DataFrame) -> Check:
     queue = step[step["policy"] == "queue depth"]
     ms = row(runs, "device_ms")
     verdict = versus_fixed(queue, "queue depth", fixed_one, step.iloc[0:0], (outran(runs, series),))
-    verdict = replace(verdict, effect="On the device stand-in, autoscaled on queue depth: less in flight as "
-                                      "the high phase ends, and a lower p99, than one fixed replica")
+    verdict = replace(verdict, effect="On the device stand-in, autoscaled on queue depth: less in flight at "
+                                      "the high phase's end, lower p99, than one fixed")
     return replace(verdict, evidence=verdict.evidence + (f"; each replica waits {ms:g} ms per request, the "
                                                           "model's forward pass measured here" if ms else ""))
 

@@ -232,13 +232,14 @@ def binding_budget(found: pd.DataFrame, p: LabParams) -> int | None:
 def between(p99s: list[float]) -> int:
     """A whole ms that the faster half of ``p99s`` (at least half of them) meet and the rest miss: halfway
     between the two p99s either side of the middle, or of the next pair at least 2 ms apart (a budget
-    within a ms of a measured p99 would turn on its rounding)."""
+    within a ms of a measured p99 would turn on its rounding); with no such pair, the middle p99 rounded up,
+    which the faster half meet."""
     ordered = sorted(p99s)
     middle = (len(ordered) + 1) // 2
     for k in [*range(middle, len(ordered)), *range(middle - 1, 0, -1)]:
         if ordered[k] - ordered[k - 1] >= 2:
             return math.floor((ordered[k - 1] + ordered[k]) / 2)
-    return math.floor(ordered[middle - 1])
+    return math.ceil(ordered[middle - 1])
 
 
 def rank(planned: Planned | None, bound: int | None, first: pd.DataFrame) -> pd.DataFrame:

@@ -37,11 +37,15 @@ def deploy_ensemble(triton: Triton, text: str) -> Any:
     """The ensemble's config.pbtxt as the student wrote it: parsed as Triton parses it (refused with its
     line when malformed), written to the live repository with its (empty) version folder, loaded; a
     refusal says Triton's reason, and what to check."""
+    from servelab.lab.exercise import StudentError
     from servelab.triton.config import ConfigError, parse_config
 
-    cfg = parse_config(text)
+    try:
+        cfg = parse_config(text)
+    except ConfigError as exc:
+        raise StudentError(f"{exc} (nothing loaded)") from None
     if cfg.name != ENSEMBLE or cfg.platform != "ensemble":
-        raise ConfigError(f'the ensemble must be name: "{ENSEMBLE}" with platform: "ensemble" (it has name: '
+        raise StudentError(f'the ensemble must be name: "{ENSEMBLE}" with platform: "ensemble" (it has name: '
                           f'"{cfg.name}", platform: "{cfg.platform}")')
     live = f"{MODEL_REPOSITORY}/{ENSEMBLE}"
     triton.stack.write_file(f"{live}/config.pbtxt", text)
@@ -50,8 +54,8 @@ def deploy_ensemble(triton: Triton, text: str) -> Any:
         triton.stack.reload_model(ENSEMBLE)
     except Exception as exc:  # tritonclient's InferenceServerException, a Stack's RuntimeError
         reason = exc.message() if hasattr(exc, "message") else str(exc)
-        raise ConfigError(f"Triton refused {ENSEMBLE}: {reason} (check each step's model_name and that every "
-                          "input_map/output_map key is that member's tensor name)") from None
+        raise StudentError(f"Triton refused {ENSEMBLE}: {reason} (check each step's model_name and that "
+                           "every input_map/output_map key is that member's tensor name)") from None
     steps = " → ".join(step.model_name for step in cfg.ensemble_scheduling.step)
     print(f"{ENSEMBLE} loaded: {steps}")
     return cfg
@@ -210,8 +214,8 @@ def rules(data: RunData) -> list[Check]:
     photos_n, agree = row(answers, "photos"), row(answers, "top1_agree")
     members = _members_counted(rows, c_one)
     return [
-        check("The ensemble answers as the Python backend does: the same top-1 class and a probability "
-              f"within {TOLERANCE:g}, for every photo",
+        check(f"The ensemble answers as the Python backend does: same top-1, probability within "
+              f"{TOLERANCE:g}, every photo",
               (photos_n, agree, row(answers, "max_probability_difference")),
               lambda n, a, d: a == n and d <= TOLERANCE,
               lambda n, a, d: f"{a:.0f} of {n:.0f} photos the same class; largest probability difference "
@@ -233,8 +237,7 @@ def rules(data: RunData) -> list[Check]:
                                f"preprocessing itself, {ens:.2f} ms with the ensemble",
               noise=(noise("client", "client_cpu_ms"), noise("ensemble", "client_cpu_ms")), unit="ms",
               names=("preprocessing itself", "ensemble"), spans=SPREAD_OVER),
-        check("Triton counts the preprocessing as its own work: every ensemble request passes through "
-              "food_preprocess, which takes a share of the compute",
+        check("Triton counts the preprocessing as its own work: every ensemble request runs food_preprocess",
               members, lambda counted, share: counted >= 1 and share > 0,
               lambda counted, share: f"at concurrency {c_one:g}: food_preprocess saw every request "
                                      f"{'(yes)' if counted >= 1 else '(no)'}, its compute {share:.0%} of the "

@@ -48,12 +48,14 @@ def stats_text(model: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def stats_change(before: dict[str, Any], after: dict[str, Any]) -> pd.DataFrame:
-    """What happened between two ``stats_json`` replies: requests, executions, executions per batch size."""
+def stats_change(before: dict[str, Any], after: dict[str, Any], say: bool = True) -> pd.DataFrame:
+    """What happened between two ``stats_json`` replies: requests, executions, executions per batch size
+    (the line saying it printed unless ``say=False``: a later cell reading the same change)."""
     from servelab.triton.stats import batch_table, delta, flatten
 
     change = delta(flatten(before), flatten(after))
-    print(f"between the two calls (everything the model ran between them, warm-ups included): "
+    if say:
+        print(f"between the two calls (everything the model ran between them, warm-ups included): "
           f"{change['inference_count']} inferences in {change['execution_count']} executions (mean batch "
           f"size {change['mean_batch_size']:.1f} over them all); "
           f"{change['executions_batch_gt1']} executions carried more than one image")

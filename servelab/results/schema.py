@@ -57,9 +57,9 @@ def normalise_triton(df: pd.DataFrame) -> pd.DataFrame:
     if df.empty:
         return df
     df = df.copy()
-    for short, long in TRITON_ALIASES.items():
-        if long in df and short not in df:
-            df[short] = df[long]
+    for short, long in TRITON_ALIASES.items():  # a row that wrote the short name itself (12's) keeps it
+        if long in df:
+            df[short] = df[short].where(df[short].notna(), df[long]) if short in df else df[long]
     if "load_mode" in df and "load_value" in df:
         mode = df["load_mode"].astype(str)
         df["concurrency"] = pd.to_numeric(df["load_value"].where(mode == "concurrency"), errors="coerce")

@@ -124,14 +124,17 @@ def long_verdicts(nb: Any, most: int = 200) -> list[str]:
 
 def repeated_legends(nb: Any, least: int = LEGEND_CHARS) -> list[str]:
     """Explanatory lines (a legend, a definition, a reason under a verdict: ``least`` characters or more,
-    not a code listing, a command or a table's row) that ``nb`` prints more than once."""
+    not a code listing, a command, a table's row, a listing's row (it starts with a number: a process
+    seen again) or a progress line (it ends with "...": a server started again)) that ``nb`` prints more
+    than once."""
     seen: dict[str, list[int]] = {}
     for index, text, table in _plain(nb):
         if table or LISTING.search(text):
             continue
         for line in text.splitlines():
             said = line.strip()
-            if len(said) >= least and not said.startswith(("$ ", "# ")):
+            if (len(said) >= least and not said.startswith(("$ ", "# ")) and not said[:1].isdigit()
+                    and not said.endswith(("...", "…"))):
                 seen.setdefault(said, []).append(index)
     return [f"cells {cells}: {said[:120]}…" for said, cells in seen.items() if len(cells) > 1]
 

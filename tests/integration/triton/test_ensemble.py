@@ -15,8 +15,8 @@ import pytest
 from servelab.core.paths import STAGING_DIR
 from servelab.core.samples import sample_paths
 from servelab.lab import step12_triton_ensemble as step
+from servelab.lab.exercise import StudentError
 from servelab.triton import pipelines
-from servelab.triton.config import ConfigError
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -82,12 +82,15 @@ class Triton:
 def test_the_students_config_loads_or_is_refused_with_the_reason(server) -> None:  # type: ignore[no-untyped-def]
     text = (STAGING_DIR / step.ENSEMBLE / "config.pbtxt").read_text()
     triton = Triton(Stack(server), server.url)
-    with pytest.raises(ConfigError, match=r"invalid config\.pbtxt"):
+    with pytest.raises(StudentError, match=r"invalid config\.pbtxt"):
         step.deploy_ensemble(triton, text.replace("ensemble_scheduling {", "ensemble_scheduling", 1))
     wrong = text.replace('input_map { key: "input" value: "pixels" }',
                          'input_map { key: "pixels" value: "pixels" }')
-    with pytest.raises(ConfigError, match=r"Triton refused food_classifier_ensemble: .*pixels"):
+    with pytest.raises(StudentError, match=r"Triton refused food_classifier_ensemble: .*pixels"):
         step.deploy_ensemble(triton, wrong)
+    with pytest.raises(StudentError, match=r"Triton refused|nothing loaded"):  # the release's empty steps
+        empty = text.split("  step [", 1)[0] + "  step [\n    # YOUR CODE HERE\n  ]\n}\n"
+        step.deploy_ensemble(triton, empty)
     step.deploy_ensemble(triton, text)
     assert server.model_ready(step.ENSEMBLE)
 

@@ -40,7 +40,12 @@ def test_the_release_keeps_no_solution_and_no_model_answer(release: Path) -> Non
     assert (release / classwork.RELEASE_NOTE).is_file()
     assert (release / "servelab" / "lab" / "exercise.py").is_file()
     assert not (release / "tests").exists() and not (release / ".github").exists()
-    assert (release / "README.md").read_text().startswith("> **This is the student release**")
+    readme = (release / "README.md").read_text()
+    assert readme.startswith("> **This is the student release**") and "instructor's version**" not in readme
+    assert classwork.STUDENT_LINE in readme  # the README's own paragraph says it too
+    # 12's answer stays with the instructor; the members the student maps are there to read
+    assert not (release / "models_staging" / "food_classifier_ensemble" / "config.pbtxt").exists()
+    assert (release / "models_staging" / "food_preprocess" / "config.pbtxt").is_file()
     listed = (release / "provisioning" / "lab-files.txt").read_text().splitlines()
     assert classwork.RELEASE_NOTE in listed and all((release / name).is_file() for name in listed)
     assert not [name for name in listed if name.startswith("tests/")]

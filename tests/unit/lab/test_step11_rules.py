@@ -234,7 +234,8 @@ def test_the_budget_that_binds_lies_between_the_p99s_the_search_measured(
     assert step.binding_budget(first, own) == 400
     assert "0 of 5 configurations miss it" in capsys.readouterr().out
     assert step.binding_budget(pd.DataFrame(), p) is None
-    assert step.between([100.0, 100.5, 101.0, 101.5]) == 100 and step.between([5.0, 200.0]) == 102
+    assert step.between([100.0, 100.5, 101.0, 101.5]) == 101 and step.between([5.0, 200.0]) == 102
+    assert step.between([40.3]) == 41 and step.between([40.3, 41.0]) == 41  # never below every p99
     monkeypatch.setenv("SERVELAB_RESULTS", str(tmp_path))
     work = Workspace(tmp_path / "search-1")
     planned = SimpleNamespace(search=SimpleNamespace(p99_budget_ms=198), work=work)
