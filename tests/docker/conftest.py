@@ -50,15 +50,18 @@ def engine() -> Iterator[Engine]:
     os.environ.update(engine.env)
     os.environ["DOCKER_SOCKET"] = engine.socket
     try:
-        if engine.owned:  # an interrupted run's containers would hold the ports
+        if engine.owned:  # an interrupted run's containers would hold the ports, its leftovers the disk
             for project in PROJECTS:
                 engine.docker("compose", "-p", project, "down", "--timeout", "10", timeout=300, check=False)
+            engine.reclaim()
         build_standins(engine)
         say(f"engine and stand-in bases ready in {time.monotonic() - started:.0f} s")
         yield engine
     finally:
         for project in PROJECTS:
             engine.docker("compose", "-p", project, "down", "--timeout", "10", timeout=300, check=False)
+        if engine.owned:  # each rebuild leaves the image it replaced untagged: tens of GB over a few runs
+            engine.reclaim()
         engine.stop()
         os.environ.clear()
         os.environ.update(saved)

@@ -29,6 +29,9 @@ from servelab.core.paths import REPO_ROOT
 
 STATE = Path(os.environ.get("SERVELAB_DOCKER_STATE", "/var/lib/servelab-docker-tier"))
 EXEC_ROOT = Path("/run/servelab-docker-tier")
+# build cache kept after a run: enough for the next build's layers to hit it, not every old build's
+# (2026-12-02-the-tier-disk-and-the-merge.md)
+KEEP_CACHE_BYTES = 8 * 10**9
 STANDINS = Path(__file__).with_name("standins")
 MINBASE = "servelab-standin/bookworm-minbase:latest"
 PYTHON_BASE = "python:3.11.14-slim-bookworm"
@@ -160,6 +163,39 @@ class Engine:
         else:
             os.kill(pid, signal.SIGKILL)
         say("the tier's Docker engine is stopped")
+
+    def reclaim(self, keep_cache_bytes: int = KEEP_CACHE_BYTES) -> str:
+        """Give back what rebuilt images leave behind on the tier's disk: untagged (dangling) images, then
+        build cache beyond ``keep_cache_bytes`` (the most recent kept, so the next build still hits it).
+        Through the Engine API (``docker builder prune`` needs buildx, which Debian's docker.io lacks).
+        Returns Docker's summary; a failure is said, never raised (the tests' outcome is what counts).
+        Why: docs/decisions/2026-12-02-the-tier-disk-and-the-merge.md"""
+        import http.client
+        import json as jsonlib
+        import socket as socketlib
+
+        pruned = self.docker("image", "prune", "--force", timeout=600, check=False)
+        path = self.socket
+
+        class _Unix(http.client.HTTPConnection):
+            def connect(self) -> None:
+                self.sock = socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM)
+                self.sock.settimeout(600)
+                self.sock.connect(path)
+
+        try:
+            connection = _Unix("localhost")
+            connection.request("POST", f"/build/prune?keep-storage={keep_cache_bytes}")
+            reply = connection.getresponse()
+            body = reply.read() or b"{}"
+            cache = jsonlib.loads(body).get("SpaceReclaimed", 0) if reply.status == 200 else None
+        except (OSError, ValueError) as exc:
+            cache = None
+            say(f"could not prune the build cache ({exc}): {STATE / 'data'} keeps it")
+        images = pruned.stdout.strip().splitlines()[-1] if pruned.stdout.strip() else "none"
+        line = f"reclaimed: dangling images ({images}); build cache {(cache or 0) / 1e9:.1f} GB"
+        say(line)
+        return line
 
     # -- images
     def has_image(self, name: str) -> bool:
