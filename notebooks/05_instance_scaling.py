@@ -301,8 +301,7 @@ exercise.model_answer(2, f"two instances with the framework's default threads ({
 # <!-- END SOLUTION -->
 
 # %% tags=["answer-key"]
-exercise.model_answer(3, "; ".join(f"{r['instances']}: CPU {r['cpu_util_pct']:.0f} % busy (server "
-                                   f"{r['server_cpu_pct']:.0f} %), queue {r['queue_ms']:.1f} ms"
+exercise.model_answer(3, "; ".join(f"{r['instances']}: {step.cpu_reading(r)}, queue {r['queue_ms']:.1f} ms"
                                    for _, r in scaling.iterrows())
                       + ". Where the CPU reading was well under its whole and requests queued, cores were "
                         "idle and another instance could use them; once it is near its whole, an instance "

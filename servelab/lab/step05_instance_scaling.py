@@ -97,6 +97,13 @@ def measure_threads(triton: Triton, name: str, p: LabParams) -> pd.DataFrame:
     return show_columns(rows, TRITON_COLUMNS)
 
 
+def cpu_reading(r: pd.Series) -> str:
+    """One measurement's CPU as 05's model answer says it: the machine's busy share, and the server's own
+    processes' where this notebook sees them (not in another container: docker)."""
+    server = pd.to_numeric(pd.Series([r.get("server_cpu_pct")]), errors="coerce").iloc[0]
+    return f"CPU {r['cpu_util_pct']:.0f} % busy" + ("" if pd.isna(server) else f" (server {server:.0f} %)")
+
+
 def plot_scaling(df: pd.DataFrame, title: str = "") -> Any:
     print(read_scaling(df))
     return as_image(fig_scaling(df, title))
