@@ -22,9 +22,11 @@ def test_kernel_runs_this_venvs_python() -> None:
 
 
 def test_notebooks_in_lab_order() -> None:
+    from servelab.core.lab_steps import LAB_STEPS
+
     names = [p.stem for p in lab.notebook_paths()]
-    assert names == sorted(names) and names[0].startswith("00_") and names[-1].startswith("11_")
-    assert "08_teardown" in names  # 09, 10 and 11 start and stop their own engines: they may follow it
+    assert names == sorted(names) == [s.name for s in LAB_STEPS]  # the registry's steps, in its order
+    assert "08_teardown" in names  # the optional ones start and stop their own engines: they may follow it
     ran = [p.stem for p in lab.run_order(lab.notebook_paths())]
     assert ran[-1] == "08_teardown" and ran[:-1] == [n for n in names if n != "08_teardown"]
     assert [p.stem for p in lab.notebook_paths(["3", "07"])] == ["03_fastapi", "07_dynamic_batching"]

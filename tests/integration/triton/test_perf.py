@@ -101,17 +101,29 @@ def test_unsettled_measurement_is_reported_not_swallowed(triton) -> None:
     assert not result.settled and result.warnings
 
 
+def _fixed(triton, model: str, label: str) -> pd.DataFrame:  # type: ignore[no-untyped-def]
+    """One `settle="fixed"` measurement at concurrency 8, tried twice: its `--request-count` mode can stall
+    on a loaded 2-core machine (a fresh clone's suite sat 300 s once: perf-analyzer-warm-up-hang.md),
+    as the lab's own measure retries (triton_steps)."""
+    from servelab.triton.perf import PerfAnalyzerError
+
+    try:
+        return measure(triton, model, label, concurrency=8, settle="fixed", request_count=48,
+                       warmup_requests=0, record=False, timeout=90)
+    except PerfAnalyzerError:
+        return measure(triton, model, label, concurrency=8, settle="fixed", request_count=48,
+                       warmup_requests=0, record=False, timeout=90)
+
+
 def test_dynamic_batching_shows_in_the_stats(triton) -> None:
     from servelab.triton.experiments import configure
 
     model = "food_classifier_onnx"
-    off = measure(triton, model, "db-off", concurrency=8, settle="fixed", request_count=48,
-                  warmup_requests=0, record=False)
+    off = _fixed(triton, model, "db-off")
     configure(triton, model, dynamic_batching=True, preferred_batch_sizes=[4, 8], max_queue_delay_us=2000,
               show_diff=False)
     try:
-        on = measure(triton, model, "db-on", concurrency=8, settle="fixed", request_count=48,
-                     warmup_requests=0, record=False)
+        on = _fixed(triton, model, "db-on")
     finally:
         configure(triton, model, dynamic_batching=False, show_diff=False)
     assert off.loc[0, "executions_batch_gt1"] == 0 and off.loc[0, "mean_batch_size"] == 1
