@@ -204,9 +204,11 @@ SPECS: dict[str, Spec] = {
     "llm_small_kv_blocks": Spec(9, 12, _int(2, 1_000_000),
                                 "continuous batching: the smaller KV cache of the cache experiment"),
     # 10 scaling out with Ray Serve (rates are fractions of one replica's measured capacity)
-    "scaling_phase_seconds": Spec([3, 12, 5], [20, 60, 40], _list_of(_number(0.0, 3600.0), min_len=3),
+    # quick: a 15 s high phase leaves the replica added about 9 s after the step 6 s of samples to read the
+    # backlog's growth from (docs/decisions/2026-12-02-backlog-growth.md)
+    "scaling_phase_seconds": Spec([3, 15, 5], [20, 60, 40], _list_of(_number(0.0, 3600.0), min_len=3),
                                   "step load: seconds of low, high, low load"),
-    # quick: 1.5, not 1.2: its 12 s high phase needs a clear overload, and a capacity read in 2 × 2 s on a
+    # quick: 1.5, not 1.2: its short high phase needs a clear overload, and a capacity read in 2 × 2 s on a
     # shared machine can come out low (docs/decisions/2026-12-01-verdicts-at-a-glance.md)
     "scaling_rate_fractions": Spec([0.5, 1.5], [0.5, 1.2], _list_of(_number(0.0, 10.0), min_len=2),
                                    "step load: [low, high] Poisson rates (× one replica's capacity)"),

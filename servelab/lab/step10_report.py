@@ -4,33 +4,36 @@ expected effects checked on a run's data (``rules``). The measuring is in step10
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
 import pandas as pd
 
+from servelab.lab.step10_needs import answered_share, helps, outran, start_cost
 from servelab.lab.step10_scaling_out import SUMMARY_COLUMNS, fig_timeline
 from servelab.lab.step10_triton_queue import cause_words
 from servelab.report.effects import (
     NO_NUMBERS,
     NOT_OBSERVED,
     OBSERVED,
+    TOO_NOISY,
     Check,
     Need,
     Quantity,
     cannot_show,
     check,
-    noise_band,
     row,
 )
 from servelab.report.figures import Section, plot_html, table_html
-from servelab.results.schema import RunData, num
+from servelab.results.schema import RunData, num, trend
 
 # what a verdict's "(spread …)" spans here (servelab.report.terms)
 # the verdict the report's first screen gives as this step's one line (servelab.report.html.headline)
 HEADLINE = "Autoscaled on queue depth"
-SPREAD_OVER = ("one sampling interval (1 s) for times and replica-seconds, the last three samples for the "
-               "backlog, the sampling intervals' p99 for shedding")
+SPREAD_OVER = ("one sampling interval (1 s) for times and replica-seconds, the last five samples' scatter "
+               "about their trend for a backlog, the samples' scatter about its line for a backlog's growth, "
+               "the sampling intervals' p99 for shedding")
 
 
 def sections(data: RunData) -> list[Section]:
@@ -61,116 +64,12 @@ def read_steps(steps: pd.DataFrame) -> str:
     return "; ".join(parts) or "no step-load runs"
 
 
-OUTRAN = 0.9  # the high load outran a replica that answered fewer than this share of what was offered
 DEFAULT_METRICS_INTERVAL_S = 10.0  # Ray's push interval where a row does not record one (before 2026-11-28)
 
 
-def answered_share(series: pd.DataFrame, label: str,
-                   until_s: float | None = None) -> tuple[float, float] | None:
-    """(answers per second, requests per second offered) during the high phase of the run ``label``
-    (``scaling_series`` rows), up to ``until_s`` seconds into the load when given; None without samples."""
-    if series.empty or "run" not in series:
-        return None
-    rows = series[(series["run"] == label) & (num(series, "phase") == 1)]
-    if until_s is not None:
-        rows = rows[num(rows, "t") <= until_s]
-    seconds = float(num(rows, "interval_s").sum())
-    offered = float((num(rows, "rate") * num(rows, "interval_s")).sum())
-    if rows.empty or not seconds or not offered:
-        return None
-    return float(num(rows, "ok").sum()) / seconds, offered / seconds
-
-
-# the autoscaling lesson's preconditions: an overload, and a machine on which a second replica helps at all
-# (docs/decisions/2026-12-01-verdicts-at-a-glance.md; before it, a busy CPU while the replica started)
-OUTRAN_NEED = "the high load outran one replica, under 90 % of it answered"
-HELPS_NEED = ("a second replica serves more on this machine: N fixed replicas ended the high load with "
-              "fewer requests in flight than one")
-
-
-def outran(runs: pd.DataFrame, series: pd.DataFrame) -> Need:
-    """Whether the step load can show an autoscaling effect at all: one replica fell behind the high load
-    (answered under ``OUTRAN`` of it), read from one fixed replica's run, else from the autoscaled run
-    before its added replica served; not known where the run has no samples to say."""
-    step = runs[runs["kind"] == "step"] if "kind" in runs else runs.iloc[0:0]
-    one = step[(step["policy"] == "fixed") & (num(step, "replicas_max") == 1)]
-    queue = step[step["policy"] == "queue depth"]
-    if not one.empty:
-        share, whose = answered_share(series, str(one.iloc[-1].get("label"))), "one fixed replica"
-    elif not queue.empty:
-        last = queue.iloc[-1]
-        up = row(queue, "scale_up_after_s")
-        until = None if up is None else float(last.get("high_starts_s") or 0) + up
-        share = answered_share(series, str(last.get("label")), until)
-        whose = "the autoscaled run's one replica"
-    else:
-        return Need(OUTRAN_NEED)
-    if share is None:
-        return Need(OUTRAN_NEED)
-    said = (f"{whose} answered {share[0]:.1f} of the {share[1]:.1f} requests/s offered "
-            f"({share[0] / share[1]:.0%})")
-    if share[0] < OUTRAN * share[1]:
-        return Need(OUTRAN_NEED, True, said)
-    return Need(OUTRAN_NEED, False, f"the high load never outran one replica: {said}; lower the capacity "
-                                    "estimate or raise scaling_rate_fractions[1]")
-
-
-def helps(runs: pd.DataFrame) -> Need:
-    """Whether this machine can show what a second replica buys: N fixed replicas ended the high load with
-    fewer requests in flight than one fixed replica, by more than the two backlogs' noise (their last
-    three samples). Not known before both fixed runs exist; where N did no better, no autoscaled run can
-    do better either, and the machine truly cannot show the effect."""
-    step = runs[runs["kind"] == "step"] if "kind" in runs else runs.iloc[0:0]
-    fixed = step[step["policy"] == "fixed"]
-    one, many = fixed[num(fixed, "replicas_max") == 1], fixed[num(fixed, "replicas_max") > 1]
-    b1, bn = row(one, "backlog_end_high"), row(many, "backlog_end_high")
-    if b1 is None or bn is None:
-        return Need(HELPS_NEED)
-    n = int(row(many, "replicas_max") or 2)
-    spreads = (row(one, "backlog_end_high_spread"), row(many, "backlog_end_high_spread"))
-    band = noise_band(b1, bn, *spreads) or 0.0
-    said = f"in flight as the high load ended: {n} fixed replicas {bn:.0f}, one fixed replica {b1:.0f}"
-    if bn + band < b1:
-        return Need(HELPS_NEED, True, said + (f" (band {band:.0f})" if band else ""))
-    return Need(HELPS_NEED, False, f"{n} fixed replicas served the step load no better than one on this "
-                                   f"machine ({said}, band {band:.0f}): no autoscaler can add what a second "
-                                   "replica does not")
-
-
-def start_cost(runs: pd.DataFrame, series: pd.DataFrame, policy: str) -> str:
-    """What the ``policy`` run's added replica cost while it started: the machine's CPU (100 % = every
-    core) and what the serving replica answered meanwhile, beside one fixed replica's rate; "" where no
-    replica started after the step. On a few cores a replica starting (a process, its imports, the model)
-    takes cores from the one serving (docs/decisions/2026-12-01-verdicts-at-a-glance.md)."""
-    step = runs[runs["kind"] == "step"] if "kind" in runs else runs.iloc[0:0]
-    auto = step[step["policy"] == policy]
-    if auto.empty or series.empty or "run" not in series or row(auto, "decided_after_s") is None:
-        return ""
-    mine = series[series["run"] == str(auto.iloc[-1].get("label"))]
-    after = num(mine, "t") - float(auto.iloc[-1].get("high_starts_s") or 0)
-    starting = mine[(num(mine, "starting") > 0) & (after > 0)]
-    if starting.empty:
-        return ""
-    cpu = float(num(starting, "cpu_util_pct").mean())
-    when = f"{after[starting.index].min():.1f}–{after[starting.index].max():.1f} s after the step"
-    meanwhile = mine[(num(mine, "phase") == 1) & mine.index.isin(starting.index)]
-    one = step[(step["policy"] == "fixed") & (num(step, "replicas_max") == 1)]
-    alone = answered_share(series, str(one.iloc[-1].get("label"))) if not one.empty else None
-    beside = f" (one fixed replica: {alone[0]:.0f}/s over the high load)" if alone else ""
-    answered = _rate(meanwhile)
-    rate = f"; the serving replica answered {answered:.0f}/s meanwhile{beside}" if answered else ""
-    cores = row(runs, "cpu_count")
-    on = f" of {cores:g} cores" if cores else ""
-    return f"while its second replica started ({when}) the machine's CPU{on} read {cpu:.0f} %{rate}"
-
-
-def _rate(samples: pd.DataFrame) -> float:  # answers per second over these samples
-    seconds = float(num(samples, "interval_s").sum())
-    return float(num(samples, "ok").sum()) / seconds if seconds else 0.0
-
-
 def rules(data: RunData) -> list[Check]:
-    """Replicas rise within the windows of the step; the backlog shrinks once the added replica serves; each
+    """Replicas rise within the windows of the step; once the added replica serves, the backlog grows more
+    slowly than one fixed replica's over the same seconds (``backlog_growth``); each
     autoscaled run ends the high load with a smaller backlog and a lower p99 than one fixed replica (N fixed
     replicas named beside it); queue depth adds its replica no later than utilisation; shedding bounds
     accepted p99; autoscaling costs fewer replica-seconds than N fixed, serving no worse than one fixed; a
@@ -223,23 +122,7 @@ def rules(data: RunData) -> list[Check]:
                   needs=(overload,))
     if start.evidence == NO_NUMBERS and row(queue, "backlog_end_high") is not None:
         start = Check(effect, NOT_OBSERVED, "no replica started after the step", needs=(overload,))
-    backlog = check("Once the added replica serves, the backlog shrinks during the high load",
-                    (row(queue, "backlog_at_up"), row(queue, "backlog_end_high")), lambda u, e: e < u,
-                    lambda u, e: f"{u:.0f} in flight when it started serving, {e:.0f} as the high load ended"
-                    + _text(row(fixed_one, "backlog_end_high"), " (one fixed replica: {:.0f})")
-                    + _text(row(queue, "p99_before_up_ms"), "; p99 during the scale-up {:.0f} ms")
-                    + _text(row(queue, "p99_after_up_ms"), ", after it {:.0f} ms (p99 follows once the "
-                            "backlog has drained)")
-                    + _text(row(queue, "timeouts") or None, "; {:.0f} requests timed out (they leave "
-                            "the backlog unanswered)") + queue_cost,
-                    noise=(None, row(queue, "backlog_end_high_spread")), unit="in flight", needs=needs,
-                    names=("when it started serving", "as the high load ended"))
-    if backlog.evidence == NO_NUMBERS and row(queue, "backlog_end_high") is not None:  # measured: too late
-        late = ("no replica was added after the step" if up_q is None else
-                f"the added replica served only {up_q:.1f} s after the step, once the high load had ended")
-        ended = Quantity("in flight as the high load ended", row(queue, "backlog_end_high") or 0.0)
-        backlog = Check(backlog.effect, NOT_OBSERVED, f"{late}: the backlog could not shrink during it"
-                        + queue_cost, needs=needs, figures=(ended,))
+    backlog = backlog_growth(queue, fixed_one, fixed_n, data.scaling_series, needs, queue_cost)
     earlier = check("Autoscaling on queue depth has its added replica serving no later than autoscaling on "
                     "CPU utilisation",
                     (up_u, up_q), lambda u, q: q <= u,
@@ -262,6 +145,107 @@ def rules(data: RunData) -> list[Check]:
             *_triton_and_kill(runs)]
 
 
+BACKLOG_EFFECT = "Once the added replica serves, the backlog grows more slowly than on one fixed replica"
+
+
+def growth(series: pd.DataFrame, label: str, since_s: float) -> tuple[float, float, int, float] | None:
+    """How fast the backlog of the run ``label`` grew during its high phase from ``since_s`` seconds into
+    the load to the phase's end: (the least-squares slope of requests in flight, per second; its noise,
+    the samples' scatter about that line over the seconds they span: the slope the scatter alone could
+    fake; the samples; the seconds). None under three samples."""
+    rows = _high_from(series, label, since_s)
+    fit = trend(num(rows, "t"), num(rows, "in_flight"))
+    if fit is None:
+        return None
+    seconds = float(num(rows, "t").max() - num(rows, "t").min())
+    return fit[0], fit[1] / seconds, len(rows), seconds
+
+
+def _high_from(series: pd.DataFrame, label: str, since_s: float) -> pd.DataFrame:
+    if series.empty or "run" not in series:
+        return series.iloc[0:0]
+    return series[(series["run"] == label) & (num(series, "phase") == 1) & (num(series, "t") >= since_s)]
+
+
+def backlog_growth(queue: pd.DataFrame, fixed_one: pd.DataFrame, fixed_n: pd.DataFrame,
+                   series: pd.DataFrame, needs: tuple[Need, ...], cost: str) -> Check:
+    """Once the autoscaled run's added replica serves, its backlog grows more slowly (or shrinks) than one
+    fixed replica's over the same seconds of the same step load: the added capacity, read while the burst
+    lasts. Whether it shrinks outright depends on whether the replicas outpace the load, which N fixed
+    replicas' answers say. NOT observed where no replica served during the high load; too noisy to call,
+    with the high phase that would settle it, where the two growths sit inside their scatter or fewer than
+    three samples follow the replica's start. Why it reads growth, not the backlog's own change:
+    docs/decisions/2026-12-02-backlog-growth.md."""
+    up = row(queue, "scale_up_after_s")
+    step_s, high_s = row(queue, "high_starts_s") or 0.0, row(queue, "high_seconds")
+    ended = row(queue, "backlog_end_high")
+    label = lambda df: str(df.iloc[-1].get("label")) if not df.empty else ""  # noqa: E731
+    since = None if up is None else step_s + up
+    auto = growth(series, label(queue), since) if since is not None else None
+    one = growth(series, label(fixed_one), since) if since is not None else None
+    f, a = (one or (None,))[0], (auto or (None,))[0]
+    spreads = tuple(None if g is None else (g[1] / abs(g[0]) if g[0] else 0.0) for g in (one, auto))
+    in_flight = (row(queue, "backlog_at_up"), ended)
+    verdict = check(BACKLOG_EFFECT, (f, a), lambda one_, auto_: auto_ < one_,
+                    lambda one_, auto_: _growth_said(one_, auto_, float(up or 0.0), auto, in_flight, fixed_n,
+                                                     queue, series) + cost,
+                    noise=spreads, unit="in flight/s", needs=needs,
+                    figures=lambda one_, auto_: (Quantity("one fixed", one_, "in flight/s", True),
+                                                 Quantity("autoscaled", auto_, "in flight/s", True)),
+                    spans="the larger of the two growths' scatter about their own trend")
+    if verdict.evidence == NO_NUMBERS and ended is not None and (
+            up is None or (high_s is not None and up >= high_s)):  # measured: no replica served in time
+        late = ("no replica was added after the step" if up is None else
+                f"the added replica served only {up:.1f} s after the step, once the high load had ended")
+        return Check(BACKLOG_EFFECT, NOT_OBSERVED, f"{late}: it could not slow the backlog during it" + cost,
+                     needs=needs, figures=(Quantity("in flight as the high load ended", ended),))
+    sampled = not fixed_one.empty and all(not _high_from(series, label(df), step_s).empty
+                                          for df in (queue, fixed_one))
+    if verdict.evidence == NO_NUMBERS and sampled and up is not None and high_s is not None:
+        few = Check(BACKLOG_EFFECT, TOO_NOISY, f"the added replica served {up:.1f} s after the step, "
+                    f"{high_s - up:.1f} s before the high load ended: under three samples to read a growth "
+                    "from" + cost, needs=needs)
+        return replace(few, settle=_longer_high(up, high_s - up, 1.0, 0.0))
+    if verdict.status == TOO_NOISY and verdict.band is not None and auto is not None and one is not None:
+        verdict = replace(verdict, settle=_longer_high(float(up or 0.0), auto[3], verdict.band.value,
+                                                       abs(one[0] - auto[0])))
+    return verdict
+
+
+def _longer_high(up: float, window_s: float, band: float, distance: float) -> str:
+    """The high phase that would settle a backlog-growth verdict too noisy to call: a growth's band shrinks
+    about as 1 / the seconds it is read over, so those seconds grow by band / distance (a fifth more for
+    its noise), after the added replica's own start (``up`` s after the step)."""
+    factor = 1.2 * band / distance if distance > 0 else 2.0
+    needed = max(window_s * factor, window_s + 3.0, 3.0)
+    high = math.ceil(up + needed)
+    return (f"rerun with a high phase of {high} s (scaling_phase_seconds[1] = {high}): about {needed:.0f} s "
+            f"with the added replica serving, to read each growth over more seconds than this run's "
+            f"{window_s:.0f}")
+
+
+def _growth_said(one: float, auto: float, up: float, fit: tuple[float, float, int, float] | None,
+                 in_flight: tuple[float | None, float | None], fixed_n: pd.DataFrame, queue: pd.DataFrame,
+                 series: pd.DataFrame) -> str:
+    seconds = f" ({fit[3]:.0f} s, {fit[2]} samples)" if fit else ""
+    said = (f"from when the added replica served ({up:.1f} s after the step) to the high load's "
+            f"end{seconds}, the backlog grew {one:+.1f}/s on one fixed replica and {auto:+.1f}/s autoscaled")
+    start, end = in_flight
+    if start is not None and end is not None:
+        said += f" ({start:.0f} in flight when it started serving, {end:.0f} as the high load ended)"
+    if auto >= 0 and not fixed_n.empty:
+        share = answered_share(series, str(fixed_n.iloc[-1].get("label")))
+        n = int(row(fixed_n, "replicas_max") or 2)
+        if share is not None:
+            said += (f"; it shrinks only where the replicas outpace the load: {n} fixed replicas answered "
+                     f"{share[0]:.0f} of the {share[1]:.0f} requests/s offered")
+    said += _text(row(queue, "p99_before_up_ms"), "; p99 during the scale-up {:.0f} ms")
+    said += _text(row(queue, "p99_after_up_ms"), ", after it {:.0f} ms (p99 follows once the backlog has "
+                  "drained)")
+    return said + _text(row(queue, "timeouts") or None, "; {:.0f} requests timed out (they leave the backlog "
+                        "unanswered)")
+
+
 def _stand_in(runs: pd.DataFrame, series: pd.DataFrame) -> Check:
     """The same control loop on the device stand-in (replicas that wait the model's measured forward pass
     off the CPU, as on a GPU: ``Scaling.device_ms``): the autoscaled run against one fixed replica, as
@@ -281,9 +265,10 @@ def versus_fixed(auto: pd.DataFrame, name: str, fixed_one: pd.DataFrame, fixed_n
                  needs: tuple[Need, ...], cost: str = "") -> Check:
     """The autoscaled run ``auto`` against one fixed replica under the same step load, from the same time
     origin (the step): a smaller backlog as the high load ended and a lower p99 over the run (noise: each
-    backlog's last three samples); the N fixed replicas' figures and what the added replica cost while it
-    started (``cost``) named beside them. Observed only where its added replica served during the high
-    load: without one it ran as one fixed replica, and whatever it did was not autoscaling's."""
+    backlog's last five samples' scatter about their trend); the N fixed replicas' figures and what the
+    added replica cost while it started (``cost``) named beside them. Observed only where its added
+    replica served during the high load: without one it ran as one fixed replica, and whatever it did was
+    not autoscaling's."""
     up, high = row(auto, "scale_up_after_s"), row(auto, "high_seconds")
     served = up is not None and (high is None or up < high)
     when = ("; it added no replica after the step: it ran as one fixed replica" if up is None else

@@ -15,7 +15,7 @@ from servelab.scaling.load import LoadRun, scale_events
 
 def high_load_said(series: list[dict[str, Any]], high: list[dict[str, Any]]) -> str:
     """"during the high load: 33.1 answers/s of the 67.2 requests/s offered (49 %); 408 in flight as it
-    ended": whether the replicas kept up, the lesson's first precondition (``step10_report.outran``)."""
+    ended": whether the replicas kept up, the lesson's first precondition (``step10_needs.outran``)."""
     seconds = sum(x["interval_s"] for x in high)
     if not high or not seconds:
         return "no sample fell in the high load"

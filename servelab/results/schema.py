@@ -134,19 +134,34 @@ def robust_spread(values: Any) -> float | None:
     return relative_spread(figures)
 
 
-def trend_spread(values: Any) -> float | None:
-    """The scatter of samples about their own trend (a least-squares line through them, in sample order),
-    (max − min) / mean of the residuals: the noise of a figure that moves while it is sampled (a backlog
-    growing or draining), which ``relative_spread`` would count whole. None for fewer than three."""
-    figures = [float(v) for v in values if v is not None and v == v]
-    if len(figures) < 3:
+def trend(times: Any, values: Any) -> tuple[float, float] | None:
+    """A least-squares line through ``values`` sampled at ``times``: (its slope, per unit of time; the
+    scatter of the samples about it, max − min of the residuals, in the values' unit). None for fewer than
+    three samples or samples all at one time."""
+    pairs = [(float(t), float(v)) for t, v in zip(times, values, strict=True)
+             if t is not None and v is not None and t == t and v == v]
+    if len(pairs) < 3:
         return None
-    n = len(figures)
-    mean_x, mean_y = (n - 1) / 2, sum(figures) / n
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in enumerate(figures)) / sum((x - mean_x) ** 2
-                                                                                  for x in range(n))
-    residuals = [y - (mean_y + slope * (x - mean_x)) for x, y in enumerate(figures)]
-    return round((max(residuals) - min(residuals)) / mean_y, 4) if mean_y else None
+    n = len(pairs)
+    mean_x, mean_y = sum(t for t, _ in pairs) / n, sum(v for _, v in pairs) / n
+    spread_x = sum((t - mean_x) ** 2 for t, _ in pairs)
+    if not spread_x:
+        return None
+    slope = sum((t - mean_x) * (v - mean_y) for t, v in pairs) / spread_x
+    residuals = [v - (mean_y + slope * (t - mean_x)) for t, v in pairs]
+    return slope, max(residuals) - min(residuals)
+
+
+def trend_spread(values: Any) -> float | None:
+    """The scatter of samples about their own trend (``trend`` in sample order), (max − min) / mean of the
+    residuals: the noise of a figure that moves while it is sampled (a backlog growing or draining), which
+    ``relative_spread`` would count whole. None for fewer than three."""
+    figures = [float(v) for v in values if v is not None and v == v]
+    fit = trend(range(len(figures)), figures)
+    mean_y = sum(figures) / len(figures) if figures else 0.0
+    if fit is None:
+        return None
+    return round(fit[1] / mean_y, 4) if mean_y else None
 
 
 def batch_size_counts(df: pd.DataFrame) -> dict[int, int]:

@@ -282,17 +282,10 @@ def test_autoscaling_and_the_budget_show_their_lessons_on_this_machine(run_dir: 
 
     data = schema.RunData.load(run_dir)
     autoscaling = [c for c in step10_report.rules(data) if any(words in c.effect for words in (
-        "starts a replica within", "the backlog shrinks", "Autoscaled on queue depth", "replica-seconds"))]
+        "starts a replica within", "the backlog grows more slowly", "Autoscaled on queue depth",
+        "replica-seconds"))]
     assert len(autoscaling) == 4
-    # the backlog's own change while the added replica serves is a few seconds of a flat backlog on two
-    # cores: in one clean run of two here it sat inside its noise (508 → 538 in flight, band 52), which
-    # its label says, with what would settle it (2026-12-02-the-tier-disk-and-the-merge.md)
-    settled = [c for c in autoscaling if "the backlog shrinks" not in c.effect]
-    assert {c.status for c in settled} <= {"observed", "not observed"}, [c.line() for c in settled]
-    [backlog] = [c for c in autoscaling if "the backlog shrinks" in c.effect]
-    settles = any("what would settle it" in d for d in backlog.details())
-    assert backlog.status in ("observed", "not observed") or (
-        backlog.status == "too noisy to call" and settles), backlog.line()
+    assert {c.status for c in autoscaling} <= {"observed", "not observed"}, [c.line() for c in autoscaling]
     [binds] = [c for c in step11_report.rules(data) if "budget binds" in c.effect]
     assert binds.status == "observed", binds.line()
     found = data.model_analyzer

@@ -106,18 +106,23 @@ def scaling_run(*rows: dict, series: list[dict] | None = None) -> RunData:
 
 
 def samples(label: str, cpu: float, start: float = 4.0, serve: float = 8.0, answered: float = 40.0,
-            rate: float = 67.2) -> list[dict]:
+            rate: float = 67.2, serving: float | None = None) -> list[dict]:
     """A step load's samples, one a second: 3 s low, 12 s high, 5 s low; a replica starting from ``start``
-    to ``serve`` s after the step, the machine's CPU at ``cpu`` % throughout."""
-    out = []
+    to ``serve`` s after the step, the machine's CPU at ``cpu`` % throughout. ``answered`` a second during
+    the high load (``serving`` once the added replica serves, when given); the backlog (in flight) grows by
+    what is offered beyond what is answered."""
+    out, in_flight = [], 2.0
     for t in range(1, 21):
         phase = 0 if t <= 3 else 1 if t <= 15 else 2
         since = t - 3
-        out.append({"run": label, "t": float(t), "interval_s": 1.0, "phase": phase,
-                    "rate": rate if phase == 1 else rate / 2.4, "ok": answered if phase == 1 else 28.0,
-                    "replicas": 2 if since >= serve and label.startswith("autoscaled") else 1,
+        scaled = since >= serve and label.startswith("autoscaled")
+        ok = (serving if scaled and serving is not None else answered) if phase == 1 else 28.0
+        offered = rate if phase == 1 else rate / 2.4
+        in_flight = max(2.0, in_flight + offered - ok)
+        out.append({"run": label, "t": float(t), "interval_s": 1.0, "phase": phase, "rate": offered, "ok": ok,
+                    "replicas": 2 if scaled else 1,
                     "starting": int(start <= since < serve and label.startswith("autoscaled")),
-                    "cpu_util_pct": cpu, "in_flight": 2, "ongoing_per_replica": 1.0, "p50_ms": 20.0,
+                    "cpu_util_pct": cpu, "in_flight": in_flight, "ongoing_per_replica": 1.0, "p50_ms": 20.0,
                     "p99_ms": 40.0})
     return out
 
@@ -142,13 +147,13 @@ def step_load_run(cpu: float) -> RunData:
                    replica_seconds=20.0)
     two = step_row("fixed 2", "fixed", replicas_max=2, backlog_end_high=20, backlog_end_high_spread=0.1,
                    p99_ms=700.0, replica_seconds=40.0)
-    series = [*samples(queue["label"], cpu), *samples(util["label"], cpu, start=5.0, serve=9.0),
+    series = [*samples(queue["label"], cpu, serving=62.0), *samples(util["label"], cpu, start=5.0, serve=9.0),
               *samples("fixed 1", cpu, answered=55.0), *samples("fixed 2", cpu, answered=66.0)]
     return scaling_run(queue, util, one, two, series=series)
 
 
-AUTOSCALING = ("starts a replica", "the backlog shrinks", "than on one fixed replica", "no later than",
-               "replica-seconds")
+AUTOSCALING = ("starts a replica", "the backlog grows more slowly", "than on one fixed replica",
+               "no later than", "replica-seconds")
 
 
 def autoscaling_verdicts(run: RunData) -> list:

@@ -12,6 +12,8 @@ from servelab.lab import step10_report as step10
 from servelab.results.schema import RunData
 from tests.unit.lab.made_up_runs import EMPTY, autoscaling_verdicts, samples, step_load_run
 
+QUEUE = "autoscaled 1-2 (queue depth)"
+
 
 def data(*rows: dict, series: list[dict] | None = None) -> RunData:
     empty = pd.DataFrame()
@@ -23,6 +25,13 @@ def high_phase(label: str, rate: float, answered: float, seconds: int = 12, star
     against ``rate`` offered."""
     return [{"run": label, "t": float(t), "interval_s": 1.0, "phase": 1, "rate": rate, "ok": answered}
             for t in range(start + 1, start + seconds + 1)]
+
+
+def backlog(label: str, growth: float, jitter: float = 0.0, start: float = 100.0) -> list[dict]:
+    """A run's requests in flight during a 12 s high phase from 3 s: growing ``growth`` a second, each
+    sample ``jitter`` above or below that line in turn."""
+    return [{"run": label, "t": float(t), "interval_s": 1.0, "phase": 1, "rate": 90.0, "ok": 60.0,
+             "in_flight": start + growth * (t - 4) + jitter * (-1) ** t} for t in range(4, 16)]
 
 
 def step_row(policy: str, **values: object) -> dict:
@@ -40,20 +49,22 @@ def test_nothing_measured_reads_not_measured() -> None:
 
 def test_a_good_run_is_observed() -> None:
     run = data(
-        step_row("queue depth", decided_after_s=3.0, scale_up_after_s=6.0, upscale_delay_s=1.0,
+        step_row("queue depth", label=QUEUE, decided_after_s=3.0, scale_up_after_s=6.0, upscale_delay_s=1.0,
                  look_back_period_s=1.0, metrics_interval_s=0.5, p99_before_up_ms=4000.0,
                  p99_after_up_ms=900.0, backlog_at_up=300, backlog_end_high=40, backlog_end_high_spread=0.2,
-                 replica_seconds=28.0, p99_ms=2000.0),
+                 replica_seconds=28.0, p99_ms=2000.0, high_starts_s=3.0, high_seconds=12.0),
         step_row("utilisation", decided_after_s=9.0, scale_up_after_s=11.0, replica_seconds=30.0,
                  backlog_end_high=100, p99_ms=3000.0),
         step_row("fixed", replicas_max=2, replica_seconds=44.0, backlog_end_high=10, p99_ms=600.0),
-        step_row("fixed", replicas_max=1, replica_seconds=22.0, backlog_end_high=420, p99_ms=5000.0),
+        step_row("fixed", label="fixed 1", replicas_max=1, replica_seconds=22.0, backlog_end_high=420,
+                 p99_ms=5000.0),
         {"kind": "shedding", "max_queued_requests": -1, "p99_ms": 6000.0},
         {"kind": "shedding", "max_queued_requests": 4, "p99_ms": 300.0, "p99_spread": 0.5},
         {"kind": "kill", "replaced_after_s": 4.8, "in_flight_at_kill": 2, "failed": 1,
          "failed_sent_after_kill": 0},
         {"kind": "triton_queue", "max_queue_size": None, "rejected": 0},
         {"kind": "triton_queue", "max_queue_size": 4, "rejected": 27},
+        series=[*backlog(QUEUE, -20.0), *backlog("fixed 1", 30.0)],
     )
     assert statuses(run) == ["observed"] * 10
 
@@ -62,7 +73,8 @@ def test_slow_scale_up_and_late_queue_policy_are_not_observed() -> None:
     run = data(
         step_row("queue depth", decided_after_s=20.0, scale_up_after_s=25.0, upscale_delay_s=1.0,
                  look_back_period_s=1.0, p99_before_up_ms=4000.0, p99_after_up_ms=5000.0,
-                 backlog_at_up=300, backlog_end_high=360, backlog_end_high_spread=0.05, replica_seconds=50.0),
+                 backlog_at_up=300, backlog_end_high=360, backlog_end_high_spread=0.05, replica_seconds=50.0,
+                 high_seconds=12.0),
         step_row("utilisation", scale_up_after_s=10.0),
         step_row("fixed", replicas_max=2, replica_seconds=44.0),
     )
@@ -72,46 +84,66 @@ def test_slow_scale_up_and_late_queue_policy_are_not_observed() -> None:
 
 def test_a_gap_inside_the_spread_is_within_noise() -> None:
     run = data(
-        step_row("queue depth", backlog_at_up=100, backlog_end_high=110, backlog_end_high_spread=0.5,
-                 scale_up_after_s=8.0, replica_seconds=40.0),
-        step_row("utilisation", scale_up_after_s=7.5),
+        step_row("queue depth", label=QUEUE, backlog_at_up=100, backlog_end_high=110,
+                 backlog_end_high_spread=0.5, scale_up_after_s=3.0, replica_seconds=40.0, high_starts_s=3.0,
+                 high_seconds=12.0),
+        step_row("utilisation", scale_up_after_s=2.5),
         step_row("fixed", replicas_max=2, replica_seconds=40.5),
+        step_row("fixed", label="fixed 1", replicas_max=1),
+        series=[*backlog(QUEUE, 9.0, jitter=20.0), *backlog("fixed 1", 10.0, jitter=20.0)],
     )
     got = statuses(run)  # the backlog, queue depth vs utilisation, the cost
     assert got[1] == got[3] == got[6] == "too noisy to call"
+    [growth] = [c for c in step.rules(run) if "grows more slowly" in c.effect]
+    assert growth.settle.startswith("rerun with a high phase of "), growth.settle
 
 
-def test_the_backlog_rule_says_what_one_fixed_replica_did_and_what_p99_did() -> None:
-    run = data(step_row("queue depth", backlog_at_up=396, backlog_end_high=372, backlog_end_high_spread=0.01,
-                        p99_before_up_ms=3229.0, p99_after_up_ms=5019.0),
-               step_row("fixed", replicas_max=1, backlog_end_high=314))
-    backlog = step.rules(run)[1]
-    assert backlog.status == "observed", backlog.evidence
-    assert "396 in flight" in backlog.evidence and "one fixed replica: 314" in backlog.evidence
-    assert "after it 5019 ms" in backlog.evidence
+def test_the_backlog_rule_reads_both_growths_and_says_whether_the_replicas_outpace_the_load() -> None:
+    """Issue 52: on two cores the replicas do not outpace a 1.5× load, so a backlog cannot shrink while
+    it lasts (554 → 603 in flight); what the added replica buys is a backlog growing more slowly than one
+    fixed replica's over the same seconds (+14 against +24 in flight a second). The verdict compares
+    those, and says whether N fixed replicas outpace the load and what p99 did."""
+    run = data(step_row("queue depth", label=QUEUE, backlog_at_up=554, backlog_end_high=603,
+                        p99_before_up_ms=3229.0, p99_after_up_ms=5019.0, scale_up_after_s=4.0,
+                        high_starts_s=3.0, high_seconds=12.0),
+               step_row("fixed", label="fixed 1", replicas_max=1, backlog_end_high=451),
+               step_row("fixed", label="fixed 2", replicas_max=2, backlog_end_high=207),
+               series=[*backlog(QUEUE, 14.0, jitter=2.0), *backlog("fixed 1", 24.0, jitter=2.0),
+                       *backlog("fixed 2", 3.0)])
+    [growth] = [c for c in step.rules(run) if "grows more slowly" in c.effect]
+    assert growth.status == "observed", growth.evidence
+    assert [str(q) for q in growth.figures] == ["one fixed +24 in flight/s", "autoscaled +14 in flight/s"]
+    assert growth.evidence.startswith(
+        "from when the added replica served (4.0 s after the step) to the high load's end (8 s, 9 samples), "
+        "the backlog grew +24.0/s on one fixed replica and +14.0/s autoscaled (554 in flight when it started "
+        "serving, 603 as the high load ended); it shrinks only where the replicas outpace the load: 2 fixed "
+        "replicas answered 60 of the 90 requests/s offered; p99 during the scale-up 3229 ms, after it "
+        "5019 ms"), growth.evidence
+    assert growth.band is not None and growth.band.value == 0.5  # ±2 about the line over 8 s
+    assert len(growth.line()) <= 200, growth.line()
 
 
 def test_a_replica_serving_only_after_the_high_load_is_a_backlog_that_did_not_shrink() -> None:
     """A step load that ran, whose added replica served only once the high load had ended (seen on a
-    slow 2-core run: 20 s after the step), and a utilisation run that added none: the backlog did not
-    shrink during the high load, and the verdict says why (issue 52: a measured result is judged; it was
+    slow 2-core run: 20 s after the step), and a utilisation run that added none: it did not slow the
+    backlog during the high load, and the verdict says why (issue 52: a measured result is judged; it was
     "not measured" before); queue depth still added its replica before utilisation did."""
     run = data(
         step_row("queue depth", decided_after_s=11.6, scale_up_after_s=20.1, upscale_delay_s=1.0,
-                 look_back_period_s=1.0, backlog_at_up=None, backlog_end_high=380),
+                 look_back_period_s=1.0, backlog_at_up=None, backlog_end_high=380, high_seconds=12.0),
         step_row("utilisation", scale_up_after_s=None, backlog_end_high=400),
     )
     checks = step.rules(run)
     assert [checks[1].status, checks[3].status] == ["not observed", "observed"]
     assert checks[1].evidence == ("the added replica served only 20.1 s after the step, once the high load "
-                                  "had ended: the backlog could not shrink during it")
+                                  "had ended: it could not slow the backlog during it")
     assert checks[3].evidence == "queue depth serving 20.1 s after the step; utilisation added no replica"
     neither = step.rules(data(step_row("queue depth", backlog_end_high=380), step_row("utilisation")))
     assert [c.status for c in (neither[0], neither[1], neither[3])] == ["not observed", "not observed",
                                                                         "cannot show here"]
     assert neither[0].evidence == "no replica started after the step"
-    assert neither[1].evidence == ("no replica was added after the step: the backlog could not shrink during "
-                                   "it")
+    assert neither[1].evidence == ("no replica was added after the step: it could not slow the backlog "
+                                   "during it")
     assert neither[3].evidence == "this run cannot show it, because neither policy added a replica"
 
 
@@ -323,7 +355,7 @@ def test_every_verdict_prints_what_its_run_had_to_reach(tmp_path, monkeypatch, c
     from servelab.report import verdicts
 
     verdicts.forget()  # a fresh notebook: nothing said yet
-    common.what_this_run_shows(step10, "starts a replica within", "the backlog shrinks")
+    common.what_this_run_shows(step10, "starts a replica within", "the backlog grows more slowly")
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("NOT observed: Autoscaling on queue depth starts a replica within")
     assert ("  needs: the high load outran one replica, under 90 % of it answered — met: one fixed replica "

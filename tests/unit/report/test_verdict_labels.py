@@ -88,7 +88,7 @@ def test_a_notebook_prints_each_legend_once(tmp_path: Path, monkeypatch: pytest.
         importlib.import_module("servelab.report.verdicts").forget()
     monkeypatch.setenv("SERVELAB_RESULTS", str(_issue_run(tmp_path / "run")))
     printed = []
-    for effects in (("starts a replica within", "the backlog shrinks", "Autoscaled on queue depth"),
+    for effects in (("starts a replica within", "the backlog grows more slowly", "Autoscaled on queue depth"),
                     ("CPU utilisation",), ("replica-seconds",)):  # 10's cells
         common.what_this_run_shows(step10, *effects)
         printed += capsys.readouterr().out.splitlines()
