@@ -22,8 +22,8 @@ from provisioning.config import CODE_SOURCES, ProvisioningError
 from provisioning.errors import SignalGuard, Terminated, describe, one_line, signals_raise
 from provisioning.plan import format_plan, provision_plan
 from provisioning.ray_cluster import ray_cluster_plan
+from servelab.core.notices import DEBUG_VAR
 
-DEBUG_VAR = "SERVELAB_DEBUG"
 NOT_SETTINGS = ("action", "minutes", "keep_lease", "delete_adopted", "lease_only", "state", "nodes", "force")
 
 

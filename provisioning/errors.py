@@ -26,11 +26,12 @@ from types import FrameType
 
 from provisioning import messages as msg
 from servelab.core.console import say
+from servelab.core.notices import SaidPlainly
 
 MAX_DETAIL = 300
 
 
-class ProvisioningError(RuntimeError):
+class ProvisioningError(SaidPlainly, RuntimeError):
     """A provisioning step cannot go on; the message says what to do about it.
 
     Defined here, near the bottom of the package (this module imports only ``messages``, which imports

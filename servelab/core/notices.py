@@ -8,16 +8,34 @@ does it, so every notebook has it), each is printed as ``warning: <message>`` on
 ``sys.stdout``, every time it happens (not once per code location). Every other warning is shown
 as Python shows it. Code that catches or filters warnings (``pytest.warns``,
 ``warnings.catch_warnings``) still sees a :class:`LabWarning` as a warning.
-Why: docs/decisions/2026-11-25-quiet-run-output.md
+
+An exception that is a person's to fix (a wrong parameter, a config the server must not get, a lease
+that cannot be had) mixes in :class:`SaidPlainly`: Jupyter shows its message, marked ``✗``, instead of
+a traceback; with ``SERVELAB_DEBUG=1`` it shows the traceback, causes included.
+Why: docs/decisions/2026-11-25-quiet-run-output.md, 2026-12-02-errors-without-tracebacks.md
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import traceback
 import warnings
 from typing import Any, TextIO
 
 PREFIX = "warning: "
+DEBUG_VAR = "SERVELAB_DEBUG"  # set (to anything but 0): tracebacks in full, for whoever debugs the lab
+
+
+class SaidPlainly:
+    """A mix-in for an exception whose message says what to fix: IPython shows its lines (the first
+    marked ``✗``) instead of a traceback, through its ``_render_traceback_`` hook; elsewhere it is raised
+    and printed as any exception is."""
+
+    def _render_traceback_(self) -> list[str]:
+        if isinstance(self, BaseException) and os.environ.get(DEBUG_VAR, "0") not in ("", "0"):
+            return "".join(traceback.format_exception(self)).splitlines()
+        return [f"✗ {line}" if i == 0 else f"  {line}" for i, line in enumerate(str(self).splitlines())]
 
 
 class LabWarning(UserWarning):

@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from servelab.core.notices import SaidPlainly
 from servelab.results.store import append_rows, read_rows, results_dir
 
 EXERCISE = "exercise"  # the experiment name of the records (exercise.csv, exercise.jsonl)
@@ -27,11 +28,8 @@ TEXT_STUB = "YOUR ANSWER HERE"
 GUESSES = ("yes", "no")
 
 
-class StudentError(Exception):
+class StudentError(SaidPlainly, Exception):
     """Something the student's own cell must change: shown as its lines, without a traceback."""
-
-    def _render_traceback_(self) -> list[str]:  # IPython shows these lines instead of a traceback
-        return [f"✗ {line}" if i == 0 else f"  {line}" for i, line in enumerate(str(self).splitlines())]
 
 
 class CheckFailed(StudentError):

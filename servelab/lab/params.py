@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
+from servelab.core.notices import SaidPlainly
 from servelab.llm.validation import CB_BLOCK_SIZE, CB_NUM_BLOCKS
 from servelab.targets.base import TARGETS
 from servelab.triton.defaults import MAX_QUEUE_DELAY_US, PREFERRED_BATCH_SIZES
@@ -29,7 +30,7 @@ PRESETS = ("quick", "full")
 TARGET_VARIABLE = "SERVELAB_TARGET"  # the target a notebook's `target = None` means, where it is set
 
 
-class ParameterError(ValueError):
+class ParameterError(SaidPlainly, ValueError):
     """A notebook parameter is wrong; the message names it and says what to set."""
 
 

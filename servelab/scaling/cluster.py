@@ -14,6 +14,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+from servelab.core.notices import SaidPlainly
 from servelab.scaling.config import Scaling
 
 APP = "food11"
@@ -59,7 +60,7 @@ def raylet_said(since: int = 0) -> str:
     return "\n".join(dict.fromkeys(lines))
 
 
-class ScalingError(RuntimeError):
+class ScalingError(SaidPlainly, RuntimeError):
     """Ray Serve did not do what was asked in time; the message says what was waited for."""
 
 

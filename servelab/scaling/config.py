@@ -10,10 +10,12 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from servelab.core.notices import SaidPlainly
+
 UTILISATION_POLICY = "servelab.scaling.config:utilisation_policy"
 
 
-class ScalingConfigError(ValueError):
+class ScalingConfigError(SaidPlainly, ValueError):
     """A scaling setting makes no sense; the message names it and says what to set."""
 
 

@@ -22,10 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from servelab.core.notices import SaidPlainly
+
 TARGETS = ("local", "docker", "chameleon")
 
 
-class TargetError(ValueError):
+class TargetError(SaidPlainly, ValueError):
     """A target or stack asked for that cannot be had here; the message says what to do instead."""
 STACKS = ("fastapi", "triton")
 MODEL_REPOSITORY = "models"

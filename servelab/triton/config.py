@@ -20,6 +20,8 @@ from typing import Any, Protocol, TypeAlias
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
+from servelab.core.notices import SaidPlainly
+
 # model_config_pb2 is protobuf-generated without type stubs (classes built at import): to mypy a
 # ModelConfig is Any, so its fields are not checked; the alias keeps it usable as an annotation.
 ModelConfig: TypeAlias = mc.ModelConfig
@@ -27,7 +29,7 @@ KINDS = {"KIND_AUTO", "KIND_GPU", "KIND_CPU", "KIND_MODEL"}
 CONFIG_NAME = "config.pbtxt"
 
 
-class ConfigError(ValueError):
+class ConfigError(SaidPlainly, ValueError):
     """A config that must not reach the server; the message says what is wrong."""
 
 

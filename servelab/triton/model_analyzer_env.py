@@ -14,12 +14,13 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from servelab.core.notices import SaidPlainly
 from servelab.core.paths import REPO_ROOT
 
 VERSION = "1.44.0"  # constraints-model-analyzer.txt; a test holds them equal
 
 
-class ModelAnalyzerError(RuntimeError):
+class ModelAnalyzerError(SaidPlainly, RuntimeError):
     """Model Analyzer could not be installed or did not finish; the message is one line that says why."""
 
 

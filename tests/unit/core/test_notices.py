@@ -92,3 +92,42 @@ def test_the_quietness_check_on_crafted_outputs() -> None:
     ]
     found = noise(nbformat.v4.new_notebook(cells=cells))
     assert [f.split(":")[0] for f in found] == ["cell 0", "cell 1", "cell 2"]
+
+
+def test_an_error_that_is_a_persons_to_fix_shows_its_message_not_a_traceback(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A wrong parameter, target, config or lease is shown in Jupyter as its message, marked ✗, with no
+    traceback (IPython's own ``showtraceback``, as a kernel calls it); ``SERVELAB_DEBUG=1`` shows the
+    traceback, its cause included."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from provisioning.errors import ProvisioningError
+    from servelab.lab.params import ParameterError
+    from servelab.scaling.cluster import ScalingError
+    from servelab.scaling.config import ScalingConfigError
+    from servelab.targets.base import TargetError
+    from servelab.triton.config import ConfigError
+    from servelab.triton.model_analyzer_env import ModelAnalyzerError
+
+    shell = InteractiveShell.instance()
+    shown: list[str] = []
+    monkeypatch.setattr(shell, "_showtraceback", lambda etype, evalue, stb: shown.extend(stb))
+    monkeypatch.delenv("SERVELAB_DEBUG", raising=False)
+    for kind in (ParameterError, TargetError, ConfigError, ScalingConfigError, ScalingError,
+                 ModelAnalyzerError, ProvisioningError):
+        shown.clear()
+        try:
+            raise kind("set lease_minutes to 1-10080\n(it was 0)")
+        except kind:
+            shell.showtraceback()
+        assert shown == ["✗ set lease_minutes to 1-10080", "  (it was 0)"], (kind, shown)
+    monkeypatch.setenv("SERVELAB_DEBUG", "1")
+    shown.clear()
+    try:
+        try:
+            raise OSError("connection refused")
+        except OSError as exc:
+            raise ProvisioningError("could not reach the site") from exc
+    except ProvisioningError:
+        shell.showtraceback()
+    text = "\n".join(shown)
+    assert "Traceback" in text and "OSError: connection refused" in text and "could not reach" in text
