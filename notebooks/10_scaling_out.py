@@ -508,8 +508,8 @@ exercise.model_answer(3, f"this run: {said}. "
 said = exercise.evidence(step10_report, 'Autoscaling costs fewer replica-seconds than')
 exercise.model_answer(4, f"this run: {said}. "
                          "weigh requests in flight as the high phase ends, p99, goodput and "
-                         "replica-seconds from the table above; the 'needs:' lines say whether this "
-                         "machine had a core free for the second replica. In production: autoscaling on "
+                         "replica-seconds from the table above; the 'needs:' lines say whether a second "
+                         "replica serves more on this machine at all. In production: autoscaling on "
                          "queue depth, with windows and delays short enough to follow the load's steps and "
                          "a minimum that covers the base load.")
 

@@ -131,10 +131,10 @@ def rules(data: RunData) -> list[Check]:
                     names=("utilisation serving after", "queue depth"))
     if earlier.evidence == NO_NUMBERS and not queue.empty and not util.empty:
         earlier = (Check(earlier.effect, OBSERVED, f"queue depth serving {up_q:.1f} s after the step; "
-                         "utilisation added no replica", needs=(overload,),
+                         "utilisation had no added replica serving", needs=(overload,),
                          figures=(Quantity("queue depth serving after", up_q, "s"),)) if up_q is not None else
-                   Check(earlier.effect, NOT_OBSERVED, f"queue depth added no replica; utilisation serving "
-                         f"{up_u:.1f} s after the step", needs=(overload,),
+                   Check(earlier.effect, NOT_OBSERVED, "queue depth had no added replica serving; "
+                         f"utilisation serving {up_u:.1f} s after the step", needs=(overload,),
                          figures=(Quantity("utilisation serving after", up_u, "s"),)) if up_u is not None else
                    cannot_show(earlier.effect, "neither policy added a replica", needs=(overload,)))
     versus = [versus_fixed(auto, name, fixed_one, fixed_n, needs, starts[policy])
@@ -271,7 +271,7 @@ def versus_fixed(auto: pd.DataFrame, name: str, fixed_one: pd.DataFrame, fixed_n
     not autoscaling's."""
     up, high = row(auto, "scale_up_after_s"), row(auto, "high_seconds")
     served = up is not None and (high is None or up < high)
-    when = ("; it added no replica after the step: it ran as one fixed replica" if up is None else
+    when = ("; no added replica served after the step: it ran as one fixed replica" if up is None else
             f"; its added replica served {up:.1f} s after the step" + ("" if served else
                                                                        f", after the {high:g} s high load"))
     n = int(row(fixed_n, "replicas_max") or 2)

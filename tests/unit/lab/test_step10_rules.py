@@ -137,7 +137,8 @@ def test_a_replica_serving_only_after_the_high_load_is_a_backlog_that_did_not_sh
     assert [checks[1].status, checks[3].status] == ["not observed", "observed"]
     assert checks[1].evidence == ("the added replica served only 20.1 s after the step, once the high load "
                                   "had ended: it could not slow the backlog during it")
-    assert checks[3].evidence == "queue depth serving 20.1 s after the step; utilisation added no replica"
+    assert checks[3].evidence == ("queue depth serving 20.1 s after the step; utilisation had no added "
+                                  "replica serving")
     neither = step.rules(data(step_row("queue depth", backlog_end_high=380), step_row("utilisation")))
     assert [c.status for c in (neither[0], neither[1], neither[3])] == ["not observed", "not observed",
                                                                         "cannot show here"]
