@@ -14,13 +14,18 @@ from servelab.results.schema import num
 OUTRAN = 0.9  # the high load outran a replica that answered fewer than this share of what was offered
 
 
+def high_phase(series: pd.DataFrame, label: str) -> pd.DataFrame:
+    """The samples (``scaling_series`` rows) of the run ``label`` during its high phase (phase 1)."""
+    if series.empty or "run" not in series:
+        return series.iloc[0:0]
+    return series[(series["run"] == label) & (num(series, "phase") == 1)]
+
+
 def answered_share(series: pd.DataFrame, label: str,
                    until_s: float | None = None) -> tuple[float, float] | None:
     """(answers per second, requests per second offered) during the high phase of the run ``label``
     (``scaling_series`` rows), up to ``until_s`` seconds into the load when given; None without samples."""
-    if series.empty or "run" not in series:
-        return None
-    rows = series[(series["run"] == label) & (num(series, "phase") == 1)]
+    rows = high_phase(series, label)
     if until_s is not None:
         rows = rows[num(rows, "t") <= until_s]
     seconds = float(num(rows, "interval_s").sum())

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from servelab.lab.step10_needs import answered_share, helps, outran, start_cost
+from servelab.lab.step10_needs import answered_share, helps, high_phase, outran, start_cost
 from servelab.lab.step10_scaling_out import SUMMARY_COLUMNS, fig_timeline
 from servelab.lab.step10_triton_queue import cause_words
 from servelab.report.effects import (
@@ -162,9 +162,12 @@ def growth(series: pd.DataFrame, label: str, since_s: float) -> tuple[float, flo
 
 
 def _high_from(series: pd.DataFrame, label: str, since_s: float) -> pd.DataFrame:
-    if series.empty or "run" not in series:
-        return series.iloc[0:0]
-    return series[(series["run"] == label) & (num(series, "phase") == 1) & (num(series, "t") >= since_s)]
+    rows = high_phase(series, label)
+    return rows[num(rows, "t") >= since_s]
+
+
+def _label(run: pd.DataFrame) -> str:  # the run's label, as its samples name it
+    return str(run.iloc[-1].get("label")) if not run.empty else ""
 
 
 def backlog_growth(queue: pd.DataFrame, fixed_one: pd.DataFrame, fixed_n: pd.DataFrame,
@@ -179,10 +182,9 @@ def backlog_growth(queue: pd.DataFrame, fixed_one: pd.DataFrame, fixed_n: pd.Dat
     up = row(queue, "scale_up_after_s")
     step_s, high_s = row(queue, "high_starts_s") or 0.0, row(queue, "high_seconds")
     ended = row(queue, "backlog_end_high")
-    label = lambda df: str(df.iloc[-1].get("label")) if not df.empty else ""  # noqa: E731
     since = None if up is None else step_s + up
-    auto = growth(series, label(queue), since) if since is not None else None
-    one = growth(series, label(fixed_one), since) if since is not None else None
+    auto = growth(series, _label(queue), since) if since is not None else None
+    one = growth(series, _label(fixed_one), since) if since is not None else None
     f, a = (one or (None,))[0], (auto or (None,))[0]
     spreads = tuple(None if g is None else (g[1] / abs(g[0]) if g[0] else 0.0) for g in (one, auto))
     in_flight = (row(queue, "backlog_at_up"), ended)
@@ -199,24 +201,25 @@ def backlog_growth(queue: pd.DataFrame, fixed_one: pd.DataFrame, fixed_n: pd.Dat
                 f"the added replica served only {up:.1f} s after the step, once the high load had ended")
         return Check(BACKLOG_EFFECT, NOT_OBSERVED, f"{late}: it could not slow the backlog during it" + cost,
                      needs=needs, figures=(Quantity("in flight as the high load ended", ended),))
-    sampled = not fixed_one.empty and all(not _high_from(series, label(df), step_s).empty
+    sampled = not fixed_one.empty and all(not _high_from(series, _label(df), step_s).empty
                                           for df in (queue, fixed_one))
     if verdict.evidence == NO_NUMBERS and sampled and up is not None and high_s is not None:
         few = Check(BACKLOG_EFFECT, TOO_NOISY, f"the added replica served {up:.1f} s after the step, "
                     f"{high_s - up:.1f} s before the high load ended: under three samples to read a growth "
                     "from" + cost, needs=needs)
-        return replace(few, settle=_longer_high(up, high_s - up, 1.0, 0.0))
+        return replace(few, settle=_longer_high(up, high_s - up))
     if verdict.status == TOO_NOISY and verdict.band is not None and auto is not None and one is not None:
         verdict = replace(verdict, settle=_longer_high(float(up or 0.0), auto[3], verdict.band.value,
                                                        abs(one[0] - auto[0])))
     return verdict
 
 
-def _longer_high(up: float, window_s: float, band: float, distance: float) -> str:
+def _longer_high(up: float, window_s: float, band: float | None = None, distance: float = 0.0) -> str:
     """The high phase that would settle a backlog-growth verdict too noisy to call: a growth's band shrinks
     about as 1 / the seconds it is read over, so those seconds grow by band / distance (a fifth more for
-    its noise), after the added replica's own start (``up`` s after the step)."""
-    factor = 1.2 * band / distance if distance > 0 else 2.0
+    its noise), after the added replica's own start (``up`` s after the step); twice them without a band
+    (too few samples to have one) or a gap."""
+    factor = 1.2 * band / distance if band is not None and distance > 0 else 2.0
     needed = max(window_s * factor, window_s + 3.0, 3.0)
     high = math.ceil(up + needed)
     return (f"rerun with a high phase of {high} s (scaling_phase_seconds[1] = {high}): about {needed:.0f} s "

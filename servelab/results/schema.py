@@ -158,9 +158,9 @@ def trend_spread(values: Any) -> float | None:
     ``relative_spread`` would count whole. None for fewer than three."""
     figures = [float(v) for v in values if v is not None and v == v]
     fit = trend(range(len(figures)), figures)
-    mean_y = sum(figures) / len(figures) if figures else 0.0
     if fit is None:
         return None
+    mean_y = sum(figures) / len(figures)
     return round(fit[1] / mean_y, 4) if mean_y else None
 
 
